@@ -1,0 +1,81 @@
+"""Shared fixtures: one real Spark session per test run, real broker processes.
+
+No mocks of Kafka, Spark or Delta: the `spark` fixture is a real local session,
+`broker` is a real `streams.broker` process on 127.0.0.1, tables are real Delta
+tables under `tmp_path`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+# Python workers must run the interpreter that runs the tests (the venv's).
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):
+    """The one local SparkSession of the test run; never stop or reconfigure it per test."""
+    from pyspark.sql import SparkSession
+
+    warehouse_dir = tmp_path_factory.mktemp("spark-warehouse")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("warehouse-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.warehouse.dir", str(warehouse_dir))
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.driver.extraJavaOptions", "-Dderby.system.home=" + str(warehouse_dir))
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One real broker process shared by the run; tests use unique topic and group names."""
+    from streams.broker.launcher import BrokerProcess
+
+    proc = BrokerProcess(tmp_path_factory.mktemp("broker-data")).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[Callable[..., object]]:
+    """Start fresh broker processes (own data dir, own config); all are stopped at teardown."""
+    from streams.broker.launcher import BrokerProcess
+
+    started: list[BrokerProcess] = []
+
+    def start(data_dir: Path | None = None, **config: object) -> BrokerProcess:
+        d = data_dir or tmp_path / f"broker-{len(started)}"
+        proc = BrokerProcess(d, config={k: v for k, v in config.items()}).start()
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    """Unique names for topics, groups and tables: `unique("orders")` -> `orders-1a2b3c4d`."""
+    return lambda prefix: f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,164 @@
+"""Environment settings: `conf/<env>.yml` (DESIGN.md §7).
+
+Precedence: keyword overrides > `WAREHOUSE__SECTION__KEY` environment variables >
+the YAML file > defaults. (The design calls the variables *overrides* of the
+file, so they sit above it.) `${VAR}` and `${VAR:-default}` in the YAML are
+replaced from the environment, which is how secrets stay out of the file.
+Secrets are `SecretStr` and print as `**********`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+Engine = Literal["auto", "native", "python"]
+
+ENV_PREFIX = "WAREHOUSE__"
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaSecurity(Settings):
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    username: str | None = None
+    password: SecretStr | None = None
+    ssl_ca_location: str | None = None
+
+    def client_config(self) -> dict[str, str]:
+        """librdkafka properties for this security setting (secrets revealed here only)."""
+        conf = {"security.protocol": self.protocol}
+        if self.sasl_mechanism:
+            conf["sasl.mechanism"] = self.sasl_mechanism
+        if self.username is not None:
+            conf["sasl.username"] = self.username
+        if self.password is not None:
+            conf["sasl.password"] = self.password.get_secret_value()
+        if self.ssl_ca_location:
+            conf["ssl.ca.location"] = self.ssl_ca_location
+        return conf
+
+
+class EmbeddedBroker(Settings):
+    """The bundled broker behind `bootstrap: embedded`, started on demand."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=9092, ge=0, le=65535)
+    data_dir: str | None = None  # default: <warehouse_root>/broker
+    config: dict[str, str] = Field(default_factory=dict)
+
+
+class KafkaSettings(Settings):
+    bootstrap: str = "embedded"
+    security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+    client: dict[str, str] = Field(default_factory=dict)  # extra librdkafka properties
+    embedded: EmbeddedBroker = Field(default_factory=EmbeddedBroker)
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.bootstrap == "embedded"
+
+
+class Engines(Settings):
+    kafka: Engine = "auto"
+    delta: Engine = "auto"
+
+
+class SparkSettings(Settings):
+    master: str = "local[*]"
+    app_name: str = "warehouse"
+    conf: dict[str, str] = Field(default_factory=lambda: {"spark.sql.shuffle.partitions": "4"})
+
+
+class WarehouseConfig(Settings):
+    """The one root settings object of a project environment."""
+
+    warehouse_root: str = ".warehouse"
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    engines: Engines = Field(default_factory=Engines)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+
+    def root_path(self, project_dir: Path) -> Path:
+        root = Path(self.warehouse_root)
+        return root if root.is_absolute() else (project_dir / root)
+
+
+def interpolate(value: Any, environ: Mapping[str, str]) -> Any:
+    """Replace `${VAR}` / `${VAR:-default}` in every string of a parsed YAML document."""
+    if isinstance(value, str):
+
+        def sub(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in environ:
+                return environ[name]
+            if default is not None:
+                return default
+            raise KeyError(name)
+
+        return _VAR_RE.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: interpolate(v, environ) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, environ) for v in value]
+    return value
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """`WAREHOUSE__KAFKA__BOOTSTRAP=h:9092` -> `{"kafka": {"bootstrap": "h:9092"}}`.
+
+    Keys are lower-cased except below `conf`/`client`/`config` maps, whose keys
+    (Spark and librdkafka property names) are taken as written after the prefix.
+    """
+    out: dict[str, Any] = {}
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX):
+            continue
+        parts = key[len(ENV_PREFIX) :].split("__")
+        path: list[str] = []
+        for i, part in enumerate(parts):
+            if i > 0 and path[-1] in ("conf", "client", "config"):
+                path.append("__".join(parts[i:]))
+                break
+            path.append(part.lower())
+        node = out
+        for p in path[:-1]:
+            node = node.setdefault(p, {})
+        node[path[-1]] = value
+    return out
+
+
+def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def resolve_config(
+    document: Mapping[str, Any] | None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> WarehouseConfig:
+    """Build the settings from a parsed `conf/<env>.yml`, the environment and overrides.
+
+    Raises `KeyError(var)` for a `${VAR}` with no value and pydantic's
+    `ValidationError` for bad fields; the loader turns both into located errors.
+    """
+    env = os.environ if environ is None else environ
+    data = interpolate(dict(document or {}), env)
+    data = deep_merge(data, env_overrides(env))
+    data = deep_merge(data, dict(overrides or {}))
+    return WarehouseConfig.model_validate(data)

@@ -1,0 +1,332 @@
+"""Table specs: what one `layers/<layer>/<name>.yml` declares (DESIGN.md §7).
+
+Pydantic only; no Spark import. Every model is frozen and forbids unknown keys,
+so a typo in a YAML file fails at load with its file and field.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+LAYERS: tuple[str, ...] = ("ods", "dwd", "dws", "ads")
+"""Layers in dependency order: a table reads Kafka, its own layer or an earlier one."""
+
+NAME_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
+TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+# Spark interval strings as used by withWatermark/window: "10 minutes", "1 hour", "30 seconds".
+INTERVAL_RE = re.compile(
+    r"^\s*\d+\s+(millisecond|second|minute|hour|day|week)s?\s*$", re.IGNORECASE
+)
+
+KafkaFormat = Literal["json", "raw", "debezium-json", "upsert-json"]
+OnViolation = Literal["warn", "drop", "quarantine", "fail"]
+ReadMode = Literal["append", "changes"]
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def _check_interval(value: str) -> str:
+    if not INTERVAL_RE.match(value):
+        raise ValueError(
+            f"`{value}` is not an interval; write a number and a unit, e.g. `10 minutes`"
+        )
+    return value.strip()
+
+
+def _check_name(value: str) -> str:
+    if not NAME_RE.match(value):
+        raise ValueError(
+            f"`{value}` is not a valid name; use lower-case letters, digits and `_`, "
+            "starting with a letter or `_`"
+        )
+    return value
+
+
+Interval = Annotated[str, Field(description="a Spark interval, e.g. `10 minutes`")]
+
+
+class KafkaSource(Spec):
+    """Read one topic, a list of topics, or a topic pattern."""
+
+    topic: str | None = None
+    topics: list[str] | None = None
+    pattern: str | None = None
+    starting_offsets: Literal["earliest", "latest"] | dict[str, dict[str, int]] = "earliest"
+    format: KafkaFormat = "json"
+    schema_: str | None = Field(default=None, alias="schema")
+    max_offsets_per_trigger: int | None = Field(default=None, gt=0)
+    on_data_loss: Literal["fail", "skip"] = "fail"
+    options: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_subscription(self) -> KafkaSource:
+        given = [k for k in ("topic", "topics", "pattern") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of `topic`, `topics` or `pattern`"
+                + (f" (got {', '.join(f'`{g}`' for g in given)})" if given else "")
+            )
+        for t in [self.topic] if self.topic else (self.topics or []):
+            if not TOPIC_RE.match(t) or t in (".", ".."):
+                raise ValueError(
+                    f"`{t}` is not a valid Kafka topic name "
+                    "(letters, digits, `.`, `_`, `-`; at most 249 characters)"
+                )
+        if self.format == "json" and not self.schema_:
+            raise ValueError("format `json` needs `schema: NAME` (a file in `schemas/`)")
+        return self
+
+    @property
+    def topic_list(self) -> list[str]:
+        return [self.topic] if self.topic else list(self.topics or [])
+
+
+class JoinStream(Spec):
+    """Another table read as a stream for a stream–stream join; named by its table in SQL."""
+
+    table: str
+    watermark: Watermark | None = None
+
+
+class Source(Spec):
+    """`{kafka: {...}}` or `{table: NAME, read: append|changes}`."""
+
+    kafka: KafkaSource | None = None
+    table: str | None = None
+    read: ReadMode = "append"
+    max_versions_per_trigger: int | None = Field(default=None, gt=0)
+    join_streams: list[JoinStream] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Source:
+        if (self.kafka is None) == (self.table is None):
+            raise ValueError("give exactly one of `kafka` or `table`")
+        if self.kafka is not None and (
+            self.read != "append" or self.join_streams or self.max_versions_per_trigger
+        ):
+            raise ValueError(
+                "`read`, `join_streams` and `max_versions_per_trigger` apply to table sources only"
+            )
+        return self
+
+    @property
+    def upstream_tables(self) -> list[str]:
+        names = [self.table] if self.table else []
+        return names + [j.table for j in self.join_streams]
+
+
+class Transform(Spec):
+    """SQL inline, SQL in a file beside the YAML, or a Python callable `module:function`."""
+
+    sql: str | None = None
+    sql_file: str | None = None
+    python: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Transform:
+        given = [k for k in ("sql", "sql_file", "python") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError("give exactly one of `sql`, `sql_file` or `python`")
+        if self.python and not re.match(r"^[\w.]+:\w+$", self.python):
+            raise ValueError(
+                f"`{self.python}` is not a Python reference; write `package.module:function`"
+            )
+        return self
+
+
+class Watermark(Spec):
+    column: str
+    delay: str
+
+    _delay = field_validator("delay")(_check_interval)
+
+
+class Dedupe(Spec):
+    """Drop repeated keys (within the watermark when the table has one)."""
+
+    keys: list[str] = Field(min_length=1)
+
+
+class Window(Spec):
+    column: str
+    size: str
+    slide: str | None = None
+
+    _size = field_validator("size")(_check_interval)
+
+    @field_validator("slide")
+    @classmethod
+    def _slide(cls, v: str | None) -> str | None:
+        return None if v is None else _check_interval(v)
+
+
+class Aggregate(Spec):
+    window: Window | None = None
+    group_by: list[str] = Field(default_factory=list)
+    measures: dict[str, str] = Field(min_length=1)
+
+    @field_validator("measures")
+    @classmethod
+    def _measure_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            _check_name(name)
+        return v
+
+
+class _SinkBase(Spec):
+    partition_by: list[str] = Field(default_factory=list)
+
+
+class AppendSink(_SinkBase):
+    mode: Literal["append"] = "append"
+
+
+class UpsertSink(_SinkBase):
+    """SCD type 1: one row per key; the latest by `sequence_by` wins; deletes remove the row."""
+
+    mode: Literal["upsert"]
+    keys: list[str] = Field(min_length=1)
+    sequence_by: str | None = None
+
+
+class Scd2Sink(_SinkBase):
+    """SCD type 2: history per key with `valid_from`, `valid_to`, `is_current`."""
+
+    mode: Literal["scd2"]
+    keys: list[str] = Field(min_length=1)
+    sequence_by: str
+
+
+Sink = Annotated[AppendSink | UpsertSink | Scd2Sink, Field(discriminator="mode")]
+
+
+class Expectation(Spec):
+    """One great-expectations expectation: `{expect_x: {kwargs}, on_violation: ...}` in YAML."""
+
+    type: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    on_violation: OnViolation = "warn"
+    name: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_yaml_shape(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "type" in data:
+            return data
+        rest = {k: v for k, v in data.items() if k not in ("on_violation", "name")}
+        types = [k for k in rest if str(k).startswith("expect_")]
+        if len(types) != 1 or len(rest) != 1:
+            raise ValueError(
+                "an expectation is one `expect_...: {arguments}` entry, optionally with "
+                f"`on_violation` and `name` (got keys {', '.join(f'`{k}`' for k in data)})"
+            )
+        kwargs = rest[types[0]] or {}
+        out: dict[str, Any] = {"type": types[0], "kwargs": kwargs}
+        for k in ("on_violation", "name"):
+            if k in data:
+                out[k] = data[k]
+        return out
+
+    def to_yaml(self) -> dict[str, Any]:
+        out: dict[str, Any] = {self.type: dict(self.kwargs)}
+        if self.on_violation != "warn":
+            out["on_violation"] = self.on_violation
+        if self.name:
+            out["name"] = self.name
+        return out
+
+
+class Trigger(Spec):
+    """How often the query runs when not `--once`: `{interval: 10 seconds}`; none = back to back."""
+
+    interval: str | None = None
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, v: str | None) -> str | None:
+        return None if v is None else _check_interval(v)
+
+
+class KafkaPublish(Spec):
+    topic: str
+    partitions: int = Field(default=1, gt=0)
+    format: Literal["json"] = "json"
+
+    @field_validator("topic")
+    @classmethod
+    def _topic(cls, v: str) -> str:
+        if not TOPIC_RE.match(v):
+            raise ValueError(f"`{v}` is not a valid Kafka topic name")
+        return v
+
+
+class Publish(Spec):
+    kafka: KafkaPublish
+
+
+class TableSpec(Spec):
+    """One table of the warehouse. YAML files and Python definitions both produce this."""
+
+    table: str
+    description: str | None = None
+    source: Source
+    transform: Transform | None = None
+    watermark: Watermark | None = None
+    dedupe: Dedupe | None = None
+    aggregate: Aggregate | None = None
+    sink: Sink = Field(default_factory=AppendSink)
+    expectations: list[Expectation] = Field(default_factory=list)
+    trigger: Trigger | None = None
+    publish: Publish | None = None
+
+    _name = field_validator("table")(_check_name)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_sink_mode(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("sink"), dict):
+            if "mode" not in data["sink"]:
+                data = {**data, "sink": {"mode": "append", **data["sink"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TableSpec:
+        if self.publish is not None and self.sink.mode == "append":
+            raise ValueError(
+                "`publish` needs keys: use `sink: {mode: upsert, keys: [...]}` "
+                "(the topic is compacted by the sink keys)"
+            )
+        if self.aggregate and self.aggregate.window and not self.watermark:
+            raise ValueError(
+                "a windowed `aggregate` needs a `watermark` on its event-time column"
+            )
+        return self
+
+    @property
+    def upstream_tables(self) -> list[str]:
+        return self.source.upstream_tables
+
+
+JoinStream.model_rebuild()
+Source.model_rebuild()
+
+
+class TableDefinition(Spec):
+    """A table spec together with where it was declared (layer folder and file)."""
+
+    spec: TableSpec
+    layer: Literal["ods", "dwd", "dws", "ads"]
+    path: str
+
+    @property
+    def name(self) -> str:
+        return self.spec.table
+
+    @property
+    def layer_index(self) -> int:
+        return LAYERS.index(self.layer)
