@@ -1,0 +1,292 @@
+"""What each table compiles to, without Spark: `TablePlan` and the plan renderings.
+
+`warehouse plan` prints these; the query builder and the runner read them, so
+paths, modes and triggers are decided in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from warehouse.spec.table import LAYERS, TableDefinition
+
+if TYPE_CHECKING:
+    from warehouse.project import Project
+
+Selection = Literal["ods", "dwd", "dws", "ads", "all"]
+PlanFormat = Literal["text", "json", "mermaid", "dot"]
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """One table's compiled query: where it reads, what it does, where it writes."""
+
+    name: str
+    layer: str
+    file: str
+    source_kind: Literal["kafka", "table"]
+    source: str
+    topics: list[str]
+    upstreams: list[str]
+    static_tables: list[str]
+    transform: str | None
+    operators: list[str]
+    sink_mode: str
+    keys: list[str]
+    partition_by: list[str]
+    output_mode: Literal["append", "update"]
+    table_path: str
+    checkpoint_path: str
+    quarantine_path: str
+    trigger: str
+    publish: str | None
+    expectations: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def output_mode(defn: TableDefinition) -> Literal["append", "update"]:
+    """`update` for keyed sinks (aggregates re-emit changed groups, the sink upserts them).
+
+    Update mode on a stateless query behaves like append, so it is safe for
+    every keyed sink; append sinks with a windowed aggregate emit each window
+    once, when the watermark passes its end.
+    """
+    return "update" if defn.spec.sink.mode in ("upsert", "scd2") else "append"
+
+
+def _source_text(defn: TableDefinition) -> str:
+    src = defn.spec.source
+    if src.kafka is not None:
+        k = src.kafka
+        where = (
+            f"pattern `{k.pattern}`"
+            if k.pattern
+            else ", ".join(f"`{t}`" for t in k.topic_list)
+        )
+        fmt = k.format + (f" ({k.schema_})" if k.schema_ else "")
+        start = k.starting_offsets if isinstance(k.starting_offsets, str) else "explicit offsets"
+        return f"kafka {where} as {fmt} from {start}"
+    text = f"table `{src.table}` ({src.read})"
+    for j in src.join_streams:
+        text += f" join stream `{j.table}`"
+    return text
+
+
+def _transform_text(defn: TableDefinition) -> str | None:
+    t = defn.spec.transform
+    if t is None:
+        return None
+    if t.python:
+        return f"python {t.python}"
+    return f"sql file {t.sql_file}" if t.sql_file else "sql"
+
+
+def _operators(defn: TableDefinition) -> list[str]:
+    spec = defn.spec
+    ops: list[str] = []
+    if spec.watermark:
+        ops.append(f"watermark {spec.watermark.column} - {spec.watermark.delay}")
+    if spec.dedupe:
+        within = " within watermark" if spec.watermark else ""
+        ops.append(f"dedupe [{', '.join(spec.dedupe.keys)}]{within}")
+    if spec.aggregate:
+        a = spec.aggregate
+        parts = []
+        if a.window:
+            kind = "hopping" if a.window.slide else "tumbling"
+            slide = f" every {a.window.slide}" if a.window.slide else ""
+            parts.append(f"{kind} window {a.window.size}{slide} on {a.window.column}")
+        if a.group_by:
+            parts.append(f"by [{', '.join(a.group_by)}]")
+        parts.append("measures " + ", ".join(f"{k}={v}" for k, v in a.measures.items()))
+        ops.append("aggregate " + " ".join(parts))
+    return ops
+
+
+def plan_table(project: Project, name: str, *, static_tables: list[str] | None = None) -> TablePlan:
+    """The plan of one table of `project` (paths from the project, modes from the spec)."""
+    defn = project.tables[name]
+    spec = defn.spec
+    sink = spec.sink
+    kafka = spec.source.kafka
+    if spec.trigger and spec.trigger.interval:
+        trigger = f"every {spec.trigger.interval}"
+    else:
+        trigger = "continuous (batches back to back)"
+    if static_tables is None:
+        from warehouse.compile.sql import referenced_tables
+
+        static_tables = [
+            t
+            for t in referenced_tables(project, defn)
+            if t in project.tables and t not in spec.source.upstream_tables
+        ]
+    return TablePlan(
+        name=name,
+        layer=defn.layer,
+        file=str(defn.path),
+        source_kind="kafka" if kafka is not None else "table",
+        source=_source_text(defn),
+        topics=list(kafka.topic_list) if kafka is not None else [],
+        upstreams=list(spec.source.upstream_tables),
+        static_tables=static_tables,
+        transform=_transform_text(defn),
+        operators=_operators(defn),
+        sink_mode=sink.mode,
+        keys=list(getattr(sink, "keys", []) or []),
+        partition_by=list(sink.partition_by),
+        output_mode=output_mode(defn),
+        table_path=str(project.table_path(name)),
+        checkpoint_path=str(project.checkpoint_path(name)),
+        quarantine_path=str(project.quarantine_path(name)),
+        trigger=trigger,
+        publish=spec.publish.kafka.topic if spec.publish else None,
+        expectations=[f"{e.type} ({e.on_violation})" for e in spec.expectations],
+    )
+
+
+def ordered_names(project: Project) -> list[str]:
+    """Every table in dependency order: layer first, then upstreams before readers, then name.
+
+    Stream–static tables named in SQL count as dependencies too, so a dimension
+    is built before the facts that join it.
+    """
+    from warehouse.compile.sql import referenced_tables
+
+    deps: dict[str, set[str]] = {}
+    for name, defn in project.tables.items():
+        refs = set(defn.spec.source.upstream_tables) | set(referenced_tables(project, defn))
+        deps[name] = {d for d in refs if d in project.tables and d != name}
+    done: list[str] = []
+    placed: set[str] = set()
+    remaining = sorted(
+        project.tables, key=lambda n: (LAYERS.index(project.tables[n].layer), n)
+    )
+    while remaining:
+        for name in remaining:
+            if deps[name] <= placed:
+                break
+        else:  # a cycle; the loader reports it, here keep a stable order
+            name = remaining[0]
+        done.append(name)
+        placed.add(name)
+        remaining.remove(name)
+    return done
+
+
+def select_tables(
+    project: Project, *, layer: str | None = None, tables: list[str] | None = None
+) -> list[str]:
+    """Names to run for `--layer` / `--table`, in dependency order."""
+    from warehouse.compile.errors import SelectionError
+
+    order = ordered_names(project)
+    if tables:
+        unknown = [t for t in tables if t not in project.tables]
+        if unknown:
+            raise SelectionError(
+                "Unknown table "
+                + ", ".join(f"`{t}`" for t in unknown)
+                + "; the project has "
+                + ", ".join(f"`{t}`" for t in order)
+                + ". Check `--table` (see `warehouse plan`)."
+            )
+        order = [n for n in order if n in tables]
+    if layer and layer != "all":
+        if layer not in LAYERS:
+            raise SelectionError(
+                f"`{layer}` is not a layer; use one of {', '.join(LAYERS)} or `all`."
+            )
+        order = [n for n in order if project.tables[n].layer == layer]
+    return order
+
+
+def build_plan(
+    project: Project, *, layer: str | None = None, tables: list[str] | None = None
+) -> list[TablePlan]:
+    return [plan_table(project, n) for n in select_tables(project, layer=layer, tables=tables)]
+
+
+def render(plans: list[TablePlan], fmt: PlanFormat) -> str:
+    if fmt == "json":
+        return json.dumps({"tables": [p.to_dict() for p in plans]}, indent=2)
+    if fmt == "mermaid":
+        return render_mermaid(plans)
+    if fmt == "dot":
+        return render_dot(plans)
+    return render_text(plans)
+
+
+def render_text(plans: list[TablePlan]) -> str:
+    lines: list[str] = []
+    for i, p in enumerate(plans, 1):
+        lines.append(f"{i}. {p.name}  [{p.layer}]  ({p.file})")
+        lines.append(f"   source:      {p.source}")
+        if p.static_tables:
+            lines.append(f"   snapshots:   {', '.join(p.static_tables)}")
+        if p.transform:
+            lines.append(f"   transform:   {p.transform}")
+        for op in p.operators:
+            lines.append(f"   operator:    {op}")
+        if p.expectations:
+            lines.append(f"   checks:      {'; '.join(p.expectations)}")
+        keys = f" keys [{', '.join(p.keys)}]" if p.keys else ""
+        parts = f" partitioned by [{', '.join(p.partition_by)}]" if p.partition_by else ""
+        lines.append(f"   sink:        {p.sink_mode}{keys}{parts} ({p.output_mode} output)")
+        lines.append(f"   table:       {p.table_path}")
+        lines.append(f"   checkpoint:  {p.checkpoint_path}")
+        lines.append(f"   quarantine:  {p.quarantine_path}")
+        lines.append(f"   trigger:     {p.trigger} (availableNow with --once)")
+        if p.publish:
+            lines.append(f"   publish:     kafka topic `{p.publish}` (compacted)")
+    if not plans:
+        lines.append("no tables selected")
+    return "\n".join(lines)
+
+
+def _node_id(name: str) -> str:
+    return "t_" + name
+
+
+def render_mermaid(plans: list[TablePlan]) -> str:
+    lines = ["flowchart LR"]
+    names = {p.name for p in plans}
+    for p in plans:
+        lines.append(f'  {_node_id(p.name)}["{p.name}<br/>{p.layer} · {p.sink_mode}"]')
+    for p in plans:
+        for t in p.topics:
+            tid = "k_" + "".join(c if c.isalnum() else "_" for c in t)
+            lines.append(f"  {tid}[(\"{t}\")] --> {_node_id(p.name)}")
+        for up in p.upstreams:
+            if up not in names:
+                lines.append(f'  {_node_id(up)}["{up}"]')
+            lines.append(f"  {_node_id(up)} --> {_node_id(p.name)}")
+        for st in p.static_tables:
+            lines.append(f"  {_node_id(st)} -.-> {_node_id(p.name)}")
+        if p.publish:
+            pid = "k_" + "".join(c if c.isalnum() else "_" for c in p.publish)
+            lines.append(f"  {_node_id(p.name)} --> {pid}[(\"{p.publish}\")]")
+    return "\n".join(lines)
+
+
+def render_dot(plans: list[TablePlan]) -> str:
+    lines = ["digraph warehouse {", "  rankdir=LR;", "  node [shape=box];"]
+    for p in plans:
+        lines.append(f'  "{p.name}" [label="{p.name}\\n{p.layer} · {p.sink_mode}"];')
+    for p in plans:
+        for t in p.topics:
+            lines.append(f'  "kafka:{t}" [shape=cylinder];')
+            lines.append(f'  "kafka:{t}" -> "{p.name}";')
+        for up in p.upstreams:
+            lines.append(f'  "{up}" -> "{p.name}";')
+        for st in p.static_tables:
+            lines.append(f'  "{st}" -> "{p.name}" [style=dashed];')
+        if p.publish:
+            lines.append(f'  "kafka:{p.publish}" [shape=cylinder];')
+            lines.append(f'  "{p.name}" -> "kafka:{p.publish}";')
+    lines.append("}")
+    return "\n".join(lines)

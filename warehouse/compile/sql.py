@@ -1,0 +1,102 @@
+"""SQL transforms: the text of a table's SQL, the tables it names, and view renaming.
+
+The streaming input is `source` in user SQL; at run time it becomes a temp view
+with a name unique to the query (several queries share one session), so the
+SQL is rewritten with sqlglot: each reference to `source` (or to another
+table) is pointed at its view and keeps its name as alias.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from warehouse.compile.errors import CompileError
+
+if TYPE_CHECKING:
+    from warehouse.project import Project
+    from warehouse.spec.table import TableDefinition
+
+SOURCE_VIEW = "source"
+
+
+def sql_text(project: Project, defn: TableDefinition) -> str | None:
+    """The table's SQL (inline or from `sql_file`, resolved beside its YAML), or None."""
+    t = defn.spec.transform
+    if t is None or t.python:
+        return None
+    if t.sql is not None:
+        return t.sql
+    assert t.sql_file is not None
+    candidates = [Path(defn.path).parent / t.sql_file, _project_dir(project) / t.sql_file]
+    for c in candidates:
+        if c.is_file():
+            return c.read_text()
+    raise CompileError(
+        f"Table `{defn.name}` ({defn.path}): `transform.sql_file` `{t.sql_file}` does not exist "
+        f"(looked in {', '.join(str(c) for c in candidates)}). Fix the path.",
+        table=defn.name,
+    )
+
+
+def _project_dir(project: Project) -> Path:
+    for attr in ("path", "root", "dir", "project_dir"):
+        value = getattr(project, attr, None)
+        if isinstance(value, (str, Path)):
+            return Path(value)
+    return Path.cwd()
+
+
+def _parse(sql: str, table: str):  # -> sqlglot.exp.Expression
+    import sqlglot
+    from sqlglot.errors import ParseError
+
+    try:
+        return sqlglot.parse_one(sql, read="spark")
+    except ParseError as e:
+        raise CompileError(f"Table `{table}`: the SQL transform does not parse: {e}") from e
+
+
+def referenced_tables(project: Project, defn: TableDefinition) -> list[str]:
+    """Unqualified table names the SQL reads, besides `source` and CTE names, in order."""
+    from sqlglot import exp
+
+    text = sql_text(project, defn)
+    if not text:
+        return []
+    try:
+        tree = _parse(text, defn.name)
+    except CompileError:
+        return []  # the loader reports bad SQL with file and field
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    out: list[str] = []
+    for t in tree.find_all(exp.Table):
+        if t.db or not t.name or t.name == SOURCE_VIEW or t.name in ctes:
+            continue
+        if t.name not in out:
+            out.append(t.name)
+    return out
+
+
+def rewrite_views(sql: str, views: dict[str, str], *, table: str) -> str:
+    """Point each unqualified table reference in `views` at its view; keep the old name as alias."""
+    from sqlglot import exp
+
+    tree = _parse(sql, table)
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if (
+            isinstance(node, exp.Table)
+            and not node.db
+            and node.name in views
+            and node.name not in ctes
+        ):
+            alias = node.alias or node.name
+            return exp.Table(
+                this=exp.to_identifier(views[node.name]),
+                alias=exp.TableAlias(this=exp.to_identifier(alias)),
+            )
+        return node
+
+    return tree.transform(swap).sql(dialect="spark")

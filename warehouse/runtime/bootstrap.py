@@ -1,0 +1,60 @@
+"""Where the Kafka of an environment is: a bootstrap string, or the embedded broker."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from warehouse.project import Project
+
+logger = logging.getLogger(__name__)
+
+
+def warehouse_root(project: Project) -> Path:
+    """The project's `warehouse_root` as an absolute path."""
+    for attr in ("warehouse_root", "root_path"):
+        value = getattr(project, attr, None)
+        if isinstance(value, (str, Path)):
+            return Path(value)
+    from warehouse.compile.sql import _project_dir
+
+    return project.config.root_path(_project_dir(project))
+
+
+def broker_dir(project: Project) -> Path:
+    """Data folder of the embedded broker: `kafka.embedded.data_dir` or `<root>/broker`."""
+    configured = project.config.kafka.embedded.data_dir
+    if configured:
+        p = Path(configured)
+        if not p.is_absolute():
+            from warehouse.compile.sql import _project_dir
+
+            p = _project_dir(project) / p
+        return p
+    return warehouse_root(project) / "broker"
+
+
+def resolve_bootstrap(project: Project, *, start: bool = True) -> str | None:
+    """The bootstrap servers to use.
+
+    `embedded` starts the bundled broker on demand (or reuses the live one found
+    through its pid file) when `start`; otherwise returns the running one's
+    bootstrap, or None when it is not running.
+    """
+    kafka = project.config.kafka
+    if not kafka.is_embedded:
+        return kafka.bootstrap
+    from streams.broker.launcher import broker_status, ensure_broker
+
+    data_dir = broker_dir(project)
+    emb = kafka.embedded
+    if start:
+        bootstrap = ensure_broker(data_dir, host=emb.host, port=emb.port, config=dict(emb.config))
+        logger.info("embedded broker at %s (data %s)", bootstrap, data_dir)
+        return bootstrap
+    status = broker_status(data_dir)
+    if not status:
+        return None
+    return status.get("bootstrap") or f"{status.get('host', emb.host)}:{status['port']}"

@@ -1,0 +1,68 @@
+"""The SparkSession factory: reuse the caller's session, otherwise build a local one.
+
+A notebook, `spark-submit` or a test already has a session; the framework must
+use it and never create a second one (two sessions in one JVM share a context
+but not temp views or conf, which breaks the query builder).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from warehouse.spec.config import SparkSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+# Local defaults; anything in `spark.conf` of the environment overrides them.
+LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    # query.stop() waits this long for the running micro-batch before interrupting it.
+    "spark.sql.streaming.stopTimeout": "120s",
+}
+
+
+def existing_session() -> SparkSession | None:
+    """The session already running in this process (active in this thread, or the default)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() or SparkSession.getDefaultSession()
+
+
+def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkSession:
+    """Return the running SparkSession if there is one, else build one from `config`.
+
+    When building, `config.master` and `config.conf` are applied over
+    `LOCAL_DEFAULTS` (UI off unless `spark.ui.enabled` is set, UTC session
+    time zone). `PYSPARK_PYTHON` / `PYSPARK_DRIVER_PYTHON` default to the
+    running interpreter so that Python workers see the same packages.
+    """
+    session = existing_session()
+    if session is not None:
+        logger.debug("reusing the running SparkSession (app %s)", session.sparkContext.appName)
+        return session
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    conf = {**LOCAL_DEFAULTS, **config.conf}
+    builder = SparkSession.builder.appName(app_name or config.app_name)
+    if not _submitted():
+        builder = builder.master(config.master)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    logger.info("starting a SparkSession: master=%s app=%s", config.master, app_name)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel(conf.get("warehouse.logLevel", "WARN"))
+    return session
+
+
+def _submitted() -> bool:
+    """True when a launcher (`spark-submit`) started the JVM and set the master itself."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
