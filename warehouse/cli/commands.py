@@ -1,0 +1,220 @@
+"""The subcommands of `warehouse`; each takes the parsed arguments and returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from warehouse.errors import WarehouseError
+
+if TYPE_CHECKING:
+    from warehouse.project import Project
+
+logger = logging.getLogger(__name__)
+
+
+class UsageError(WarehouseError):
+    """A command line that cannot be carried out as given."""
+
+    exit_code = 2
+
+
+def _out(text: str) -> None:
+    print(text, flush=True)
+
+
+def load_project(args: argparse.Namespace) -> Project:
+    from warehouse.project import Project
+
+    return Project.load(args.project, env=args.env)
+
+
+def _session(project: Project) -> Any:
+    from warehouse.runtime.session import get_session
+
+    return get_session(project.config.spark)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from warehouse.compile.plan import build_plan, render
+
+    project = load_project(args)
+    plans = build_plan(project, layer=args.layer, tables=args.table)
+    _out(render(plans, "json" if args.json else args.format))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from warehouse.runtime.pipeline import Pipeline
+
+    project = load_project(args)
+    spark = _session(project)
+    pipeline = Pipeline(project, spark, layer=args.layer or "all", tables=args.table, progress=_out)
+    results = pipeline.run(once=args.once)
+    written = sum(r.rows_written for r in results)
+    _out(f"done: {len(results)} table(s), {written} rows written")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from warehouse.runtime.status import render_status, status
+
+    project = load_project(args)
+    rows = status(project, layer=args.layer, tables=args.table)
+    _out(json.dumps({"tables": rows}, indent=2, default=str) if args.json else render_status(rows))
+    return 0
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    from warehouse.runtime.recover import recover
+
+    project = load_project(args)
+    done = recover(project, args.table)
+    _out(
+        f"{args.table}: new checkpoint at {done['checkpoint']} will start from "
+        f"{json.dumps(done['starting_offsets'])}; run `warehouse run --table {args.table}`."
+    )
+    return 0
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    from warehouse.runtime.recover import reset
+
+    if not args.yes:
+        raise UsageError(
+            f"`reset` deletes the table `{args.table}`, its quarantine and its checkpoint; "
+            "add `--yes` to confirm."
+        )
+    project = load_project(args)
+    removed = reset(project, args.table)
+    _out(f"{args.table}: removed " + (", ".join(removed) if removed else "nothing (already empty)"))
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from warehouse.templates import scaffold
+
+    created = scaffold(Path(args.dir))
+    _out(f"created a warehouse project in {args.dir} ({len(created)} files); next:")
+    _out(f"  warehouse --project {args.dir} plan")
+    _out(f"  warehouse --project {args.dir} run --layer all --once")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        from warehouse.quality import run_checks
+    except (ImportError, AttributeError):
+        _err("`warehouse check` needs warehouse.quality.run_checks, which is not installed yet.")
+        return 1
+    project = load_project(args)
+    report = run_checks(
+        project,
+        layer=None if args.layer == "all" else args.layer,
+        table=args.table,
+        report_dir=args.report,
+        incremental=args.incremental,
+    )
+    _out(report.summary_text())
+    return int(report.exit_code)
+
+
+def _one_table_path(args: argparse.Namespace) -> tuple[Project, str]:
+    project = load_project(args)
+    if args.table not in project.tables:
+        from warehouse.compile.plan import select_tables
+
+        select_tables(project, tables=[args.table])  # raises the located error
+    return project, str(project.table_path(args.table))
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from streams.delta import optimize
+
+    _, path = _one_table_path(args)
+    metrics = optimize(path)
+    _out(f"{args.table}: optimized {path}: {json.dumps(metrics, default=str)}")
+    return 0
+
+
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    from streams.delta import vacuum
+
+    _, path = _one_table_path(args)
+    removed = vacuum(path, retention_hours=args.retention_hours)
+    _out(f"{args.table}: vacuum removed {len(removed)} file(s) from {path}")
+    return 0
+
+
+def _broker_dir(args: argparse.Namespace) -> tuple[Path, Any]:
+    from warehouse.runtime.bootstrap import broker_dir
+
+    if args.data_dir:
+        project = None
+        try:
+            project = load_project(args)
+        except WarehouseError:
+            project = None  # an explicit data dir needs no project
+        return Path(args.data_dir), project
+    project = load_project(args)
+    return broker_dir(project), project
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from streams.broker import launcher
+
+    data_dir, project = _broker_dir(args)
+    if args.broker_command == "status":
+        st = launcher.broker_status(data_dir)
+        if not st:
+            _out(f"no broker running for {data_dir}")
+            return 1
+        _out(json.dumps(st, indent=2, default=str))
+        return 0
+    if args.broker_command == "stop":
+        stopped = launcher.stop_broker(data_dir)
+        _out(f"broker {'stopped' if stopped else 'was not running'} ({data_dir})")
+        return 0
+    emb = project.config.kafka.embedded if project is not None else None
+    host = args.host or (emb.host if emb else "127.0.0.1")
+    port = args.port if args.port is not None else (emb.port if emb else 9092)
+    config = dict(emb.config) if emb else {}
+    if args.foreground:
+        from streams.broker.__main__ import main as broker_main
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        argv = ["--host", host, "--port", str(port), "--data-dir", str(data_dir)]
+        argv += ["--pid-file", str(data_dir / launcher.PID_FILE)]
+        for key, value in config.items():
+            argv += ["--config", f"{key}={value}"]
+        _out(f"broker starting on {host}:{port} (data {data_dir}); Ctrl-C stops it")
+        return broker_main(argv)
+    bootstrap = launcher.ensure_broker(data_dir, host=host, port=port, config=config)
+    _out(f"broker running at {bootstrap} (data {data_dir})")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    try:
+        from warehouse.demo import main as demo_main  # owned by the example-warehouse work
+    except ImportError:
+        demo_main = None
+    if demo_main is not None:
+        return int(demo_main(args) or 0)
+    from warehouse.runtime.pipeline import Pipeline
+    from warehouse.runtime.status import render_status, status
+
+    project = load_project(args)
+    spark = _session(project)
+    results = Pipeline(project, spark, layer="all", progress=_out).run(once=True)
+    _out(f"ran {len(results)} table(s)")
+    _out(render_status(status(project)))
+    return 0
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,141 @@
+"""`warehouse` command line: argparse front end, exit codes, error printing.
+
+Exit codes: 0 success; 1 a run/check failed; 2 the project or the command line
+is wrong (`ProjectError`, unknown table/layer). Known errors print their message
+to stderr without a traceback; `-v` adds the traceback and INFO logging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+from collections.abc import Sequence
+
+from warehouse.errors import WarehouseError
+
+logger = logging.getLogger(__name__)
+
+LAYER_CHOICES = ("ods", "dwd", "dws", "ads", "all")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="warehouse",
+        description="A layered real-time data warehouse on Spark, Kafka and Delta.",
+    )
+    parser.add_argument("--project", default=".", metavar="DIR", help="project folder (default: .)")
+    parser.add_argument("--env", default="local", metavar="NAME", help="conf/<NAME>.yml (default: local)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("plan", help="show the compiled graph: tables, sources, sinks, checkpoints")
+    p.add_argument("--layer", choices=LAYER_CHOICES)
+    p.add_argument("--table", action="append", metavar="T")
+    p.add_argument("--json", action="store_true", help="same as --format json")
+    p.add_argument("--format", choices=("text", "json", "mermaid", "dot"), default="text")
+
+    p = sub.add_parser("run", help="run the queries of a layer (or of tables)")
+    p.add_argument("--layer", choices=LAYER_CHOICES)
+    p.add_argument("--table", action="append", metavar="T")
+    p.add_argument("--once", action="store_true", help="process what is available, then exit")
+
+    p = sub.add_parser("status", help="per table: path, version, rows, last batch, offsets, lag")
+    p.add_argument("--layer", choices=LAYER_CHOICES)
+    p.add_argument("--table", action="append", metavar="T")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("recover", help="rebuild a table's checkpoint from its own Delta log")
+    p.add_argument("--table", required=True, metavar="T")
+
+    p = sub.add_parser("reset", help="drop a table, its quarantine and its checkpoint")
+    p.add_argument("--table", required=True, metavar="T")
+    p.add_argument("--yes", action="store_true", help="confirm: the data is deleted")
+
+    p = sub.add_parser("init", help="scaffold a new project in DIR")
+    p.add_argument("dir", metavar="DIR")
+
+    p = sub.add_parser("check", help="validate tables with their expectations (great-expectations)")
+    p.add_argument("--layer", choices=LAYER_CHOICES)
+    p.add_argument("--table", metavar="T")
+    p.add_argument("--report", metavar="DIR", help="write results.json and data docs here")
+    p.add_argument("--incremental", action="store_true", help="only data added since the last check")
+
+    for name, text in (("optimize", "compact small files"), ("vacuum", "delete unreferenced files")):
+        p = sub.add_parser(name, help=f"{text} of a table")
+        p.add_argument("--table", required=True, metavar="T")
+        if name == "vacuum":
+            p.add_argument("--retention-hours", type=int, default=168)
+
+    p = sub.add_parser("broker", help="the bundled Kafka-protocol broker")
+    bsub = p.add_subparsers(dest="broker_command", metavar="ACTION", required=True)
+    b = bsub.add_parser("start", help="start it (detached unless --foreground)")
+    b.add_argument("--port", type=int, default=None, help="port (default 9092, 0 = any free)")
+    b.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    b.add_argument("--data-dir", default=None, metavar="D", help="default <warehouse_root>/broker")
+    b.add_argument("--foreground", action="store_true")
+    for action in ("stop", "status"):
+        b = bsub.add_parser(action, help=f"{action} the broker")
+        b.add_argument("--data-dir", default=None, metavar="D")
+
+    sub.add_parser("demo", help="the example warehouse end to end on the embedded broker")
+    return parser
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # py4j logs every gateway call at INFO.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    """Errors with a message meant for users; `streams` errors do not derive from ours."""
+    kinds: list[type[BaseException]] = [WarehouseError]
+    for module, name in (
+        ("streams.kafka.errors", "KafkaStreamError"),
+        ("streams.delta.errors", "DeltaStreamError"),
+        ("streams.broker.errors", "BrokerError"),
+        ("streams.broker.launcher", "BrokerStartError"),
+    ):
+        try:
+            mod = __import__(module, fromlist=[name])
+        except ImportError:
+            continue
+        kind = getattr(mod, name, None)
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            kinds.append(kind)
+    return tuple(kinds)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.verbose)
+    from warehouse.cli import commands
+
+    handler = getattr(commands, "cmd_" + args.command)
+    try:
+        return int(handler(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if not isinstance(e, _known_errors()):
+            raise
+        if args.verbose:
+            traceback.print_exc()
+        print(f"error: {e}", file=sys.stderr)
+        return int(getattr(e, "exit_code", 1))
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

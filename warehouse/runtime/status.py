@@ -1,0 +1,157 @@
+"""`warehouse status`: what each table holds and how far behind its source it is.
+
+Everything comes from the tables themselves (the Delta log and the commit info
+the sink writes), the checkpoints, and, for Kafka-sourced tables, the broker's
+end offsets. A broker that is down only removes the lag column.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from warehouse.compile.plan import select_tables
+from warehouse.compile.query import recover_file, table_exists
+
+if TYPE_CHECKING:
+    from warehouse.project import Project
+
+logger = logging.getLogger(__name__)
+
+
+def _offsets_int(offsets: Any) -> dict[str, dict[int, int]]:
+    """`{"topic": {"0": 42}}` (JSON keys) → `{"topic": {0: 42}}`; anything else → {}."""
+    out: dict[str, dict[int, int]] = {}
+    if not isinstance(offsets, dict):
+        return out
+    for topic, parts in offsets.items():
+        if isinstance(parts, dict):
+            try:
+                out[str(topic)] = {int(p): int(o) for p, o in parts.items()}
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+def kafka_lag(committed: Any, end: dict[str, dict[int, int]]) -> dict[str, Any]:
+    """Records between the committed offsets and the log end, per topic and in total."""
+    done = _offsets_int(committed)
+    per_topic: dict[str, int] = {}
+    for topic, parts in end.items():
+        per_topic[topic] = sum(
+            max(0, off - done.get(topic, {}).get(p, 0)) for p, off in parts.items()
+        )
+    return {"total": sum(per_topic.values()), "topics": per_topic}
+
+
+def table_status(project: Project, name: str, *, bootstrap: str | None) -> dict[str, Any]:
+    """One table's status row (see `status`)."""
+    from streams.delta import table_info
+
+    defn = project.tables[name]
+    path = str(project.table_path(name))
+    qpath = str(project.quarantine_path(name))
+    ckpt = Path(project.checkpoint_path(name))
+    row: dict[str, Any] = {
+        "table": name,
+        "layer": defn.layer,
+        "path": path,
+        "exists": table_exists(path),
+        "version": None,
+        "rows": None,
+        "last_batch": None,
+        "last_commit": None,
+        "committed_offsets": None,
+        "lag": None,
+        "quarantine_rows": 0,
+        "checkpoint": str(ckpt),
+        "checkpoint_exists": ckpt.is_dir(),
+        "recover_pending": recover_file(ckpt).is_file(),
+    }
+    if row["exists"]:
+        info = table_info(path)
+        last = info.get("last_commit") or {}
+        row.update(
+            version=info.get("version"),
+            rows=info.get("rows"),
+            last_batch=last.get("batch_id"),
+            last_commit=last.get("timestamp"),
+            committed_offsets=last.get("offsets"),
+        )
+        if row["committed_offsets"] is None:
+            from streams.delta import recorded_offsets
+
+            row["committed_offsets"] = recorded_offsets(path, name)
+    if table_exists(qpath):
+        row["quarantine_rows"] = table_info(qpath).get("rows")
+    kafka = defn.spec.source.kafka
+    if kafka is not None and kafka.topic_list:
+        row["lag"] = _lag(project, kafka.topic_list, row["committed_offsets"], bootstrap)
+    return row
+
+
+def _lag(project: Project, topics: list[str], committed: Any, bootstrap: str | None) -> Any:
+    if bootstrap is None:
+        return None
+    from streams.kafka.admin import end_offsets
+    from streams.kafka.errors import KafkaStreamError
+    from warehouse.compile.query import kafka_client_config
+
+    conf = {**kafka_client_config(project), "socket.timeout.ms": "5000"}
+    try:
+        end = end_offsets(bootstrap, topics, client_config=conf)
+    except (KafkaStreamError, Exception) as e:  # broker down/unreachable: no lag, not an error
+        logger.info("lag of %s unavailable: %s", ",".join(topics), e)
+        return None
+    return kafka_lag(committed, end)
+
+
+def status(
+    project: Project,
+    *,
+    layer: str | None = None,
+    tables: list[str] | None = None,
+    bootstrap: str | None = None,
+    resolve: bool = True,
+) -> list[dict[str, Any]]:
+    """Per table: path, Delta version, rows, last batch, committed offsets, lag, quarantine.
+
+    With `resolve`, an `embedded` bootstrap is looked up from the running broker
+    (never started); lag is None when no broker answers.
+    """
+    names = select_tables(project, layer=layer, tables=tables)
+    if bootstrap is None and resolve and any(project.tables[n].spec.source.kafka for n in names):
+        from warehouse.runtime.bootstrap import resolve_bootstrap
+
+        try:
+            bootstrap = resolve_bootstrap(project, start=False)
+        except Exception as e:  # a broken pid file must not break status
+            logger.info("broker status unavailable: %s", e)
+            bootstrap = None
+    return [table_status(project, n, bootstrap=bootstrap) for n in names]
+
+
+def render_status(rows: list[dict[str, Any]]) -> str:
+    header = ("table", "layer", "version", "rows", "last batch", "lag", "quarantine")
+    body = []
+    for r in rows:
+        lag = r["lag"]["total"] if isinstance(r.get("lag"), dict) else "-"
+        body.append(
+            (
+                r["table"],
+                r["layer"],
+                "-" if r["version"] is None else str(r["version"]),
+                "-" if r["rows"] is None else str(r["rows"]),
+                "-" if r["last_batch"] is None else str(r["last_batch"]),
+                str(lag),
+                str(r["quarantine_rows"] or 0),
+            )
+        )
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)) for b in body]
+    for r in rows:
+        if r["exists"]:
+            lines.append(f"{r['table']}: {r['path']}")
+    return "\n".join(lines)

@@ -1,0 +1,65 @@
+"""`spark-submit warehouse/submit.py --layer L [--project DIR] [--env E] [--once]`.
+
+The same as `warehouse run`, on the session `spark-submit` configured (master,
+jars, conf from the cluster). Works as a plain script file: when the
+`warehouse` package is not importable (not installed on the cluster's Python),
+the folder above this file is put on `sys.path`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+
+def _ensure_importable() -> None:
+    try:
+        import warehouse  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="spark-submit warehouse/submit.py")
+    p.add_argument("--layer", choices=("ods", "dwd", "dws", "ads", "all"), default="all")
+    p.add_argument("--table", action="append", metavar="T")
+    p.add_argument("--project", default=".", metavar="DIR")
+    p.add_argument("--env", default="local", metavar="NAME")
+    p.add_argument("--once", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    _ensure_importable()
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from pyspark.sql import SparkSession
+
+    from warehouse.errors import WarehouseError
+    from warehouse.project import Project
+    from warehouse.runtime.pipeline import Pipeline
+
+    try:
+        project = Project.load(args.project, env=args.env)
+        # spark-submit has set master, jars and conf; take its session as it is.
+        spark = SparkSession.getActiveSession() or SparkSession.builder.appName(
+            f"warehouse {args.layer}"
+        ).getOrCreate()
+        results = Pipeline(
+            project, spark, layer=args.layer, tables=args.table, progress=lambda s: print(s, flush=True)
+        ).run(once=args.once)
+    except WarehouseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    print(f"done: {len(results)} table(s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
