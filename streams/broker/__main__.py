@@ -1,0 +1,59 @@
+"""`python -m streams.broker --host H --port P --data-dir D [--port-file F] [--pid-file P] [--config k=v ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from streams.broker.app import BrokerLockedError, run
+from streams.broker.config import BrokerConfig, ConfigError
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"`{text}` is not key=value (e.g. num.partitions=3)")
+    return key.strip(), value.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m streams.broker", description="Single-node Kafka-protocol broker."
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=9092, help="port; 0 picks a free one")
+    parser.add_argument("--data-dir", type=Path, required=True, help="where the logs live")
+    parser.add_argument("--port-file", type=Path, help="write the bound port here once listening")
+    parser.add_argument("--pid-file", type=Path, help="write the process id here")
+    parser.add_argument(
+        "--config", type=_pair, action="append", default=[], metavar="KEY=VALUE",
+        help="broker or default topic config, repeatable",
+    )
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        config = BrokerConfig.from_pairs(
+            args.data_dir.resolve(), dict(args.config), host=args.host, port=args.port
+        )
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        run(config, port_file=args.port_file, pid_file=args.pid_file)
+    except BrokerLockedError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: cannot start the broker on {args.host}:{args.port}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

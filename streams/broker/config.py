@@ -1,0 +1,146 @@
+"""Broker settings from Kafka-style `key=value` pairs.
+
+Broker-level keys are parsed here and validated with messages naming the key;
+topic-level defaults (`segment.bytes`, `retention.ms`, ... also accepted with
+Kafka's broker prefix `log.`, e.g. `log.retention.ms`) are passed to the storage
+as the default topic config; every pair is kept in `raw` so extensions (the
+coordinator: `sasl.users`, transaction timeouts, ...) read their own keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["BrokerConfig", "ConfigError", "TOPIC_CONFIG_KEYS"]
+
+# Topic-level configs the storage understands; `log.<key>` is the broker-wide default.
+TOPIC_CONFIG_KEYS = frozenset(
+    {
+        "segment.bytes",
+        "segment.ms",
+        "retention.ms",
+        "retention.bytes",
+        "cleanup.policy",
+        "delete.retention.ms",
+        "min.compaction.lag.ms",
+        "index.interval.bytes",
+        "flush.messages",
+        "flush.ms",
+        "durability",
+        "max.message.bytes",
+        "message.timestamp.type",
+    }
+)
+_BROKER_ALIASES = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.durability": "durability",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+}
+
+
+class ConfigError(ValueError):
+    """A broker setting with a bad value; `key` names it."""
+
+    def __init__(self, key: str, value: object, expected: str) -> None:
+        self.key = key
+        self.value = value
+        super().__init__(f"broker config `{key}`=`{value}` is invalid: expected {expected}")
+
+
+def _int(raw: Mapping[str, str], key: str, default: int, *, minimum: int = 0) -> int:
+    value = raw.get(key)
+    if value is None:
+        return default
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise ConfigError(key, value, "an integer") from None
+    if number < minimum:
+        raise ConfigError(key, value, f"an integer >= {minimum}")
+    return number
+
+
+def _bool(raw: Mapping[str, str], key: str, default: bool) -> bool:
+    value = raw.get(key)
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(key, value, "true or false")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Everything the server needs to start; build with `BrokerConfig.from_pairs`."""
+
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 0
+    node_id: int = 0
+    advertised_host: str | None = None
+    auto_create_topics: bool = True
+    num_partitions: int = 1
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    retention_check_interval_ms: int = 300_000
+    compaction_interval_ms: int = 15_000
+    flush_interval_ms: int = 1_000
+    fetch_max_bytes: int = 55 * 1024 * 1024
+    topic_defaults: dict[str, str] = field(default_factory=dict)
+    raw: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_pairs(
+        cls,
+        data_dir: str | Path,
+        pairs: Mapping[str, object] | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> BrokerConfig:
+        raw = {str(k): str(v) for k, v in (pairs or {}).items()}
+        topic_defaults: dict[str, str] = {}
+        for key, value in raw.items():
+            if key in TOPIC_CONFIG_KEYS:
+                topic_defaults[key] = value
+            elif key in _BROKER_ALIASES:
+                topic_defaults[_BROKER_ALIASES[key]] = value
+        num_partitions = _int(raw, "num.partitions", 1, minimum=1)
+        return cls(
+            data_dir=Path(data_dir),
+            host=host,
+            port=port,
+            node_id=_int(raw, "node.id", 0),
+            advertised_host=raw.get("advertised.host") or None,
+            auto_create_topics=_bool(raw, "auto.create.topics.enable", True),
+            num_partitions=num_partitions,
+            socket_request_max_bytes=_int(
+                raw, "socket.request.max.bytes", 100 * 1024 * 1024, minimum=1024
+            ),
+            retention_check_interval_ms=_int(
+                raw, "log.retention.check.interval.ms", 300_000, minimum=10
+            ),
+            compaction_interval_ms=_int(raw, "log.cleaner.backoff.ms", 15_000, minimum=10),
+            flush_interval_ms=_int(raw, "log.flush.scheduler.interval.ms", 1_000, minimum=1),
+            fetch_max_bytes=_int(raw, "fetch.max.bytes", 55 * 1024 * 1024, minimum=1024),
+            topic_defaults=topic_defaults,
+            raw=raw,
+        )
+
+    @property
+    def advertised(self) -> str:
+        return self.advertised_host or self.host

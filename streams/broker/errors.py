@@ -1,0 +1,178 @@
+"""Broker error codes as exception classes, aiokafka-style.
+
+Every Kafka protocol error the broker answers with is a `BrokerError` subclass
+carrying its protocol `errno`; `for_code(errno)` maps a code received or sent on
+the wire back to its class. Handlers raise these (or return their `errno` in a
+response field); the server turns an escaping `BrokerError` into the error code
+of the failed request where the response has a place for it.
+
+Codes the broker does not name here still resolve through `for_code`: a class
+is created on first use from kio's `ErrorCode` table, so a code is never lost.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+
+__all__ = [
+    "BrokerError",
+    "UnknownServerError",
+    "OffsetOutOfRangeError",
+    "CorruptMessageError",
+    "UnknownTopicOrPartitionError",
+    "RequestTimedOutError",
+    "MessageTooLargeError",
+    "InvalidTopicError",
+    "RecordListTooLargeError",
+    "InvalidRequiredAcksError",
+    "UnsupportedVersionError",
+    "TopicAlreadyExistsError",
+    "InvalidPartitionsError",
+    "InvalidReplicationFactorError",
+    "InvalidConfigError",
+    "InvalidRequestError",
+    "PolicyViolationError",
+    "UnknownTopicIdError",
+    "for_code",
+]
+
+_REGISTRY: dict[int, type[BrokerError]] = {}
+
+
+class BrokerError(Exception):
+    """A Kafka protocol error: `errno` is the code sent to clients."""
+
+    errno: ClassVar[int] = -1
+    retriable: ClassVar[bool] = False
+    message: ClassVar[str] = "unknown server error"
+
+    def __init__(self, detail: str | None = None) -> None:
+        self.detail = detail
+        text = f"[Error {self.errno}] {type(self).__name__}: {self.message}"
+        super().__init__(f"{text}: {detail}" if detail else text)
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "errno" in cls.__dict__:
+            _REGISTRY[cls.errno] = cls
+
+    @property
+    def error_code(self) -> ErrorCode:
+        """The code as kio's enum, ready for a response field."""
+        return ErrorCode(self.errno)
+
+
+class UnknownServerError(BrokerError):
+    errno = -1
+    message = "the server experienced an unexpected error"
+
+
+class OffsetOutOfRangeError(BrokerError):
+    errno = 1
+    message = "the requested offset is outside the partition's range"
+
+
+class CorruptMessageError(BrokerError):
+    errno = 2
+    retriable = True
+    message = "a record batch failed its CRC or size checks"
+
+
+class UnknownTopicOrPartitionError(BrokerError):
+    errno = 3
+    retriable = True
+    message = "this broker does not host this topic-partition"
+
+
+class RequestTimedOutError(BrokerError):
+    errno = 7
+    retriable = True
+    message = "the request timed out"
+
+
+class MessageTooLargeError(BrokerError):
+    errno = 10
+    message = "the request included a message larger than the server accepts"
+
+
+class InvalidTopicError(BrokerError):
+    errno = 17
+    message = "the topic name is invalid"
+
+
+class RecordListTooLargeError(BrokerError):
+    errno = 18
+    message = "the record batch is larger than the segment size"
+
+
+class InvalidRequiredAcksError(BrokerError):
+    errno = 21
+    message = "acks must be 0, 1 or -1 (all)"
+
+
+class UnsupportedVersionError(BrokerError):
+    errno = 35
+    message = "the broker does not support this API version"
+
+
+class TopicAlreadyExistsError(BrokerError):
+    errno = 36
+    message = "the topic already exists"
+
+
+class InvalidPartitionsError(BrokerError):
+    errno = 37
+    message = "the number of partitions is invalid"
+
+
+class InvalidReplicationFactorError(BrokerError):
+    errno = 38
+    message = "the replication factor is invalid (this single-node broker supports 1)"
+
+
+class InvalidConfigError(BrokerError):
+    errno = 40
+    message = "the configuration is invalid"
+
+
+class InvalidRequestError(BrokerError):
+    errno = 42
+    message = "the request is malformed or not allowed"
+
+
+class PolicyViolationError(BrokerError):
+    errno = 44
+    message = "the request violates the broker's policy"
+
+
+class UnknownTopicIdError(BrokerError):
+    errno = 100
+    retriable = True
+    message = "this broker does not know the topic id"
+
+
+def for_code(errno: int) -> type[BrokerError]:
+    """The `BrokerError` class of a protocol error code (0 has none: it is success).
+
+    Raises `ValueError` for 0 and for codes Kafka does not define.
+    """
+    cls = _REGISTRY.get(errno)
+    if cls is not None:
+        return cls
+    if errno == 0:
+        raise ValueError("error code `0` means success; there is no error class for it")
+    try:
+        code = ErrorCode(errno)
+    except ValueError:
+        raise ValueError(
+            f"`{errno}` is not a Kafka protocol error code (see kio.schema.errors.ErrorCode)"
+        ) from None
+    name = "".join(part.capitalize() for part in code.name.split("_")) + "Error"
+    doc = code.name.replace("_", " ")
+    return type(
+        name,
+        (BrokerError,),
+        {"errno": errno, "retriable": code.retriable, "message": doc, "__module__": __name__},
+    )

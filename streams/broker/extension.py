@@ -1,0 +1,126 @@
+"""The seam between the server and the coordinator (groups, producers, transactions, SASL).
+
+The server owns sockets, framing, Produce/Fetch/Metadata/ListOffsets and topic
+admin. Everything stateful about clients lives in an extension, loaded at start
+from `streams.broker.coordinator.handlers` when that module exists:
+
+- `HANDLERS: dict[int, Handler]` — extra API handlers by api key, merged into the
+  server's registry (an extension may not replace a core API);
+- `API_VERSIONS: dict[int, tuple[int, int]]` — the (min, max) versions to
+  advertise for those keys (only what is implemented and tested);
+- `create_extension(broker) -> BrokerExtension` (optional) — the hooks below.
+
+A `Handler` is `async def handle(ctx: RequestContext, request) -> response | None`
+where `request` is kio's request entity of `ctx.api_version` and the response is
+kio's response entity of the same version (`None` sends no response). Handlers
+run on the broker's single asyncio loop; requests of one connection are handled
+one at a time, in order (Kafka mutes a channel while its request is in flight).
+
+Hooks are called synchronously on the loop thread with no `await` between the
+produce check, the append and `on_appended`, so a check-then-append is atomic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streams.broker.server import Broker
+
+__all__ = [
+    "BrokerExtension",
+    "Connection",
+    "Duplicate",
+    "Handler",
+    "Reject",
+    "RequestContext",
+]
+
+
+@dataclass
+class Connection:
+    """Per-connection state: the peer, and what SASL established (set by the extension)."""
+
+    peer: str
+    principal: str | None = None
+    authenticated: bool = False
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """What a handler gets besides the request entity."""
+
+    broker: Broker
+    connection: Connection
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """Produce check result: the batch was already appended at `base_offset`; ack it, append nothing."""
+
+    base_offset: int
+    log_append_time_ms: int = -1
+
+
+@dataclass(frozen=True)
+class Reject:
+    """Produce check result: refuse the partition's records with `error_code` (e.g. 45, 47, 90)."""
+
+    error_code: int
+    message: str | None = None
+
+
+class BrokerExtension:
+    """No-op hooks; the coordinator subclasses this and overrides what it needs."""
+
+    async def start(self, broker: Broker) -> None:
+        """Called once after storage is loaded, before the socket accepts clients."""
+
+    async def stop(self) -> None:
+        """Called on shutdown before the logs are flushed and closed."""
+
+    def requires_authentication(self, connection: Connection) -> bool:
+        """True while `connection` must finish SASL before any API but ApiVersions/SASL."""
+        return False
+
+    def check_produce(
+        self,
+        topic: str,
+        partition: int,
+        records: memoryview,
+        *,
+        transactional_id: str | None,
+        acks: int,
+    ) -> Duplicate | Reject | None:
+        """Before appending `records` (validated record batches): None to append."""
+        return None
+
+    def on_appended(
+        self,
+        topic: str,
+        partition: int,
+        records: memoryview,
+        base_offset: int,
+        last_offset: int,
+    ) -> None:
+        """After `records` were appended at [base_offset, last_offset]."""
+
+    def last_stable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
+        """The offset read_committed consumers may read up to (exclusive)."""
+        return high_watermark
+
+    def aborted_transactions(
+        self, topic: str, partition: int, fetch_offset: int, upper: int
+    ) -> list[tuple[int, int]]:
+        """(producer id, first offset) of aborted transactions overlapping [fetch_offset, upper)."""
+        return []

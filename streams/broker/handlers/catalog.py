@@ -1,0 +1,188 @@
+"""Topic lookups shared by the handlers, over the storage `LogManager`.
+
+One place that knows how the storage reports topics, so handlers stay small;
+also topic creation on demand (`auto.create.topics.enable`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from streams.broker.errors import (
+    BrokerError,
+    InvalidConfigError,
+    InvalidRequestError,
+    InvalidTopicError,
+    UnknownTopicOrPartitionError,
+)
+from streams.broker.storage import (
+    CorruptRecordError,
+    LogConfig,
+    RecordTooLargeError,
+    StorageError,
+)
+
+if TYPE_CHECKING:
+    from streams.broker.server import Broker
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CORRUPT_ERRORS",
+    "STORAGE_ERRORS",
+    "TOO_LARGE_ERRORS",
+    "InvalidRequestError",
+    "alter_topic_configs",
+    "auto_create",
+    "create_topic",
+    "get_log",
+    "max_timestamp",
+    "needs_fsync",
+    "partition_count",
+    "storage_error_code",
+    "topic_configs",
+    "topic_names",
+    "uses_log_append_time",
+    "validate_topic_configs",
+    "validate_topic_name",
+]
+
+CORRUPT_ERRORS: tuple[type[Exception], ...] = (CorruptRecordError,)
+TOO_LARGE_ERRORS: tuple[type[Exception], ...] = (RecordTooLargeError,)
+STORAGE_ERRORS: tuple[type[Exception], ...] = (StorageError, OSError)
+
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_LENGTH = 249
+
+
+def validate_topic_name(name: str | None) -> None:
+    """Kafka's topic-name rules; `InvalidTopicError` naming the problem."""
+    if not name:
+        raise InvalidTopicError("the topic name is empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"topic name `{name}` is not allowed")
+    if len(name) > MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(
+            f"topic name `{name[:40]}...` is {len(name)} characters; the limit is {MAX_TOPIC_LENGTH}"
+        )
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise InvalidTopicError(
+            f"topic name `{name}` has characters outside [a-zA-Z0-9._-]"
+        )
+
+
+def storage_error_code(error: Exception) -> ErrorCode:
+    """The protocol code of a storage exception (KAFKA_STORAGE_ERROR for I/O errors)."""
+    if isinstance(error, StorageError):
+        try:
+            return ErrorCode(error.errno)
+        except ValueError:
+            return ErrorCode.unknown_server_error
+    return ErrorCode.kafka_storage_error
+
+
+def _wrap(error: Exception) -> BrokerError:
+    from streams.broker.errors import for_code
+
+    code = storage_error_code(error)
+    cls = for_code(int(code)) if code != ErrorCode.none else BrokerError
+    return cls(str(error))
+
+
+def _config_of(broker: Broker, topic: str) -> LogConfig:
+    config = broker.logs.topic_config(topic)
+    if isinstance(config, LogConfig):
+        return config
+    return broker.logs.default_config.with_changes(dict(config))
+
+
+def topic_configs(broker: Broker, topic: str) -> tuple[dict[str, str], set[str]]:
+    """(every effective config, the keys overridden for this topic) of an existing topic."""
+    if partition_count(broker, topic) is None:
+        raise UnknownTopicOrPartitionError(f"topic `{topic}` does not exist")
+    config = _config_of(broker, topic)
+    return config.to_kafka(), set(config.overrides(broker.logs.default_config))
+
+
+def validate_topic_configs(broker: Broker, configs: dict[str, str]) -> dict[str, str]:
+    """The effective configs a new topic would get; `InvalidConfigError` naming the bad key."""
+    try:
+        return broker.logs.default_config.with_changes(configs).to_kafka()
+    except StorageError as e:
+        raise InvalidConfigError(str(e)) from e
+
+
+def alter_topic_configs(
+    broker: Broker, topic: str, changes: dict[str, str | None], *, validate_only: bool
+) -> None:
+    if partition_count(broker, topic) is None:
+        raise UnknownTopicOrPartitionError(f"topic `{topic}` does not exist")
+    try:
+        _config_of(broker, topic).with_changes(changes)
+        if not validate_only:
+            broker.logs.alter_topic_config(topic, changes)
+    except STORAGE_ERRORS as e:
+        raise _wrap(e) from e
+
+
+def needs_fsync(broker: Broker, topic: str) -> bool:
+    """True when acks=all on `topic` must wait for an fsync (durability=sync)."""
+    return _config_of(broker, topic).durability == "sync"
+
+
+def uses_log_append_time(broker: Broker, topic: str) -> bool:
+    return _config_of(broker, topic).message_timestamp_type == "LogAppendTime"
+
+
+def max_timestamp(log: Any) -> tuple[int, int] | None:
+    """(offset, timestamp) of the record with the largest timestamp (ListOffsets −3)."""
+    finder = getattr(log, "max_timestamp_offset", None)
+    return finder() if finder is not None else None
+
+
+def topic_names(broker: Broker) -> list[str]:
+    return sorted(broker.logs.topics())
+
+
+def partition_count(broker: Broker, topic: str) -> int | None:
+    """Number of partitions of `topic`, or None when it does not exist."""
+    info = broker.logs.topics().get(topic)
+    if info is None:
+        return None
+    return int(getattr(info, "partitions", info))
+
+
+def get_log(broker: Broker, topic: str, partition: int) -> Any:
+    """The partition's log; `UnknownTopicOrPartitionError` when there is none."""
+    count = partition_count(broker, topic)
+    if count is None or not 0 <= partition < count:
+        raise UnknownTopicOrPartitionError(f"`{topic}` partition {partition}")
+    return broker.logs.get_log(topic, partition)
+
+
+def auto_create(broker: Broker, topic: str) -> bool:
+    """Create `topic` with the default partition count if allowed; True if it exists now.
+
+    Raises `InvalidTopicError` when the name is not a legal topic name.
+    """
+    if partition_count(broker, topic) is not None:
+        return True
+    if not broker.config.auto_create_topics:
+        return False
+    create_topic(broker, topic, broker.config.num_partitions, {})
+    logger.info(
+        "auto-created topic %s with %d partition(s)", topic, broker.config.num_partitions
+    )
+    return True
+
+
+def create_topic(broker: Broker, topic: str, partitions: int, configs: dict[str, str]) -> None:
+    validate_topic_name(topic)
+    try:
+        broker.logs.create_topic(topic, partitions, configs)
+    except STORAGE_ERRORS as e:
+        raise _wrap(e) from e

@@ -1,0 +1,150 @@
+"""DescribeConfigs (32) v1–v4 and IncrementalAlterConfigs (44) v0–v1 for topics.
+
+Topic configs are the storage's `LogConfig` keys (retention.ms, retention.bytes,
+segment.bytes, cleanup.policy, ...); a topic's overrides are persisted by the
+storage. Broker resources can be described (read-only), not altered.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from streams.broker.errors import BrokerError
+from streams.broker.extension import RequestContext
+from streams.broker.handlers import catalog
+from streams.broker.protocol import make, response_module
+
+logger = logging.getLogger(__name__)
+
+DESCRIBE_CONFIGS = 32
+INCREMENTAL_ALTER_CONFIGS = 44
+TOPIC = 2
+BROKER = 4
+# DescribeConfigs config_source values
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+# IncrementalAlterConfigs operations
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _entries(ctx: RequestContext, rtype: int, name: str) -> list[tuple[str, str, int, bool]]:
+    """(key, value, source, read_only) of a resource; raises BrokerError."""
+    broker = ctx.broker
+    if rtype == TOPIC:
+        values, overrides = catalog.topic_configs(broker, name)
+        return [
+            (k, v, DYNAMIC_TOPIC_CONFIG if k in overrides else DEFAULT_CONFIG, False)
+            for k, v in sorted(values.items())
+        ]
+    if rtype == BROKER:
+        if name not in ("", str(broker.config.node_id)):
+            raise catalog.InvalidRequestError(f"unknown broker `{name}`")
+        return [(k, v, STATIC_BROKER_CONFIG, True) for k, v in sorted(broker.config.raw.items())]
+    raise catalog.InvalidRequestError(f"resource type `{rtype}` is not supported (topic=2, broker=4)")
+
+
+async def describe_configs(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(DESCRIBE_CONFIGS, ctx.api_version)
+    results = []
+    for res in request.resources:
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        error, message, configs = ErrorCode.none, None, []
+        try:
+            for key, value, source, read_only in _entries(ctx, int(res.resource_type), res.resource_name):
+                if keys is not None and key not in keys:
+                    continue
+                configs.append(
+                    make(
+                        module.DescribeConfigsResourceResult,
+                        name=key,
+                        value=value,
+                        read_only=read_only,
+                        config_source=source,
+                        is_sensitive=False,
+                        synonyms=(),
+                        config_type=0,
+                        documentation=None,
+                    )
+                )
+        except BrokerError as e:
+            error, message, configs = e.error_code, e.detail or str(e), []
+        results.append(
+            make(
+                module.DescribeConfigsResult,
+                error_code=error,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=tuple(configs),
+            )
+        )
+    return make(module.DescribeConfigsResponse, throttle_time=timedelta(0), results=tuple(results))
+
+
+def _changes(current: dict[str, str], ops: Any) -> dict[str, str | None]:
+    changes: dict[str, str | None] = {}
+    for op in ops:
+        kind = int(op.config_operation)
+        if kind == SET:
+            changes[op.name] = op.value
+        elif kind == DELETE:
+            changes[op.name] = None
+        elif kind in (APPEND, SUBTRACT):
+            items = [x for x in current.get(op.name, "").split(",") if x]
+            value = [x for x in (op.value or "").split(",") if x]
+            if kind == APPEND:
+                items += [x for x in value if x not in items]
+            else:
+                items = [x for x in items if x not in value]
+            changes[op.name] = ",".join(items)
+        else:
+            raise catalog.InvalidRequestError(
+                f"config operation `{kind}` for `{op.name}` is not one of SET(0), DELETE(1), "
+                "APPEND(2), SUBTRACT(3)"
+            )
+    return changes
+
+
+async def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(INCREMENTAL_ALTER_CONFIGS, ctx.api_version)
+    results = []
+    for res in request.resources:
+        error, message = ErrorCode.none, None
+        name = res.resource_name
+        try:
+            if int(res.resource_type) != TOPIC:
+                raise catalog.InvalidRequestError(
+                    f"only topic configs can be altered, not resource type `{res.resource_type}`"
+                )
+            values, _ = catalog.topic_configs(ctx.broker, name)
+            changes = _changes(values, res.configs)
+            catalog.alter_topic_configs(
+                ctx.broker, name, changes, validate_only=bool(request.validate_only)
+            )
+            if not request.validate_only:
+                logger.info("altered configs of topic %s: %s", name, changes)
+        except BrokerError as e:
+            error, message = e.error_code, e.detail or str(e)
+        results.append(
+            make(
+                module.AlterConfigsResourceResponse,
+                error_code=error,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=name,
+            )
+        )
+    return make(
+        module.IncrementalAlterConfigsResponse, throttle_time=timedelta(0), responses=tuple(results)
+    )
+
+
+APIS = [
+    (DESCRIBE_CONFIGS, (1, 4), describe_configs),
+    (INCREMENTAL_ALTER_CONFIGS, (0, 1), incremental_alter_configs),
+]

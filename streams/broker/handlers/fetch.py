@@ -1,0 +1,125 @@
+"""Fetch (key 1), v4–v12: long polling, byte limits, read_committed via the LSO hook.
+
+Bytes read from the segments go into the response untouched. A fetch that finds
+fewer than `min_bytes` waits on append notifications for its partitions until
+`max_wait`; it answers as soon as enough data is there. Like Kafka, the first
+partition with data returns at least one whole batch even when it exceeds the
+byte limits, so a consumer can always make progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from streams.broker.errors import BrokerError
+from streams.broker.extension import RequestContext
+from streams.broker.handlers import catalog
+from streams.broker.protocol import make, response_module
+
+logger = logging.getLogger(__name__)
+
+API_KEY = 1
+READ_COMMITTED = 1
+
+
+def _read_all(ctx: RequestContext, request: Any, module: Any) -> tuple[list[Any], int]:
+    broker = ctx.broker
+    ext = broker.extension
+    committed = int(getattr(request, "isolation_level", 0)) == READ_COMMITTED
+    remaining = min(int(request.max_bytes), broker.config.fetch_max_bytes)
+    total = 0
+    topics = []
+    for ftopic in request.topics:
+        name = ftopic.topic
+        parts = []
+        for fp in ftopic.partitions:
+            index = int(fp.partition)
+            offset = int(fp.fetch_offset)
+            try:
+                log = catalog.get_log(broker, name, index)
+            except BrokerError as e:
+                parts.append(_empty(module, index, e.error_code))
+                continue
+            hwm = log.high_watermark
+            start = log.log_start_offset
+            lso = ext.last_stable_offset(name, index, hwm) if committed else hwm
+            if offset < start or offset > hwm:
+                parts.append(
+                    _empty(module, index, ErrorCode.offset_out_of_range, hwm, lso, start)
+                )
+                continue
+            upper = lso if committed else hwm
+            data = b""
+            limit = min(int(fp.partition_max_bytes), remaining)
+            if offset < upper and (limit > 0 or total == 0):
+                # max_bytes <= 0 still returns one batch if nothing was returned yet
+                data = log.read(offset, max(limit, 1), max_offset=upper)
+                total += len(data)
+                remaining = max(0, remaining - len(data))
+            aborted = None
+            if committed:
+                aborted = tuple(
+                    module.AbortedTransaction(producer_id=pid, first_offset=first)
+                    for pid, first in ext.aborted_transactions(name, index, offset, upper)
+                )
+            parts.append(
+                make(
+                    module.PartitionData,
+                    partition_index=index,
+                    error_code=ErrorCode.none,
+                    high_watermark=hwm,
+                    last_stable_offset=lso,
+                    log_start_offset=start,
+                    aborted_transactions=aborted,
+                    preferred_read_replica=-1,
+                    records=data,
+                )
+            )
+        topics.append(make(module.FetchableTopicResponse, topic=name, partitions=tuple(parts)))
+    return topics, total
+
+
+def _empty(
+    module: Any, index: int, error: ErrorCode, hwm: int = -1, lso: int = -1, start: int = -1
+) -> Any:
+    return make(
+        module.PartitionData,
+        partition_index=index,
+        error_code=error,
+        high_watermark=hwm,
+        last_stable_offset=lso,
+        log_start_offset=start,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=None,
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(API_KEY, ctx.api_version)
+    max_wait = request.max_wait
+    wait_s = max_wait.total_seconds() if isinstance(max_wait, timedelta) else int(max_wait) / 1000
+    deadline = time.monotonic() + max(0.0, wait_s)
+    min_bytes = int(request.min_bytes)
+    watched = [(t.topic, int(p.partition)) for t in request.topics for p in t.partitions]
+    while True:
+        topics, total = _read_all(ctx, request, module)
+        left = deadline - time.monotonic()
+        if total >= min_bytes or left <= 0 or not watched:
+            break
+        await ctx.broker.notifier.wait(watched, left)
+    return make(
+        module.FetchResponse,
+        throttle_time=timedelta(0),
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=tuple(topics),
+    )
+
+
+APIS = [(API_KEY, (4, 12), handle)]

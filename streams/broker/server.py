@@ -1,0 +1,304 @@
+"""The asyncio server: connections, dispatch, background tasks, shutdown.
+
+`Broker` is the context every handler sees (`ctx.broker`): config, the storage
+`LogManager`, the extension hooks, the handler registry and the advertised API
+versions, append notifications for long-polling fetches, and the group flusher.
+
+Concurrency contract: everything runs on one asyncio loop thread, except
+`LogManager.flush_dirty()`, which the flusher runs in a worker thread (storage
+allows flushing concurrently with appends). A connection's requests are handled
+strictly one after another; a client that disconnects mid-request leaves nothing
+behind because a request is only acted on once its whole frame has arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kio.index import UnknownAPIKey, UnknownEntity
+
+from streams.broker import handlers as core_handlers
+from streams.broker.config import BrokerConfig
+from streams.broker.errors import BrokerError
+from streams.broker.extension import BrokerExtension, Connection, Handler, RequestContext
+from streams.broker.protocol import (
+    API_VERSIONS_KEY,
+    FrameError,
+    encode_response,
+    frame_size,
+    parse_request,
+    peek_api,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Broker", "GroupFlusher", "AppendNotifier"]
+
+_SASL_KEYS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
+
+
+class AppendNotifier:
+    """Wakes long-polling fetches when a partition they wait on gets data."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
+
+    def notify(self, topic: str, partition: int) -> None:
+        waiters = self._waiters.pop((topic, partition), None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def wait(self, partitions: list[tuple[str, int]], timeout: float) -> None:
+        """Return when any of `partitions` was appended to, or after `timeout` seconds."""
+        if timeout <= 0 or not partitions:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for tp in partitions:
+            self._waiters.setdefault(tp, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            for tp in partitions:
+                waiters = self._waiters.get(tp)
+                if waiters is not None:
+                    waiters.discard(fut)
+                    if not waiters:
+                        del self._waiters[tp]
+
+
+class GroupFlusher:
+    """One `flush_dirty()` shared by every caller waiting in the same interval.
+
+    A caller awaiting `flush()` is satisfied by the first flush that *starts*
+    after it called; callers arriving while a flush runs share the next one.
+    """
+
+    def __init__(self, flush: Any) -> None:
+        self._flush = flush
+        self._running: asyncio.Task[None] | None = None
+        self._next: asyncio.Future[None] | None = None
+
+    async def flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._next is None:
+            self._next = loop.create_future()
+        fut = self._next
+        if self._running is None:
+            self._running = loop.create_task(self._run())
+        await asyncio.shield(fut)
+
+    async def _run(self) -> None:
+        try:
+            while self._next is not None:
+                fut, self._next = self._next, None
+                try:
+                    await asyncio.to_thread(self._flush)
+                except Exception as e:  # a failed fsync must fail every waiting produce
+                    logger.error("group flush failed: %s", e)
+                    if not fut.done():
+                        fut.set_exception(e)
+                    continue
+                if not fut.done():
+                    fut.set_result(None)
+        finally:
+            self._running = None
+
+
+class Broker:
+    """A running broker's shared state; see the module docstring for concurrency."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        logs: Any,
+        extension: BrokerExtension | None = None,
+        extra_handlers: Mapping[int, Handler] | None = None,
+        extra_versions: Mapping[int, tuple[int, int]] | None = None,
+    ) -> None:
+        self.config = config
+        self.logs = logs
+        self.extension = extension or BrokerExtension()
+        self.handlers: dict[int, Handler] = dict(core_handlers.HANDLERS)
+        self.api_versions: dict[int, tuple[int, int]] = dict(core_handlers.API_VERSIONS)
+        for key, handler in (extra_handlers or {}).items():
+            if key in core_handlers.HANDLERS:
+                raise ValueError(
+                    f"extension handler for api key `{key}` would replace a core API; "
+                    "extensions may only add APIs"
+                )
+            if key not in (extra_versions or {}):
+                raise ValueError(
+                    f"extension handler for api key `{key}` has no entry in API_VERSIONS"
+                )
+            self.handlers[key] = handler
+            self.api_versions[key] = (extra_versions or {})[key]
+        self.notifier = AppendNotifier()
+        self.flusher = GroupFlusher(self.logs.flush_dirty)
+        self.port: int = config.port
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._connections: set[asyncio.Task[None]] = set()
+        self._stopped = asyncio.Event()
+
+    # -- lifecycle -------------------------------------------------------------
+    async def start(self) -> None:
+        await self.extension.start(self)
+        self._server = await asyncio.start_server(
+            self._accept,
+            host=self.config.host,
+            port=self.config.port,
+            limit=1 << 20,
+        )
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        self._tasks = [
+            asyncio.create_task(self._every(self.config.flush_interval_ms, self._flush_tick)),
+            asyncio.create_task(
+                self._every(self.config.retention_check_interval_ms, self._retention_tick)
+            ),
+            asyncio.create_task(
+                self._every(self.config.compaction_interval_ms, self._compaction_tick)
+            ),
+        ]
+        logger.info(
+            "broker listening on %s:%d, data dir %s",
+            self.config.host,
+            self.port,
+            self.config.data_dir,
+        )
+
+    async def serve_until_stopped(self) -> None:
+        await self._stopped.wait()
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+
+    async def close(self) -> None:
+        """Stop accepting, end connections, stop background tasks, flush and close the logs."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._connections, *self._tasks, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+        try:
+            await self.extension.stop()
+        finally:
+            self.logs.flush_dirty()
+            self.logs.close()
+            logger.info("broker on port %d stopped; logs flushed and closed", self.port)
+
+    async def _every(self, interval_ms: int, action: Any) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await action()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("background task %s failed; retrying next interval", action)
+
+    async def _flush_tick(self) -> None:
+        await self.flusher.flush()
+
+    async def _retention_tick(self) -> None:
+        self.logs.run_retention(int(time.time() * 1000))
+
+    async def _compaction_tick(self) -> None:
+        self.logs.run_compaction(int(time.time() * 1000))
+
+    # -- connections -----------------------------------------------------------
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peername = writer.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        conn = Connection(peer=peer)
+        try:
+            await self._serve(conn, reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            logger.debug("connection %s closed by peer", peer)
+        except FrameError as e:
+            logger.warning("closing connection %s: %s", peer, e)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve(
+        self, conn: Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        max_bytes = self.config.socket_request_max_bytes
+        while True:
+            size = frame_size(await reader.readexactly(4), max_bytes=max_bytes)
+            frame = await reader.readexactly(size)
+            response = await self._dispatch(conn, frame)
+            if response is not None:
+                writer.write(response)
+                if writer.transport.get_write_buffer_size() > (1 << 20):
+                    await writer.drain()
+
+    async def _dispatch(self, conn: Connection, frame: bytes) -> bytes | None:
+        api_key, version, correlation_id = peek_api(frame)
+        if api_key == API_VERSIONS_KEY:
+            lo, hi = self.api_versions[API_VERSIONS_KEY]
+            if not lo <= version <= hi:
+                # librdkafka's first request is ApiVersions v3; an older broker
+                # answers in v0 format so the client can fall back.
+                return core_handlers.api_versions.unsupported_version_response(
+                    self, correlation_id
+                )
+        handler = self.handlers.get(api_key)
+        versions = self.api_versions.get(api_key)
+        if handler is None or versions is None:
+            raise FrameError(f"unsupported api key `{api_key}` (version {version})")
+        if not versions[0] <= version <= versions[1]:
+            raise FrameError(
+                f"unsupported version `{version}` of api key `{api_key}`; "
+                f"this broker supports {versions[0]}..{versions[1]}"
+            )
+        if (
+            api_key != API_VERSIONS_KEY
+            and api_key not in _SASL_KEYS
+            and self.extension.requires_authentication(conn)
+        ):
+            raise FrameError(
+                f"api key `{api_key}` before SASL authentication completed"
+            )
+        try:
+            decoded = parse_request(frame, api_key, version)
+        except (UnknownAPIKey, UnknownEntity) as e:
+            raise FrameError(f"no codec for api key `{api_key}` v{version}: {e}") from e
+        ctx = RequestContext(
+            broker=self,
+            connection=conn,
+            api_key=api_key,
+            api_version=version,
+            correlation_id=correlation_id,
+            client_id=decoded.client_id,
+        )
+        try:
+            response = await handler(ctx, decoded.request)
+        except BrokerError as e:
+            raise FrameError(f"{e} (api key `{api_key}` v{version})") from e
+        if response is None:
+            return None
+        return encode_response(correlation_id, response)
