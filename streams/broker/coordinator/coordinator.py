@@ -1,0 +1,169 @@
+"""The broker extension that owns groups, producer state, transactions and SASL.
+
+``Coordinator`` plugs into the server through ``streams.broker.extension``:
+the server calls ``check_produce``/``on_appended`` around every append (with no
+``await`` in between, so check-then-append is atomic), ``last_stable_offset``
+and ``aborted_transactions`` on read_committed fetches, and
+``requires_authentication`` before dispatching anything but ApiVersions/SASL.
+A background task ticks the clock every ``coordinator.tick.ms`` (default 100)
+to expire sessions, complete timed-out rebalances and abort stale transactions.
+
+Broker config keys read here (all optional):
+``group.initial.rebalance.delay.ms`` (default 0), ``group.min.session.timeout.ms``
+(1000), ``group.max.session.timeout.ms`` (1800000),
+``transaction.max.timeout.ms`` (900000), ``coordinator.tick.ms`` (100),
+``sasl.users`` / ``sasl.users.file`` (see ``sasl.py``).
+
+Concurrency contract: everything runs on the broker's asyncio loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from streams.broker.coordinator.groups import GroupCoordinator
+from streams.broker.coordinator.producer_state import Duplicate, ProducerStateManager, Rejected
+from streams.broker.coordinator.sasl import load_users
+from streams.broker.coordinator.transactions import TransactionCoordinator
+from streams.broker.extension import BrokerExtension, Connection
+from streams.broker.extension import Duplicate as ProduceDuplicate
+from streams.broker.extension import Reject as ProduceReject
+
+if TYPE_CHECKING:
+    from streams.broker.server import Broker
+
+logger = logging.getLogger(__name__)
+
+
+def _int(raw: dict[str, str], key: str, default: int) -> int:
+    value = raw.get(key)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"broker config `{key}`=`{value}` is invalid: expected an integer") from None
+
+
+class Coordinator(BrokerExtension):
+    """Groups, offsets, idempotent/transactional producers and SASL for one broker."""
+
+    def __init__(self, broker: Broker | None = None, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self.broker: Broker | None = broker
+        self.groups: GroupCoordinator | None = None
+        self.producers: ProducerStateManager | None = None
+        self.txns: TransactionCoordinator | None = None
+        self.sasl_users: dict[str, str] = {}
+        self._tick_task: asyncio.Task[None] | None = None
+        if broker is not None:
+            self.sasl_users = load_users(broker.config.raw)  # fail at start on bad SASL config
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    async def start(self, broker: Broker) -> None:
+        self.broker = broker
+        raw = broker.config.raw
+        self.sasl_users = load_users(raw)
+        logs = broker.logs
+        self.producers = ProducerStateManager(self._get_log)
+        self.groups = GroupCoordinator(
+            logs,
+            initial_rebalance_delay_ms=_int(raw, "group.initial.rebalance.delay.ms", 0),
+            min_session_timeout_ms=_int(raw, "group.min.session.timeout.ms", 1000),
+            max_session_timeout_ms=_int(raw, "group.max.session.timeout.ms", 1_800_000),
+        )
+        self.txns = TransactionCoordinator(
+            logs,
+            producers=self.producers,
+            groups=self.groups,
+            on_marker=broker.notifier.notify,
+            max_timeout_ms=_int(raw, "transaction.max.timeout.ms", 900_000),
+            now_ms=self.now_ms(),
+        )
+        tick_ms = _int(raw, "coordinator.tick.ms", 100)
+        self._tick_task = asyncio.get_running_loop().create_task(self._ticker(tick_ms))
+        logger.info(
+            "coordinator started: %d groups, %d transactional ids, SASL %s",
+            len(self.groups.groups),
+            len(self.txns.txns),
+            "PLAIN" if self.sasl_users else "off",
+        )
+
+    async def stop(self) -> None:
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._tick_task
+        if self.groups is not None:
+            self.groups.flush()
+        if self.txns is not None:
+            self.txns.flush()
+
+    async def _ticker(self, tick_ms: int) -> None:
+        while True:
+            await asyncio.sleep(tick_ms / 1000)
+            try:
+                self.tick(self.now_ms())
+            except Exception:  # a bug in one tick must not stop session expiry for good
+                logger.exception("coordinator tick failed; retrying next tick")
+
+    def tick(self, now_ms: int) -> None:
+        assert self.groups is not None and self.txns is not None
+        self.groups.tick(now_ms)
+        self.txns.tick(now_ms)
+
+    def _get_log(self, topic: str, partition: int) -> Any:
+        assert self.broker is not None
+        try:
+            return self.broker.logs.get_log(topic, partition)
+        except Exception:  # unknown topic/partition: no producer state to rebuild
+            return None
+
+    # ---- server hooks --------------------------------------------------------
+
+    def requires_authentication(self, connection: Connection) -> bool:
+        return bool(self.sasl_users) and not connection.authenticated
+
+    def check_produce(
+        self,
+        topic: str,
+        partition: int,
+        records: memoryview,
+        *,
+        transactional_id: str | None,
+        acks: int,
+    ) -> ProduceDuplicate | ProduceReject | None:
+        assert self.producers is not None
+        verdict = self.producers.check(topic, partition, records)
+        if isinstance(verdict, Duplicate):
+            return ProduceDuplicate(verdict.base_offset)
+        if isinstance(verdict, Rejected):
+            return ProduceReject(int(verdict.error.value), verdict.message)
+        return None
+
+    def on_appended(
+        self, topic: str, partition: int, records: memoryview, base_offset: int, last_offset: int
+    ) -> None:
+        assert self.producers is not None
+        self.producers.on_appended(topic, partition, records, base_offset)
+
+    def last_stable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
+        if self.producers is None:
+            return high_watermark
+        first = self.producers.first_unstable_offset(topic, partition)
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def aborted_transactions(
+        self, topic: str, partition: int, fetch_offset: int, upper: int
+    ) -> list[tuple[int, int]]:
+        log = self._get_log(topic, partition)
+        if log is None:
+            return []
+        return [(int(pid), int(first)) for pid, first in log.aborted_transactions(fetch_offset, upper)]

@@ -1,0 +1,337 @@
+"""Handlers of the classic group protocol: kio request in, kio response out.
+
+FindCoordinator 0–3, JoinGroup 0–7, SyncGroup 0–5, Heartbeat 0–4,
+LeaveGroup 0–5, OffsetCommit 2–8, OffsetFetch 1–7, ListGroups 0–5,
+DescribeGroups 0–5, DeleteGroups 0–2. Each handler serves all its versions:
+responses are built with ``make``, which drops fields a version lacks.
+JoinGroup and SyncGroup may wait (a future completed by the group state
+machine); the server handles one request per connection at a time, like
+Kafka's muted channels, so a waiting join holds only its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from streams.broker.coordinator.group import GroupState, JoinResult, SyncResult
+from streams.broker.coordinator.groups import CommittedOffset
+from streams.broker.extension import RequestContext
+from streams.broker.protocol import make, response_module
+
+if TYPE_CHECKING:
+    from streams.broker.coordinator.coordinator import Coordinator
+
+logger = logging.getLogger(__name__)
+
+_ZERO = timedelta(0)
+_MAX_METADATA = 4096
+
+
+def _coord(ctx: RequestContext) -> Coordinator:
+    return ctx.broker.extension  # type: ignore[return-value]
+
+
+def _ms(value: Any, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+def _future_callback(fut: asyncio.Future[Any]) -> Any:
+    def done(result: Any) -> None:
+        if not fut.done():
+            fut.set_result(result)
+
+    return done
+
+
+async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(10, ctx.api_version)
+    broker = ctx.broker
+    key_type = getattr(request, "key_type", 0)
+    error = ErrorCode.none if key_type in (0, 1) else ErrorCode.invalid_request
+    return make(
+        module.FindCoordinatorResponse,
+        throttle_time=_ZERO,
+        error_code=error,
+        error_message=None if error is ErrorCode.none else f"unknown key type `{key_type}`",
+        node_id=broker.config.node_id if error is ErrorCode.none else -1,
+        host=broker.config.advertised if error is ErrorCode.none else "",
+        port=broker.port if error is ErrorCode.none else -1,
+    )
+
+
+async def join_group(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(11, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.groups is not None
+    session_ms = _ms(request.session_timeout, 10_000)
+    rebalance_ms = _ms(getattr(request, "rebalance_timeout", None), session_ms)
+    if rebalance_ms < 0:
+        rebalance_ms = session_ms
+
+    def respond(result: JoinResult) -> Any:
+        return make(
+            module.JoinGroupResponse,
+            throttle_time=_ZERO,
+            error_code=result.error,
+            generation_id=result.generation_id,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name if ctx.api_version >= 7 else (result.protocol_name or ""),
+            leader=result.leader,
+            member_id=result.member_id,
+            members=tuple(
+                make(module.JoinGroupResponseMember, member_id=m, group_instance_id=i, metadata=md)
+                for m, i, md in result.members
+            ),
+        )
+
+    if not request.group_id:
+        return respond(JoinResult(ErrorCode.invalid_group_id, request.member_id))
+    error = coord.groups.validate_session_timeout(session_ms)
+    if error is not ErrorCode.none:
+        return respond(JoinResult(error, request.member_id))
+    fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+    coord.groups.get_or_create(request.group_id).join(
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        client_id=ctx.client_id or "",
+        client_host=ctx.connection.peer.rsplit(":", 1)[0],
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        require_known_member_id=ctx.api_version >= 4,
+        now_ms=coord.now_ms(),
+        callback=_future_callback(fut),
+    )
+    return respond(await fut)
+
+
+async def sync_group(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(14, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.groups is not None
+
+    def respond(result: SyncResult) -> Any:
+        return make(
+            module.SyncGroupResponse,
+            throttle_time=_ZERO,
+            error_code=result.error,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name,
+            assignment=result.assignment,
+        )
+
+    group = coord.groups.groups.get(request.group_id)
+    if group is None:
+        return respond(SyncResult(ErrorCode.unknown_member_id))
+    fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+    group.sync(
+        member_id=request.member_id,
+        generation_id=request.generation_id,
+        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+        now_ms=coord.now_ms(),
+        callback=_future_callback(fut),
+    )
+    return respond(await fut)
+
+
+async def heartbeat(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(12, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.groups is not None
+    group = coord.groups.groups.get(request.group_id)
+    if group is None:
+        error = ErrorCode.unknown_member_id
+    else:
+        error = group.heartbeat(
+            member_id=request.member_id, generation_id=request.generation_id, now_ms=coord.now_ms()
+        )
+    return make(module.HeartbeatResponse, throttle_time=_ZERO, error_code=error)
+
+
+async def leave_group(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(13, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.groups is not None
+    group = coord.groups.groups.get(request.group_id)
+    now = coord.now_ms()
+    if ctx.api_version < 3:
+        error = ErrorCode.unknown_member_id if group is None else group.leave(request.member_id, now)
+        return make(module.LeaveGroupResponse, throttle_time=_ZERO, error_code=error)
+    results = []
+    for identity in request.members:
+        error = ErrorCode.unknown_member_id if group is None else group.leave(identity.member_id, now)
+        results.append(
+            make(
+                module.MemberResponse,
+                member_id=identity.member_id,
+                group_instance_id=identity.group_instance_id,
+                error_code=error,
+            )
+        )
+    return make(module.LeaveGroupResponse, throttle_time=_ZERO, error_code=ErrorCode.none, members=tuple(results))
+
+
+async def offset_commit(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(8, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.groups is not None
+    now = coord.now_ms()
+    error = coord.groups.validate_commit(
+        request.group_id, request.member_id, request.generation_id_or_member_epoch
+    )
+    if error is ErrorCode.none and not request.group_id:
+        error = ErrorCode.invalid_group_id
+    offsets: dict[tuple[str, int], CommittedOffset] = {}
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            perr = error
+            if perr is ErrorCode.none and p.committed_metadata is not None and len(p.committed_metadata) > _MAX_METADATA:
+                perr = ErrorCode.offset_metadata_too_large
+            if perr is ErrorCode.none:
+                offsets[(topic.name, p.partition_index)] = CommittedOffset(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata, now
+                )
+            parts.append(make(module.OffsetCommitResponsePartition, partition_index=p.partition_index, error_code=perr))
+        topics.append(make(module.OffsetCommitResponseTopic, name=topic.name, partitions=tuple(parts)))
+    if offsets:
+        coord.groups.commit_offsets(request.group_id, offsets, now_ms=now)
+    if error is not ErrorCode.none:
+        logger.info(
+            "group %s: offset commit by %s (generation %d) refused: %s",
+            request.group_id,
+            request.member_id,
+            request.generation_id_or_member_epoch,
+            error.name,
+        )
+    return make(module.OffsetCommitResponse, throttle_time=_ZERO, topics=tuple(topics))
+
+
+async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(9, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.groups is not None
+    wanted = None
+    if request.topics is not None:
+        wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
+    found = coord.groups.fetch_offsets(request.group_id, wanted)
+    by_topic: dict[str, list[Any]] = {}
+    for topic, partition in wanted if wanted is not None else sorted(found):
+        committed = found.get((topic, partition))
+        by_topic.setdefault(topic, []).append(
+            make(
+                module.OffsetFetchResponsePartition,
+                partition_index=partition,
+                committed_offset=committed.offset if committed else -1,
+                committed_leader_epoch=-1,
+                metadata=(committed.metadata if committed else "") or "",
+                error_code=ErrorCode.none,
+            )
+        )
+    topics = tuple(
+        make(module.OffsetFetchResponseTopic, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()
+    )
+    return make(module.OffsetFetchResponse, throttle_time=_ZERO, topics=topics, error_code=ErrorCode.none)
+
+
+async def list_groups(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(16, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.groups is not None
+    states = set(getattr(request, "states_filter", None) or ())
+    types = set(getattr(request, "types_filter", None) or ())
+    groups = tuple(
+        make(
+            module.ListedGroup,
+            group_id=group_id,
+            protocol_type=protocol_type,
+            group_state=state,
+            group_type="classic",
+        )
+        for group_id, protocol_type, state in coord.groups.list_groups(states)
+        if not types or "classic" in types
+    )
+    return make(module.ListGroupsResponse, throttle_time=_ZERO, error_code=ErrorCode.none, groups=groups)
+
+
+async def describe_groups(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(15, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.groups is not None
+    described = []
+    for group_id in request.groups:
+        group = coord.groups.groups.get(group_id)
+        if group is None:
+            described.append(
+                make(
+                    module.DescribedGroup,
+                    error_code=ErrorCode.none,
+                    group_id=group_id,
+                    group_state=GroupState.DEAD.value,
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                )
+            )
+            continue
+        stable = group.state is GroupState.STABLE
+        members = tuple(
+            make(
+                module.DescribedGroupMember,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata_for(group.protocol_name) if stable else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        described.append(
+            make(
+                module.DescribedGroup,
+                error_code=ErrorCode.none,
+                group_id=group_id,
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=(group.protocol_name or "") if stable else "",
+                members=members,
+            )
+        )
+    return make(module.DescribeGroupsResponse, throttle_time=_ZERO, groups=tuple(described))
+
+
+async def delete_groups(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(42, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.groups is not None
+    results = tuple(
+        make(module.DeletableGroupResult, group_id=g, error_code=coord.groups.delete_group(g))
+        for g in request.groups_names
+    )
+    return make(module.DeleteGroupsResponse, throttle_time=_ZERO, results=results)
+
+
+APIS = [
+    (10, (0, 3), find_coordinator),
+    (11, (0, 7), join_group),
+    (14, (0, 5), sync_group),
+    (12, (0, 4), heartbeat),
+    (13, (0, 5), leave_group),
+    (8, (2, 8), offset_commit),
+    (9, (1, 7), offset_fetch),
+    (16, (0, 5), list_groups),
+    (15, (0, 5), describe_groups),
+    (42, (0, 2), delete_groups),
+]

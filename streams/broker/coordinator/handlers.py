@@ -1,0 +1,33 @@
+"""The coordinator's API handlers, advertised versions and extension factory.
+
+The server (``streams.broker.server``) imports this module at start and merges
+``HANDLERS`` and ``API_VERSIONS`` into its registry, then installs the hooks of
+``create_extension(broker)`` (see ``streams.broker.extension``). Only versions
+implemented and tested with librdkafka and kafka-python are listed; the KIP-848
+group protocol (ConsumerGroupHeartbeat, OffsetCommit/OffsetFetch v9+) is not
+offered, because librdkafka switches to it when it is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from streams.broker.coordinator import group_apis, sasl, txn_apis
+from streams.broker.coordinator.coordinator import Coordinator
+from streams.broker.extension import Handler
+
+if TYPE_CHECKING:
+    from streams.broker.server import Broker
+
+__all__ = ["API_VERSIONS", "HANDLERS", "create_extension"]
+
+HANDLERS: dict[int, Handler] = {}
+API_VERSIONS: dict[int, tuple[int, int]] = {}
+for _key, _versions, _handler in (*group_apis.APIS, *txn_apis.APIS, *sasl.APIS):
+    HANDLERS[_key] = _handler
+    API_VERSIONS[_key] = _versions
+
+
+def create_extension(broker: Broker) -> Coordinator:
+    """The hooks object the server calls (produce checks, LSO, SASL gate)."""
+    return Coordinator(broker)

@@ -1,0 +1,273 @@
+"""Idempotent-producer state per partition: epochs, sequence windows, open transactions.
+
+For every (topic, partition) and producer id the broker remembers the
+producer's epoch, the sequence ranges and offsets of its last five batches
+(librdkafka and the Java client keep at most five in flight), and the first
+offset of its open transaction. That is enough to
+
+- acknowledge a retried batch with its original offset without a second
+  append (``Duplicate``), reject a gap (``OUT_OF_ORDER_SEQUENCE_NUMBER``) or a
+  zombie epoch (``INVALID_PRODUCER_EPOCH``) — Kafka's ``ProducerStateManager``;
+- compute the last stable offset: the first offset of the earliest open
+  transaction, else the high watermark.
+
+State is rebuilt from the partition's own batch headers the first time a
+partition is touched after a start (``load_partition``): data batches advance
+the sequence window and open transactions, control batches close them. Only
+the fixed 61-byte RecordBatch header is read, never the records.
+
+Concurrency contract: not thread-safe; called from the broker's loop thread
+with no ``await`` between ``check`` and ``on_appended`` (the server's rule).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+logger = logging.getLogger(__name__)
+
+# baseOffset, batchLength, leaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+_MAX_CACHED_BATCHES = 5
+_INT32_MAX = 2**31 - 1
+_SCAN_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """The header fields of one RecordBatch v2 the producer checks need."""
+
+    position: int
+    size: int
+    record_count: int
+    last_offset_delta: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    attributes: int
+    base_offset: int = 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) % (_INT32_MAX + 1)
+
+
+def iter_batch_info(buf: bytes | memoryview) -> Iterator[BatchInfo]:
+    """Header of every whole magic-2 batch in ``buf`` (a trailing partial batch is skipped)."""
+    pos, end = 0, len(buf)
+    while end - pos >= _HEADER.size:
+        (base, length, _, magic, _, attrs, lod, _, _, pid, epoch, seq, count) = _HEADER.unpack_from(buf, pos)
+        size = 12 + length
+        if magic != 2 or length < _HEADER.size - 12 or end - pos < size:
+            return
+        yield BatchInfo(pos, size, count, lod, pid, epoch, seq, attrs, base)
+        pos += size
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    base_offset: int
+
+
+@dataclass(frozen=True)
+class Rejected:
+    error: ErrorCode
+    message: str
+
+
+@dataclass
+class _CachedBatch:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass
+class ProducerEntry:
+    epoch: int = -1
+    batches: deque[_CachedBatch] = field(default_factory=lambda: deque(maxlen=_MAX_CACHED_BATCHES))
+    txn_first_offset: int | None = None
+    txn_last_offset: int = -1
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+class PartitionProducers:
+    """Producer entries of one partition."""
+
+    def __init__(self) -> None:
+        self.entries: dict[int, ProducerEntry] = {}
+
+    def check(self, batch: BatchInfo) -> Duplicate | Rejected | None:
+        if batch.producer_id < 0:
+            return None
+        entry = self.entries.get(batch.producer_id)
+        if entry is None or entry.epoch < 0:
+            # unknown producer (new, or its state expired): accept any sequence (KIP-360)
+            return None
+        if batch.producer_epoch < entry.epoch:
+            return Rejected(
+                ErrorCode.invalid_producer_epoch,
+                f"producer {batch.producer_id} epoch {batch.producer_epoch} is older than "
+                f"the current epoch {entry.epoch}",
+            )
+        if batch.producer_epoch > entry.epoch:
+            if batch.base_sequence != 0:
+                return Rejected(
+                    ErrorCode.out_of_order_sequence_number,
+                    f"producer {batch.producer_id} new epoch {batch.producer_epoch} must start "
+                    f"at sequence 0, got {batch.base_sequence}",
+                )
+            return None
+        for cached in entry.batches:
+            if cached.first_seq == batch.base_sequence and cached.last_seq == batch.last_sequence:
+                return Duplicate(cached.first_offset)
+        expected = (entry.last_sequence + 1) % (_INT32_MAX + 1) if entry.batches else batch.base_sequence
+        if entry.batches and batch.base_sequence != expected:
+            return Rejected(
+                ErrorCode.out_of_order_sequence_number,
+                f"producer {batch.producer_id} epoch {entry.epoch}: expected sequence {expected}, "
+                f"got {batch.base_sequence}",
+            )
+        return None
+
+    def update(self, batch: BatchInfo, base_offset: int) -> None:
+        if batch.producer_id < 0:
+            return
+        entry = self.entries.setdefault(batch.producer_id, ProducerEntry())
+        last_offset = base_offset + batch.last_offset_delta
+        if batch.producer_epoch != entry.epoch:
+            entry.batches.clear()
+            entry.epoch = batch.producer_epoch
+        if batch.is_control:
+            entry.txn_first_offset = None
+            entry.txn_last_offset = -1
+            return
+        if batch.base_sequence >= 0:
+            entry.batches.append(_CachedBatch(batch.base_sequence, batch.last_sequence, base_offset, last_offset))
+        if batch.is_transactional:
+            if entry.txn_first_offset is None:
+                entry.txn_first_offset = base_offset
+            entry.txn_last_offset = last_offset
+
+    def first_unstable_offset(self) -> int | None:
+        firsts = [e.txn_first_offset for e in self.entries.values() if e.txn_first_offset is not None]
+        return min(firsts) if firsts else None
+
+    def end_transaction(self, producer_id: int, epoch: int) -> tuple[int, int] | None:
+        """Close the producer's open transaction; ``(first, last)`` offsets of it, if any."""
+        entry = self.entries.setdefault(producer_id, ProducerEntry())
+        if epoch > entry.epoch:
+            entry.batches.clear()
+            entry.epoch = epoch
+        if entry.txn_first_offset is None:
+            return None
+        span = (entry.txn_first_offset, entry.txn_last_offset)
+        entry.txn_first_offset = None
+        entry.txn_last_offset = -1
+        return span
+
+
+class ProducerStateManager:
+    """Producer entries of every partition, loaded lazily from the logs."""
+
+    def __init__(self, get_log: Callable[[str, int], Any] | None) -> None:
+        self._get_log = get_log
+        self._partitions: dict[tuple[str, int], PartitionProducers] = {}
+
+    def partition(self, topic: str, partition: int) -> PartitionProducers:
+        state = self._partitions.get((topic, partition))
+        if state is None:
+            state = self._partitions[(topic, partition)] = self.load_partition(topic, partition)
+        return state
+
+    def load_partition(self, topic: str, partition: int) -> PartitionProducers:
+        state = PartitionProducers()
+        log = self._get_log(topic, partition) if self._get_log is not None else None
+        if log is None:
+            return state
+        offset, end, n = log.log_start_offset, log.high_watermark, 0
+        while offset < end:
+            data = log.read(offset, _SCAN_CHUNK)
+            next_offset = offset
+            for batch in iter_batch_info(data):
+                last = batch.base_offset + batch.last_offset_delta
+                if last >= offset:
+                    state.update(batch, batch.base_offset)
+                    n += 1
+                next_offset = max(next_offset, last + 1)
+            if next_offset <= offset:
+                break
+            offset = next_offset
+        if state.entries:
+            logger.info(
+                "%s-%d: rebuilt state of %d producers from %d batches (open transactions from %s)",
+                topic,
+                partition,
+                len(state.entries),
+                n,
+                state.first_unstable_offset(),
+            )
+        return state
+
+    def forget(self, topic: str) -> None:
+        for key in [k for k in self._partitions if k[0] == topic]:
+            del self._partitions[key]
+
+    def check(self, topic: str, partition: int, records: bytes | memoryview) -> Duplicate | Rejected | None:
+        """Decide on a produce of ``records``: ``None`` to append, else ack the duplicate or reject."""
+        state = self.partition(topic, partition)
+        batches = list(iter_batch_info(records))
+        for i, batch in enumerate(batches):
+            if batch.is_control:
+                return Rejected(ErrorCode.invalid_record, "clients may not produce control batches")
+            verdict = state.check(batch)
+            if isinstance(verdict, Duplicate) and i == 0 and len(batches) == 1:
+                logger.info(
+                    "%s-%d: duplicate batch of producer %d (sequence %d) acknowledged at offset %d",
+                    topic,
+                    partition,
+                    batch.producer_id,
+                    batch.base_sequence,
+                    verdict.base_offset,
+                )
+                return verdict
+            if isinstance(verdict, Duplicate):
+                return Rejected(ErrorCode.duplicate_sequence_number, "duplicate batch inside a multi-batch produce")
+            if verdict is not None:
+                logger.warning("%s-%d: produce rejected: %s", topic, partition, verdict.message)
+                return verdict
+        return None
+
+    def on_appended(self, topic: str, partition: int, records: bytes | memoryview, base_offset: int) -> None:
+        state = self.partition(topic, partition)
+        offset = base_offset
+        for batch in iter_batch_info(records):
+            state.update(batch, offset)
+            offset += batch.last_offset_delta + 1
+
+    def first_unstable_offset(self, topic: str, partition: int) -> int | None:
+        return self.partition(topic, partition).first_unstable_offset()

@@ -1,0 +1,156 @@
+"""Handlers of producer ids and transactions: InitProducerId 0–4,
+AddPartitionsToTxn 0–3, AddOffsetsToTxn 0–3, TxnOffsetCommit 0–3, EndTxn 0–3."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from streams.broker.coordinator.groups import CommittedOffset
+from streams.broker.extension import RequestContext
+from streams.broker.handlers import catalog
+from streams.broker.protocol import make, response_module
+
+if TYPE_CHECKING:
+    from streams.broker.coordinator.coordinator import Coordinator
+
+logger = logging.getLogger(__name__)
+
+_ZERO = timedelta(0)
+
+
+def _coord(ctx: RequestContext) -> Coordinator:
+    return ctx.broker.extension  # type: ignore[return-value]
+
+
+def _ms(value: Any) -> int:
+    if isinstance(value, timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+async def init_producer_id(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(22, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.txns is not None
+    error, pid, epoch = coord.txns.init_producer_id(
+        request.transactional_id,
+        _ms(request.transaction_timeout),
+        producer_id=getattr(request, "producer_id", -1),
+        producer_epoch=getattr(request, "producer_epoch", -1),
+        now_ms=coord.now_ms(),
+    )
+    if error is ErrorCode.producer_fenced and ctx.api_version < 4:
+        error = ErrorCode.invalid_producer_epoch  # PRODUCER_FENCED arrived with v4 (KIP-588)
+    return make(module.InitProducerIdResponse, throttle_time=_ZERO, error_code=error, producer_id=pid, producer_epoch=epoch)
+
+
+def _fenced_code(error: ErrorCode) -> ErrorCode:
+    # the transaction APIs below 4 predate PRODUCER_FENCED; old clients know INVALID_PRODUCER_EPOCH
+    return ErrorCode.invalid_producer_epoch if error is ErrorCode.producer_fenced else error
+
+
+async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(24, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.txns is not None
+    requested = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
+    unknown = {
+        (t, p) for t, p in requested if not 0 <= p < (catalog.partition_count(ctx.broker, t) or 0)
+    }
+    if unknown:
+        errors = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted for tp in requested}
+    else:
+        error = coord.txns.add_partitions(
+            request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch,
+            requested,
+            now_ms=coord.now_ms(),
+        )
+        errors = {tp: _fenced_code(error) for tp in requested}
+    results = tuple(
+        make(
+            module.AddPartitionsToTxnTopicResult,
+            name=t.name,
+            results_by_partition=tuple(
+                make(module.AddPartitionsToTxnPartitionResult, partition_index=p, partition_error_code=errors[(t.name, p)])
+                for p in t.partitions
+            ),
+        )
+        for t in request.v3_and_below_topics
+    )
+    return make(module.AddPartitionsToTxnResponse, throttle_time=_ZERO, results_by_topic_v3_and_below=results)
+
+
+async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(25, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.txns is not None
+    error = coord.txns.add_offsets(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, now_ms=coord.now_ms()
+    )
+    return make(module.AddOffsetsToTxnResponse, throttle_time=_ZERO, error_code=_fenced_code(error))
+
+
+async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(28, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.txns is not None
+    now = coord.now_ms()
+    offsets = {
+        (t.name, p.partition_index): CommittedOffset(
+            p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata, now
+        )
+        for t in request.topics
+        for p in t.partitions
+    }
+    error = coord.txns.txn_offset_commit(
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        request.group_id,
+        offsets,
+        member_id=getattr(request, "member_id", "") or "",
+        generation_id=getattr(request, "generation_id", -1),
+        now_ms=now,
+    )
+    error = _fenced_code(error)
+    topics = tuple(
+        make(
+            module.TxnOffsetCommitResponseTopic,
+            name=t.name,
+            partitions=tuple(
+                make(module.TxnOffsetCommitResponsePartition, partition_index=p.partition_index, error_code=error)
+                for p in t.partitions
+            ),
+        )
+        for t in request.topics
+    )
+    return make(module.TxnOffsetCommitResponse, throttle_time=_ZERO, topics=topics)
+
+
+async def end_txn(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(26, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.txns is not None
+    error = coord.txns.end_txn(
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        bool(request.committed),
+        now_ms=coord.now_ms(),
+    )
+    return make(module.EndTxnResponse, throttle_time=_ZERO, error_code=_fenced_code(error))
+
+
+APIS = [
+    (22, (0, 4), init_producer_id),
+    (24, (0, 3), add_partitions_to_txn),
+    (25, (0, 3), add_offsets_to_txn),
+    (28, (0, 3), txn_offset_commit),
+    (26, (0, 3), end_txn),
+]
