@@ -1,0 +1,13 @@
+"""A layered real-time data warehouse on Spark, Kafka and Delta (DESIGN.md).
+
+`Project.load(path, env=...)` reads and validates a project;
+`project.pipeline(spark, layer=...).run(once=True)` runs it on your SparkSession.
+"""
+
+from __future__ import annotations
+
+from warehouse.errors import WarehouseError
+from warehouse.project import Project
+from warehouse.spec.errors import Problem, ProjectError
+
+__all__ = ["Problem", "Project", "ProjectError", "WarehouseError"]

@@ -302,9 +302,7 @@ class TableSpec(Spec):
                 "(the topic is compacted by the sink keys)"
             )
         if self.aggregate and self.aggregate.window and not self.watermark:
-            raise ValueError(
-                "a windowed `aggregate` needs a `watermark` on its event-time column"
-            )
+            raise ValueError("a windowed `aggregate` needs a `watermark` on its event-time column")
         return self
 
     @property
@@ -322,6 +320,15 @@ class TableDefinition(Spec):
     spec: TableSpec
     layer: Literal["ods", "dwd", "dws", "ads"]
     path: str
+    """The declaring file, relative to the project folder (`layers/dwd/orders.yml`)."""
+    sql: str | None = None
+    """The SQL transform's text, from `transform.sql`, `transform.sql_file` or `<stem>.sql`."""
+    sql_path: str | None = None
+    """The file the SQL came from (relative to the project), or None when inline."""
+    static_tables: list[str] = Field(default_factory=list)
+    """Project tables the SQL reads besides `source` and join streams (latest snapshot)."""
+    payload_ddl: str | None = None
+    """Kafka sources: the payload schema (`schemas/NAME`) as a Spark DDL string."""
 
     @property
     def name(self) -> str:
@@ -330,3 +337,8 @@ class TableDefinition(Spec):
     @property
     def layer_index(self) -> int:
         return LAYERS.index(self.layer)
+
+    @property
+    def python(self) -> str | None:
+        """The Python transform reference `module:function`, if the transform is Python."""
+        return self.spec.transform.python if self.spec.transform else None

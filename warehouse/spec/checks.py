@@ -1,0 +1,405 @@
+"""Checks across a project's tables: names, graph, layers, columns, topics, expectations.
+
+`check_project` takes the definitions the loader read and returns them in run
+order with their graph and output columns, plus every problem found. Column
+checks use the columns inferred table by table (`warehouse.spec.schemas`,
+`warehouse.spec.sqlcheck`); where a table's columns cannot be known at load time
+(a Python transform), the checks downstream of it are skipped rather than guessed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from warehouse.compile.graph import TableGraph, build_graph
+from warehouse.spec.errors import Problem
+from warehouse.spec.pycode import ImportProblem, import_reference
+from warehouse.spec.schemas import (
+    WINDOW_COLUMNS,
+    Column,
+    Columns,
+    kafka_columns,
+    sink_columns,
+    table_source_columns,
+    to_ddl,
+)
+from warehouse.spec.sqlcheck import analyze_sql, expression_type, parse_query, read_tables
+from warehouse.spec.table import LAYERS, TableDefinition
+
+logger = logging.getLogger(__name__)
+
+_ARROW = " → ".join(LAYERS)
+
+
+@dataclass
+class CheckedProject:
+    tables: dict[str, TableDefinition]
+    graph: TableGraph
+    schemas: dict[str, Columns]
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _ticks(names: Iterable[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names) or "none"
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" Did you mean `{close[0]}`?" if close else ""
+
+
+class _Checker:
+    def __init__(
+        self,
+        project_dir: Path,
+        payload: Mapping[str, Columns],
+        broken: set[str],
+    ) -> None:
+        self.project_dir = project_dir
+        self.payload = payload
+        self.broken = broken
+        self.problems: list[Problem] = []
+        self.registry: Any = None
+        self.all_names: list[str] = []
+
+    def add(self, d: TableDefinition, fld: str, message: str, *, path: str | None = None) -> None:
+        self.problems.append(Problem(path or d.path, fld, message, table=d.name))
+
+    # --- names, sources, imports ------------------------------------------------
+
+    def unique_names(self, defs: list[TableDefinition]) -> dict[str, TableDefinition]:
+        by_name: dict[str, list[TableDefinition]] = {}
+        for d in defs:
+            by_name.setdefault(d.name, []).append(d)
+        for name, group in by_name.items():
+            if len(group) > 1:
+                files = _ticks(g.path for g in group)
+                for g in group:
+                    self.add(
+                        g,
+                        "table",
+                        f"table `{name}` is declared more than once ({files}). Rename one of them.",
+                    )
+        return {name: group[0] for name, group in by_name.items()}
+
+    def source(self, d: TableDefinition, defs: Mapping[str, TableDefinition]) -> None:
+        src = d.spec.source
+        if src.kafka is not None:
+            self._kafka(d)
+            return
+        refs = [("source.table", src.table)] + [
+            (f"source.join_streams[{i}].table", j.table) for i, j in enumerate(src.join_streams)
+        ]
+        for fld, name in refs:
+            if name not in defs:
+                self.add(
+                    d,
+                    fld,
+                    f"Table `{d.name}` reads `{name}`, which is not a table of the "
+                    f"project.{_did_you_mean(str(name), defs)} Tables: {_ticks(sorted(defs))}.",
+                )
+            else:
+                self.layer_order(d, defs[name], fld)
+
+    def _kafka(self, d: TableDefinition) -> None:
+        k = d.spec.source.kafka
+        assert k is not None
+        if k.schema_ and k.schema_ not in self.payload and k.schema_ not in self.broken:
+            self.add(
+                d,
+                "source.kafka.schema",
+                f"schema `{k.schema_}` not found: expected "
+                f"`schemas/{k.schema_}.json` or `schemas/{k.schema_}.ddl` (schemas: "
+                f"{_ticks(sorted(self.payload))}).{_did_you_mean(k.schema_, self.payload)}",
+            )
+        for op in ("watermark", "dedupe", "aggregate"):
+            if getattr(d.spec, op) is not None:
+                self.add(
+                    d,
+                    op,
+                    f"Table `{d.name}` reads Kafka directly, so it cannot use the "
+                    f"stateful `{op}`: a Kafka-sourced query must divert malformed records "
+                    "to quarantine in the same batch. Land the raw events in an ODS table "
+                    f"and do the `{op}` in a DWD table that reads it.",
+                )
+
+    def layer_order(
+        self, d: TableDefinition, up: TableDefinition, fld: str, path: str | None = None
+    ) -> None:
+        if up.layer_index > d.layer_index:
+            self.add(
+                d,
+                fld,
+                f"Table `{d.name}` (layer `{d.layer}`) reads `{up.name}` from the "
+                f"later layer `{up.layer}`; a table reads only Kafka, its own layer or "
+                f"earlier ones ({_ARROW}). Move `{d.name}` to layer `{up.layer}` or later, "
+                f"or `{up.name}` earlier.",
+                path=path,
+            )
+
+    def python(self, d: TableDefinition) -> None:
+        ref = d.python
+        if not ref:
+            return
+        try:
+            import_reference(self.project_dir, ref)
+        except ImportProblem as e:
+            self.add(
+                d,
+                "transform.python",
+                f"Table `{d.name}` (layer `{d.layer}`): the Python "
+                f"transform `{ref}` does not load: {e}. Fix the reference "
+                "(`package.module:function`, relative to the project folder).",
+            )
+
+    def expectations(self, d: TableDefinition, registry: Any) -> None:
+        if registry is None:
+            return
+        for i, exp in enumerate(d.spec.expectations):
+            for message in registry.validate(exp):
+                self.add(d, f"expectations[{i}].{exp.type}", message)
+
+    def publish_topics(self, defs: Mapping[str, TableDefinition]) -> None:
+        by_topic: dict[str, list[TableDefinition]] = {}
+        for d in defs.values():
+            if d.spec.publish is not None:
+                by_topic.setdefault(d.spec.publish.kafka.topic, []).append(d)
+        for topic, group in by_topic.items():
+            if len(group) > 1:
+                for d in group:
+                    others = _ticks(f"{o.name}` in `{o.path}" for o in group if o is not d)
+                    self.add(
+                        d,
+                        "publish.kafka.topic",
+                        f"topic `{topic}` is also published by "
+                        f"{others}; each topic has one publishing table. Rename one topic.",
+                    )
+
+    # --- SQL references (for the graph) ------------------------------------------
+
+    def static_tables(self, d: TableDefinition, defs: Mapping[str, TableDefinition]) -> list[str]:
+        if d.sql is None:
+            return []
+        tree, _ = parse_query(d.sql)
+        if tree is None:
+            return []  # reported with the column checks
+        streamed = set(d.spec.source.upstream_tables) | {"source"}
+        return [t for t in read_tables(tree) if t in defs and t not in streamed]
+
+    # --- columns ------------------------------------------------------------------
+
+    def columns(self, d: TableDefinition, known: Mapping[str, Columns]) -> Columns:
+        spec = d.spec
+        src = spec.source
+        unknown = Columns(opaque=True)
+        if src.kafka is not None:
+            payload = self.payload.get(src.kafka.schema_) if src.kafka.schema_ else None
+            cols = kafka_columns(src.kafka.format, payload)
+        else:
+            cols = table_source_columns(known.get(str(src.table), unknown), src.read)
+        out = cols
+        if d.sql is not None:
+            out = self._sql(d, cols, known)
+        elif d.python:
+            out = unknown
+        if spec.watermark is not None:
+            self._need(
+                d, "watermark.column", spec.watermark.column, [cols, out], "watermark column"
+            )
+        if spec.dedupe is not None:
+            for i, key in enumerate(spec.dedupe.keys):
+                self._need(d, f"dedupe.keys[{i}]", key, [out], "dedupe key", fix="dedupe.keys")
+        if spec.aggregate is not None:
+            out = self._aggregate(d, out)
+        sink = spec.sink
+        for i, key in enumerate(getattr(sink, "keys", []) or []):
+            self._need(d, f"sink.keys[{i}]", key, [out], "sink key", fix="sink.keys")
+        seq = getattr(sink, "sequence_by", None)
+        if seq:
+            self._need(
+                d, "sink.sequence_by", seq, [out], "`sequence_by` column", fix="sink.sequence_by"
+            )
+        for i, col in enumerate(sink.partition_by):
+            self._need(
+                d,
+                f"sink.partition_by[{i}]",
+                col,
+                [out],
+                "partition column",
+                fix="sink.partition_by",
+            )
+        self._expectation_columns(d, out)
+        self._duplicates(d, out)
+        return sink_columns(out, sink.mode)
+
+    def _sql(self, d: TableDefinition, cols: Columns, known: Mapping[str, Columns]) -> Columns:
+        assert d.sql is not None
+        mapping: dict[str, Columns] = {n: c for n, c in known.items()}
+        for n in self.all_names:
+            mapping.setdefault(n, Columns(opaque=True))
+        mapping.pop(d.name, None)
+        mapping["source"] = cols
+        analysis = analyze_sql(d.sql, mapping)
+        fld, path = sql_location(d)
+        for message in analysis.problems:
+            self.add(d, fld, f"Table `{d.name}`: {message}", path=path)
+        return analysis.columns if analysis.columns is not None else Columns(opaque=True)
+
+    def _aggregate(self, d: TableDefinition, cols: Columns) -> Columns:
+        agg = d.spec.aggregate
+        assert agg is not None
+        out = Columns(opaque=cols.opaque)
+        if agg.window is not None:
+            self._need(
+                d,
+                "aggregate.window.column",
+                agg.window.column,
+                [cols],
+                "window column",
+                fix="aggregate.window.column",
+            )
+            out.extend(WINDOW_COLUMNS)
+        for i, g in enumerate(agg.group_by):
+            self._need(
+                d,
+                f"aggregate.group_by[{i}]",
+                g,
+                [cols],
+                "group-by column",
+                fix="aggregate.group_by",
+            )
+            out.append(cols.get(g) or Column(g, "string"))
+        for name, expr in agg.measures.items():
+            if cols.opaque:
+                out.append(Column(name, "string"))
+                continue
+            kind, problems = expression_type(expr, cols)
+            for message in problems:
+                self.add(
+                    d,
+                    f"aggregate.measures.{name}",
+                    f"Table `{d.name}`: measure `{name}` (`{expr}`): {message}",
+                )
+            out.append(Column(name, kind or "string"))
+        return out
+
+    def _need(
+        self,
+        d: TableDefinition,
+        fld: str,
+        name: str,
+        options: list[Columns],
+        what: str,
+        *,
+        fix: str | None = None,
+    ) -> None:
+        if any(c.opaque or c.has(name) for c in options):
+            return
+        where = "the transform output" if (d.sql or d.python) else "the source"
+        if d.spec.aggregate is not None and fld.startswith(("sink.", "expectations")):
+            where = "the aggregate output"
+        cols = options[-1]
+        hint = _did_you_mean(name, cols.names)
+        self.add(
+            d,
+            fld,
+            f"Table `{d.name}`: {what} `{name}` is not a column of {where} "
+            f"({_ticks(cols.names)}).{hint} Add it to the SELECT or change "
+            f"`{fix or fld}`.",
+        )
+
+    def _expectation_columns(self, d: TableDefinition, cols: Columns) -> None:
+        if cols.opaque:
+            return
+        for i, exp in enumerate(d.spec.expectations):
+            for arg in self._column_args(exp.type):
+                value = exp.kwargs.get(arg)
+                names = value if isinstance(value, list) else [value]
+                for name in names:
+                    if isinstance(name, str):
+                        self._need(
+                            d,
+                            f"expectations[{i}].{exp.type}.{arg}",
+                            name,
+                            [cols],
+                            "expectation column",
+                        )
+
+    def _column_args(self, type_name: str) -> tuple[str, ...]:
+        etype = getattr(self.registry, "EXPECTATION_TYPES", {}).get(type_name)
+        return tuple(getattr(etype, "columns_args", ("column",))) if etype else ("column",)
+
+    def _duplicates(self, d: TableDefinition, cols: Columns) -> None:
+        seen: set[str] = set()
+        for c in cols:
+            if c.name.lower() in seen:
+                self.add(
+                    d,
+                    "transform" if d.spec.aggregate is None else "aggregate",
+                    f"Table `{d.name}`: column `{c.name}` appears twice in the output; "
+                    "Delta needs unique column names. Alias one of them.",
+                )
+            seen.add(c.name.lower())
+
+
+def sql_location(d: TableDefinition) -> tuple[str, str]:
+    """(field, path) naming where a table's SQL is written, for problems found in it."""
+    return ("", d.sql_path) if d.sql_path else ("transform.sql", d.path)
+
+
+def _quality_registry() -> Any:
+    try:
+        from warehouse.quality import registry
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith("warehouse.quality"):
+            logger.warning("warehouse.quality.registry is missing; expectations are not checked")
+            return None
+        raise
+    return registry
+
+
+def check_project(
+    project_dir: Path,
+    definitions: list[TableDefinition],
+    payload: Mapping[str, Columns],
+    broken: set[str] | None = None,
+) -> CheckedProject:
+    """Check `definitions` together; return them in run order with graph, columns, problems."""
+    checker = _Checker(project_dir, payload, broken or set())
+    checker.registry = _quality_registry()
+    defs = checker.unique_names(definitions)
+    checker.all_names = list(defs)
+    enriched: dict[str, TableDefinition] = {}
+    for name, d in defs.items():
+        checker.source(d, defs)
+        checker.python(d)
+        checker.expectations(d, checker.registry)
+        static = checker.static_tables(d, defs)
+        for t in static:
+            checker.layer_order(d, defs[t], *sql_location(d))
+        update: dict[str, Any] = {"static_tables": static}
+        k = d.spec.source.kafka
+        if k is not None and k.schema_ in payload:
+            update["payload_ddl"] = to_ddl(payload[k.schema_])
+        enriched[name] = d.model_copy(update=update)
+    checker.publish_topics(enriched)
+    graph = build_graph(enriched)
+    for cycle in graph.cycles:
+        first = enriched[cycle[0]]
+        chain = " → ".join(f"`{n}` ({enriched[n].path})" for n in cycle[:-1]) + f" → `{cycle[0]}`"
+        checker.add(
+            first,
+            "source.table" if first.spec.source.table else "transform.sql",
+            f"tables form a cycle: {chain}. A table cannot read, directly or through "
+            "others, from itself; remove one of these reads.",
+        )
+    schemas: dict[str, Columns] = {}
+    for name in graph.order:
+        schemas[name] = checker.columns(enriched[name], schemas)
+    ordered = {name: enriched[name] for name in graph.order}
+    return CheckedProject(ordered, graph, schemas, checker.problems)

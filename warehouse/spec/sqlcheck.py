@@ -1,0 +1,237 @@
+"""SQL checks at load time with sqlglot (Spark dialect), no JVM.
+
+`analyze_sql` parses a transform, lists the tables it reads, checks every column
+it names against the columns of those tables, and infers the output columns
+(names from the SELECT list, types from `annotate_types`). It never raises for
+a user mistake: it returns the problems as sentences for the loader to locate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope, traverse_scope
+
+from warehouse.spec.schemas import Column, Columns, SchemaFileError, normalize_type
+
+logger = logging.getLogger(__name__)
+
+DIALECT = "spark"
+_WINDOW_STRUCT = "struct<start: timestamp, end: timestamp>"
+
+
+@dataclass
+class SqlAnalysis:
+    """What one SQL transform reads and produces. `columns` is None when it cannot be known."""
+
+    tables: list[str] = field(default_factory=list)
+    columns: Columns | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def _names(cols: list[str]) -> str:
+    return ", ".join(f"`{c}`" for c in cols) or "no columns"
+
+
+def parse_query(sql: str) -> tuple[exp.Expression | None, str | None]:
+    """Parse one SELECT (or set operation); return the tree or a sentence saying what is wrong."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, dialect=DIALECT) if s is not None]
+    except ParseError as e:
+        err = e.errors[0] if e.errors else {}
+        where = f" at line {err.get('line')}, column {err.get('col')}" if err.get("line") else ""
+        near = f" near `{err.get('highlight')}`" if err.get("highlight") else ""
+        desc = err.get("description") or str(e).splitlines()[0]
+        return None, f"the SQL does not parse{where}{near}: {desc}. Fix the SQL (Spark dialect)."
+    except SqlglotError as e:
+        return (
+            None,
+            f"the SQL does not parse: {str(e).splitlines()[0]}. Fix the SQL (Spark dialect).",
+        )
+    if len(statements) != 1:
+        return None, (
+            f"the SQL has {len(statements)} statements; a transform is one SELECT "
+            "(use a CTE `WITH ...` for steps)"
+        )
+    tree = statements[0]
+    if not isinstance(tree, exp.Query):
+        return None, (
+            f"the SQL is a `{tree.key.upper()}` statement; a transform is one SELECT over `source`"
+        )
+    return tree, None
+
+
+def read_tables(tree: exp.Expression) -> list[str]:
+    """Names of the real tables a query reads (CTEs and subqueries excluded), in order."""
+    out: list[str] = []
+    try:
+        scopes = traverse_scope(tree)
+    except SqlglotError:
+        scopes = []
+        out = [t.name for t in tree.find_all(exp.Table) if t.name]
+    for scope in scopes:
+        for src in scope.sources.values():
+            if isinstance(src, exp.Table) and src.name and not src.args.get("db"):
+                if src.name not in out:
+                    out.append(src.name)
+            elif isinstance(src, exp.Table) and src.args.get("db"):
+                qualified = f"{src.args['db'].name}.{src.name}"
+                if qualified not in out:
+                    out.append(qualified)
+    return out
+
+
+def analyze_sql(
+    sql: str, schema: Mapping[str, Columns], *, source_name: str = "source"
+) -> SqlAnalysis:
+    """Check `sql` against `schema` (table name → columns) and infer its output.
+
+    Tables missing from `schema` are reported as unknown. Columns of opaque tables
+    are not checked, and the output is opaque when it depends on them.
+    """
+    result = SqlAnalysis()
+    tree, error = parse_query(sql)
+    if tree is None:
+        result.problems.append(error or "the SQL does not parse")
+        return result
+    result.tables = read_tables(tree)
+    unknown = [t for t in result.tables if t not in schema]
+    for t in unknown:
+        known = [source_name, *sorted(n for n in schema if n != source_name)]
+        result.problems.append(
+            f"the SQL reads table `{t}`, which is neither `{source_name}` nor a table of the "
+            f"project (known: {_names(known)}). Fix the name or declare the table."
+        )
+    if unknown:
+        return result
+    opaque = any(schema[t].opaque for t in result.tables)
+    if not opaque:
+        result.problems.extend(_check_columns(tree, schema))
+    if result.problems or opaque:
+        return result
+    result.columns = _output_columns(tree, schema)
+    return result
+
+
+def _scope_outputs(scope: Scope) -> list[str] | None:
+    selects = scope.expression.named_selects if isinstance(scope.expression, exp.Query) else []
+    return None if "*" in selects or not selects else list(selects)
+
+
+def _check_columns(tree: exp.Expression, schema: Mapping[str, Columns]) -> list[str]:
+    problems: list[str] = []
+    try:
+        scopes = traverse_scope(tree)
+    except SqlglotError as e:
+        logger.info("sqlglot cannot scope the query (%s); column checks skipped", e)
+        return problems
+
+    for scope in scopes:
+        available: dict[str, list[str] | None] = {}
+        for alias, src in scope.sources.items():
+            if isinstance(src, exp.Table):
+                available[alias] = schema[src.name].names
+            elif isinstance(src, Scope):
+                available[alias] = _scope_outputs(src)
+            else:
+                available[alias] = None
+        aliases = {
+            s.alias
+            for s in getattr(scope.expression, "expressions", [])
+            if isinstance(s, exp.Alias)
+        }
+        for col in scope.columns:
+            name, qual = col.name, col.table
+            if qual:
+                if qual not in available:
+                    owners = [a for a, cs in available.items() if cs and _has(cs, qual)]
+                    if owners:  # `payload.city`: a struct field of a column, not a table alias
+                        continue
+                    problems.append(
+                        f"`{qual}.{name}` names `{qual}`, which is not a table or alias in "
+                        f"this query (there: {_names(list(available))})"
+                    )
+                    continue
+                cols = available[qual]
+                if cols is not None and not _has(cols, name):
+                    table = _source_label(scope, qual)
+                    problems.append(
+                        f"column `{name}` is not a column of {table} "
+                        f"(columns: {_names(cols)}). Fix the name or select it upstream."
+                    )
+                continue
+            if name in aliases or any(cs is None for cs in available.values()):
+                continue
+            if not any(_has(cs or [], name) for cs in available.values()):
+                listed = "; ".join(
+                    f"{_source_label(scope, a)}: {_names(cs or [])}" for a, cs in available.items()
+                )
+                problems.append(
+                    f"column `{name}` is not a column of any table in the query ({listed}). "
+                    "Fix the name or select it upstream."
+                )
+    return problems
+
+
+def _has(cols: list[str], name: str) -> bool:
+    low = name.lower()
+    return any(c.lower() == low for c in cols)
+
+
+def _source_label(scope: Scope, alias: str) -> str:
+    src = scope.sources.get(alias)
+    if isinstance(src, exp.Table) and src.name != alias:
+        return f"`{src.name}` (as `{alias}`)"
+    return f"`{alias}`"
+
+
+def _output_columns(tree: exp.Expression, schema: Mapping[str, Columns]) -> Columns | None:
+    mapping = {t: {c.name: c.type for c in cols} for t, cols in schema.items()}
+    try:
+        qualified = qualify(
+            tree.copy(),
+            schema=mapping,
+            dialect=DIALECT,
+            validate_qualify_columns=False,
+            quote_identifiers=False,
+        )
+        typed = annotate_types(qualified, schema=mapping, dialect=DIALECT)
+    except SqlglotError as e:
+        logger.info("sqlglot cannot type the query (%s); its columns are treated as opaque", e)
+        return None
+    out = Columns()
+    for select in typed.selects:
+        name = select.alias_or_name
+        if name == "*":
+            return None
+        out.append(Column(name, spark_type(select)))
+    return out
+
+
+def spark_type(node: exp.Expression) -> str:
+    """The Spark type string of an annotated expression; `string` when sqlglot cannot tell."""
+    inner = node.this if isinstance(node, exp.Alias) else node
+    if isinstance(inner, exp.Anonymous) and inner.name.lower() in ("window", "session_window"):
+        return _WINDOW_STRUCT
+    dtype = node.type
+    if dtype is None or dtype.is_type(exp.DataType.Type.UNKNOWN):
+        return "string"
+    try:
+        return normalize_type(dtype.sql(dialect=DIALECT))
+    except SchemaFileError:
+        return "string"
+
+
+def expression_type(expression: str, columns: Columns) -> tuple[str | None, list[str]]:
+    """Type of one aggregate/measure expression over `columns`, and the problems in it."""
+    analysis = analyze_sql(f"SELECT {expression} AS _m FROM source", {"source": columns})
+    if analysis.problems or analysis.columns is None:
+        return None, analysis.problems
+    return analysis.columns[0].type, []
