@@ -1,0 +1,219 @@
+"""The executor side of an append: write a task's rows as Parquet files with Delta stats.
+
+`file_writer(...)` returns the function given to `DataFrame.mapInArrow`. Each task
+writes its rows (split by partition values into hive-style directories) under unique
+names and returns one row per file; the driver commits them. A file of an attempt
+that never commits is never referenced by the log (`remove_orphans` deletes it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+FILES_SCHEMA = (
+    "path string, size long, partition_values string, stats string, modification_time long"
+)
+"""What `mapInArrow` returns: one row per written file."""
+
+STRING_STATS_MAX = 32
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+def partition_value(value: Any) -> str | None:
+    """A partition value as the Delta protocol serializes it in `partitionValues`."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return str(value)
+
+
+def _escape(value: str | None) -> str:
+    if value is None:
+        return HIVE_NULL
+    return "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in value)
+
+
+def _iso(value: dt.datetime, *, round_up: bool) -> str:
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    if round_up and value.microsecond % 1000:
+        # Stats keep milliseconds: a max truncated down would hide the file from a
+        # filter on its own largest value.
+        value += dt.timedelta(microseconds=1000 - value.microsecond % 1000)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def _stat_kind(t: pa.DataType) -> str | None:
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return "number"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_boolean(t) or pa.types.is_decimal(t) or pa.types.is_binary(t):
+        return "none"
+    return None  # nested: no stats at all
+
+
+class _Stats:
+    """Running numRecords/min/max/nullCount of one file, merged batch by batch."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.kinds = {f.name: _stat_kind(f.type) for f in schema}
+        self.rows = 0
+        self.nulls: dict[str, int] = {n: 0 for n, k in self.kinds.items() if k is not None}
+        self.mins: dict[str, Any] = {}
+        self.maxs: dict[str, Any] = {}
+        self.dropped: set[str] = set()
+
+    def update(self, batch: pa.RecordBatch) -> None:
+        self.rows += batch.num_rows
+        for name, kind in self.kinds.items():
+            if kind is None:
+                continue
+            col = batch.column(name)
+            self.nulls[name] += col.null_count
+            if kind == "none" or name in self.dropped or col.null_count == len(col):
+                continue
+            if kind == "number" and pa.types.is_floating(col.type):
+                if pc.any(pc.is_nan(col)).as_py():
+                    self.dropped.add(name)
+                    continue
+            mm = pc.min_max(col)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if kind == "string" and (len(lo) > STRING_STATS_MAX or len(hi) > STRING_STATS_MAX):
+                self.dropped.add(name)
+                continue
+            if name not in self.mins or lo < self.mins[name]:
+                self.mins[name] = lo
+            if name not in self.maxs or hi > self.maxs[name]:
+                self.maxs[name] = hi
+
+    def to_json(self) -> str:
+        def fmt(name: str, v: Any, *, up: bool) -> Any:
+            kind = self.kinds[name]
+            if kind == "timestamp":
+                return _iso(v, round_up=up)
+            if kind == "date":
+                return v.isoformat()
+            return v
+
+        keep = [n for n in self.mins if n not in self.dropped]
+        return json.dumps(
+            {
+                "numRecords": self.rows,
+                "minValues": {n: fmt(n, self.mins[n], up=False) for n in keep},
+                "maxValues": {n: fmt(n, self.maxs[n], up=True) for n in keep},
+                "nullCount": self.nulls,
+            }
+        )
+
+
+class _OpenFile:
+    def __init__(self, root: str, rel: str, schema: pa.Schema, values: dict[str, str | None]):
+        self.rel = rel
+        self.full = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(self.full), exist_ok=True)
+        self.values = values
+        self.writer = pq.ParquetWriter(self.full, schema, compression="snappy")
+        self.stats = _Stats(schema)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows:
+            self.writer.write_batch(batch)
+            self.stats.update(batch)
+
+    def close(self) -> tuple[str, int, str, str, int]:
+        self.writer.close()
+        st = os.stat(self.full)
+        return (
+            self.rel,  # delta-rs URI-encodes the path it writes to the log
+            st.st_size,
+            json.dumps(self.values),
+            self.stats.to_json(),
+            int(time.time() * 1000),
+        )
+
+
+def _split(batch: pa.RecordBatch, partition_by: Sequence[str]):
+    """Yield (partition values, rows without the partition columns) of one batch."""
+    data_cols = [n for n in batch.schema.names if n not in partition_by]
+    if not partition_by:
+        yield {}, batch
+        return
+    table = pa.Table.from_batches([batch])
+    combos = table.select(list(partition_by)).group_by(list(partition_by)).aggregate([])
+    for combo in combos.to_pylist():
+        mask = None
+        for col in partition_by:
+            v = combo[col]
+            cond = pc.is_null(table[col]) if v is None else pc.equal(table[col], v)
+            cond = pc.fill_null(cond, False)
+            mask = cond if mask is None else pc.and_(mask, cond)
+        part = table.filter(mask).select(data_cols).combine_chunks()
+        for b in part.to_batches():
+            yield {c: combo[c] for c in partition_by}, b
+
+
+def file_writer(
+    root: str, schema: pa.Schema, partition_by: Sequence[str]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The `mapInArrow` function writing a task's batches under `root` (see module doc)."""
+    partition_by = list(partition_by)
+    file_schema = pa.schema([f for f in schema if f.name not in partition_by])
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task = uuid.uuid4().hex
+        files: dict[tuple, _OpenFile] = {}
+        for batch in batches:
+            batch = pa.RecordBatch.from_arrays(
+                [batch.column(f.name).cast(f.type) for f in schema], schema=schema
+            )
+            for values, part in _split(batch, partition_by):
+                key = tuple(partition_value(values[c]) for c in partition_by)
+                f = files.get(key)
+                if f is None:
+                    rel_dir = "/".join(
+                        f"{c}={_escape(v)}" for c, v in zip(partition_by, key, strict=True)
+                    )
+                    name = f"part-{len(files):05d}-{task}.snappy.parquet"
+                    rel = f"{rel_dir}/{name}" if rel_dir else name
+                    f = files[key] = _OpenFile(
+                        root, rel, file_schema, dict(zip(partition_by, key, strict=True))
+                    )
+                f.write(part)
+        rows = [f.close() for f in files.values()]
+        if rows:
+            cols = list(zip(*rows, strict=True))
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array(cols[0], pa.string()),
+                    pa.array(cols[1], pa.int64()),
+                    pa.array(cols[2], pa.string()),
+                    pa.array(cols[3], pa.string()),
+                    pa.array(cols[4], pa.int64()),
+                ],
+                names=["path", "size", "partition_values", "stats", "modification_time"],
+            )
+
+    return write

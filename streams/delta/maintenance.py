@@ -1,0 +1,200 @@
+"""Maintenance and introspection of sink tables: compaction, vacuum, orphans, status.
+
+`recorded_offsets` and `table_info` read the commit info the sink writes
+(`warehouse.sourceOffsets`, `warehouse.batchId`, `warehouse.table`), so status and
+recovery need only the table itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from streams.delta.errors import DeltaTableNotFoundError
+
+logger = logging.getLogger(__name__)
+
+OFFSETS_KEY = "warehouse.sourceOffsets"
+BATCH_KEY = "warehouse.batchId"
+TABLE_KEY = "warehouse.table"
+LOG_DIR = "_delta_log"
+
+
+def _open(path: str | Path, what: str) -> DeltaTable:
+    try:
+        return DeltaTable(str(path))
+    except TableNotFoundError as e:
+        raise DeltaTableNotFoundError(
+            f"No Delta table at `{path}` to {what}; run the table's query first "
+            "(`warehouse run --table ...`).",
+            path=str(path),
+        ) from e
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _native_info(commit: dict[str, Any]) -> dict[str, Any]:
+    """Commit info as the sink wrote it: delta-rs keeps keys top level; the native engine
+    stores them as JSON in `userMetadata`."""
+    meta = commit.get("userMetadata")
+    if isinstance(meta, str) and meta.startswith("{"):
+        try:
+            return {**json.loads(meta), **commit}
+        except json.JSONDecodeError:
+            return commit
+    return commit
+
+
+def recorded_offsets(path: str | Path, table: str | None = None) -> dict | None:
+    """The source end offsets of the newest commit that recorded them (and, if `table` is
+    given, was written for that table); None when no commit has them."""
+    dt = _open(path, "read recorded offsets from")
+    limit = 64
+    while True:
+        history = dt.history(limit)
+        for commit in history:
+            info = _native_info(commit)
+            if OFFSETS_KEY not in info:
+                continue
+            if table is not None and info.get(TABLE_KEY) not in (None, table):
+                continue
+            return _json_value(info[OFFSETS_KEY])
+        if len(history) < limit:
+            return None
+        limit *= 4
+
+
+def table_info(path: str | Path) -> dict[str, Any]:
+    """Version, rows and files (from add-action stats, no scan), and the last commit.
+
+    `rows` is None when some file has no `numRecords` statistic.
+    """
+    dt = _open(path, "describe")
+    adds = pa.table(dt.get_add_actions(flatten=True))
+    counts = adds.column("num_records").to_pylist() if adds.num_rows else []
+    rows = None if any(c is None for c in counts) else sum(counts)
+    last = _native_info(dt.history(1)[0])
+    batch = _json_value(last.get(BATCH_KEY)) if BATCH_KEY in last else None
+    return {
+        "path": str(path),
+        "version": dt.version(),
+        "rows": rows,
+        "files": adds.num_rows,
+        "bytes": sum(adds.column("size_bytes").to_pylist()) if adds.num_rows else 0,
+        "partition_by": list(dt.metadata().partition_columns),
+        "last_commit": {
+            "timestamp": last.get("timestamp"),
+            "operation": last.get("operation"),
+            "batch_id": batch,
+            "table": last.get(TABLE_KEY),
+            "offsets": _json_value(last[OFFSETS_KEY]) if OFFSETS_KEY in last else None,
+        },
+    }
+
+
+def optimize(path: str | Path, *, target_size: int | None = None) -> dict[str, Any]:
+    """Compact small files (delta-rs `optimize.compact`); returns its metrics.
+
+    The commit changes no data (`dataChange=false`), so stream readers skip it and
+    the app transactions of the writers are untouched.
+    """
+    dt = _open(path, "optimize")
+    metrics = dt.optimize.compact(target_size=target_size)
+    logger.info(
+        "Delta table %s: optimize removed %s files, added %s",
+        path,
+        metrics.get("numFilesRemoved"),
+        metrics.get("numFilesAdded"),
+    )
+    return metrics
+
+
+def vacuum(path: str | Path, retention_hours: int = 168, *, dry_run: bool = False) -> list[str]:
+    """Delete files the table stopped referencing more than `retention_hours` ago.
+
+    A stream reader that is behind by more than the retention can no longer read the
+    versions whose files are gone; keep the retention above the longest downtime.
+    """
+    dt = _open(path, "vacuum")
+    removed = dt.vacuum(
+        retention_hours=retention_hours,
+        dry_run=dry_run,
+        enforce_retention_duration=False,
+    )
+    logger.info(
+        "Delta table %s: vacuum %s %d files",
+        path,
+        "would delete" if dry_run else "deleted",
+        len(removed),
+    )
+    return list(removed)
+
+
+def _referenced(root: Path) -> set[str]:
+    """Every data file path any commit still in the log mentions, plus the snapshot's."""
+    seen: set[str] = set()
+    for entry in sorted((root / LOG_DIR).glob("*.json")):
+        for line in entry.read_text().splitlines():
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            for kind in ("add", "remove", "cdc"):
+                if kind in action:
+                    seen.add(unquote(action[kind]["path"]))
+    dt = DeltaTable(str(root))
+    adds = pa.table(dt.get_add_actions(flatten=False))
+    seen.update(unquote(p) for p in adds.column("path").to_pylist())
+    return seen
+
+
+def remove_orphans(
+    path: str | Path, *, older_than_hours: float = 1.0, dry_run: bool = False
+) -> list[str]:
+    """Delete data files no commit references (left by attempts that died before
+    committing) once they are older than the grace period; returns their paths.
+
+    The grace period protects the files of a batch being written right now.
+    """
+    root = Path(path)
+    _open(root, "clean up")
+    referenced = _referenced(root)
+    cutoff = time.time() - older_than_hours * 3600
+    orphans: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root)
+        if rel_dir.parts and rel_dir.parts[0] == LOG_DIR:
+            dirnames[:] = []
+            continue
+        for name in filenames:
+            rel = (rel_dir / name).as_posix()
+            if not name.endswith(".parquet") or rel in referenced:
+                continue
+            full = Path(dirpath) / name
+            if full.stat().st_mtime > cutoff:
+                continue
+            orphans.append(rel)
+            if not dry_run:
+                full.unlink()
+    logger.info(
+        "Delta table %s: %s %d orphan files",
+        path,
+        "found" if dry_run else "removed",
+        len(orphans),
+    )
+    return orphans

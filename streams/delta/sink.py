@@ -1,0 +1,325 @@
+"""`write_batch`: one micro-batch into a Delta table, exactly once per (app_id, batch_id).
+
+Called from `foreachBatch(fn(batch_df, batch_id))` on the driver. The guard comes
+first: a batch whose id the table's app transaction already holds is skipped. Every
+commit (append, merge, and the empty commit of an empty batch) carries the app
+transaction and the caller's commit info in the same atomic Delta commit, so the
+table and the record of what it holds can never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, Schema
+from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.transaction import AddAction, create_table_with_add_actions
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from streams.delta import _schema
+from streams.delta._faults import crash_point
+from streams.delta._files import FILES_SCHEMA, file_writer
+from streams.delta.errors import DeltaConfigError, DeltaWriteError
+from streams.delta.target import (
+    CDF_CONFIGURATION,
+    INTERNAL_COLUMNS,
+    DeltaTarget,
+    commit_properties,
+)
+
+logger = logging.getLogger(__name__)
+
+DELETE_FLAG = "__warehouse_delete"
+_ROW_NUMBER = "__warehouse_rn"
+_ARRIVAL = "__warehouse_arrival"
+
+
+def load_table(path: str) -> DeltaTable | None:
+    """The table at `path`, or None when there is none yet."""
+    try:
+        return DeltaTable(path)
+    except TableNotFoundError:
+        return None
+
+
+def write_batch(
+    df: DataFrame,
+    batch_id: int,
+    target: DeltaTarget,
+    *,
+    commit_info: Mapping[str, Any] | None = None,
+) -> int | None:
+    """Write one micro-batch; return the new table version, or None if already committed."""
+    if target.engine == "native":
+        from streams.delta.native import write_batch_native
+
+        return write_batch_native(df, batch_id, target, commit_info=commit_info)
+    table = load_table(target.path)
+    if table is not None:
+        done = table.transaction_version(target.app_id)
+        if done is not None and done >= batch_id:
+            logger.info(
+                "Delta table %s: batch %d of app `%s` already committed (txn version %d); skipping",
+                target.name,
+                batch_id,
+                target.app_id,
+                done,
+            )
+            return None
+    if target.mode == "append":
+        version = _append(df, batch_id, target, table, commit_info)
+    elif target.mode == "upsert":
+        version = _upsert(df, batch_id, target, table, commit_info)
+    else:
+        version = _scd2(df, batch_id, target, commit_info)
+    crash_point("after_commit")
+    logger.info(
+        "Delta table %s: batch %d of app `%s` committed as version %s",
+        target.name,
+        batch_id,
+        target.app_id,
+        version,
+    )
+    if target.optimize_every and version is not None and version % target.optimize_every == 0:
+        from streams.delta.maintenance import optimize
+
+        optimize(target.path)
+    return version
+
+
+def _evolve(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -> DeltaTable:
+    _schema.check_partitioning(table, target.partition_by, path=target.path)
+    added = _schema.new_columns(table, incoming, path=target.path)
+    if added:
+        logger.info(
+            "Delta table %s: adding columns %s", target.name, ", ".join(f.name for f in added)
+        )
+        # A metadata-only commit before the data commit: if we die in between, the
+        # replayed batch finds the columns there and only appends.
+        table.alter.add_columns(added)
+        table = DeltaTable(target.path)
+    return table
+
+
+def _commit_empty(
+    table: DeltaTable, batch_id: int, target: DeltaTarget, commit_info: Mapping[str, Any] | None
+) -> int:
+    """Record the batch in the app transaction without data, keeping the guard monotone."""
+    table.create_write_transaction(
+        [],
+        "append",
+        table.schema(),
+        partition_by=list(table.metadata().partition_columns) or None,
+        commit_properties=commit_properties(target, batch_id, commit_info),
+    )
+    return DeltaTable(target.path).version()
+
+
+def _create(
+    path: str,
+    schema: pa.Schema,
+    adds: list[AddAction],
+    partition_by: list[str],
+    props: Any = None,
+) -> None:
+    create_table_with_add_actions(
+        path,
+        Schema.from_arrow(schema),
+        adds,
+        mode="error",
+        partition_by=partition_by or None,
+        configuration=CDF_CONFIGURATION,
+        commit_properties=props,
+    )
+
+
+def _append(
+    df: DataFrame,
+    batch_id: int,
+    target: DeltaTarget,
+    table: DeltaTable | None,
+    commit_info: Mapping[str, Any] | None,
+) -> int:
+    schema = _schema.arrow_schema(df.schema)
+    if table is not None:
+        table = _evolve(table, schema, target)
+        partition_by = list(table.metadata().partition_columns)
+    else:
+        partition_by = list(target.partition_by)
+    _schema.check_columns(df.columns, partition_by, path=target.path, what="partition columns")
+    writer = file_writer(target.path, schema, partition_by)
+    try:
+        files = df.mapInArrow(writer, FILES_SCHEMA).collect()
+    except Exception as e:  # Spark wraps executor errors in its own types
+        raise DeltaWriteError(
+            f"Delta table `{target.path}`: writing the files of batch {batch_id} failed: {e}. "
+            "The batch was not committed; the query can be restarted.",
+            path=target.path,
+            batch_id=batch_id,
+        ) from e
+    adds = [
+        AddAction(
+            r["path"],
+            r["size"],
+            json.loads(r["partition_values"]),
+            r["modification_time"],
+            True,
+            r["stats"],
+        )
+        for r in files
+    ]
+    crash_point("before_commit")
+    props = commit_properties(target, batch_id, commit_info)
+    try:
+        if table is None:
+            _create(target.path, schema, adds, partition_by, props)
+            return 0
+        table.create_write_transaction(
+            adds,
+            "append",
+            table.schema(),
+            partition_by=partition_by or None,
+            commit_properties=props,
+        )
+    except DeltaError as e:
+        raise DeltaWriteError(
+            f"Delta table `{target.path}`: committing batch {batch_id} "
+            f"({len(adds)} files) failed: {e}",
+            path=target.path,
+            batch_id=batch_id,
+        ) from e
+    return DeltaTable(target.path).version()
+
+
+def dedupe_changes(df: DataFrame, target: DeltaTarget) -> DataFrame:
+    """The last change per key of one batch, with `_op`/`_deleted` folded into a delete flag.
+
+    Order: `sequence_by` (when set), then the Kafka `_offset` (when present), then
+    arrival order within the batch; nulls sort first, so a change with a known
+    sequence wins over one without.
+    """
+    cols = df.columns
+    _schema.check_columns(cols, target.keys, path=target.path, what="key columns")
+    if target.sequence_by:
+        _schema.check_columns(cols, [target.sequence_by], path=target.path, what="sequence column")
+    order = []
+    if target.sequence_by:
+        order.append(F.col(target.sequence_by).desc_nulls_last())
+    if "_offset" in cols:
+        order.append(F.col("_offset").desc_nulls_last())
+    order.append(F.col(_ARRIVAL).desc())
+    flag = F.lit(False)
+    if "_op" in cols:
+        flag = flag | F.coalesce(F.col("_op") == F.lit("d"), F.lit(False))
+    if "_deleted" in cols:
+        flag = flag | F.coalesce(F.col("_deleted").cast("boolean"), F.lit(False))
+    w = Window.partitionBy(*[F.col(k) for k in target.keys]).orderBy(*order)
+    return (
+        df.withColumn(_ARRIVAL, F.monotonically_increasing_id())
+        .withColumn(_ROW_NUMBER, F.row_number().over(w))
+        .filter(F.col(_ROW_NUMBER) == 1)
+        .withColumn(DELETE_FLAG, flag)
+        .drop(_ROW_NUMBER, _ARRIVAL, *[c for c in INTERNAL_COLUMNS if c in cols])
+    )
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def merge_arrow(
+    table: DeltaTable,
+    data: pa.Table,
+    target: DeltaTarget,
+    props: Any,
+) -> None:
+    """MERGE deduped changes (with the delete flag column) into `table` in one commit."""
+    on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in target.keys)
+    newer = "TRUE"
+    if target.sequence_by:
+        seq = _q(target.sequence_by)
+        newer = f"(t.{seq} IS NULL OR s.{seq} >= t.{seq})"
+    flag = f"s.{_q(DELETE_FLAG)}"
+    (
+        table.merge(
+            data,
+            on,
+            source_alias="s",
+            target_alias="t",
+            merge_schema=True,
+            commit_properties=props,
+        )
+        .when_matched_delete(predicate=f"{flag} AND {newer}")
+        .when_matched_update_all(predicate=f"NOT {flag} AND {newer}", except_cols=[DELETE_FLAG])
+        .when_not_matched_insert_all(predicate=f"NOT {flag}", except_cols=[DELETE_FLAG])
+        .execute()
+    )
+
+
+def _upsert(
+    df: DataFrame,
+    batch_id: int,
+    target: DeltaTarget,
+    table: DeltaTable | None,
+    commit_info: Mapping[str, Any] | None,
+) -> int:
+    deduped = dedupe_changes(df, target)
+    stored = _schema.arrow_schema(deduped.schema, drop=[DELETE_FLAG])
+    if table is None:
+        _schema.check_columns(
+            df.columns, target.partition_by, path=target.path, what="partition columns"
+        )
+        _create(target.path, stored, [], list(target.partition_by))
+        table = DeltaTable(target.path)
+    else:
+        table = _evolve(table, stored, target)
+    full = pa.schema([*stored, pa.field(DELETE_FLAG, pa.bool_())])
+    data = deduped.toArrow()
+    data = pa.Table.from_arrays([data.column(f.name).cast(f.type) for f in full], schema=full)
+    for k in target.keys:
+        if data.column(k).null_count:
+            raise DeltaWriteError(
+                f"Delta table `{target.path}`: batch {batch_id} has rows whose key column "
+                f"`{k}` is null; an upsert cannot place them. Filter them out or route them "
+                "to quarantine with an expectation `expect_column_values_to_not_be_null`.",
+                path=target.path,
+                batch_id=batch_id,
+            )
+    crash_point("before_commit")
+    props = commit_properties(target, batch_id, commit_info)
+    if data.num_rows == 0:
+        return _commit_empty(table, batch_id, target, commit_info)
+    try:
+        merge_arrow(table, data, target, props)
+    except DeltaError as e:
+        raise DeltaWriteError(
+            f"Delta table `{target.path}`: merging batch {batch_id} "
+            f"({data.num_rows} keys) failed: {e}",
+            path=target.path,
+            batch_id=batch_id,
+        ) from e
+    return DeltaTable(target.path).version()
+
+
+def _scd2(
+    df: DataFrame, batch_id: int, target: DeltaTarget, commit_info: Mapping[str, Any] | None
+) -> int | None:
+    try:
+        from streams.cdc import apply_scd2  # type: ignore[attr-defined]
+    except ImportError as e:
+        raise DeltaConfigError(
+            f"Delta table `{target.path}`: mode `scd2` is applied by `streams.cdc.apply_scd2`, "
+            "which is not available in this installation. Use `mode: upsert` (SCD type 1) "
+            "until it is.",
+            path=target.path,
+            option="mode",
+        ) from e
+    return apply_scd2(df, batch_id, target, commit_info=commit_info)
+
+
+__all__ = ["dedupe_changes", "load_table", "merge_arrow", "write_batch"]

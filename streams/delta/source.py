@@ -1,0 +1,283 @@
+"""`read_delta_stream`: a Delta table as a stream of its versions (Python data source).
+
+Offsets are `{"version": v}`, the last table version a batch includes; a new query
+starts at `{"version": -1}` ("before version 0") and so replays the table from its
+first version, which gives a downstream every row exactly once (no snapshot step:
+a snapshot followed by changes would need a second offset kind for no gain on
+tables a streaming sink built). Consequence: a new downstream of a table whose old
+files were vacuumed cannot start from scratch; it fails naming the missing file.
+
+`read="append"` yields the rows each version added (add actions with
+`dataChange=true`; compaction commits are skipped). A version that removes rows
+(MERGE, DELETE, overwrite) stops the query with an error saying to use
+`read="changes"`: replaying rewritten files would repeat rows. `read="changes"`
+yields the change data feed (`load_cdf`) with `_change_type` (insert,
+update_preimage, update_postimage, delete), `_commit_version`, `_commit_timestamp`.
+
+Work is split per file (append) or per version (changes) so executors read in
+parallel. The reader reads the JSON commits in `_delta_log/`, so the python engine
+reads local (or mounted) tables.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from streams.delta._schema import normalize_arrow
+from streams.delta.errors import DeltaConfigError, DeltaReadError, DeltaTableNotFoundError
+
+logger = logging.getLogger(__name__)
+
+FORMAT_NAME = "warehouse_delta"
+CHANGE_COLUMNS = StructType(
+    [
+        StructField("_change_type", StringType()),
+        StructField("_commit_version", LongType()),
+        StructField("_commit_timestamp", TimestampType()),
+    ]
+)
+_TARGET_PARTITION_BYTES = 64 << 20
+
+
+def _log_file(path: str, version: int) -> str:
+    return os.path.join(path, "_delta_log", f"{version:020d}.json")
+
+
+def _table_schema(path: str, read: str) -> StructType:
+    try:
+        dt = DeltaTable(path)
+    except TableNotFoundError as e:
+        raise DeltaTableNotFoundError(
+            f"Cannot stream from `{path}`: there is no Delta table there yet. Run the "
+            "upstream table first (`warehouse run --table <upstream>`) so it exists.",
+            path=path,
+        ) from e
+    schema = from_arrow_schema(
+        normalize_arrow(pa.schema(dt.schema().to_arrow())), prefer_timestamp_ntz=False
+    )
+    if read == "changes":
+        schema = StructType([*schema.fields, *CHANGE_COLUMNS.fields])
+    return schema
+
+
+class _Files(InputPartition):
+    def __init__(self, files: list[tuple[int, str, dict[str, str | None]]]) -> None:
+        self.files = files
+
+
+class _Version(InputPartition):
+    def __init__(self, version: int) -> None:
+        self.version = version
+
+
+def _conform(
+    table: pa.Table, schema: pa.Schema, constants: dict[str, str | None] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Cast `table` to the plan-time schema: missing columns null, new ones dropped."""
+    n = table.num_rows
+    if n == 0:
+        return
+    arrays = []
+    for f in schema:
+        if constants is not None and f.name in constants:
+            arrays.append(pa.array([constants[f.name]] * n, pa.string()).cast(f.type))
+        elif f.name in table.column_names:
+            arrays.append(table.column(f.name).cast(f.type))
+        else:
+            arrays.append(pa.nulls(n, f.type))
+    yield from pa.Table.from_arrays(arrays, schema=schema).to_batches()
+
+
+class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads versions (start, end] of one table; runs in Spark's driver-side Python
+    worker (offsets, planning) and in executors (`read`), which get a pickled copy."""
+
+    def __init__(self, path: str, read: str, max_versions: int | None, schema: StructType) -> None:
+        self.path = path
+        self.mode = read
+        self.max_versions = max_versions
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self._until: int | None = None
+
+    def _latest(self) -> int:
+        return DeltaTable(self.path).version()
+
+    def initialOffset(self) -> dict:
+        return {"version": -1}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        # Built-in limits only: "files" stands for versions here.
+        return ReadMaxFiles(self.max_versions) if self.max_versions else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._until = self._latest()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        latest = self._latest() if self._until is None else self._until
+        begin = int(start["version"])
+        end = latest
+        if isinstance(limit, ReadMaxFiles):
+            end = min(latest, begin + max(1, limit.max_files))
+        return {"version": max(begin, end)}
+
+    def reportLatestOffset(self) -> dict | None:
+        return {"version": self._latest()}
+
+    def _commit_actions(self, version: int) -> list[dict[str, Any]]:
+        try:
+            with open(_log_file(self.path, version)) as fh:
+                return [json.loads(line) for line in fh if line.strip()]
+        except FileNotFoundError as e:
+            raise DeltaReadError(
+                f"Cannot stream version {version} of `{self.path}`: its commit file is gone "
+                "(log cleaned up). Reset the downstream table to start it again.",
+                path=self.path,
+                version=version,
+            ) from e
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        first, last = int(start["version"]) + 1, int(end["version"])
+        if self.mode == "changes":
+            return [_Version(v) for v in range(first, last + 1)]
+        groups: list[_Files] = []
+        size = 0
+        for v in range(first, last + 1):
+            actions = self._commit_actions(v)
+            op = next(
+                (a["commitInfo"].get("operation") for a in actions if "commitInfo" in a), None
+            )
+            for a in actions:
+                rm = a.get("remove")
+                if rm is not None and rm.get("dataChange", True):
+                    raise DeltaReadError(
+                        f"Version {v} of `{self.path}` ({op}) rewrites or deletes rows; "
+                        "`read: append` streams only append-only tables. Use `read: changes` "
+                        "to stream its change feed.",
+                        path=self.path,
+                        version=v,
+                    )
+            for a in actions:
+                add = a.get("add")
+                if add is None or not add.get("dataChange", True):
+                    continue
+                if add.get("deletionVector"):
+                    raise DeltaReadError(
+                        f"Version {v} of `{self.path}` uses deletion vectors, which the "
+                        "python engine cannot read; use engine `native`.",
+                        path=self.path,
+                        version=v,
+                    )
+                if not groups or size + int(add.get("size", 0)) > _TARGET_PARTITION_BYTES:
+                    groups.append(_Files([]))
+                    size = 0
+                groups[-1].files.append((v, add["path"], add.get("partitionValues") or {}))
+                size += int(add.get("size", 0))
+        return groups
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, _Version):
+            dt = DeltaTable(self.path)
+            cdf = pa.table(
+                dt.load_cdf(starting_version=partition.version, ending_version=partition.version)
+            )
+            yield from _conform(cdf, self.arrow_schema)
+            return
+        assert isinstance(partition, _Files)
+        for version, rel, values in partition.files:
+            full = os.path.join(self.path, unquote(rel))
+            try:
+                data = pq.read_table(full)
+            except FileNotFoundError as e:
+                raise DeltaReadError(
+                    f"File `{rel}` of version {version} of `{self.path}` is gone (vacuumed?). "
+                    "The stream is further behind than the table's vacuum retention; "
+                    "reset the downstream table to start it again.",
+                    path=self.path,
+                    version=version,
+                ) from e
+            yield from _conform(data, self.arrow_schema, values)
+
+
+class DeltaStreamDataSource(DataSource):
+    """`spark.readStream.format("warehouse_delta").option("path", ...)`; options `read`
+    (append|changes) and `max_versions_per_trigger`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def _opts(self) -> tuple[str, str, int | None]:
+        path = self.options.get("path")
+        if not path:
+            raise DeltaConfigError(
+                "the `warehouse_delta` source needs a `path` option", option="path"
+            )
+        read = self.options.get("read", "append")
+        mv = self.options.get("max_versions_per_trigger")
+        return path, read, int(mv) if mv else None
+
+    def schema(self) -> StructType:
+        path, read, _ = self._opts()
+        return _table_schema(path, read)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        path, read, mv = self._opts()
+        return DeltaStreamReader(path, read, mv, schema)
+
+
+def read_delta_stream(
+    spark: SparkSession,
+    path: str,
+    *,
+    read: Literal["append", "changes"] = "append",
+    max_versions_per_trigger: int | None = None,
+    engine: Literal["python", "native"] = "python",
+) -> DataFrame:
+    """A streaming DataFrame over the versions of the Delta table at `path` (module doc)."""
+    path = str(path)
+    if read not in ("append", "changes"):
+        raise DeltaConfigError(
+            f"Delta stream `{path}`: read `{read}` is not `append` or `changes`",
+            path=path,
+            option="read",
+        )
+    if max_versions_per_trigger is not None and max_versions_per_trigger < 1:
+        raise DeltaConfigError(
+            f"Delta stream `{path}`: `max_versions_per_trigger` must be at least 1 "
+            f"(got `{max_versions_per_trigger}`)",
+            path=path,
+            option="max_versions_per_trigger",
+        )
+    if engine == "native":
+        from streams.delta.native import read_delta_stream_native
+
+        return read_delta_stream_native(
+            spark, path, read=read, max_versions_per_trigger=max_versions_per_trigger
+        )
+    path = os.path.abspath(path)
+    _table_schema(path, read)  # fail here, naming the path, not deep inside Spark
+    spark.dataSource.register(DeltaStreamDataSource)
+    reader = spark.readStream.format(FORMAT_NAME).option("path", path).option("read", read)
+    if max_versions_per_trigger:
+        reader = reader.option("max_versions_per_trigger", str(max_versions_per_trigger))
+    return reader.load()

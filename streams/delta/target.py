@@ -1,0 +1,112 @@
+"""`DeltaTarget`: where and how one table's batches are written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from deltalake import CommitProperties, Transaction
+
+from streams.delta.errors import DeltaConfigError
+
+SinkMode = Literal["append", "upsert", "scd2"]
+Engine = Literal["python", "native"]
+
+CDF_CONFIGURATION: dict[str, str | None] = {"delta.enableChangeDataFeed": "true"}
+"""Every table is created with the change data feed on, so `read: changes` works downstream."""
+
+INTERNAL_COLUMNS: tuple[str, ...] = ("_op", "_deleted")
+"""Change-marker columns an upsert consumes and does not store (a delete marker is not data)."""
+
+
+@dataclass(frozen=True)
+class DeltaTarget:
+    """One Delta table written by one streaming query.
+
+    `app_id` identifies the writer in the Delta log's app transactions; the runtime
+    uses `"<table>:<checkpoint query id>"`, stable across restarts of one checkpoint.
+    `optimize_every`: compact small files after every N-th table version written
+    by this sink (None: never automatically).
+    """
+
+    path: str
+    mode: SinkMode = "append"
+    keys: Sequence[str] = ()
+    sequence_by: str | None = None
+    partition_by: Sequence[str] = ()
+    app_id: str = ""
+    engine: Engine = "python"
+    optimize_every: int | None = None
+    table: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", str(self.path))
+        object.__setattr__(self, "keys", tuple(self.keys))
+        object.__setattr__(self, "partition_by", tuple(self.partition_by))
+        if not self.app_id:
+            raise DeltaConfigError(
+                f"Delta target `{self.path}`: `app_id` is empty; give a stable id of the "
+                "query and table, e.g. `<table>:<checkpoint query id>`",
+                path=self.path,
+                option="app_id",
+            )
+        if self.mode not in ("append", "upsert", "scd2"):
+            raise DeltaConfigError(
+                f"Delta target `{self.path}`: mode `{self.mode}` is not one of "
+                "`append`, `upsert`, `scd2`",
+                path=self.path,
+                option="mode",
+            )
+        if self.mode in ("upsert", "scd2") and not self.keys:
+            raise DeltaConfigError(
+                f"Delta target `{self.path}`: mode `{self.mode}` needs `keys` "
+                "(the columns that identify a row)",
+                path=self.path,
+                option="keys",
+            )
+        if self.mode == "scd2" and not self.sequence_by:
+            raise DeltaConfigError(
+                f"Delta target `{self.path}`: mode `scd2` needs `sequence_by` "
+                "(the column that orders the changes of a key)",
+                path=self.path,
+                option="sequence_by",
+            )
+        if self.engine not in ("python", "native"):
+            raise DeltaConfigError(
+                f"Delta target `{self.path}`: engine `{self.engine}` is not `python` or `native`",
+                path=self.path,
+                option="engine",
+            )
+        if self.optimize_every is not None and self.optimize_every < 1:
+            raise DeltaConfigError(
+                f"Delta target `{self.path}`: `optimize_every` must be at least 1 "
+                f"(got `{self.optimize_every}`)",
+                path=self.path,
+                option="optimize_every",
+            )
+
+    @property
+    def name(self) -> str:
+        """The table name for messages: `table` if given, else the path."""
+        return self.table or self.path
+
+
+def commit_properties(
+    target: DeltaTarget, batch_id: int, commit_info: Mapping[str, Any] | None
+) -> CommitProperties:
+    """The app transaction `(app_id, batch_id)` and custom commit info of one batch's commit.
+
+    Values that are not strings are stored as JSON text, so readers of the commit
+    info (`recorded_offsets`) parse one format whatever the writer passed.
+    """
+    custom = {
+        k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+        for k, v in (commit_info or {}).items()
+    }
+    return CommitProperties(
+        app_transactions=[Transaction(target.app_id, int(batch_id))],
+        custom_metadata=custom,
+    )
