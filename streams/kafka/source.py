@@ -1,0 +1,321 @@
+"""The Kafka source as a Python data source (`spark.readStream.format("warehouse_kafka")`).
+
+The driver side (`KafkaStreamReader`) lives in Spark's long-running Python planner
+worker: it discovers partitions, answers `latestOffset` with admission control, and
+plans `[start, end)` ranges. `read()` runs on executors and fetches one range into
+Arrow batches (`_fetch.read_range`). Offsets are `{"topic": {"partition": offset}}`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from streams.kafka.errors import DataLossError, KafkaConfigError
+from streams.kafka.offsets import (
+    OffsetRange,
+    Offsets,
+    cap_at,
+    from_json_dict,
+    parse_starting_offsets,
+    rate_limit,
+    resolve_start,
+    split_ranges,
+    to_json_dict,
+)
+
+logger = logging.getLogger(__name__)
+
+SOURCE_NAME = "warehouse_kafka"
+
+SCHEMA_DDL = (
+    "key binary, value binary, topic string, partition int, offset bigint, "
+    "timestamp timestamp, timestamp_type int, "
+    "headers array<struct<key: string, value: binary>>"
+)
+
+DEFAULT_SPLIT_OFFSETS = 200_000
+_CLIENT_PREFIX = "kafka."
+
+
+class KafkaInputPartition(InputPartition):
+    """One `[start, end)` range of one topic partition."""
+
+    def __init__(self, rng: OffsetRange) -> None:
+        super().__init__(rng)
+        self.range = rng
+
+
+class _Options:
+    """Options of the source, parsed and checked once (the reader is re-created on
+    every planning call, so this stays cheap and never connects)."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        opts = {k.lower(): v for k, v in options.items()}
+        self.bootstrap = opts.get("bootstrap") or opts.get("kafka.bootstrap.servers")
+        if not self.bootstrap:
+            raise KafkaConfigError(
+                "The Kafka source needs `bootstrap` (e.g. `127.0.0.1:9092`).", option="bootstrap"
+            )
+        topics = opts.get("topics") or opts.get("subscribe")
+        pattern = opts.get("pattern") or opts.get("subscribepattern")
+        if bool(topics) == bool(pattern):
+            raise KafkaConfigError(
+                "The Kafka source needs exactly one of `topics` (a list) or `pattern` (a regex); "
+                f"got topics=`{topics}`, pattern=`{pattern}`.",
+                option="topics",
+            )
+        self.topics = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
+        try:
+            self.pattern = re.compile(pattern) if pattern else None
+        except re.error as e:
+            raise KafkaConfigError(
+                f"Topic pattern `{pattern}` is not a valid regular expression: {e}.",
+                option="pattern",
+            ) from e
+        self.starting = parse_starting_offsets(
+            opts.get("starting_offsets") or opts.get("startingoffsets") or "earliest"
+        )
+        mopt = opts.get("max_offsets_per_trigger") or opts.get("maxoffsetspertrigger")
+        self.max_offsets = _positive_int(mopt, "max_offsets_per_trigger") if mopt else None
+        self.split_offsets = _positive_int(
+            opts.get("split_offsets", str(DEFAULT_SPLIT_OFFSETS)), "split_offsets"
+        )
+        self.batch_records = _positive_int(opts.get("batch_records", "10000"), "batch_records")
+        loss = opts.get("on_data_loss", "fail").lower()
+        if opts.get("faildataloss") is not None:
+            loss = "fail" if opts["faildataloss"].lower() == "true" else "skip"
+        if loss not in ("fail", "skip"):
+            raise KafkaConfigError(
+                f"on_data_loss must be `fail` or `skip`, got `{loss}`.", option="on_data_loss"
+            )
+        self.on_data_loss = loss
+        level = opts.get("isolation_level", "read_committed").lower()
+        if level not in ("read_committed", "read_uncommitted"):
+            raise KafkaConfigError(
+                f"isolation_level must be `read_committed` or `read_uncommitted`, got `{level}`.",
+                option="isolation_level",
+            )
+        self.isolation_level = level
+        client: dict[str, Any] = json.loads(opts.get("client_config", "{}") or "{}")
+        for k, v in options.items():
+            if k.lower().startswith(_CLIENT_PREFIX) and k.lower() != "kafka.bootstrap.servers":
+                client[k[len(_CLIENT_PREFIX) :]] = v
+        self.client_config = client
+
+    def matches(self, topic: str) -> bool:
+        if self.topics is not None:
+            return topic in self.topics
+        assert self.pattern is not None
+        return self.pattern.fullmatch(topic) is not None and not topic.startswith("__")
+
+
+def _positive_int(value: str, option: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise KafkaConfigError(
+            f"`{option}` must be a positive integer, got `{value}`.", option=option
+        )
+    return n
+
+
+class KafkaDataSource(DataSource):
+    """`spark.readStream.format("warehouse_kafka").option("bootstrap", ...)`; see
+    `streams.kafka.read_kafka_stream` for the options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        return KafkaStreamReader(self.options, schema)
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Driver-side planner and executor-side reader of Kafka ranges.
+
+    Concurrency: Spark calls the driver methods from one planner thread; `read()` runs
+    on a pickled copy per task, which opens its own consumer. The admin client is
+    created lazily and never pickled.
+    """
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self._opts = _Options(options)
+        self._schema = schema
+        self._admin: Any = None
+        self._target: Offsets | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_admin"] = None
+        return state
+
+    # -- driver side ---------------------------------------------------------------
+    def _client(self) -> Any:
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient(
+                {"bootstrap.servers": self._opts.bootstrap, **self._opts.client_config}
+            )
+        return self._admin
+
+    def _partitions(self) -> dict[str, list[int]]:
+        from streams.kafka.admin import topic_partitions
+
+        listed = topic_partitions(self._client(), self._opts.topics)
+        return {t: ps for t, ps in listed.items() if self._opts.matches(t)}
+
+    def _watermarks(self, parts: Mapping[str, Sequence[int]]) -> tuple[Offsets, Offsets]:
+        from streams.kafka.admin import watermarks
+
+        return watermarks(
+            self._client(), parts, read_committed=self._opts.isolation_level == "read_committed"
+        )
+
+    def initialOffset(self) -> dict:
+        low, high = self._watermarks(self._partitions())
+        start = resolve_start(self._opts.starting, low, high)
+        logger.info("kafka source starts at %s", to_json_dict(start))
+        return to_json_dict(start)
+
+    def _check_loss(self, start: Offsets, low: Offsets, known: set[tuple[str, int]]) -> Offsets:
+        """Effective start per known partition; raises or warns on offsets already gone."""
+        eff: Offsets = {}
+        for tp, off in start.items():
+            if tp not in known:
+                self._loss(tp, off, None, f"Topic `{tp[0]}` partition {tp[1]} no longer exists")
+                continue
+            if off < low[tp]:
+                self._loss(
+                    tp,
+                    off,
+                    low[tp],
+                    f"Topic `{tp[0]}` partition {tp[1]}: offset {off} is no longer available, "
+                    f"the earliest offset is {low[tp]} (deleted by retention?)",
+                )
+                eff[tp] = low[tp]
+            else:
+                eff[tp] = off
+        for tp in known:
+            eff.setdefault(tp, low[tp])
+        return eff
+
+    def _loss(self, tp: tuple[str, int], expected: int, earliest: int | None, what: str) -> None:
+        if self._opts.on_data_loss == "skip":
+            logger.warning("%s; skipping ahead (on_data_loss=skip)", what)
+            return
+        raise DataLossError(
+            f'{what}. Set on_data_loss="skip" to continue from the earliest offset, or reset '
+            "the query's checkpoint.",
+            topic=tp[0],
+            partition=tp[1],
+            expected_offset=expected,
+            earliest_offset=earliest,
+        )
+
+    def _latest_all(self) -> tuple[Offsets, Offsets]:
+        low, high = self._watermarks(self._partitions())
+        return low, high
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        _, high = self._latest_all()
+        self._target = high
+        logger.info("kafka source: available-now target %s", to_json_dict(high))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self._opts.max_offsets:
+            return ReadMaxRows(self._opts.max_offsets)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = from_json_dict(start)
+        low, high = self._latest_all()
+        eff = self._check_loss(begin, low, set(high))
+        end: Offsets = {tp: max(high[tp], eff[tp]) for tp in high}
+        if self._target is not None:
+            end = cap_at(end, self._target, eff)
+        if isinstance(limit, ReadMaxRows):
+            end = rate_limit(eff, end, limit.max_rows)
+        # A partition the source was reading but that vanished (skip mode) drops out.
+        return to_json_dict(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        try:
+            _, high = self._latest_all()
+        except Exception as e:  # reporting must not fail a batch; planning reports it
+            logger.debug("kafka source: latest offset not reported: %s", e)
+            return None
+        return to_json_dict(high)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, stop = from_json_dict(start), from_json_dict(end)
+        if not any(stop.get(tp, 0) > begin.get(tp, -1) for tp in stop):
+            return []
+        parts: dict[str, list[int]] = {}
+        for t, p in stop:
+            parts.setdefault(t, []).append(p)
+        low, _ = self._watermarks(parts)
+        eff: Offsets = {}
+        for tp, hi in stop.items():
+            lo = begin.get(tp)
+            if lo is None:  # discovered after the batch's start: begin at earliest
+                lo = low.get(tp, 0)
+            elif tp in low and lo < low[tp] and lo < hi:
+                self._loss(
+                    tp,
+                    lo,
+                    low[tp],
+                    f"Topic `{tp[0]}` partition {tp[1]}: offset {lo} is no longer available, "
+                    f"the earliest offset is {low[tp]} (deleted by retention?)",
+                )
+                lo = low[tp]
+            eff[tp] = lo
+        ranges = split_ranges(eff, stop, max_split=self._opts.split_offsets)
+        return [KafkaInputPartition(r) for r in ranges]
+
+    def commit(self, end: dict) -> None:
+        return None
+
+    def stop(self) -> None:
+        self._admin = None
+
+    # -- executor side -------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from streams.kafka._fetch import consumer_config, read_range
+
+        rng: OffsetRange = partition.range  # type: ignore[attr-defined]
+        conf = consumer_config(
+            self._opts.bootstrap,
+            self._opts.client_config,
+            isolation_level=self._opts.isolation_level,
+            size=rng.size,
+        )
+        schema = to_arrow_schema(self._schema, timezone="UTC")
+        return read_range(
+            rng,
+            conf,
+            schema,
+            on_data_loss=self._opts.on_data_loss,
+            batch_records=self._opts.batch_records,
+        )
