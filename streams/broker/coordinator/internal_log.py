@@ -94,7 +94,7 @@ class InternalLog:
     def replay(self) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
         """Every record from the log start in offset order, decoded."""
         offset = self._log.log_start_offset
-        end = self._log.high_watermark
+        end = self._log.log_end_offset
         while offset < end:
             data = self._log.read(offset, _READ_CHUNK)
             if not data:

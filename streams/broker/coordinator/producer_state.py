@@ -209,7 +209,7 @@ class ProducerStateManager:
         log = self._get_log(topic, partition) if self._get_log is not None else None
         if log is None:
             return state
-        offset, end, n = log.log_start_offset, log.high_watermark, 0
+        offset, end, n = log.log_start_offset, log.log_end_offset, 0
         while offset < end:
             data = log.read(offset, _SCAN_CHUNK)
             next_offset = offset

@@ -333,9 +333,9 @@ class TransactionCoordinator:
         if log is None:
             return
         span = self._producers.partition(topic, partition).end_transaction(txn.producer_id, txn.epoch)
-        log.append_control(txn.producer_id, txn.epoch, commit, now_ms)
+        marker = log.append_control(txn.producer_id, txn.epoch, commit, now_ms)
         if not commit and span is not None:
-            log.record_aborted(txn.producer_id, span[0], span[1])
+            log.record_aborted(txn.producer_id, span[0], marker)
         if self._on_marker is not None:
             self._on_marker(topic, partition)
 
