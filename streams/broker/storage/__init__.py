@@ -1,0 +1,76 @@
+"""The broker's storage layer: the commit log (Kafka `storage/internals/log`).
+
+Public API (see each module's docstring):
+
+- `PartitionLog(dir, *, config)`: append/read/flush/roll/truncate/retention of one
+  partition; `AppendInfo` is what `append` returns.
+- `LogManager(data_dir, *, default_config)`: every partition under a data dir,
+  topic metadata and configs in `topics.json`, flush/retention/compaction drivers.
+- `LogConfig`: per-topic settings from Kafka-style `dict[str, str]`.
+- `LogSegment`, `OffsetIndex`, `TimeIndex`, `TransactionIndex`, `LogLoader`.
+- Batch helpers: `BatchHeader`, `parse_batch_header`, `iter_batches`,
+  `validate_batches`, `build_control_batch`; `decode_records` (off the hot path).
+- Errors: `StorageError` and subclasses, each with the Kafka `errno`.
+"""
+
+from __future__ import annotations
+
+from streams.broker.storage.batch import (
+    BatchHeader,
+    build_control_batch,
+    iter_batches,
+    parse_batch_header,
+    validate_batches,
+)
+from streams.broker.storage.config import LogConfig
+from streams.broker.storage.errors import (
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from streams.broker.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
+from streams.broker.storage.loader import LogLoader
+from streams.broker.storage.log import AppendInfo, PartitionLog
+from streams.broker.storage.manager import LogManager, TopicMetadata, validate_topic_name
+from streams.broker.storage.records import Record, UnsupportedCompressionError, decode_records
+from streams.broker.storage.segment import LogSegment
+
+__all__ = [
+    "AbortedTxn",
+    "AppendInfo",
+    "BatchHeader",
+    "CorruptRecordError",
+    "InvalidConfigError",
+    "InvalidPartitionsError",
+    "InvalidTopicError",
+    "KafkaStorageError",
+    "LogConfig",
+    "LogLoader",
+    "LogManager",
+    "LogSegment",
+    "OffsetIndex",
+    "OffsetOutOfRangeError",
+    "PartitionLog",
+    "Record",
+    "RecordTooLargeError",
+    "StorageError",
+    "TimeIndex",
+    "TopicExistsError",
+    "TopicMetadata",
+    "TransactionIndex",
+    "UnknownTopicOrPartitionError",
+    "UnsupportedCompressionError",
+    "build_control_batch",
+    "decode_records",
+    "iter_batches",
+    "parse_batch_header",
+    "validate_batches",
+    "validate_topic_name",
+]

@@ -1,0 +1,566 @@
+"""`PartitionLog`: the commit log of one partition (Kafka's `UnifiedLog`, single node).
+
+    log = PartitionLog(path, config=LogConfig())
+    info = log.append(batches)              # assigns offsets, never decodes records
+    data = log.read(offset, 1 << 20, max_offset=log.high_watermark)
+    log.flush()                              # or LogManager.flush_dirty() for many logs
+
+Offsets: `log_start_offset` <= `high_watermark` <= `log_end_offset`. Under
+`durability="interval"` the high watermark is the log end offset; under
+`durability="sync"` it is the flushed offset, so consumers only see data that
+survives a crash. The last stable offset (transactions) is the caller's: it is
+`min(high_watermark, first offset of the oldest open transaction)`.
+
+Transactions: `append_control(...)` writes a commit/abort marker; after an
+abort, `record_aborted(producer_id, first_offset, last_offset)` adds the
+transaction to the `.txnindex` of the segment holding the marker, and
+`aborted_transactions(start, end)` answers a read_committed fetch.
+
+Concurrency: all methods may be called from any thread; a per-log lock
+serialises them. The server appends and reads from its asyncio loop thread and
+runs `flush()` (through `LogManager.flush_dirty()`) in a thread pool: the fsync
+itself runs outside the lock, so appends continue while a flush is in progress.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streams.broker.storage.batch import (
+    BatchHeader,
+    assign_offsets,
+    build_control_batch,
+    set_log_append_time,
+    validate_batches,
+)
+from streams.broker.storage.config import LogConfig
+from streams.broker.storage.errors import (
+    InvalidConfigError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from streams.broker.storage.files import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_FILE,
+    write_atomically,
+)
+from streams.broker.storage.index import AbortedTxn
+from streams.broker.storage.loader import LogLoader
+from streams.broker.storage.segment import LogSegment
+
+logger = logging.getLogger(__name__)
+
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """Result of `PartitionLog.append`: the offsets given to the batches."""
+
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    batches: list[BatchHeader] = field(repr=False)
+    log_append_time_ms: int = -1  # the time set on the batches, or -1 (CreateTime)
+    log_start_offset: int = 0
+
+
+class PartitionLog:
+    """The segments of one partition directory; see the module docstring."""
+
+    def __init__(
+        self,
+        directory: Path | str,
+        *,
+        config: LogConfig | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        name: str | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.name = name or self.directory.name
+        self._config = config or LogConfig()
+        self._clock = clock
+        self._lock = threading.RLock()
+        loaded = LogLoader(self.directory, self._config, now_ms=clock()).load()
+        self._segments: list[LogSegment] = loaded.segments
+        self._bases: list[int] = [s.base_offset for s in self._segments]
+        self._log_start_offset = loaded.log_start_offset
+        self._next_offset = loaded.next_offset
+        # What was on disk when we opened counts as durable (it is all we have).
+        self._flushed_offset = loaded.next_offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self._closed = False
+        self.recovered_bytes = loaded.truncated_bytes
+        logger.info(
+            "Log %s: loaded %d segment(s), offsets [%d, %d)%s",
+            self.name,
+            len(self._segments),
+            self._log_start_offset,
+            self._next_offset,
+            "" if loaded.clean_shutdown else " after an unclean shutdown",
+        )
+
+    # -- properties ---------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        with self._lock:
+            self._config = config
+            for seg in self._segments:
+                seg.index_interval_bytes = config.index_interval_bytes
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        if self._config.durability == "sync":
+            return self._flushed_offset
+        return self._next_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """A snapshot of the segments, oldest first (do not mutate them)."""
+        with self._lock:
+            return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def dirty(self) -> bool:
+        return self._flushed_offset < self._next_offset or any(s.dirty for s in self._segments)
+
+    # -- append -------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        timestamp_ms: int | None = None,
+        log_append_time: bool = False,
+    ) -> AppendInfo:
+        """Validate the concatenated batches in `records`, assign offsets, write them.
+
+        `timestamp_ms` is the append time (default: the clock), used for
+        LogAppendTime and segment.ms. `records` is copied unless it is a
+        bytearray, which is patched in place. Raises `CorruptRecordError`
+        (bad CRC/length/magic) or `RecordTooLargeError`. Never fsyncs.
+        """
+        headers = validate_batches(records)
+        config = self._config
+        for h in headers:
+            if h.size > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"Log `{self.name}`: record batch of {h.size} bytes is larger than "
+                    f"max.message.bytes `{config.max_message_bytes}`; raise the topic's "
+                    "max.message.bytes or send smaller batches."
+                )
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        now = self._clock() if timestamp_ms is None else timestamp_ms
+        append_time = log_append_time or config.message_timestamp_type == "LogAppendTime"
+        if append_time:
+            set_log_append_time(buf, headers, now)
+            max_ts = now
+        else:
+            max_ts = max(h.max_timestamp for h in headers)
+        count = sum(h.last_offset_delta + 1 for h in headers)
+        with self._lock:
+            self._check_open()
+            first = self._next_offset
+            segment = self._maybe_roll(len(buf), count, now)
+            next_offset = assign_offsets(buf, headers, first)
+            segment.append(buf, headers, first)
+            self._next_offset = next_offset
+            self._unflushed_messages += count
+            log_start = self._log_start_offset
+        return AppendInfo(
+            base_offset=first,
+            last_offset=next_offset - 1,
+            max_timestamp=max_ts,
+            batches=headers,
+            log_append_time_ms=now if append_time else -1,
+            log_start_offset=log_start,
+        )
+
+    def append_control(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        timestamp_ms: int,
+        *,
+        coordinator_epoch: int = 0,
+    ) -> int:
+        """Write a transaction marker (commit or abort) and return its offset."""
+        batch = build_control_batch(
+            producer_id,
+            producer_epoch,
+            commit=commit,
+            timestamp_ms=timestamp_ms,
+            coordinator_epoch=coordinator_epoch,
+        )
+        return self.append(batch, timestamp_ms=timestamp_ms).base_offset
+
+    def record_aborted(
+        self,
+        producer_id: int,
+        first_offset: int,
+        last_offset: int,
+        *,
+        last_stable_offset: int | None = None,
+    ) -> None:
+        """Index an aborted transaction: its data spans [first_offset, last_offset] where
+        `last_offset` is the offset of its abort marker (from `append_control`)."""
+        if first_offset > last_offset:
+            raise InvalidConfigError(
+                f"Log `{self.name}`: aborted transaction of producer `{producer_id}` has "
+                f"first offset `{first_offset}` after its marker `{last_offset}`."
+            )
+        with self._lock:
+            seg = self._segment_for(last_offset)
+            lso = last_offset + 1 if last_stable_offset is None else last_stable_offset
+            seg.txn_index.append(AbortedTxn(producer_id, first_offset, last_offset, lso))
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[tuple[int, int]]:
+        """`(producer_id, first_offset)` of aborted transactions overlapping
+        [start_offset, end_offset): what a read_committed fetch must be told."""
+        with self._lock:
+            i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
+            out = []
+            for seg in self._segments[i:]:
+                for t in seg.txn_index.entries:
+                    if t.last_offset >= start_offset and t.first_offset < end_offset:
+                        out.append((t.producer_id, t.first_offset))
+            return out
+
+    def _maybe_roll(self, size: int, count: int, now: int) -> LogSegment:
+        seg = self._segments[-1]
+        config = self._config
+        if seg.size == 0:
+            if seg.next_offset == seg.base_offset:
+                seg.created_ms = now
+            return seg
+        if (
+            seg.size + size > config.segment_bytes
+            or now - seg.created_ms >= config.segment_ms
+            or self._next_offset + count - 1 - seg.base_offset > _MAX_RELATIVE_OFFSET
+        ):
+            return self._roll(now)
+        return seg
+
+    def _roll(self, now: int) -> LogSegment:
+        old = self._segments[-1]
+        old.on_become_inactive()
+        seg = LogSegment(
+            self.directory,
+            self._next_offset,
+            index_interval_bytes=self._config.index_interval_bytes,
+            created_ms=now,
+        )
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+        logger.info("Log %s: rolled new segment at offset %d", self.name, seg.base_offset)
+        return seg
+
+    def roll(self) -> int:
+        """Start a new segment at the log end offset (if the active one is not empty)."""
+        with self._lock:
+            self._check_open()
+            if self._segments[-1].size:
+                self._roll(self._clock())
+            return self._segments[-1].base_offset
+
+    # -- read ---------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+        """Whole batches from the one containing `offset`, up to `max_bytes`.
+
+        The first batch is returned even if it is larger than `max_bytes` and
+        may start before `offset` (as in Kafka: the client skips). Batches whose
+        last offset is >= `max_offset` (the high watermark or last stable
+        offset) are left out. Reads come from one segment. Raises
+        `OffsetOutOfRangeError` outside [log_start_offset, log_end_offset].
+        """
+        with self._lock:
+            self._check_open()
+            if offset < self._log_start_offset or offset > self._next_offset:
+                raise OffsetOutOfRangeError(
+                    f"Log `{self.name}`: offset `{offset}` is outside the log's range "
+                    f"[{self._log_start_offset}, {self._next_offset}]; reset to the start or end.",
+                )
+            limit = self._next_offset if max_offset is None else min(max_offset, self._next_offset)
+            if offset >= limit:
+                return b""
+            i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+            for seg in self._segments[i:]:
+                first = seg.find_batch(offset)
+                if first is not None:
+                    return self._read_from(seg, first, max_bytes, limit)
+            return b""
+
+    @staticmethod
+    def _read_from(seg: LogSegment, first: BatchHeader, max_bytes: int, limit: int) -> bytes:
+        if first.last_offset >= limit:
+            return b""
+        start = first.position
+        end = seg.size
+        if limit < seg.next_offset:
+            stop = seg.find_batch(limit)
+            if stop is not None:
+                end = stop.position
+        want = start + max_bytes
+        if want < end:
+            positions = seg.offset_index.positions
+            i = bisect.bisect_right(positions, want) - 1
+            pos = positions[i] if i >= 0 and positions[i] > start else start
+            cut = max(start + first.size, pos)  # an index entry is a batch boundary
+            for h in seg.scan_headers(pos):
+                nxt = h.position + h.size
+                if nxt > want:
+                    break
+                cut = nxt
+            end = max(cut, start + first.size)
+        return seg.read_at(start, end - start)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """The first offset whose batch max timestamp is >= `timestamp_ms`, with that
+        timestamp; None when every batch is older (ListOffsets by time)."""
+        with self._lock:
+            self._check_open()
+            for seg in self._segments:
+                if seg.max_timestamp < timestamp_ms:
+                    continue
+                start = seg.time_index.lookup_before(timestamp_ms)
+                first = seg.find_batch(start)
+                if first is None:
+                    continue
+                for h in seg.scan_headers(first.position):
+                    if h.max_timestamp >= timestamp_ms and h.last_offset >= self._log_start_offset:
+                        return self._exact_offset(seg, h, timestamp_ms)
+            return None
+
+    def _exact_offset(self, seg: LogSegment, h: BatchHeader, timestamp_ms: int) -> tuple[int, int]:
+        from streams.broker.storage.records import first_at_or_after
+
+        found = first_at_or_after(seg.read_at(h.position, h.size), timestamp_ms)
+        if found is None:
+            return max(h.base_offset, self._log_start_offset), h.max_timestamp
+        return max(found[0], self._log_start_offset), found[1]
+
+    # -- flush --------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync everything appended so far; safe to run in a thread pool.
+
+        The fsync runs outside the lock; the flushed offset (and so the high
+        watermark under durability=sync) advances to what was appended when the
+        flush started.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            end = self._next_offset
+            last = len(self._segments) - 1
+            fds = [
+                fd for i, s in enumerate(self._segments) for fd in s.begin_flush(indexes=i < last)
+            ]
+            self._unflushed_messages = 0
+            self._last_flush_ms = self._clock()
+        for fd in fds:
+            try:
+                os.fsync(fd)
+            except OSError as e:  # the segment was deleted meanwhile: nothing left to flush
+                logger.debug("Log %s: fsync skipped: %s", self.name, e)
+        with self._lock:
+            if end > self._flushed_offset:
+                self._flushed_offset = min(end, self._next_offset)
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Whether flush.messages / flush.ms ask for a flush now."""
+        c = self._config
+        if self._unflushed_messages == 0 and not self.dirty:
+            return False
+        return (
+            c.durability == "sync"
+            or self._unflushed_messages >= c.flush_messages
+            or now_ms - self._last_flush_ms >= c.flush_ms
+        )
+
+    # -- truncation and deletion ----------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset to `offset` (DeleteRecords); whole segments below
+        it are deleted. Returns the new log start offset."""
+        with self._lock:
+            self._check_open()
+            if offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"Log `{self.name}`: cannot delete records before `{offset}`: it is past "
+                    f"the high watermark `{self.high_watermark}`."
+                )
+            if offset <= self._log_start_offset:
+                return self._log_start_offset
+            self._log_start_offset = offset
+            write_atomically(self.directory / LOG_START_OFFSET_FILE, str(offset).encode())
+            self._delete_segments_below(offset)
+            return self._log_start_offset
+
+    def _delete_segments_below(self, offset: int) -> int:
+        """Delete leading segments whose batches are all < `offset` (keeps the active one)."""
+        deleted = 0
+        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+            seg = self._segments.pop(0)
+            self._bases.pop(0)
+            seg.delete()
+            deleted += 1
+            logger.info("Log %s: deleted segment %d", self.name, seg.base_offset)
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        return deleted
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove batches at and after `offset` (whole batches); returns the new end offset."""
+        with self._lock:
+            self._check_open()
+            if offset >= self._next_offset:
+                return self._next_offset
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                self._segments.pop().delete()
+                self._bases.pop()
+            seg = self._segments[-1]
+            if offset <= seg.base_offset:
+                seg.delete()
+                seg = LogSegment(
+                    self.directory,
+                    offset,
+                    index_interval_bytes=self._config.index_interval_bytes,
+                    created_ms=self._clock(),
+                )
+                self._segments[-1] = seg
+                self._bases[-1] = offset
+                self._next_offset = offset
+            else:
+                self._next_offset = seg.truncate_to(offset)
+            self._log_start_offset = min(self._log_start_offset, self._next_offset)
+            self._flushed_offset = min(self._flushed_offset, self._next_offset)
+            logger.warning("Log %s: truncated to offset %d", self.name, self._next_offset)
+            return self._next_offset
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Retention: delete whole segments past retention.ms / retention.bytes.
+
+        Only segments below the high watermark go; if every segment has expired
+        the active one is rolled first (Kafka does the same). Returns how many
+        segments were deleted.
+        """
+        with self._lock:
+            self._check_open()
+            c = self._config
+            if not c.delete:
+                return 0
+            deletable = self._deletable_count(now_ms)
+            if deletable == len(self._segments) and self._segments[-1].size:
+                self._roll(now_ms)
+            deletable = min(deletable, len(self._segments) - 1)
+            deleted = 0
+            for _ in range(deletable):
+                seg = self._segments.pop(0)
+                self._bases.pop(0)
+                seg.delete()
+                deleted += 1
+                logger.info("Log %s: retention deleted segment %d", self.name, seg.base_offset)
+            if deleted:
+                self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            return deleted
+
+    def _deletable_count(self, now_ms: int) -> int:
+        c = self._config
+        hw = self.high_watermark
+        remaining = sum(s.size for s in self._segments)
+        n = 0
+        for seg in self._segments:
+            if seg.next_offset > hw or seg.size == 0:
+                break
+            by_time = c.retention_ms >= 0 and self._largest_time(seg) < now_ms - c.retention_ms
+            by_size = c.retention_bytes >= 0 and remaining - seg.size >= c.retention_bytes
+            if not (by_time or by_size):
+                break
+            remaining -= seg.size
+            n += 1
+        return n
+
+    @staticmethod
+    def _largest_time(seg: LogSegment) -> int:
+        if seg.max_timestamp >= 0:
+            return seg.max_timestamp
+        return int(os.stat(seg.log_path).st_mtime * 1000)
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Swap `old` (consecutive segments) for `new` (used by the cleaner, under its protocol)."""
+        with self._lock:
+            i = self._segments.index(old[0])
+            self._segments[i : i + len(old)] = [new]
+            self._bases = [s.base_offset for s in self._segments]
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def _segment_for(self, offset: int) -> LogSegment:
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        return self._segments[i]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise OffsetOutOfRangeError(f"Log `{self.name}` is closed.")
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    def close(self) -> None:
+        """Flush, close the files and mark the shutdown clean (next open skips the scan)."""
+        with self._lock:
+            if self._closed:
+                return
+            for seg in self._segments:
+                seg.flush()
+            self._closed = True
+            for seg in self._segments:
+                seg.close()
+            (self.directory / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
+
+    def delete(self) -> None:
+        """Close without a clean-shutdown marker and remove every segment file."""
+        with self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.delete()

@@ -1,0 +1,122 @@
+"""Decoding the records inside a batch: only off the hot path.
+
+Appends and fetches never come here. Two places need records: `offset_for_timestamp`
+(the exact record whose timestamp reaches a target, ListOffsets) and the
+compaction of `cleanup.policy=compact` topics (record keys). Compressed batches
+are decompressed with the codecs this Python has: gzip always; snappy, lz4 and
+zstd are reported as `UnsupportedCompressionError` (the cleaner then keeps such
+batches whole, and timestamp lookups fall back to the batch).
+
+Record layout (Kafka v2): length varint, attributes int8, timestampDelta
+varlong, offsetDelta varint, keyLength varint + key, valueLength varint +
+value, headerCount varint + headers; lengths of -1 mean null.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from streams.broker.storage.batch import HEADER_SIZE, parse_batch_header
+from streams.broker.storage.errors import CorruptRecordError, StorageError
+
+_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+class UnsupportedCompressionError(StorageError):
+    """A batch uses a codec this Python cannot decompress (install the codec's package)."""
+
+    errno = 76
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    raw: bytes  # the record's bytes (length prefix included), reusable as-is in the same batch
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = 0
+    result = 0
+    while True:
+        if pos >= len(buf):
+            raise CorruptRecordError(
+                f"Record varint runs past the end of the batch at byte `{pos}`."
+            )
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError(f"Record varint at byte `{pos}` is longer than 10 bytes.")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def records_payload(batch: bytes) -> bytes:
+    """The (decompressed) record bytes of one batch."""
+    header = parse_batch_header(batch)
+    data = bytes(batch[HEADER_SIZE : header.size])
+    codec = header.compression
+    if codec == 0:
+        return data
+    if codec == 1:
+        try:
+            return zlib.decompress(data, 16 + zlib.MAX_WBITS)
+        except zlib.error as e:
+            raise CorruptRecordError(
+                f"gzip batch at offset `{header.base_offset}` is corrupt: {e}"
+            ) from e
+    raise UnsupportedCompressionError(
+        f"Batch at offset `{header.base_offset}` is compressed with "
+        f"`{_CODECS.get(codec, codec)}`, which the storage layer cannot decompress."
+    )
+
+
+def decode_records(batch: bytes) -> list[Record]:
+    """Every record of one batch with absolute offsets and timestamps."""
+    header = parse_batch_header(batch)
+    payload = records_payload(batch)
+    out: list[Record] = []
+    pos = 0
+    for _ in range(header.records_count):
+        start = pos
+        length, pos = _read_varint(payload, pos)
+        end = pos + length
+        if length < 0 or end > len(payload):
+            raise CorruptRecordError(
+                f"Record at byte `{start}` of batch `{header.base_offset}` declares length "
+                f"`{length}` past the end of the batch."
+            )
+        pos += 1  # attributes
+        ts_delta, pos = _read_varint(payload, pos)
+        off_delta, pos = _read_varint(payload, pos)
+        klen, pos = _read_varint(payload, pos)
+        key = None if klen < 0 else payload[pos : pos + klen]
+        pos += max(klen, 0)
+        vlen, pos = _read_varint(payload, pos)
+        value = None if vlen < 0 else payload[pos : pos + vlen]
+        timestamp = (
+            header.max_timestamp if header.log_append_time else header.base_timestamp + ts_delta
+        )
+        out.append(
+            Record(header.base_offset + off_delta, timestamp, key, value, payload[start:end])
+        )
+        pos = end
+    return out
+
+
+def first_at_or_after(batch: bytes, timestamp_ms: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`, or None
+    when the batch cannot be decoded here."""
+    try:
+        for r in decode_records(batch):
+            if r.timestamp >= timestamp_ms:
+                return r.offset, r.timestamp
+    except (UnsupportedCompressionError, CorruptRecordError):
+        return None
+    return None

@@ -1,0 +1,301 @@
+"""`LogSegment`: one `.log` file of record batches and its sparse indexes.
+
+A segment holds the batches with offsets in [base_offset, next_offset). Batches
+are written exactly as given (offsets already assigned by `PartitionLog`); the
+segment adds an `OffsetIndex` and `TimeIndex` entry once at least
+`index.interval.bytes` were appended since the previous entry.
+
+Reads use `os.pread` on a descriptor kept open for the segment's life, so they
+need no seek and are safe from any thread. Concurrency: one writer (the
+partition's owner); `flush()` may run concurrently in a thread pool (it only
+fsyncs descriptors); `PartitionLog` serialises the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from streams.broker.storage.batch import (
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    check_batch,
+)
+from streams.broker.storage.errors import CorruptRecordError
+from streams.broker.storage.files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_file,
+)
+from streams.broker.storage.index import OffsetIndex, TimeIndex, TransactionIndex
+
+logger = logging.getLogger(__name__)
+
+_SCAN_CHUNK = 4 * 1024 * 1024
+
+
+class LogSegment:
+    """A `.log` file plus `.index`, `.timeindex` and `.txnindex`, named by base offset."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        created_ms: int = 0,
+        log_suffix: str = "",
+    ) -> None:
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = segment_file(self.directory, base_offset, LOG_SUFFIX)
+        if log_suffix:
+            self.log_path = self.log_path.with_name(self.log_path.name + log_suffix)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(
+            segment_file(self.directory, base_offset, INDEX_SUFFIX), base_offset
+        )
+        self.time_index = TimeIndex(
+            segment_file(self.directory, base_offset, TIME_INDEX_SUFFIX), base_offset
+        )
+        self.txn_index = TransactionIndex(
+            segment_file(self.directory, base_offset, TXN_INDEX_SUFFIX)
+        )
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.created_ms = created_ms
+        self._bytes_since_index = 0
+        self._dirty = False
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, next_offset={self.next_offset}, size={self.size})"
+
+    # -- writing -------------------------------------------------------------------
+
+    def append(
+        self, data: bytes | bytearray | memoryview, headers: list[BatchHeader], first_offset: int
+    ) -> None:
+        """Write `data` (the batches of `headers`, offsets from `first_offset`) at the end."""
+        start = self.size
+        os.pwrite(self._fd, data, start)
+        self.size = start + len(data)
+        self._dirty = True
+        self._index_batches(headers, first_offset, start)
+
+    def _index_batches(self, headers: list[BatchHeader], first_offset: int, start: int) -> None:
+        offset = first_offset
+        interval = self.index_interval_bytes
+        for h in headers:
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = offset
+            if self._bytes_since_index >= interval or interval == 0:
+                self.offset_index.append(offset, start + h.position)
+                self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._bytes_since_index = 0
+            self._bytes_since_index += h.batch_length + LOG_OVERHEAD
+            offset += h.last_offset_delta + 1
+        self.next_offset = offset
+
+    def on_become_inactive(self) -> None:
+        """Called on roll: record the segment's max timestamp in the time index."""
+        if (
+            self.max_timestamp > self.time_index.last_timestamp
+            and self.next_offset > self.base_offset
+        ):
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # -- reading -------------------------------------------------------------------
+
+    def read_at(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def header_at(self, position: int) -> BatchHeader | None:
+        raw = os.pread(self._fd, HEADER_SIZE, position)
+        if len(raw) < HEADER_SIZE:
+            return None
+        return BatchHeader(*HEADER.unpack(raw), position=position)
+
+    def scan_headers(self, position: int = 0) -> Iterator[BatchHeader]:
+        """Headers from `position` to the end, without CRC checks (positions absolute)."""
+        end = self.size
+        while position + HEADER_SIZE <= end:
+            h = self.header_at(position)
+            if h is None or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                return
+            yield h
+            position += h.batch_length + LOG_OVERHEAD
+
+    def find_batch(self, offset: int) -> BatchHeader | None:
+        """The header of the first batch whose last offset >= `offset`, or None."""
+        if offset >= self.next_offset:
+            return None
+        _, position = self.offset_index.lookup(offset)
+        for h in self.scan_headers(position):
+            if h.base_offset + h.last_offset_delta >= offset:
+                return h
+        return None
+
+    def iter_valid(self, position: int = 0) -> Iterator[BatchHeader]:
+        """Validated headers (CRC included) from `position`; stops at the first bad batch.
+
+        After exhaustion, `self.valid_end` is the byte after the last good batch.
+        Reads the file in large chunks, so a scan is O(bytes) with one pread per chunk.
+        """
+        self.valid_end = position
+        end = self.size
+        expected = self.base_offset
+        buf = b""
+        buf_start = position
+        while position < end:
+            rel = position - buf_start
+            if len(buf) - rel < LOG_OVERHEAD:
+                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - position), position)
+                buf_start, rel = position, 0
+            size = -1
+            if len(buf) - rel >= LOG_OVERHEAD:
+                size = int.from_bytes(buf[rel + 8 : rel + 12], "big", signed=True) + LOG_OVERHEAD
+            if size < HEADER_SIZE or position + size > end:
+                logger.warning(
+                    "Segment %s: batch at byte %d is truncated (length %d, %d bytes left)",
+                    self.log_path,
+                    position,
+                    size,
+                    end - position,
+                )
+                return
+            if rel + size > len(buf):
+                buf = os.pread(self._fd, min(max(_SCAN_CHUNK, size), end - position), position)
+                buf_start, rel = position, 0
+            try:
+                h = check_batch(buf, rel, rel + size)
+            except CorruptRecordError as e:
+                logger.warning(
+                    "Segment %s: invalid batch at byte %d: %s", self.log_path, position, e
+                )
+                return
+            if h.base_offset < expected:
+                logger.warning(
+                    "Segment %s: batch at byte %d has offset %d, expected >= %d",
+                    self.log_path,
+                    position,
+                    h.base_offset,
+                    expected,
+                )
+                return
+            expected = h.base_offset + h.last_offset_delta + 1
+            yield BatchHeader(*HEADER.unpack_from(buf, rel), position=position)
+            position += size
+            self.valid_end = position
+
+    # -- recovery ------------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Rebuild indexes by scanning the whole file; truncate a torn tail. Returns bytes cut."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        self._bytes_since_index = 0
+        self.next_offset = self.base_offset
+        for h in self.iter_valid(0):
+            self._index_batches([h], h.base_offset, 0)
+        valid_end = self.valid_end
+        cut = self.size - valid_end
+        if cut:
+            logger.warning(
+                "Segment %s: truncating %d bytes of torn or corrupt tail at byte %d (next offset %d)",
+                self.log_path,
+                cut,
+                valid_end,
+                self.next_offset,
+            )
+            self.truncate_bytes(valid_end)
+        self.txn_index.truncate_to(self.next_offset)
+        return cut
+
+    def truncate_bytes(self, position: int) -> None:
+        os.ftruncate(self._fd, position)
+        self.size = position
+        self._dirty = True
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop batches whose last offset >= `offset`; returns the new next offset."""
+        h = self.find_batch(offset)
+        if h is None:
+            return self.next_offset
+        self.truncate_bytes(h.position)
+        self.offset_index.truncate_to(h.base_offset)
+        self.time_index.truncate_to(h.base_offset)
+        self.txn_index.truncate_to(h.base_offset)
+        self.next_offset = h.base_offset
+        self._recompute_tail_state()
+        return self.next_offset
+
+    def _recompute_tail_state(self) -> None:
+        """Max timestamp and bytes-since-index from the last index entries (a short scan)."""
+        if len(self.time_index):
+            self.max_timestamp = self.time_index.timestamps[-1]
+            self.offset_of_max_timestamp = self.time_index.offsets[-1]
+        else:
+            self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        position = self.offset_index.positions[-1] if len(self.offset_index) else 0
+        self._bytes_since_index = self.size - position if len(self.offset_index) else self.size
+        for h in self.scan_headers(position):
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.base_offset
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        return self._dirty or self.txn_index._dirty
+
+    def begin_flush(self, *, indexes: bool) -> list[int]:
+        """Under the log's lock: the descriptors a flush must fsync; clears the dirty marks.
+
+        Offset/time indexes are only made durable for inactive segments
+        (`indexes=True`): the active segment's indexes are rebuilt after an
+        unclean shutdown anyway. The transaction index is always made durable:
+        it cannot be rebuilt from the log.
+        """
+        fds = []
+        if self._dirty:
+            self._dirty = False
+            fds.append(self._fd)
+        parts = [self.txn_index] + ([self.offset_index, self.time_index] if indexes else [])
+        for idx in parts:
+            if idx._dirty:
+                idx._dirty = False
+                fds.append(idx._fd)
+        return fds
+
+    def flush(self) -> None:
+        """fsync the log and every index now."""
+        for fd in self.begin_flush(indexes=True):
+            os.fsync(fd)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        os.close(self._fd)
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
+
+    def delete(self) -> None:
+        """Close and remove every file of the segment."""
+        self.close()
+        self.log_path.unlink(missing_ok=True)
+        for idx in (self.offset_index, self.time_index, self.txn_index):
+            idx.path.unlink(missing_ok=True)
