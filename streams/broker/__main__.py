@@ -28,7 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port-file", type=Path, help="write the bound port here once listening")
     parser.add_argument("--pid-file", type=Path, help="write the process id here")
     parser.add_argument(
-        "--config", type=_pair, action="append", default=[], metavar="KEY=VALUE",
+        "--config",
+        type=_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="broker or default topic config, repeatable",
     )
     parser.add_argument("--log-level", default="INFO")

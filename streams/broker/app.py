@@ -94,9 +94,7 @@ def _lock(data_dir: Path) -> int:
     return fd
 
 
-async def _serve(
-    config: BrokerConfig, port_file: Path | None, pid_file: Path | None
-) -> None:
+async def _serve(config: BrokerConfig, port_file: Path | None, pid_file: Path | None) -> None:
     broker = build_broker(config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

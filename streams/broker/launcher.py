@@ -50,9 +50,19 @@ def _command(
     data_dir: Path, host: str, port: int, port_file: Path, pid_file: Path, config: Mapping[str, Any]
 ) -> list[str]:
     cmd = [
-        sys.executable, "-m", "streams.broker",
-        "--host", host, "--port", str(port), "--data-dir", str(data_dir),
-        "--port-file", str(port_file), "--pid-file", str(pid_file),
+        sys.executable,
+        "-m",
+        "streams.broker",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+        "--port-file",
+        str(port_file),
+        "--pid-file",
+        str(pid_file),
     ]
     for key, value in config.items():
         if isinstance(value, bool):
@@ -132,8 +142,12 @@ class BrokerProcess:
         port_file.unlink(missing_ok=True)
         self._log = open(self.log_file, "ab")
         cmd = _command(
-            self.data_dir, self.host, self.requested_port, port_file,
-            self.data_dir / PID_FILE, self.config,
+            self.data_dir,
+            self.host,
+            self.requested_port,
+            port_file,
+            self.data_dir / PID_FILE,
+            self.config,
         )
         self._proc = subprocess.Popen(
             cmd,
@@ -197,7 +211,10 @@ class BrokerProcess:
         return self if self.port is not None else self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()
 

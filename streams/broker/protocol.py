@@ -65,9 +65,7 @@ def frame_size(prefix: bytes, *, max_bytes: int) -> int:
     if size < 0:
         raise FrameError(f"negative frame size `{size}`")
     if size > max_bytes:
-        raise FrameError(
-            f"frame of `{size}` bytes exceeds socket.request.max.bytes=`{max_bytes}`"
-        )
+        raise FrameError(f"frame of `{size}` bytes exceeds socket.request.max.bytes=`{max_bytes}`")
     if size < _API.size:
         raise FrameError(f"frame of `{size}` bytes is too short for a request header")
     return size
@@ -134,9 +132,7 @@ def parse_request(frame: bytes | memoryview, api_key: int, version: int) -> Requ
     except (UnknownAPIKey, UnknownEntity):
         raise
     except Exception as e:  # kio's native readers raise several types on garbage
-        raise FrameError(
-            f"cannot decode {cls.__name__} v{version}: {type(e).__name__}: {e}"
-        ) from e
+        raise FrameError(f"cannot decode {cls.__name__} v{version}: {type(e).__name__}: {e}") from e
     if used + body_used != len(frame):
         raise FrameError(
             f"{cls.__name__} v{version} decoded `{used + body_used}` of `{len(frame)}` bytes"

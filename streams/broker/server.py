@@ -48,6 +48,14 @@ class AppendNotifier:
     def __init__(self) -> None:
         self._waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
 
+    def notify_all(self) -> None:
+        """Wake every waiting fetch (the high watermark of sync topics moved on fsync)."""
+        waiters, self._waiters = self._waiters, {}
+        for futs in waiters.values():
+            for fut in futs:
+                if not fut.done():
+                    fut.set_result(None)
+
     def notify(self, topic: str, partition: int) -> None:
         waiters = self._waiters.pop((topic, partition), None)
         if waiters:
@@ -82,19 +90,26 @@ class GroupFlusher:
     after it called; callers arriving while a flush runs share the next one.
     """
 
-    def __init__(self, flush: Any) -> None:
+    def __init__(self, flush: Any, *, on_flushed: Any = None) -> None:
         self._flush = flush
+        self._on_flushed = on_flushed
         self._running: asyncio.Task[None] | None = None
         self._next: asyncio.Future[None] | None = None
 
-    async def flush(self) -> None:
+    def flush(self) -> asyncio.Future[None]:
+        """Request a flush; the returned future completes when one that started later ends."""
         loop = asyncio.get_running_loop()
         if self._next is None:
             self._next = loop.create_future()
         fut = self._next
         if self._running is None:
             self._running = loop.create_task(self._run())
-        await asyncio.shield(fut)
+        return fut
+
+    @staticmethod
+    def detach(fut: asyncio.Future[None]) -> None:
+        """Nobody awaits `fut`: keep a failure from being reported as never retrieved."""
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     async def _run(self) -> None:
         try:
@@ -109,6 +124,8 @@ class GroupFlusher:
                     continue
                 if not fut.done():
                     fut.set_result(None)
+                if self._on_flushed is not None:
+                    self._on_flushed()
         finally:
             self._running = None
 
@@ -143,7 +160,7 @@ class Broker:
             self.handlers[key] = handler
             self.api_versions[key] = (extra_versions or {})[key]
         self.notifier = AppendNotifier()
-        self.flusher = GroupFlusher(self.logs.flush_dirty)
+        self.flusher = GroupFlusher(self.logs.flush_dirty, on_flushed=self.notifier.notify_all)
         self.port: int = config.port
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -213,7 +230,11 @@ class Broker:
                 logger.exception("background task %s failed; retrying next interval", action)
 
     async def _flush_tick(self) -> None:
-        await self.flusher.flush()
+        # flush.ms / flush.messages policies (Kafka's log flusher); durability=sync
+        # logs are flushed by produce requests through the group flusher.
+        flushed = await asyncio.to_thread(self.logs.flush_due, int(time.time() * 1000))
+        if flushed:
+            self.notifier.notify_all()
 
     async def _retention_tick(self) -> None:
         self.logs.run_retention(int(time.time() * 1000))
@@ -237,6 +258,8 @@ class Broker:
             logger.warning("closing connection %s: %s", peer, e)
         except asyncio.CancelledError:
             pass
+        except Exception:
+            logger.exception("closing connection %s: internal error while serving it", peer)
         finally:
             self._connections.discard(task)
             writer.close()
@@ -263,9 +286,7 @@ class Broker:
             if not lo <= version <= hi:
                 # librdkafka's first request is ApiVersions v3; an older broker
                 # answers in v0 format so the client can fall back.
-                return core_handlers.api_versions.unsupported_version_response(
-                    self, correlation_id
-                )
+                return core_handlers.api_versions.unsupported_version_response(self, correlation_id)
         handler = self.handlers.get(api_key)
         versions = self.api_versions.get(api_key)
         if handler is None or versions is None:
@@ -280,9 +301,7 @@ class Broker:
             and api_key not in _SASL_KEYS
             and self.extension.requires_authentication(conn)
         ):
-            raise FrameError(
-                f"api key `{api_key}` before SASL authentication completed"
-            )
+            raise FrameError(f"api key `{api_key}` before SASL authentication completed")
         try:
             decoded = parse_request(frame, api_key, version)
         except (UnknownAPIKey, UnknownEntity) as e:

@@ -7,7 +7,7 @@ also topic creation on demand (`auto.create.topics.enable`).
 from __future__ import annotations
 
 import logging
-import re
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -25,11 +25,14 @@ from streams.broker.storage import (
     RecordTooLargeError,
     StorageError,
 )
+from streams.broker.storage import validate_topic_name as _storage_validate_topic_name
 
 if TYPE_CHECKING:
     from streams.broker.server import Broker
 
 logger = logging.getLogger(__name__)
+
+ZERO_UUID = uuid.UUID(int=0)
 
 __all__ = [
     "CORRUPT_ERRORS",
@@ -49,30 +52,46 @@ __all__ = [
     "uses_log_append_time",
     "validate_topic_configs",
     "validate_topic_name",
+    "topic_id",
+    "topic_by_id",
+    "is_internal",
+    "ZERO_UUID",
 ]
 
 CORRUPT_ERRORS: tuple[type[Exception], ...] = (CorruptRecordError,)
 TOO_LARGE_ERRORS: tuple[type[Exception], ...] = (RecordTooLargeError,)
 STORAGE_ERRORS: tuple[type[Exception], ...] = (StorageError, OSError)
 
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-MAX_TOPIC_LENGTH = 249
-
 
 def validate_topic_name(name: str | None) -> None:
-    """Kafka's topic-name rules; `InvalidTopicError` naming the problem."""
-    if not name:
-        raise InvalidTopicError("the topic name is empty")
-    if name in (".", ".."):
-        raise InvalidTopicError(f"topic name `{name}` is not allowed")
-    if len(name) > MAX_TOPIC_LENGTH:
-        raise InvalidTopicError(
-            f"topic name `{name[:40]}...` is {len(name)} characters; the limit is {MAX_TOPIC_LENGTH}"
-        )
-    if not _LEGAL_TOPIC.fullmatch(name):
-        raise InvalidTopicError(
-            f"topic name `{name}` has characters outside [a-zA-Z0-9._-]"
-        )
+    """Kafka's topic-name rules (storage's check); `InvalidTopicError` naming the problem."""
+    try:
+        _storage_validate_topic_name(name)
+    except StorageError as e:
+        raise InvalidTopicError(str(e)) from e
+
+
+def topic_id(broker: Broker, topic: str) -> uuid.UUID:
+    """The topic's id (all zeros when unknown)."""
+    info = broker.logs.topics().get(topic)
+    raw = getattr(info, "topic_id", None)
+    try:
+        return uuid.UUID(hex=raw) if raw else ZERO_UUID
+    except ValueError:
+        return ZERO_UUID
+
+
+def topic_by_id(broker: Broker, wanted: uuid.UUID) -> str | None:
+    for name, info in broker.logs.topics().items():
+        raw = getattr(info, "topic_id", None)
+        if raw and raw.replace("-", "") == wanted.hex:
+            return name
+    return None
+
+
+def is_internal(broker: Broker, topic: str) -> bool:
+    info = broker.logs.topics().get(topic)
+    return bool(getattr(info, "internal", False))
 
 
 def storage_error_code(error: Exception) -> ErrorCode:
@@ -174,9 +193,7 @@ def auto_create(broker: Broker, topic: str) -> bool:
     if not broker.config.auto_create_topics:
         return False
     create_topic(broker, topic, broker.config.num_partitions, {})
-    logger.info(
-        "auto-created topic %s with %d partition(s)", topic, broker.config.num_partitions
-    )
+    logger.info("auto-created topic %s with %d partition(s)", topic, broker.config.num_partitions)
     return True
 
 

@@ -45,7 +45,9 @@ def _entries(ctx: RequestContext, rtype: int, name: str) -> list[tuple[str, str,
         if name not in ("", str(broker.config.node_id)):
             raise catalog.InvalidRequestError(f"unknown broker `{name}`")
         return [(k, v, STATIC_BROKER_CONFIG, True) for k, v in sorted(broker.config.raw.items())]
-    raise catalog.InvalidRequestError(f"resource type `{rtype}` is not supported (topic=2, broker=4)")
+    raise catalog.InvalidRequestError(
+        f"resource type `{rtype}` is not supported (topic=2, broker=4)"
+    )
 
 
 async def describe_configs(ctx: RequestContext, request: Any) -> Any:
@@ -55,7 +57,9 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
         error, message, configs = ErrorCode.none, None, []
         try:
-            for key, value, source, read_only in _entries(ctx, int(res.resource_type), res.resource_name):
+            for key, value, source, read_only in _entries(
+                ctx, int(res.resource_type), res.resource_name
+            ):
                 if keys is not None and key not in keys:
                     continue
                 configs.append(

@@ -48,10 +48,8 @@ def _read_all(ctx: RequestContext, request: Any, module: Any) -> tuple[list[Any]
             hwm = log.high_watermark
             start = log.log_start_offset
             lso = ext.last_stable_offset(name, index, hwm) if committed else hwm
-            if offset < start or offset > hwm:
-                parts.append(
-                    _empty(module, index, ErrorCode.offset_out_of_range, hwm, lso, start)
-                )
+            if offset < start or offset > log.log_end_offset:
+                parts.append(_empty(module, index, ErrorCode.offset_out_of_range, hwm, lso, start))
                 continue
             upper = lso if committed else hwm
             data = b""

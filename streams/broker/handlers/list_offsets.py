@@ -19,7 +19,9 @@ MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
 
 
-def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int, committed: bool) -> tuple[ErrorCode, int, int]:
+def _lookup(
+    ctx: RequestContext, topic: str, partition: int, ts: int, committed: bool
+) -> tuple[ErrorCode, int, int]:
     """(error, offset, timestamp) for one partition."""
     try:
         log = catalog.get_log(ctx.broker, topic, partition)
@@ -30,7 +32,11 @@ def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int, committed:
     if ts == LATEST:
         hwm = log.high_watermark
         if committed:
-            return ErrorCode.none, ctx.broker.extension.last_stable_offset(topic, partition, hwm), -1
+            return (
+                ErrorCode.none,
+                ctx.broker.extension.last_stable_offset(topic, partition, hwm),
+                -1,
+            )
         return ErrorCode.none, hwm, -1
     if ts == MAX_TIMESTAMP:
         found = catalog.max_timestamp(log)
@@ -51,7 +57,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
-            error, offset, ts = _lookup(ctx, topic.name, int(p.partition_index), int(p.timestamp), committed)
+            error, offset, ts = _lookup(
+                ctx, topic.name, int(p.partition_index), int(p.timestamp), committed
+            )
             parts.append(
                 make(
                     module.ListOffsetsPartitionResponse,
@@ -62,7 +70,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     leader_epoch=-1,
                 )
             )
-        topics.append(make(module.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(parts)))
+        topics.append(
+            make(module.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(parts))
+        )
     return make(module.ListOffsetsResponse, throttle_time=timedelta(0), topics=tuple(topics))
 
 

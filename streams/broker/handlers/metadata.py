@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -15,7 +14,6 @@ from streams.broker.protocol import make, response_module
 
 API_KEY = 3
 CLUSTER_ID = "streams-broker"
-ZERO_UUID = uuid.UUID(int=0)
 # Topic-level operations bitfield is "unknown" (-2147483648) unless authorizers exist.
 _OPS_UNKNOWN = -(2**31)
 
@@ -42,8 +40,10 @@ def _topic(module: Any, ctx: RequestContext, name: str, error: ErrorCode) -> Any
         module.MetadataResponseTopic,
         error_code=error,
         name=name,
-        topic_id=ZERO_UUID,
-        is_internal=name.startswith("__"),
+        topic_id=catalog.topic_id(ctx.broker, name)
+        if error is ErrorCode.none
+        else catalog.ZERO_UUID,
+        is_internal=catalog.is_internal(ctx.broker, name),
         partitions=partitions,
         topic_authorized_operations=_OPS_UNKNOWN,
     )
@@ -62,7 +62,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for entry in requested:
             name = entry if isinstance(entry, str) else entry.name
             if name is None:
-                continue  # lookup by topic id is not supported: ids are not assigned
+                wanted = getattr(entry, "topic_id", None)
+                name = catalog.topic_by_id(broker, wanted) if wanted else None
+                if name is None:
+                    topics.append(
+                        make(
+                            module.MetadataResponseTopic,
+                            error_code=ErrorCode.unknown_topic_id,
+                            name=None,
+                            topic_id=wanted or catalog.ZERO_UUID,
+                            partitions=(),
+                        )
+                    )
+                    continue
             try:
                 exists = (
                     catalog.auto_create(broker, name)

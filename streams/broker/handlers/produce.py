@@ -9,8 +9,8 @@ requests arriving in the same interval share one fsync.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -62,17 +62,20 @@ def _append(
     if not records:
         return ErrorCode.corrupt_message, -1, -1, -1, "empty record set", False
     view = memoryview(records)
-    check = broker.extension.check_produce(
-        topic, index, view, transactional_id=txn, acks=acks
-    )
+    check = broker.extension.check_produce(topic, index, view, transactional_id=txn, acks=acks)
     if isinstance(check, Duplicate):
-        return ErrorCode.none, check.base_offset, log.log_start_offset, check.log_append_time_ms, None, False
+        return (
+            ErrorCode.none,
+            check.base_offset,
+            log.log_start_offset,
+            check.log_append_time_ms,
+            None,
+            False,
+        )
     if isinstance(check, Reject):
         return ErrorCode(check.error_code), -1, -1, -1, check.message, False
-    append_time = catalog.uses_log_append_time(broker, topic)
-    now_ms = int(time.time() * 1000)
     try:
-        info = log.append(records, timestamp_ms=now_ms, log_append_time=append_time)
+        info = log.append(records)
     except catalog.CORRUPT_ERRORS as e:
         logger.warning(
             "rejected produce to %s-%d from %s: %s", topic, index, ctx.connection.peer, e
@@ -85,17 +88,31 @@ def _append(
         return ErrorCode.kafka_storage_error, -1, -1, -1, str(e), False
     broker.extension.on_appended(topic, index, view, info.base_offset, info.last_offset)
     broker.notifier.notify(topic, index)
-    logger.debug(
-        "appended %s-%d offsets %d..%d", topic, index, info.base_offset, info.last_offset
-    )
+    logger.debug("appended %s-%d offsets %d..%d", topic, index, info.base_offset, info.last_offset)
     return (
         ErrorCode.none,
         info.base_offset,
-        log.log_start_offset,
-        now_ms if append_time else -1,
+        info.log_start_offset,
+        info.log_append_time_ms,
         None,
         True,
     )
+
+
+def _fail_all(module: Any, responses: list[Any], error: ErrorCode) -> list[Any]:
+    return [
+        make(
+            module.TopicProduceResponse,
+            name=t.name,
+            partition_responses=tuple(
+                _partition_response(
+                    module, p.index, error if p.error_code == ErrorCode.none else p.error_code
+                )
+                for p in t.partition_responses
+            ),
+        )
+        for t in responses
+    ]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -103,7 +120,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
     txn = request.transactional_id
     responses = []
-    flush = False
+    sync_appends = False
     for topic_data in request.topic_data:
         partitions = []
         for pdata in topic_data.partition_data:
@@ -115,8 +132,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error, base, start, append_ms, message, appended = _append(
                 ctx, topic_data.name, pdata.index, pdata.records, acks, txn
             )
-            if appended and acks == -1 and catalog.needs_fsync(ctx.broker, topic_data.name):
-                flush = True
+            if appended and catalog.needs_fsync(ctx.broker, topic_data.name):
+                sync_appends = True
             partitions.append(
                 _partition_response(
                     module,
@@ -129,10 +146,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         responses.append(
-            make(module.TopicProduceResponse, name=topic_data.name, partition_responses=tuple(partitions))
+            make(
+                module.TopicProduceResponse,
+                name=topic_data.name,
+                partition_responses=tuple(partitions),
+            )
         )
-    if flush:
-        await ctx.broker.flusher.flush()
+    if sync_appends:
+        # durability=sync: the high watermark only moves on fsync, so every
+        # append schedules the group flush; only acks=all waits for it.
+        flushed = ctx.broker.flusher.flush()
+        if acks == -1:
+            try:
+                await asyncio.shield(flushed)
+            except OSError as e:
+                logger.error("fsync for a produce from %s failed: %s", ctx.connection.peer, e)
+                responses = _fail_all(module, responses, ErrorCode.kafka_storage_error)
+        else:
+            ctx.broker.flusher.detach(flushed)
     if acks == 0:
         return None
     return make(module.ProduceResponse, responses=tuple(responses), throttle_time=timedelta(0))

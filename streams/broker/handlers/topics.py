@@ -11,7 +11,6 @@ from kio.schema.errors import ErrorCode
 from streams.broker.errors import BrokerError
 from streams.broker.extension import RequestContext
 from streams.broker.handlers import catalog
-from streams.broker.handlers.metadata import ZERO_UUID
 from streams.broker.protocol import make, response_module
 
 logger = logging.getLogger(__name__)
@@ -21,7 +20,9 @@ DELETE_TOPICS = 20
 CREATE_PARTITIONS = 37
 
 
-def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None, int, dict[str, str]]:
+def _create_one(
+    ctx: RequestContext, topic: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None, int, dict[str, str]]:
     broker = ctx.broker
     name = topic.name
     partitions = int(topic.num_partitions)
@@ -33,7 +34,12 @@ def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[E
         if catalog.partition_count(broker, name) is not None:
             return ErrorCode.topic_already_exists, f"Topic `{name}` already exists.", -1, {}
         if partitions < 1:
-            return ErrorCode.invalid_partitions, f"Topic `{name}`: num_partitions `{partitions}` must be >= 1.", -1, {}
+            return (
+                ErrorCode.invalid_partitions,
+                f"Topic `{name}`: num_partitions `{partitions}` must be >= 1.",
+                -1,
+                {},
+            )
         if int(topic.replication_factor) not in (-1, 1):
             return (
                 ErrorCode.invalid_replication_factor,
@@ -43,11 +49,18 @@ def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[E
                 {},
             )
         if topic.assignments:
-            return ErrorCode.invalid_request, "Manual replica assignments are not supported.", -1, {}
+            return (
+                ErrorCode.invalid_request,
+                "Manual replica assignments are not supported.",
+                -1,
+                {},
+            )
         effective = catalog.validate_topic_configs(broker, configs)
         if not validate_only:
             catalog.create_topic(broker, name, partitions, configs)
-            logger.info("created topic %s with %d partition(s), configs %s", name, partitions, configs)
+            logger.info(
+                "created topic %s with %d partition(s), configs %s", name, partitions, configs
+            )
     except BrokerError as e:
         return e.error_code, e.detail or str(e), -1, {}
     return ErrorCode.none, None, partitions, effective
@@ -70,7 +83,11 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
             make(
                 module.CreatableTopicResult,
                 name=topic.name,
-                topic_id=ZERO_UUID,
+                topic_id=(
+                    catalog.topic_id(ctx.broker, topic.name)
+                    if error is ErrorCode.none
+                    else catalog.ZERO_UUID
+                ),
                 error_code=error,
                 error_message=message,
                 topic_config_error_code=0,
@@ -97,19 +114,21 @@ def _delete_one(ctx: RequestContext, name: str | None) -> tuple[ErrorCode, str |
 
 async def delete_topics(ctx: RequestContext, request: Any) -> Any:
     module = response_module(DELETE_TOPICS, ctx.api_version)
-    names = (
-        [t.name for t in request.topics]
-        if hasattr(request, "topics")
-        else list(request.topic_names)
-    )
+    if hasattr(request, "topics"):
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
     results = []
-    for name in names:
+    for name, tid in wanted:
+        if name is None and tid is not None:
+            name = catalog.topic_by_id(ctx.broker, tid)
+        result_id = catalog.topic_id(ctx.broker, name) if name else (tid or catalog.ZERO_UUID)
         error, message = _delete_one(ctx, name)
         results.append(
             make(
                 module.DeletableTopicResult,
                 name=name,
-                topic_id=ZERO_UUID,
+                topic_id=result_id,
                 error_code=error,
                 error_message=message,
             )
@@ -117,7 +136,9 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
     return make(module.DeleteTopicsResponse, throttle_time=timedelta(0), responses=tuple(results))
 
 
-def _add_partitions(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+def _add_partitions(
+    ctx: RequestContext, topic: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
     name, total = topic.name, int(topic.count)
     current = catalog.partition_count(ctx.broker, name)
     if current is None:
@@ -145,7 +166,12 @@ async def create_partitions(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         error, message = _add_partitions(ctx, topic, bool(request.validate_only))
         results.append(
-            make(module.CreatePartitionsTopicResult, name=topic.name, error_code=error, error_message=message)
+            make(
+                module.CreatePartitionsTopicResult,
+                name=topic.name,
+                error_code=error,
+                error_message=message,
+            )
         )
     return make(module.CreatePartitionsResponse, throttle_time=timedelta(0), results=tuple(results))
 
