@@ -113,7 +113,7 @@ class BatchWriter:
 
                 k = self.defn.spec.source.kafka
                 parsed = parse_kafka(
-                    df, format=k.format, schema=payload_schema(self.project, k.schema_)
+                    df, format=k.format, schema=payload_schema(self.project, self.defn)
                 )
                 good = parsed.good
                 quarantine.append(self._parse_quarantine(parsed.bad, batch_id))

@@ -118,13 +118,7 @@ def plan_table(project: Project, name: str, *, static_tables: list[str] | None =
     else:
         trigger = "continuous (batches back to back)"
     if static_tables is None:
-        from warehouse.compile.sql import referenced_tables
-
-        static_tables = [
-            t
-            for t in referenced_tables(project, defn)
-            if t in project.tables and t not in spec.source.upstream_tables
-        ]
+        static_tables = [t for t in defn.static_tables if t in project.tables]
     return TablePlan(
         name=name,
         layer=defn.layer,
@@ -150,32 +144,9 @@ def plan_table(project: Project, name: str, *, static_tables: list[str] | None =
 
 
 def ordered_names(project: Project) -> list[str]:
-    """Every table in dependency order: layer first, then upstreams before readers, then name.
-
-    Stream–static tables named in SQL count as dependencies too, so a dimension
-    is built before the facts that join it.
-    """
-    from warehouse.compile.sql import referenced_tables
-
-    deps: dict[str, set[str]] = {}
-    for name, defn in project.tables.items():
-        refs = set(defn.spec.source.upstream_tables) | set(referenced_tables(project, defn))
-        deps[name] = {d for d in refs if d in project.tables and d != name}
-    done: list[str] = []
-    placed: set[str] = set()
-    remaining = sorted(
-        project.tables, key=lambda n: (LAYERS.index(project.tables[n].layer), n)
-    )
-    while remaining:
-        for name in remaining:
-            if deps[name] <= placed:
-                break
-        else:  # a cycle; the loader reports it, here keep a stable order
-            name = remaining[0]
-        done.append(name)
-        placed.add(name)
-        remaining.remove(name)
-    return done
+    """Every table in run order (`project.graph.order`: upstreams, including tables read
+    as snapshots, before their readers; ties by layer, then name)."""
+    return [n for n in project.graph.order if n in project.tables]
 
 
 def select_tables(

@@ -8,10 +8,8 @@ per-batch work (parse, transform, checks, idempotent Delta writes) happens in
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.compile.errors import CompileError, TransformError
 from warehouse.compile.plan import TablePlan, plan_table
-from warehouse.compile.sql import SOURCE_VIEW, referenced_tables, rewrite_views, sql_text
+from warehouse.compile.sql import SOURCE_VIEW, rewrite_views, sql_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -103,33 +101,21 @@ def kafka_client_config(project: Project, extra: dict[str, str] | None = None) -
     return {**k.security.client_config(), **k.client, **(extra or {})}
 
 
-def payload_schema(project: Project, name: str | None) -> Any:
-    """The parse schema for `parse_kafka`: a DDL string when the loader knows the columns."""
-    if name is None:
+def payload_schema(project: Project, defn: TableDefinition) -> Any:
+    """The parse schema for `parse_kafka`: the loader's DDL of `schemas/NAME`, or None."""
+    if defn.payload_ddl is not None:
+        return defn.payload_ddl
+    kafka = defn.spec.source.kafka
+    if kafka is None or kafka.schema_ is None:
         return None
-    schema = project.schemas[name]
+    schema = project.schemas[kafka.schema_]
     to_ddl = getattr(schema, "to_ddl", None)
     return to_ddl() if callable(to_ddl) else schema
 
 
 def load_callable(project: Project, ref: str, *, table: str, layer: str) -> Callable[..., Any]:
-    """Import `package.module:function`, with the project folder importable."""
-    from warehouse.compile.sql import _project_dir
-
-    root = str(_project_dir(project).resolve())
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    module_name, _, func = ref.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-        fn = getattr(module, func)
-    except (ImportError, AttributeError) as e:
-        raise TransformError(
-            f"Table `{table}` (layer `{layer}`): cannot load the Python transform `{ref}`: {e}. "
-            f"Check the module path (relative to {root}) and the function name.",
-            table=table,
-            layer=layer,
-        ) from e
+    """The table's Python transform `package.module:function`, imported from the project."""
+    fn = project.transform_callable(table)
     if not callable(fn):
         raise TransformError(
             f"Table `{table}` (layer `{layer}`): `{ref}` is not callable; it must be a function "
@@ -301,9 +287,12 @@ def build_query(
     defn = project.tables[table]
     spec = defn.spec
     engines = engines or {"kafka": "python", "delta": "python"}
-    refs = [t for t in referenced_tables(project, defn) if t in project.tables]
     join_names = [j.table for j in spec.source.join_streams]
-    static = [t for t in refs if t not in spec.source.upstream_tables]
+    static = [
+        t
+        for t in defn.static_tables
+        if t in project.tables and t not in spec.source.upstream_tables
+    ]
     plan = plan_table(project, table, static_tables=static)
     registered: list[str] = []
     views: dict[str, str] = {}

@@ -23,6 +23,8 @@ SOURCE_VIEW = "source"
 def sql_text(project: Project, defn: TableDefinition) -> str | None:
     """The table's SQL (inline or from `sql_file`, resolved beside its YAML), or None."""
     t = defn.spec.transform
+    if defn.sql is not None:
+        return defn.sql  # resolved by the loader (inline, `sql_file` or `<stem>.sql`)
     if t is None or t.python:
         return None
     if t.sql is not None:
@@ -40,11 +42,7 @@ def sql_text(project: Project, defn: TableDefinition) -> str | None:
 
 
 def _project_dir(project: Project) -> Path:
-    for attr in ("path", "root", "dir", "project_dir"):
-        value = getattr(project, attr, None)
-        if isinstance(value, (str, Path)):
-            return Path(value)
-    return Path.cwd()
+    return Path(project.path)
 
 
 def _parse(sql: str, table: str):  # -> sqlglot.exp.Expression
@@ -55,27 +53,6 @@ def _parse(sql: str, table: str):  # -> sqlglot.exp.Expression
         return sqlglot.parse_one(sql, read="spark")
     except ParseError as e:
         raise CompileError(f"Table `{table}`: the SQL transform does not parse: {e}") from e
-
-
-def referenced_tables(project: Project, defn: TableDefinition) -> list[str]:
-    """Unqualified table names the SQL reads, besides `source` and CTE names, in order."""
-    from sqlglot import exp
-
-    text = sql_text(project, defn)
-    if not text:
-        return []
-    try:
-        tree = _parse(text, defn.name)
-    except CompileError:
-        return []  # the loader reports bad SQL with file and field
-    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    out: list[str] = []
-    for t in tree.find_all(exp.Table):
-        if t.db or not t.name or t.name == SOURCE_VIEW or t.name in ctes:
-            continue
-        if t.name not in out:
-            out.append(t.name)
-    return out
 
 
 def rewrite_views(sql: str, views: dict[str, str], *, table: str) -> str:

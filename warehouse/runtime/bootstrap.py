@@ -14,13 +14,7 @@ logger = logging.getLogger(__name__)
 
 def warehouse_root(project: Project) -> Path:
     """The project's `warehouse_root` as an absolute path."""
-    for attr in ("warehouse_root", "root_path"):
-        value = getattr(project, attr, None)
-        if isinstance(value, (str, Path)):
-            return Path(value)
-    from warehouse.compile.sql import _project_dir
-
-    return project.config.root_path(_project_dir(project))
+    return Path(project.root)
 
 
 def broker_dir(project: Project) -> Path:
@@ -29,9 +23,7 @@ def broker_dir(project: Project) -> Path:
     if configured:
         p = Path(configured)
         if not p.is_absolute():
-            from warehouse.compile.sql import _project_dir
-
-            p = _project_dir(project) / p
+            p = Path(project.path) / p
         return p
     return warehouse_root(project) / "broker"
 

@@ -10,6 +10,7 @@ stops them all at a batch boundary on SIGINT/SIGTERM.
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import threading
 import time
@@ -30,6 +31,22 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
+
+
+_EXC_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Failed)): (.+)$")
+
+
+def root_cause_line(text: str) -> str:
+    """The innermost `SomeError: message` line of a (JVM-wrapped) Python traceback text."""
+    found = [
+        m for m in (_EXC_LINE.match(line) for line in text.splitlines())
+        if m and not m.group(1).startswith(("pyspark.", "py4j."))
+    ]
+    if found:
+        name, message = found[-1].group(1), found[-1].group(2)
+        return f"{name.rsplit('.', 1)[-1]}: {message.replace(' SQLSTATE: 38000', '').strip()}"
+    stripped = text.strip()
+    return stripped.splitlines()[0] if stripped else "unknown error"
 
 
 @dataclass
@@ -145,7 +162,7 @@ class Pipeline:
         if cause is not None and hasattr(cause, "exit_code"):
             return cause  # type: ignore[return-value]  # a WarehouseError from our code
         text = str(cause) if cause is not None else str(query.exception() if query else "")
-        first = text.strip().splitlines()[0] if text.strip() else "unknown error"
+        first = root_cause_line(text)
         err = QueryFailedError(
             f"Table `{cq.plan.name}` (layer `{cq.plan.layer}`): the streaming query failed: "
             f"{first}. Fix the cause and run again; the checkpoint "

@@ -32,7 +32,13 @@ def existing_session() -> SparkSession | None:
     """The session already running in this process (active in this thread, or the default)."""
     from pyspark.sql import SparkSession
 
-    return SparkSession.getActiveSession() or SparkSession.getDefaultSession()
+    session = SparkSession.getActiveSession()
+    if session is None:
+        # The default session of another thread (a notebook's `spark` seen from a worker thread).
+        session = SparkSession._instantiatedSession
+        if session is not None and session._sc._jsc is None:  # stopped
+            session = None
+    return session
 
 
 def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkSession:

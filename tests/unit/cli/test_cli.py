@@ -1,0 +1,108 @@
+"""CLI argument handling and exit codes (no Spark: plan, status, init, reset, errors)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.runtime.projects import write_project
+from warehouse.cli.main import main
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m warehouse ...` in a subprocess: what a user sees, stderr and exit code."""
+    return subprocess.run(
+        [sys.executable, "-m", "warehouse", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or REPO,
+        timeout=120,
+    )
+
+
+def test_invalid_project_exits_2_naming_file_and_field_without_traceback(tmp_path: Path) -> None:
+    proj = write_project(tmp_path / "proj")
+    bad = proj / "layers" / "dwd" / "orders.yml"
+    bad.write_text(bad.read_text().replace("dedupe: {keys: [order_id]}", "dedup: {keys: [order_id]}"))
+    result = run_cli("--project", str(proj), "plan")
+    assert result.returncode == 2, result.stderr
+    assert "layers/dwd/orders.yml" in result.stderr
+    assert "dedup" in result.stderr
+    assert "Traceback" not in result.stderr
+    verbose = run_cli("--project", str(proj), "-v", "plan")
+    assert verbose.returncode == 2
+    assert "Traceback" in verbose.stderr
+
+
+def test_plan_json_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    proj = write_project(tmp_path / "proj")
+    assert main(["--project", str(proj), "plan", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [t["name"] for t in data["tables"]] == ["ods_orders", "dwd_orders"]
+    assert main(["--project", str(proj), "plan", "--layer", "dwd", "--format", "mermaid"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("flowchart LR") and "t_dwd_orders" in out
+
+
+def test_unknown_table_and_missing_project_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    proj = write_project(tmp_path / "proj")
+    assert main(["--project", str(proj), "plan", "--table", "nope"]) == 2
+    assert "Unknown table `nope`" in capsys.readouterr().err
+    assert main(["--project", str(tmp_path / "missing"), "plan"]) == 2
+    assert "no project folder" in capsys.readouterr().err
+
+
+def test_bad_arguments_exit_2(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--layer", "gold"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        main(["recover"])  # --table is required
+    assert e.value.code == 2
+
+
+def test_reset_needs_yes_and_removes_table_checkpoint_and_quarantine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proj = write_project(tmp_path / "proj")
+    root = proj / ".warehouse"
+    made = [root / "tables" / "ods_orders" / "_delta_log", root / "checkpoints" / "ods_orders" / "offsets",
+            root / "tables" / "ods_orders__quarantine" / "_delta_log", root / "tables" / "dwd_orders" / "_delta_log"]
+    for d in made:
+        d.mkdir(parents=True)
+    assert main(["--project", str(proj), "reset", "--table", "ods_orders"]) == 2
+    assert "--yes" in capsys.readouterr().err
+    assert all(d.exists() for d in made)
+    assert main(["--project", str(proj), "reset", "--table", "ods_orders", "--yes"]) == 0
+    assert [d.exists() for d in made] == [False, False, False, True]
+
+
+def test_init_scaffolds_a_project_that_plans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "new"
+    assert main(["init", str(target)]) == 0
+    assert (target / "conf" / "local.yml").is_file()
+    assert (target / "README.md").is_file()
+    capsys.readouterr()
+    assert main(["--project", str(target), "plan", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [t["name"] for t in data["tables"]] == ["ods_events", "dwd_events"]
+    # A second init into the now non-empty folder refuses.
+    assert main(["init", str(target)]) == 2
+    assert "not empty" in capsys.readouterr().err
+
+
+def test_status_json_before_any_run_does_not_start_a_broker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proj = write_project(tmp_path / "proj")  # bootstrap: embedded, nothing running
+    assert main(["--project", str(proj), "status", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["tables"]
+    assert [r["table"] for r in rows] == ["ods_orders", "dwd_orders"]
+    assert all(r["exists"] is False and r["version"] is None and r["lag"] is None for r in rows)
+    assert not (proj / ".warehouse" / "broker").exists()
