@@ -1,0 +1,178 @@
+"""Quality events: per batch and expectation, rows checked, passed and failed.
+
+They land in the Delta table `<root>/tables/_quality_events`, queryable like
+any other table, and `warehouse status` summarises them via `quality_summary`.
+
+The metrics of a batch are a handful of rows computed on the driver, so they
+are written from the driver with delta-rs (no Spark job), under the same
+exactly-once rule as the sink: a Delta app transaction `(app_id, batch_id)`
+makes a replayed batch a no-op. Appends from several tables' queries at once
+are blind appends, which delta-rs commits with optimistic concurrency retries.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+logger = logging.getLogger(__name__)
+
+EVENTS_TABLE = "_quality_events"
+
+EVENTS_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("table", pa.string()),
+        pa.field("batch_id", pa.int64()),
+        pa.field("expectation", pa.string()),
+        pa.field("on_violation", pa.string()),
+        pa.field("checked", pa.int64()),
+        pa.field("passed", pa.int64()),
+        pa.field("failed", pa.int64()),
+        pa.field("recorded_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+EVENTS_DDL = (
+    "table string, batch_id bigint, expectation string, on_violation string, "
+    "checked bigint, passed bigint, failed bigint, recorded_at timestamp"
+)
+
+
+def events_path(root: str | Path) -> Path:
+    return Path(root) / "tables" / EVENTS_TABLE
+
+
+def _rows(metrics: Sequence[dict[str, Any]], recorded_at: datetime) -> list[dict[str, Any]]:
+    return [
+        {
+            "table": m["table"],
+            "batch_id": int(m["batch_id"]),
+            "expectation": m["expectation"],
+            "on_violation": m["on_violation"],
+            "checked": int(m["checked"]),
+            "passed": int(m["passed"]),
+            "failed": int(m["failed"]),
+            "recorded_at": recorded_at,
+        }
+        for m in metrics
+    ]
+
+
+def quality_events_frame(
+    spark: SparkSession, metrics: Sequence[dict[str, Any]], *, now: datetime | None = None
+) -> DataFrame:
+    """The metrics of `RowChecks.apply` as a Spark DataFrame with the events schema."""
+    recorded_at = now or datetime.now(UTC)
+    return spark.createDataFrame(_rows(metrics, recorded_at), EVENTS_DDL)
+
+
+def write_quality_events(
+    spark: SparkSession | None,
+    root: str | Path,
+    metrics: Sequence[dict[str, Any]],
+    *,
+    app_id: str,
+    batch_id: int,
+    now: datetime | None = None,
+) -> int | None:
+    """Append one batch's metrics to `<root>/tables/_quality_events`.
+
+    Returns the new Delta version, or None when there was nothing to write or
+    `(app_id, batch_id)` was already committed (a replayed batch). `spark` is
+    accepted for symmetry with the other writers and is not needed.
+    """
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    if not metrics:
+        return None
+    path = events_path(root)
+    exists = DeltaTable.is_deltatable(str(path))
+    if exists:
+        dt = DeltaTable(str(path))
+        done = dt.transaction_version(app_id)
+        if done is not None and done >= batch_id:
+            logger.info(
+                "quality events of %s batch %s already committed (app %s); skipped",
+                path,
+                batch_id,
+                app_id,
+            )
+            return None
+    data = pa.Table.from_pylist(_rows(metrics, now or datetime.now(UTC)), EVENTS_ARROW_SCHEMA)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_deltalake(
+        str(path),
+        data,
+        mode="append",
+        commit_properties=CommitProperties(
+            app_transactions=[Transaction(app_id, int(batch_id))],
+            custom_metadata={"warehouse.batchId": str(batch_id), "warehouse.table": EVENTS_TABLE},
+        ),
+    )
+    version = DeltaTable(str(path)).version()
+    logger.info(
+        "wrote %d quality events for batch %s to %s (v%s)", len(metrics), batch_id, path, version
+    )
+    return version
+
+
+def read_quality_events(root: str | Path, *, table: str | None = None) -> pa.Table | None:
+    """All quality events (optionally of one table); None when none were ever written."""
+    from deltalake import DeltaTable
+
+    path = events_path(root)
+    if not DeltaTable.is_deltatable(str(path)):
+        return None
+    data = DeltaTable(str(path)).to_pyarrow_table()
+    if table is not None:
+        import pyarrow.compute as pc
+
+        data = data.filter(pc.equal(data["table"], table))
+    return data
+
+
+def quality_summary(root: str | Path, table: str) -> dict[str, Any]:
+    """For `warehouse status`: the table's last checked batch and failures per expectation.
+
+    `{"table", "last_batch": {"batch_id", "recorded_at", "expectations": [{expectation,
+    on_violation, checked, passed, failed}]} | None, "totals": {expectation: {"checked",
+    "passed", "failed", "batches"}}}`.
+    """
+    data = read_quality_events(root, table=table)
+    out: dict[str, Any] = {"table": table, "last_batch": None, "totals": {}}
+    if data is None or data.num_rows == 0:
+        return out
+    rows = data.to_pylist()
+    # The last batch is the most recently recorded one: batch ids restart with a new checkpoint.
+    last = max(rows, key=lambda r: (r["recorded_at"], r["batch_id"]))
+    last_rows = [
+        r
+        for r in rows
+        if r["batch_id"] == last["batch_id"] and r["recorded_at"] == last["recorded_at"]
+    ]
+    out["last_batch"] = {
+        "batch_id": last["batch_id"],
+        "recorded_at": last["recorded_at"].isoformat(),
+        "expectations": [
+            {k: r[k] for k in ("expectation", "on_violation", "checked", "passed", "failed")}
+            for r in sorted(last_rows, key=lambda r: r["expectation"])
+        ],
+    }
+    totals: dict[str, dict[str, int]] = {}
+    for r in rows:
+        t = totals.setdefault(
+            r["expectation"], {"checked": 0, "passed": 0, "failed": 0, "batches": 0}
+        )
+        t["checked"] += r["checked"]
+        t["passed"] += r["passed"]
+        t["failed"] += r["failed"]
+        t["batches"] += 1
+    out["totals"] = dict(sorted(totals.items()))
+    return out
