@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 Engine = Literal["auto", "native", "python"]
 
@@ -33,6 +33,14 @@ class KafkaSecurity(Settings):
     username: str | None = None
     password: SecretStr | None = None
     ssl_ca_location: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_is_unset(cls, data: Any) -> Any:
+        # `${KAFKA_PASSWORD:-}` in a shared conf file means "not set" when the variable is absent.
+        if isinstance(data, dict):
+            return {k: (None if v == "" and k != "protocol" else v) for k, v in data.items()}
+        return data
 
     def client_config(self) -> dict[str, str]:
         """librdkafka properties for this security setting (secrets revealed here only)."""

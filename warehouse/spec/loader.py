@@ -162,6 +162,22 @@ def _message(err: Mapping[str, Any], model: type[BaseModel]) -> str:
     if kind in ("value_error", "assertion_error"):
         return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
     shown = value if not isinstance(value, (dict, list)) else type(value).__name__
+    friendly = {
+        "int_parsing": f"`{shown}` is not an integer",
+        "int_type": f"`{shown}` is not an integer",
+        "int_from_float": f"`{shown}` is not a whole number",
+        "float_parsing": f"`{shown}` is not a number",
+        "float_type": f"`{shown}` is not a number",
+        "bool_parsing": f"`{shown}` is not `true` or `false`",
+        "bool_type": f"`{shown}` is not `true` or `false`",
+        "string_type": f"expected text, got `{shown}`",
+        "list_type": f"expected a list (`[a, b]`), got `{shown}`",
+        "dict_type": f"expected a mapping (`key: value`), got `{shown}`",
+        "model_type": f"expected a mapping (`key: value`), got `{shown}`",
+        "model_attributes_type": f"expected a mapping (`key: value`), got `{shown}`",
+    }
+    if kind in friendly:
+        return friendly[kind]
     return f"{err['msg']} (got `{shown}`)"
 
 
@@ -236,6 +252,7 @@ def load_config(
                 f"Create `{rel}` or choose another `--env`.",
             )
         ]
+    unset = list(_missing_vars(document, environ, ()))
     missing = [
         Problem(
             rel,
@@ -244,18 +261,20 @@ def load_config(
             f"or write `${{{var}:-default}}`",
             line=lines.get(at),
         )
-        for at, var in _missing_vars(document, environ, ())
+        for at, var in unset
     ]
-    if missing:
-        return None, missing
+    # Go on with blanks for the unset variables so that the other problems show up too.
+    environ = {**environ, **{var: "" for _, var in unset}}
     try:
         config = resolve_config(document, environ=environ, overrides=_nest(overrides))
     except ValidationError as e:
         from_env = env_overrides(environ)
-        out = []
+        out = list(missing)
         for p in validation_problems(
             e, _merged(document, environ, overrides), rel, model=WarehouseConfig, lines=lines
         ):
+            if any(p.field == m.field for m in missing):
+                continue
             top = p.field.split(".")
             if _has_path(_nest(overrides), top):
                 p = Problem("<overrides>", p.field, p.message)
@@ -264,7 +283,7 @@ def load_config(
                 p = Problem("<environment>", p.field, f"{p.message} (from `{var}`)")
             out.append(p)
         return None, out
-    return config, []
+    return (None, missing) if missing else (config, [])
 
 
 def _missing_vars(value: Any, environ: Mapping[str, str], at: tuple[Any, ...]) -> Iterator[tuple]:

@@ -37,7 +37,10 @@ def _top_level_names(project_dir: Path) -> set[str]:
 
 
 def _located_in(module: Any, root: Path) -> bool:
-    places = [getattr(module, "__file__", None), *list(getattr(module, "__path__", []) or [])]
+    try:
+        places = [getattr(module, "__file__", None), *list(getattr(module, "__path__", []) or [])]
+    except (KeyError, TypeError):  # a namespace package whose parent is already gone
+        return False
     for place in places:
         if place and Path(place).resolve().is_relative_to(root):
             return True
@@ -49,11 +52,14 @@ def project_imports(project_dir: Path) -> Iterator[None]:
     """Make the project's modules importable (and only this project's) for the block."""
     root = project_dir.resolve()
     tops = _top_level_names(root)
-    for name in list(sys.modules):
-        top = name.split(".", 1)[0]
-        if top in tops and not _located_in(sys.modules[name], root):
-            logger.debug("dropping module %s imported from another project", name)
-            del sys.modules[name]
+    foreign = [
+        name
+        for name, module in list(sys.modules.items())
+        if name.split(".", 1)[0] in tops and not _located_in(module, root)
+    ]
+    for name in foreign:
+        logger.debug("dropping module %s imported from another project", name)
+        sys.modules.pop(name, None)
     entry = str(root)
     sys.path.insert(0, entry)
     importlib.invalidate_caches()

@@ -9,6 +9,7 @@ a user mistake: it returns the problems as sentences for the loader to locate.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -48,7 +49,7 @@ def parse_query(sql: str) -> tuple[exp.Expression | None, str | None]:
         err = e.errors[0] if e.errors else {}
         where = f" at line {err.get('line')}, column {err.get('col')}" if err.get("line") else ""
         near = f" near `{err.get('highlight')}`" if err.get("highlight") else ""
-        desc = err.get("description") or str(e).splitlines()[0]
+        desc = _plain(err.get("description") or str(e).splitlines()[0])
         return None, f"the SQL does not parse{where}{near}: {desc}. Fix the SQL (Spark dialect)."
     except SqlglotError as e:
         return (
@@ -63,9 +64,16 @@ def parse_query(sql: str) -> tuple[exp.Expression | None, str | None]:
     tree = statements[0]
     if not isinstance(tree, exp.Query):
         return None, (
-            f"the SQL is a `{tree.key.upper()}` statement; a transform is one SELECT over `source`"
+            f"the SQL is not a SELECT but `{tree.key.upper()}`; a transform is one SELECT "
+            "over `source`"
         )
     return tree, None
+
+
+def _plain(text: str) -> str:
+    """sqlglot's parse messages without its Python reprs (`<Token ...>`, `<class ...>`)."""
+    text = re.sub(r"<Token token_type: [\w.]+, text: ([^,]*),[^>]*>", r"`\1`", text)
+    return re.sub(r"<class '[\w.]+\.(\w+)'>", lambda m: f"`{m.group(1).upper()}`", text)
 
 
 def read_tables(tree: exp.Expression) -> list[str]:
@@ -78,14 +86,14 @@ def read_tables(tree: exp.Expression) -> list[str]:
         out = [t.name for t in tree.find_all(exp.Table) if t.name]
     for scope in scopes:
         for src in scope.sources.values():
-            if isinstance(src, exp.Table) and src.name and not src.args.get("db"):
-                if src.name not in out:
-                    out.append(src.name)
-            elif isinstance(src, exp.Table) and src.args.get("db"):
-                qualified = f"{src.args['db'].name}.{src.name}"
-                if qualified not in out:
-                    out.append(qualified)
+            if isinstance(src, exp.Table) and src.name and _table_name(src) not in out:
+                out.append(_table_name(src))
     return out
+
+
+def _table_name(table: exp.Table) -> str:
+    db = table.args.get("db")
+    return f"{db.name}.{table.name}" if db is not None else table.name
 
 
 def analyze_sql(
@@ -109,14 +117,11 @@ def analyze_sql(
             f"the SQL reads table `{t}`, which is neither `{source_name}` nor a table of the "
             f"project (known: {_names(known)}). Fix the name or declare the table."
         )
-    if unknown:
+    checked = {**schema, **{t: Columns(opaque=True) for t in unknown}}
+    result.problems.extend(_check_columns(tree, checked))
+    if result.problems or any(checked[t].opaque for t in result.tables):
         return result
-    opaque = any(schema[t].opaque for t in result.tables)
-    if not opaque:
-        result.problems.extend(_check_columns(tree, schema))
-    if result.problems or opaque:
-        return result
-    result.columns = _output_columns(tree, schema)
+    result.columns = _output_columns(tree, {t: schema[t] for t in result.tables})
     return result
 
 
@@ -137,7 +142,8 @@ def _check_columns(tree: exp.Expression, schema: Mapping[str, Columns]) -> list[
         available: dict[str, list[str] | None] = {}
         for alias, src in scope.sources.items():
             if isinstance(src, exp.Table):
-                available[alias] = schema[src.name].names
+                cols = schema.get(_table_name(src))
+                available[alias] = None if cols is None or cols.opaque else cols.names
             elif isinstance(src, Scope):
                 available[alias] = _scope_outputs(src)
             else:
@@ -223,10 +229,27 @@ def spark_type(node: exp.Expression) -> str:
     dtype = node.type
     if dtype is None or dtype.is_type(exp.DataType.Type.UNKNOWN):
         return "string"
+    if isinstance(inner, (exp.Sum, exp.Avg)) and inner.this.type is not None:
+        return _aggregate_type(inner, inner.this.type)
     try:
         return normalize_type(dtype.sql(dialect=DIALECT))
     except SchemaFileError:
         return "string"
+
+
+def _aggregate_type(node: exp.Expression, arg: exp.DataType) -> str:
+    """Spark's result types for `sum`/`avg`, which sqlglot leaves as the argument's type."""
+    if arg.is_type(*exp.DataType.INTEGER_TYPES):
+        return "bigint" if isinstance(node, exp.Sum) else "double"
+    if arg.is_type(exp.DataType.Type.DECIMAL):
+        params = [int(p.name) for p in arg.expressions if p.name.isdigit()]
+        precision, scale = (params + [10, 0])[:2] if params else (10, 0)
+        if isinstance(node, exp.Sum):
+            return f"decimal({min(38, precision + 10)},{scale})"
+        return f"decimal({min(38, precision + 4)},{min(38, scale + 4)})"
+    if arg.is_type(*exp.DataType.REAL_TYPES):
+        return "double"
+    return spark_type(node.this) if isinstance(node, exp.Sum) else "double"
 
 
 def expression_type(expression: str, columns: Columns) -> tuple[str | None, list[str]]:

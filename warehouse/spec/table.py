@@ -109,8 +109,18 @@ class Source(Spec):
         if self.kafka is not None and (
             self.read != "append" or self.join_streams or self.max_versions_per_trigger
         ):
+            given = [
+                k
+                for k, v in (
+                    ("read", self.read != "append"),
+                    ("join_streams", self.join_streams),
+                    ("max_versions_per_trigger", self.max_versions_per_trigger),
+                )
+                if v
+            ]
             raise ValueError(
-                "`read`, `join_streams` and `max_versions_per_trigger` apply to table sources only"
+                f"{', '.join(f'`{g}`' for g in given)} apply to table sources only, not to "
+                "`kafka`. Land the topic in an ODS table and join or read it from a table source."
             )
         return self
 
