@@ -21,7 +21,16 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from streams.kafka.errors import DataLossError, KafkaConfigError
 from streams.kafka.offsets import (
@@ -44,6 +53,24 @@ SCHEMA_DDL = (
     "key binary, value binary, topic string, partition int, offset bigint, "
     "timestamp timestamp, timestamp_type int, "
     "headers array<struct<key: string, value: binary>>"
+)
+
+SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestamp_type", IntegerType()),
+        StructField(
+            "headers",
+            ArrayType(
+                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+            ),
+        ),
+    ]
 )
 
 DEFAULT_SPLIT_OFFSETS = 200_000
@@ -142,8 +169,8 @@ class KafkaDataSource(DataSource):
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def schema(self) -> str:
-        return SCHEMA_DDL
+    def schema(self) -> StructType:
+        return SCHEMA
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
         return KafkaStreamReader(self.options, schema)

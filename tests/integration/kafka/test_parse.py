@@ -1,0 +1,167 @@
+"""parse_kafka on real Spark: good/bad split with reasons, for every format.
+
+Input frames have the Kafka source's columns; the read path itself is covered by
+test_source.py against a real broker.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from pyspark.sql import DataFrame, Row
+
+from streams.kafka import KafkaConfigError, parse_kafka
+from streams.kafka.source import SCHEMA
+from tests.integration.kafka.rows import assert_rows
+
+pytestmark = pytest.mark.spark
+
+TS = dt.datetime(2026, 1, 2, 3, 4, 5)
+
+
+def kafka_frame(spark, records: list[tuple[bytes | str | None, bytes | str | None]]) -> DataFrame:
+    def b(x: bytes | str | None) -> bytes | None:
+        return x.encode() if isinstance(x, str) else x
+
+    rows = [(b(k), b(v), "t", 0, i, TS, 0, None) for i, (k, v) in enumerate(records)]
+    return spark.createDataFrame(rows, SCHEMA)
+
+
+ORDERS = "order_id bigint, amount double, city string"
+
+
+def test_json_good_and_bad_with_reasons(spark) -> None:
+    df = kafka_frame(
+        spark,
+        [
+            (None, '{"order_id": 1, "amount": 12.5, "city": "Oslo"}'),
+            (None, "not json"),
+            (None, '{"order_id": 2, "amount": "lots"}'),
+            (None, '{"amount": 3.0}'),
+            (None, "[1, 2]"),
+            (None, '{"order_id": 4, "amount": 1, "extra": true}'),
+            (None, '{"order_id": null, "amount": 1}'),
+            (None, None),
+        ],
+    )
+    good, bad = parse_kafka(df, format="json", schema=ORDERS, required=["order_id"])
+    assert_rows(
+        good,
+        [
+            Row(order_id=1, amount=12.5, city="Oslo", _topic="t", _partition=0, _offset=0, _timestamp=TS),
+            Row(order_id=4, amount=1.0, city=None, _topic="t", _partition=0, _offset=5, _timestamp=TS),
+        ],
+    )
+    assert_rows(
+        bad.select("_offset", "_error"),
+        [
+            Row(_offset=1, _error="invalid JSON"),
+            Row(_offset=2, _error="field `amount`: expected double, got string"),
+            Row(_offset=3, _error="missing required field `order_id`"),
+            Row(_offset=4, _error="not a JSON object (got array<bigint>)"),
+            Row(_offset=6, _error="missing required field `order_id`"),
+            Row(_offset=7, _error="value is null"),
+        ],
+    )
+    assert bad.columns == ["key", "value", "_topic", "_partition", "_offset", "_timestamp", "_error"]
+    raw = bad.where("_offset = 1").select("value").first()
+    assert raw is not None and bytes(raw.value) == b"not json"
+
+
+def test_json_accepts_a_struct_type_schema(spark) -> None:
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    schema = StructType([StructField("id", LongType())])
+    good, bad = parse_kafka(kafka_frame(spark, [(None, '{"id": 7}')]), format="json", schema=schema)
+    assert [r.id for r in good.collect()] == [7]
+    assert bad.count() == 0
+
+
+def test_raw_keeps_key_and_value_bytes(spark) -> None:
+    df = kafka_frame(spark, [(b"k1", b"\x00\x01"), (None, None)])
+    good, bad = parse_kafka(df, format="raw")
+    assert_rows(
+        good.select("key", "value", "_offset"),
+        [Row(key=bytearray(b"k1"), value=bytearray(b"\x00\x01"), _offset=0),
+         Row(key=None, value=None, _offset=1)],
+    )
+    assert bad.count() == 0
+
+
+USERS = "user_id bigint, city string"
+
+
+def test_debezium_envelope_bare_and_wrapped(spark) -> None:
+    df = kafka_frame(
+        spark,
+        [
+            ("k", '{"payload": {"before": null, "after": {"user_id": 1, "city": "Oslo"}, "op": "c", "source": {"ts_ms": 100}}}'),
+            ("k", '{"before": {"user_id": 1, "city": "Oslo"}, "after": {"user_id": 1, "city": "Rome"}, "op": "u", "source": {"ts_ms": 200}}'),
+            ("k", '{"before": {"user_id": 1, "city": "Rome"}, "after": null, "op": "d", "source": {"ts_ms": 300}}'),
+            ("k", None),  # tombstone after a delete: skipped, not bad
+            ("k", '{"after": {"user_id": 2, "city": "Pisa"}, "op": "r", "source": {"ts_ms": 50}}'),
+            ("k", '{"after": {"user_id": 3}, "op": "x", "source": {"ts_ms": 1}}'),
+            ("k", '{"after": null, "op": "c", "source": {"ts_ms": 1}}'),
+            ("k", '{"after": {"user_id": "three"}, "op": "c", "source": {"ts_ms": 1}}'),
+            ("k", "{oops"),
+        ],
+    )
+    good, bad = parse_kafka(df, format="debezium-json", schema=USERS, required=["user_id"])
+    assert_rows(
+        good.select("user_id", "city", "_op", "_source_ts_ms", "_offset"),
+        [
+            Row(user_id=1, city="Oslo", _op="c", _source_ts_ms=100, _offset=0),
+            Row(user_id=1, city="Rome", _op="u", _source_ts_ms=200, _offset=1),
+            Row(user_id=1, city="Rome", _op="d", _source_ts_ms=300, _offset=2),
+            Row(user_id=2, city="Pisa", _op="r", _source_ts_ms=50, _offset=4),
+        ],
+    )
+    assert_rows(
+        bad.select("_offset", "_error"),
+        [
+            Row(_offset=5, _error="unsupported Debezium op `x`"),
+            Row(_offset=6, _error="missing row image `after`"),
+            Row(_offset=7, _error="field `user_id`: expected bigint, got string"),
+            Row(_offset=8, _error="invalid JSON"),
+        ],
+    )
+
+
+def test_upsert_json_values_and_deletes(spark) -> None:
+    df = kafka_frame(
+        spark,
+        [
+            ('{"user_id": 1}', '{"user_id": 1, "city": "Oslo"}'),
+            ('{"user_id": 1}', None),
+            ("plain-key", None),
+            ('{"user_id": 2}', '{"user_id": "two"}'),
+        ],
+    )
+    good, bad = parse_kafka(df, format="upsert-json", schema=USERS, required=["user_id"])
+    assert_rows(
+        good.select("user_id", "city", "_deleted", "_key", "_offset"),
+        [
+            Row(user_id=1, city="Oslo", _deleted=False, _key=bytearray(b'{"user_id": 1}'), _offset=0),
+            Row(user_id=1, city=None, _deleted=True, _key=bytearray(b'{"user_id": 1}'), _offset=1),
+        ],
+    )
+    assert_rows(
+        bad.select("_offset", "_error"),
+        [
+            Row(_offset=2, _error="tombstone key is not a JSON object"),
+            Row(_offset=3, _error="field `user_id`: expected bigint, got string"),
+        ],
+    )
+
+
+def test_parse_errors_name_the_problem(spark) -> None:
+    df = kafka_frame(spark, [(None, "{}")])
+    with pytest.raises(KafkaConfigError, match="needs a schema"):
+        parse_kafka(df, format="json")
+    with pytest.raises(KafkaConfigError, match="Unknown Kafka format `avro`"):
+        parse_kafka(df, format="avro", schema=ORDERS)  # type: ignore[arg-type]
+    with pytest.raises(KafkaConfigError, match="Required field `id` is not in the schema"):
+        parse_kafka(df, format="json", schema=ORDERS, required=["id"])
+    with pytest.raises(KafkaConfigError, match="`value` is missing"):
+        parse_kafka(df.drop("value"), format="json", schema=ORDERS)
