@@ -123,7 +123,7 @@ def parse_request(frame: bytes | memoryview, api_key: int, version: int) -> Requ
     """Decode header and body of one request frame (the bytes after the size prefix).
 
     Raises `UnknownAPIKey`/`UnknownEntity` (kio) when kio has no codec for the
-    pair, and `FrameError` when the bytes do not decode or are not fully consumed.
+    pair, and `FrameError` when the bytes do not decode.
     """
     cls = request_class(api_key, version)
     try:
@@ -133,10 +133,8 @@ def parse_request(frame: bytes | memoryview, api_key: int, version: int) -> Requ
         raise
     except Exception as e:  # kio's native readers raise several types on garbage
         raise FrameError(f"cannot decode {cls.__name__} v{version}: {type(e).__name__}: {e}") from e
-    if used + body_used != len(frame):
-        raise FrameError(
-            f"{cls.__name__} v{version} decoded `{used + body_used}` of `{len(frame)}` bytes"
-        )
+    # Trailing bytes are ignored, as Kafka does: librdkafka 2.x sends three
+    # stray bytes after an all-topics Metadata v12 request.
     return RequestFrame(
         api_key=api_key,
         api_version=version,

@@ -1,0 +1,88 @@
+"""Small helpers over the real clients used by the broker tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create_topic(
+    bootstrap: str, topic: str, partitions: int = 1, config: dict | None = None
+) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])
+    futures[topic].result(timeout=30)
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes | None]],
+    *,
+    partition: int | None = None,
+    **config: object,
+) -> list[tuple[int, int]]:
+    """Produce and wait for every delivery; returns (partition, offset) per record in order."""
+    conf = {"bootstrap.servers": bootstrap, "linger.ms": 5, **config}
+    producer = Producer({k.replace("_", "."): v for k, v in conf.items()})
+    results: list[tuple[int, int] | None] = []
+    errors: list[object] = []
+
+    def on_delivery(i: int):
+        def cb(err, msg):
+            if err is not None:
+                errors.append(err)
+            else:
+                results[i] = (msg.partition(), msg.offset())
+
+        return cb
+
+    for i, (key, value) in enumerate(records):
+        results.append(None)
+        kwargs = {"key": key, "value": value, "on_delivery": on_delivery(i)}
+        if partition is not None:
+            kwargs["partition"] = partition
+        producer.produce(topic, **kwargs)
+        producer.poll(0)
+    left = producer.flush(60)
+    assert left == 0 and not errors, f"undelivered={left} errors={errors}"
+    return [r for r in results if r is not None]
+
+
+def consume_all(
+    bootstrap: str,
+    topic: str,
+    partitions: Iterable[int],
+    expected: int,
+    *,
+    timeout: float = 60,
+    **config: object,
+) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """(partition, offset, key, value) of `expected` records read from offset 0 with assign()."""
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": "unused",
+        "enable.auto.commit": False,
+        "fetch.wait.max.ms": 100,
+        **config,
+    }
+    consumer = Consumer(conf)
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    out: list[tuple[int, int, bytes | None, bytes | None]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise AssertionError(f"consumer error: {msg.error()}")
+            out.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return out

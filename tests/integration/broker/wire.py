@@ -1,0 +1,90 @@
+"""A minimal raw-socket Kafka client for broker tests: kio-encoded requests, framed by hand.
+
+Used where a real client cannot express the case (unsupported versions, garbage
+frames, disconnects mid-request).
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+from typing import Any
+
+from kio.serial import entity_reader, entity_writer
+
+
+def encode_request(request: Any, correlation_id: int = 1, client_id: str | None = "wire") -> bytes:
+    """A full frame (size prefix included) for a kio request entity."""
+    cls = type(request)
+    header_cls = cls.__header_schema__
+    header = header_cls(
+        request_api_key=cls.__api_key__,
+        request_api_version=cls.__version__,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    buf = io.BytesIO()
+    entity_writer(header_cls)(buf, header)
+    entity_writer(cls)(buf, request)
+    body = buf.getvalue()
+    return struct.pack(">i", len(body)) + body
+
+
+class Wire:
+    """One TCP connection to a broker."""
+
+    def __init__(self, bootstrap: str, timeout: float = 30) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_frame(self) -> bytes | None:
+        """The next response frame without its size prefix; None when the broker closed."""
+        prefix = self._read_exact(4)
+        if prefix is None:
+            return None
+        (size,) = struct.unpack(">i", prefix)
+        return self._read_exact(size)
+
+    def _read_exact(self, n: int) -> bytes | None:
+        chunks = bytearray()
+        while len(chunks) < n:
+            try:
+                chunk = self.sock.recv(n - len(chunks))
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            chunks += chunk
+        return bytes(chunks)
+
+    def call(self, request: Any, response_cls: type, correlation_id: int = 1) -> Any:
+        """Send `request`, decode the answer as `response_cls`; asserts the correlation id."""
+        self.send_raw(encode_request(request, correlation_id))
+        frame = self.read_frame()
+        assert frame is not None, "broker closed the connection"
+        (corr,) = struct.unpack_from(">i", frame)
+        assert corr == correlation_id
+        offset = 4 + (1 if response_cls.__header_schema__.__flexible__ else 0)
+        response, used = entity_reader(response_cls)(frame, offset)
+        assert offset + used == len(frame)
+        return response
+
+    def closed_by_peer(self) -> bool:
+        """True if the broker closed this connection (reads EOF/reset)."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Wire:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
