@@ -75,7 +75,9 @@ class LogLoader:
             seg = self._open(base)
             last = i == len(bases) - 1
             if last and not clean:
-                truncated += self._recover(seg)
+                # Only appends write the active segment, so its offsets have no gaps
+                # unless the topic is compacted (truncation can expose a cleaned segment).
+                truncated += self._recover(seg, contiguous=not self.config.compact)
             else:
                 truncated += self._load_checked(seg)
             if segments and seg.base_offset < segments[-1].next_offset:
@@ -208,8 +210,8 @@ class LogLoader:
         seg._bytes_since_index = seg.size - start
         return cut
 
-    def _recover(self, seg: LogSegment) -> int:
-        cut = seg.recover()
+    def _recover(self, seg: LogSegment, *, contiguous: bool = False) -> int:
+        cut = seg.recover(contiguous=contiguous)
         if cut:
             self._cut.add(seg.base_offset)
         return cut

@@ -146,11 +146,13 @@ class LogSegment:
                 return h
         return None
 
-    def iter_valid(self, position: int = 0) -> Iterator[BatchHeader]:
+    def iter_valid(self, position: int = 0, *, contiguous: bool = False) -> Iterator[BatchHeader]:
         """Validated headers (CRC included) from `position`; stops at the first bad batch.
 
         After exhaustion, `self.valid_end` is the byte after the last good batch.
         Reads the file in large chunks, so a scan is O(bytes) with one pread per chunk.
+        The CRC does not cover baseOffset, so offsets are checked too: increasing,
+        and with `contiguous` (segments never compacted) without gaps.
         """
         self.valid_end = position
         end = self.size
@@ -184,7 +186,7 @@ class LogSegment:
                     "Segment %s: invalid batch at byte %d: %s", self.log_path, position, e
                 )
                 return
-            if h.base_offset < expected:
+            if h.base_offset < expected or (contiguous and h.base_offset != expected):
                 logger.warning(
                     "Segment %s: batch at byte %d has offset %d, expected >= %d",
                     self.log_path,
@@ -200,14 +202,14 @@ class LogSegment:
 
     # -- recovery ------------------------------------------------------------------
 
-    def recover(self) -> int:
+    def recover(self, *, contiguous: bool = False) -> int:
         """Rebuild indexes by scanning the whole file; truncate a torn tail. Returns bytes cut."""
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_index = 0
         self.next_offset = self.base_offset
-        for h in self.iter_valid(0):
+        for h in self.iter_valid(0, contiguous=contiguous):
             self._index_batches([h], h.base_offset, 0)
         valid_end = self.valid_end
         cut = self.size - valid_end
