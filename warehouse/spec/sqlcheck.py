@@ -125,9 +125,24 @@ def analyze_sql(
     return result
 
 
-def _scope_outputs(scope: Scope) -> list[str] | None:
-    selects = scope.expression.named_selects if isinstance(scope.expression, exp.Query) else []
-    return None if "*" in selects or not selects else list(selects)
+def _scope_outputs(scope: Scope, available: Mapping[str, list[str] | None]) -> list[str] | None:
+    """Output names of a (sub)query scope, expanding `*` and `t.*` from its sources."""
+    if not isinstance(scope.expression, exp.Select):
+        selects = scope.expression.named_selects if isinstance(scope.expression, exp.Query) else []
+        return None if "*" in selects or not selects else list(selects)
+    out: list[str] = []
+    for select in scope.expression.selects:
+        if isinstance(select, exp.Star):
+            parts = list(available.values())
+        elif isinstance(select, exp.Column) and isinstance(select.this, exp.Star):
+            parts = [available.get(select.table)]
+        else:
+            out.append(select.alias_or_name)
+            continue
+        if any(p is None for p in parts):
+            return None
+        out.extend(n for p in parts for n in p or [])
+    return out
 
 
 def _check_columns(tree: exp.Expression, schema: Mapping[str, Columns]) -> list[str]:
@@ -138,6 +153,7 @@ def _check_columns(tree: exp.Expression, schema: Mapping[str, Columns]) -> list[
         logger.info("sqlglot cannot scope the query (%s); column checks skipped", e)
         return problems
 
+    outputs: dict[int, list[str] | None] = {}  # scopes come inner first
     for scope in scopes:
         available: dict[str, list[str] | None] = {}
         for alias, src in scope.sources.items():
@@ -145,7 +161,7 @@ def _check_columns(tree: exp.Expression, schema: Mapping[str, Columns]) -> list[
                 cols = schema.get(_table_name(src))
                 available[alias] = None if cols is None or cols.opaque else cols.names
             elif isinstance(src, Scope):
-                available[alias] = _scope_outputs(src)
+                available[alias] = outputs.get(id(src))
             else:
                 available[alias] = None
         aliases = {
@@ -157,8 +173,8 @@ def _check_columns(tree: exp.Expression, schema: Mapping[str, Columns]) -> list[
             name, qual = col.name, col.table
             if qual:
                 if qual not in available:
-                    owners = [a for a, cs in available.items() if cs and _has(cs, qual)]
-                    if owners:  # `payload.city`: a struct field of a column, not a table alias
+                    # `payload.city`: a struct field of a column, not a table alias
+                    if any(cs is None or _has(cs, qual) for cs in available.values()):
                         continue
                     problems.append(
                         f"`{qual}.{name}` names `{qual}`, which is not a table or alias in "
@@ -183,6 +199,7 @@ def _check_columns(tree: exp.Expression, schema: Mapping[str, Columns]) -> list[
                     f"column `{name}` is not a column of any table in the query ({listed}). "
                     "Fix the name or select it upstream."
                 )
+        outputs[id(scope)] = _scope_outputs(scope, available)
     return problems
 
 

@@ -319,6 +319,13 @@ class TableSpec(Spec):
     def upstream_tables(self) -> list[str]:
         return self.source.upstream_tables
 
+    def to_yaml(self) -> dict[str, Any]:
+        """The spec as a YAML table file would write it (defaults left out); loads back equal."""
+        doc = self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        if self.expectations:
+            doc["expectations"] = [e.to_yaml() for e in self.expectations]
+        return doc
+
 
 JoinStream.model_rebuild()
 Source.model_rebuild()
