@@ -138,6 +138,12 @@ class BrokerProcess:
     def start(self, timeout: float = 30, *, detached: bool = False) -> BrokerProcess:
         """Launch the process and wait until it listens; `BrokerStartError` if it does not."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        live = broker_status(self.data_dir)
+        if live is not None:
+            raise BrokerStartError(
+                f"data dir `{self.data_dir}` is in use by the broker at {live['bootstrap']} "
+                f"(pid {live['pid']}); stop it first or use another data dir"
+            )
         port_file = self.data_dir / PORT_FILE
         port_file.unlink(missing_ok=True)
         self._log = open(self.log_file, "ab")

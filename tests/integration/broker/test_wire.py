@@ -1,0 +1,201 @@
+"""Protocol edges a normal client does not produce, over a raw socket."""
+
+from __future__ import annotations
+
+import struct
+import threading
+from datetime import timedelta
+
+import pytest
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsV0
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
+from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersionsV4
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.fetch.v12.response import FetchResponse
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.response import MetadataResponse
+from kio.serial import entity_reader
+
+from tests.integration.broker.clients import create_topic, produce
+from tests.integration.broker.wire import Wire, encode_request
+
+pytestmark = [pytest.mark.kafka]
+
+API_VERSIONS_V3 = ApiVersionsRequest(client_software_name="wire", client_software_version="1")
+METADATA_ALL = MetadataRequest(
+    topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+)
+
+
+def _fetch(topic: str, offset: int, *, max_wait_ms: int, min_bytes: int, isolation: int = 0):
+    return fetch_req.FetchRequest(
+        max_wait=timedelta(milliseconds=max_wait_ms),
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        isolation_level=isolation,
+        topics=(
+            fetch_req.FetchTopic(
+                topic=topic,
+                partitions=(
+                    fetch_req.FetchPartition(
+                        partition=0, fetch_offset=offset, partition_max_bytes=1 << 20
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+
+
+def test_api_versions_fallback_answers_v0_format_with_supported_list(broker) -> None:
+    with Wire(broker.bootstrap) as wire:
+        wire.send_raw(
+            encode_request(ApiVersionsV4(client_software_name="w", client_software_version="1"), 7)
+        )
+        frame = wire.read_frame()
+        assert frame is not None
+        assert struct.unpack_from(">i", frame)[0] == 7
+        response, used = entity_reader(ApiVersionsV0)(frame, 4)  # no header tags, v0 body
+        assert used == len(frame) - 4
+        assert response.error_code == ErrorCode.unsupported_version
+        ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        assert ranges[18] == (0, 3)
+        # the connection stays usable: the client retries with a version we support
+        ok = wire.call(API_VERSIONS_V3, ApiVersionsResponse, correlation_id=8)
+        assert ok.error_code == ErrorCode.none
+
+
+def test_api_versions_advertises_core_apis_and_no_kip848_or_telemetry(broker) -> None:
+    with Wire(broker.bootstrap) as wire:
+        response = wire.call(API_VERSIONS_V3, ApiVersionsResponse)
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    expected = {
+        0: (3, 9),
+        1: (4, 12),
+        2: (1, 7),
+        3: (0, 12),
+        18: (0, 3),
+        19: (2, 7),
+        20: (1, 6),
+        32: (1, 4),
+        37: (0, 3),
+        44: (0, 1),
+    }
+    for key, versions in expected.items():
+        assert ranges[key] == versions
+    for absent in (68, 71, 72):  # ConsumerGroupHeartbeat, telemetry
+        assert absent not in ranges
+    if 8 in ranges:  # OffsetCommit from the coordinator: not the KIP-848 v9+
+        assert ranges[8][1] <= 8
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        struct.pack(">i", 100 * 1024 * 1024 + 1),  # over socket.request.max.bytes
+        struct.pack(">i", -1),
+        struct.pack(">i", 2),  # too short for a header
+    ],
+    ids=["oversized", "negative", "tiny"],
+)
+def test_bad_size_prefix_closes_only_that_connection(broker, prefix: bytes) -> None:
+    with Wire(broker.bootstrap) as bystander, Wire(broker.bootstrap) as victim:
+        bystander.call(API_VERSIONS_V3, ApiVersionsResponse)
+        victim.send_raw(prefix + b"\0\0")
+        assert victim.closed_by_peer()
+        assert bystander.call(METADATA_ALL, MetadataResponse, correlation_id=2).brokers
+
+
+def test_unknown_api_key_closes_the_connection(broker) -> None:
+    with Wire(broker.bootstrap) as wire:
+        wire.send_raw(struct.pack(">ihhi", 10, 999, 0, 1) + b"\xff\xff")
+        assert wire.closed_by_peer()
+
+
+def test_disconnect_mid_request_leaves_no_partial_state(broker, unique) -> None:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    from kio.schema.produce.v9 import request as produce_req
+
+    topic = unique("partial")
+    create_topic(broker.bootstrap, topic)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for i in range(10):
+        builder.append(i, timestamp=1000 + i, key=None, value=b"half", headers=[])
+    records = bytes(builder.build())
+    frame = encode_request(
+        produce_req.ProduceRequest(
+            transactional_id=None,
+            acks=1,
+            timeout=timedelta(seconds=5),
+            topic_data=(
+                produce_req.TopicProduceData(
+                    name=topic,
+                    partition_data=(produce_req.PartitionProduceData(index=0, records=records),),
+                ),
+            ),
+        )
+    )
+    with Wire(broker.bootstrap) as wire:
+        wire.send_raw(frame[: len(frame) // 2])
+    with Wire(broker.bootstrap) as wire:
+        response = wire.call(_fetch(topic, 0, max_wait_ms=0, min_bytes=0), FetchResponse)
+    part = response.responses[0].partitions[0]
+    assert part.high_watermark == 0 and not part.records
+    # the same frame sent whole is appended once
+    with Wire(broker.bootstrap) as wire:
+        wire.send_raw(frame)
+        assert wire.read_frame() is not None
+        response = wire.call(_fetch(topic, 0, max_wait_ms=0, min_bytes=0), FetchResponse, 3)
+    assert response.responses[0].partitions[0].high_watermark == 10
+
+
+def test_fetch_long_poll_returns_when_data_arrives(broker, unique) -> None:
+    topic = unique("longpoll")
+    create_topic(broker.bootstrap, topic)
+    result: dict[str, object] = {}
+
+    def fetch() -> None:
+        with Wire(broker.bootstrap, timeout=90) as wire:
+            result["response"] = wire.call(
+                _fetch(topic, 0, max_wait_ms=60_000, min_bytes=1), FetchResponse
+            )
+
+    thread = threading.Thread(target=fetch)
+    thread.start()
+    produce(broker.bootstrap, topic, [(None, b"wake-up")])
+    thread.join(90)
+    part = result["response"].responses[0].partitions[0]
+    assert part.error_code == ErrorCode.none
+    assert part.high_watermark == 1 and b"wake-up" in bytes(part.records)
+
+
+def test_fetch_edges_empty_out_of_range_and_read_committed(broker, unique) -> None:
+    topic = unique("edges")
+    create_topic(broker.bootstrap, topic)
+    with Wire(broker.bootstrap) as wire:
+        empty = wire.call(_fetch(topic, 0, max_wait_ms=50, min_bytes=1), FetchResponse)
+        part = empty.responses[0].partitions[0]
+        assert part.error_code == ErrorCode.none and not part.records
+        produce(broker.bootstrap, topic, [(None, b"a"), (None, b"b")])
+        out = wire.call(_fetch(topic, 5, max_wait_ms=0, min_bytes=0), FetchResponse, 2)
+        assert out.responses[0].partitions[0].error_code == ErrorCode.offset_out_of_range
+        committed = wire.call(
+            _fetch(topic, 0, max_wait_ms=0, min_bytes=0, isolation=1), FetchResponse, 3
+        )
+        part = committed.responses[0].partitions[0]
+        assert part.last_stable_offset == part.high_watermark == 2
+        assert part.aborted_transactions == ()
+        missing = wire.call(
+            _fetch(topic + "-nope", 0, max_wait_ms=0, min_bytes=0), FetchResponse, 4
+        )
+        assert missing.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
