@@ -17,7 +17,8 @@ from warehouse.compile.graph import TableGraph
 from warehouse.spec.checks import check_project
 from warehouse.spec.config import WarehouseConfig
 from warehouse.spec.errors import Problem, ProjectError, UnknownTableError
-from warehouse.spec.loader import load_config, load_schemas, load_tables
+from warehouse.spec.layers import load_tables
+from warehouse.spec.loader import load_config, load_schemas
 from warehouse.spec.pycode import ImportProblem, import_reference
 from warehouse.spec.schemas import Columns
 from warehouse.spec.table import TableDefinition

@@ -13,6 +13,8 @@ from warehouse.spec.config import (
     WarehouseConfig,
     resolve_config,
 )
+from warehouse.spec.errors import Problem, ProjectError, UnknownTableError
+from warehouse.spec.schemas import Column, Columns
 from warehouse.spec.table import (
     LAYERS,
     Aggregate,
@@ -38,6 +40,8 @@ __all__ = [
     "LAYERS",
     "Aggregate",
     "AppendSink",
+    "Column",
+    "Columns",
     "Dedupe",
     "EmbeddedBroker",
     "Engines",
@@ -47,6 +51,8 @@ __all__ = [
     "KafkaSecurity",
     "KafkaSettings",
     "KafkaSource",
+    "Problem",
+    "ProjectError",
     "Publish",
     "Scd2Sink",
     "Source",
@@ -55,6 +61,7 @@ __all__ = [
     "TableSpec",
     "Transform",
     "Trigger",
+    "UnknownTableError",
     "UpsertSink",
     "WarehouseConfig",
     "Watermark",

@@ -61,3 +61,21 @@ def test_dumped_specs_load_back_equal(name: str, tmp_path: Path) -> None:
         assert reloaded.tables[table].spec == definition.spec
         assert reloaded.tables[table].sql == definition.sql
         assert list(reloaded.schemas[table]) == list(original.schemas[table])
+
+
+def test_python_defined_sql_file_is_relative_to_the_module(tmp_path: Path) -> None:
+    shutil.copytree(PROJECTS / "python_defined", tmp_path / "p")
+    dwd = tmp_path / "p" / "layers" / "dwd"
+    module = dwd / "tables.py"
+    module.write_text(
+        module.read_text().replace(
+            'Transform(sql="SELECT order_id, amount, ts FROM source")',
+            'Transform(sql_file="sql/orders.sql")',
+        )
+    )
+    (dwd / "sql").mkdir()
+    (dwd / "sql" / "orders.sql").write_text("SELECT order_id, ts, amount * 2 AS amount FROM source")
+    loaded = Project.load(tmp_path / "p", environ={})
+    definition = loaded.tables["dwd_orders"]
+    assert definition.sql_path == "layers/dwd/sql/orders.sql"
+    assert loaded.schemas["dwd_orders"].names == ["order_id", "ts", "amount"]
