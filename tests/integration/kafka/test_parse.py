@@ -49,8 +49,24 @@ def test_json_good_and_bad_with_reasons(spark) -> None:
     assert_rows(
         good,
         [
-            Row(order_id=1, amount=12.5, city="Oslo", _topic="t", _partition=0, _offset=0, _timestamp=TS),
-            Row(order_id=4, amount=1.0, city=None, _topic="t", _partition=0, _offset=5, _timestamp=TS),
+            Row(
+                order_id=1,
+                amount=12.5,
+                city="Oslo",
+                _topic="t",
+                _partition=0,
+                _offset=0,
+                _timestamp=TS,
+            ),
+            Row(
+                order_id=4,
+                amount=1.0,
+                city=None,
+                _topic="t",
+                _partition=0,
+                _offset=5,
+                _timestamp=TS,
+            ),
         ],
     )
     assert_rows(
@@ -64,7 +80,15 @@ def test_json_good_and_bad_with_reasons(spark) -> None:
             Row(_offset=7, _error="value is null"),
         ],
     )
-    assert bad.columns == ["key", "value", "_topic", "_partition", "_offset", "_timestamp", "_error"]
+    assert bad.columns == [
+        "key",
+        "value",
+        "_topic",
+        "_partition",
+        "_offset",
+        "_timestamp",
+        "_error",
+    ]
     raw = bad.where("_offset = 1").select("value").first()
     assert raw is not None and bytes(raw.value) == b"not json"
 
@@ -83,8 +107,10 @@ def test_raw_keeps_key_and_value_bytes(spark) -> None:
     good, bad = parse_kafka(df, format="raw")
     assert_rows(
         good.select("key", "value", "_offset"),
-        [Row(key=bytearray(b"k1"), value=bytearray(b"\x00\x01"), _offset=0),
-         Row(key=None, value=None, _offset=1)],
+        [
+            Row(key=bytearray(b"k1"), value=bytearray(b"\x00\x01"), _offset=0),
+            Row(key=None, value=None, _offset=1),
+        ],
     )
     assert bad.count() == 0
 
@@ -96,9 +122,18 @@ def test_debezium_envelope_bare_and_wrapped(spark) -> None:
     df = kafka_frame(
         spark,
         [
-            ("k", '{"payload": {"before": null, "after": {"user_id": 1, "city": "Oslo"}, "op": "c", "source": {"ts_ms": 100}}}'),
-            ("k", '{"before": {"user_id": 1, "city": "Oslo"}, "after": {"user_id": 1, "city": "Rome"}, "op": "u", "source": {"ts_ms": 200}}'),
-            ("k", '{"before": {"user_id": 1, "city": "Rome"}, "after": null, "op": "d", "source": {"ts_ms": 300}}'),
+            (
+                "k",
+                '{"payload": {"before": null, "after": {"user_id": 1, "city": "Oslo"}, "op": "c", "source": {"ts_ms": 100}}}',
+            ),
+            (
+                "k",
+                '{"before": {"user_id": 1, "city": "Oslo"}, "after": {"user_id": 1, "city": "Rome"}, "op": "u", "source": {"ts_ms": 200}}',
+            ),
+            (
+                "k",
+                '{"before": {"user_id": 1, "city": "Rome"}, "after": null, "op": "d", "source": {"ts_ms": 300}}',
+            ),
             ("k", None),  # tombstone after a delete: skipped, not bad
             ("k", '{"after": {"user_id": 2, "city": "Pisa"}, "op": "r", "source": {"ts_ms": 50}}'),
             ("k", '{"after": {"user_id": 3}, "op": "x", "source": {"ts_ms": 1}}'),
@@ -142,7 +177,9 @@ def test_upsert_json_values_and_deletes(spark) -> None:
     assert_rows(
         good.select("user_id", "city", "_deleted", "_key", "_offset"),
         [
-            Row(user_id=1, city="Oslo", _deleted=False, _key=bytearray(b'{"user_id": 1}'), _offset=0),
+            Row(
+                user_id=1, city="Oslo", _deleted=False, _key=bytearray(b'{"user_id": 1}'), _offset=0
+            ),
             Row(user_id=1, city=None, _deleted=True, _key=bytearray(b'{"user_id": 1}'), _offset=1),
         ],
     )

@@ -1,0 +1,208 @@
+"""The Python Kafka source on real Spark against a real broker process.
+
+Every test checks records by their Kafka coordinates `(topic, partition, offset)`:
+each offset exactly once, nothing outside the requested range.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from streams.kafka import DataLossError, native_kafka_available, read_kafka_stream
+from streams.kafka.admin import add_partitions, end_offsets, ensure_topic, produce
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+Coord = tuple[str, int, int]
+
+
+class Run:
+    """Runs one `availableNow` query into foreachBatch and keeps what each batch saw."""
+
+    def __init__(self, spark, checkpoint: Path) -> None:
+        self.spark = spark
+        self.checkpoint = checkpoint
+        self.batches: list[list[tuple[str, int, int, bytes | None]]] = []
+
+    def __call__(self, **kwargs: Any) -> list[tuple[str, int, int, bytes | None]]:
+        df = read_kafka_stream(self.spark, **kwargs)
+        seen: list[list[tuple[str, int, int, bytes | None]]] = []
+
+        def sink(batch, batch_id: int) -> None:
+            rows = batch.select("topic", "partition", "offset", "value").collect()
+            seen.append(
+                [
+                    (
+                        r.topic,
+                        r.partition,
+                        r.offset,
+                        bytes(r.value) if r.value is not None else None,
+                    )
+                    for r in rows
+                ]
+            )
+
+        query = (
+            df.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(self.checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            assert query.awaitTermination(240), "query did not finish in 240 s"
+            if query.exception() is not None:
+                raise query.exception()  # type: ignore[misc]
+        finally:
+            query.stop()
+        self.batches += seen
+        return [r for b in seen for r in b]
+
+
+def coords(rows: list[tuple[str, int, int, Any]]) -> list[Coord]:
+    return sorted((t, p, o) for t, p, o, _ in rows)
+
+
+def fill(bootstrap: str, topic: str, counts: dict[int, int], tag: str = "v") -> None:
+    for part, n in counts.items():
+        produce(bootstrap, topic, [(None, f"{tag}-{part}-{i}") for i in range(n)], partition=part)
+
+
+def test_exact_ranges_across_rate_limited_batches(spark, broker, unique, tmp_path) -> None:
+    topic = unique("exact")
+    ensure_topic(broker.bootstrap, topic, partitions=3)
+    fill(broker.bootstrap, topic, {0: 120, 1: 40, 2: 7})
+    run = Run(spark, tmp_path / "cp")
+    rows = run(
+        bootstrap=broker.bootstrap, topics=topic, max_offsets_per_trigger=50, split_offsets=30
+    )
+    expected = [(topic, p, o) for p, n in {0: 120, 1: 40, 2: 7}.items() for o in range(n)]
+    assert coords(rows) == sorted(expected)  # every offset once: no loss, no duplicate
+    assert len(run.batches) >= 4 and all(len(b) <= 50 for b in run.batches)
+    # records and coordinates belong together
+    assert all(v == f"v-{p}-{o}".encode() for _, p, o, v in rows)
+
+    # The checkpoint resumes exactly after the last batch.
+    fill(broker.bootstrap, topic, {1: 5}, tag="w")
+    again = run(bootstrap=broker.bootstrap, topics=topic, max_offsets_per_trigger=50)
+    assert coords(again) == [(topic, 1, o) for o in range(40, 45)]
+
+
+def test_starting_offsets_latest_and_explicit(spark, broker, unique, tmp_path) -> None:
+    topic = unique("start")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    fill(broker.bootstrap, topic, {0: 10, 1: 10})
+
+    latest = Run(spark, tmp_path / "latest")
+    assert latest(bootstrap=broker.bootstrap, topics=[topic], starting_offsets="latest") == []
+    fill(broker.bootstrap, topic, {0: 3}, tag="late")
+    rows = latest(bootstrap=broker.bootstrap, topics=[topic], starting_offsets="latest")
+    assert coords(rows) == [(topic, 0, o) for o in range(10, 13)]
+
+    explicit = Run(spark, tmp_path / "explicit")
+    rows = explicit(
+        bootstrap=broker.bootstrap, topics=topic, starting_offsets={topic: {"0": 11, "1": -1}}
+    )
+    assert coords(rows) == [(topic, 0, 11), (topic, 0, 12)]
+
+
+def test_pattern_picks_up_new_topics_and_partitions(spark, broker, unique, tmp_path) -> None:
+    prefix = unique("pat")
+    first, second = f"{prefix}.a", f"{prefix}.b"
+    ensure_topic(broker.bootstrap, first, partitions=1)
+    fill(broker.bootstrap, first, {0: 4})
+    run = Run(spark, tmp_path / "cp")
+    kwargs = dict(bootstrap=broker.bootstrap, pattern=f"{prefix}\\..*")
+    assert coords(run(**kwargs)) == [(first, 0, o) for o in range(4)]
+
+    ensure_topic(broker.bootstrap, second, partitions=1)
+    fill(broker.bootstrap, second, {0: 2})
+    add_partitions(broker.bootstrap, first, 2)
+    fill(broker.bootstrap, first, {0: 1, 1: 3})
+    rows = run(**kwargs)
+    assert coords(rows) == sorted(
+        [(first, 0, 4)] + [(first, 1, o) for o in range(3)] + [(second, 0, 0), (second, 0, 1)]
+    )
+
+
+def _wait_for_retention(bootstrap: str, topic: str, above: int, timeout: float = 60) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    from streams.kafka.admin import watermarks
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        low, _ = watermarks(admin, {topic: [0]}, read_committed=False)
+        if low[(topic, 0)] > above:
+            return low[(topic, 0)]
+        time.sleep(0.2)
+    pytest.fail(f"retention did not delete the first segment of `{topic}` in {timeout}s")
+
+
+def test_data_loss_fails_or_skips(spark, broker_factory, unique, tmp_path) -> None:
+    b = broker_factory(**{"log.retention.check.interval.ms": 100})
+    topic = unique("loss")
+    ensure_topic(
+        b.bootstrap,
+        topic,
+        partitions=1,
+        config={"segment.bytes": "2048", "retention.bytes": "4096"},
+    )
+    for _ in range(10):  # separate batches so segments roll
+        produce(b.bootstrap, topic, [(None, "x" * 100) for _ in range(10)])
+    earliest = _wait_for_retention(b.bootstrap, topic, above=0)
+    end = end_offsets(b.bootstrap, topic)[topic][0]
+
+    with pytest.raises(Exception) as info:
+        Run(spark, tmp_path / "fail")(
+            bootstrap=b.bootstrap, topics=topic, starting_offsets={topic: {"0": 0}}
+        )
+    message = str(info.value)
+    assert DataLossError.__name__ in message or "no longer available" in message
+    assert f"`{topic}` partition 0: offset 0" in message and "earliest offset is" in message
+
+    rows = Run(spark, tmp_path / "skip")(
+        bootstrap=b.bootstrap, topics=topic, starting_offsets={topic: {"0": 0}}, on_data_loss="skip"
+    )
+    got = coords(rows)
+    low_now = got[0][2]
+    assert low_now >= earliest
+    assert got == [(topic, 0, o) for o in range(low_now, end)]
+
+
+def test_read_committed_skips_aborted_records(spark, broker, unique, tmp_path) -> None:
+    topic = unique("txn")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("tx")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, value=f"aborted-{i}".encode(), partition=0)
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    for i in range(4):
+        producer.produce(topic, value=f"committed-{i}".encode(), partition=0)
+    producer.commit_transaction(30)
+    # The range ends on a commit marker: the read must still terminate.
+    rows = Run(spark, tmp_path / "cp")(bootstrap=broker.bootstrap, topics=topic)
+    assert sorted(v for *_, v in rows) == [f"committed-{i}".encode() for i in range(4)]
+    assert len({o for _, _, o, _ in rows}) == 4
+
+
+def test_native_engine_reads_the_same_ranges(spark, broker, unique, tmp_path) -> None:
+    if not native_kafka_available(spark):
+        pytest.skip("Spark's native Kafka source (spark-sql-kafka-0-10) is not on the class path")
+    topic = unique("native")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    fill(broker.bootstrap, topic, {0: 30, 1: 5})
+    run = Run(spark, tmp_path / "cp")
+    rows = run(
+        bootstrap=broker.bootstrap, topics=topic, max_offsets_per_trigger=10, engine="native"
+    )
+    assert coords(rows) == sorted(
+        [(topic, 0, o) for o in range(30)] + [(topic, 1, o) for o in range(5)]
+    )
