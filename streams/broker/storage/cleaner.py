@@ -155,8 +155,8 @@ def _clean_group(
             changed |= kept is not data
             if kept:
                 out.append(kept)
-    if not changed:
-        return False
+    if not changed and len(group) == 1:
+        return False  # nothing to drop and nothing to merge
     cleaned = segment_file(directory, base, LOG_SUFFIX + CLEANED_SUFFIX)
     with open(cleaned, "wb") as f:
         for chunk in out:

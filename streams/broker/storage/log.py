@@ -509,7 +509,7 @@ class PartitionLog:
         remaining = sum(s.size for s in self._segments)
         n = 0
         for seg in self._segments:
-            if seg.next_offset > hw or seg.size == 0:
+            if seg.next_offset > hw:
                 break
             by_time = c.retention_ms >= 0 and self._largest_time(seg) < now_ms - c.retention_ms
             by_size = c.retention_bytes >= 0 and remaining - seg.size >= c.retention_bytes
