@@ -19,7 +19,7 @@ from warehouse.spec.config import WarehouseConfig
 from warehouse.spec.errors import Problem, ProjectError, UnknownTableError
 from warehouse.spec.layers import load_tables
 from warehouse.spec.loader import load_config, load_schemas
-from warehouse.spec.pycode import ImportProblem, import_reference
+from warehouse.spec.pycode import ImportProblem, forget_modules, import_reference
 from warehouse.spec.schemas import Columns
 from warehouse.spec.table import TableDefinition
 
@@ -81,6 +81,7 @@ class Project:
         problems += found
         payload, broken, found = load_schemas(project_dir)
         problems += found
+        forget_modules()
         definitions, found = load_tables(project_dir)
         problems += found
         checked = check_project(project_dir, definitions, payload, broken)

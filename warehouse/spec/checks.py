@@ -202,6 +202,16 @@ class _Checker:
             cols = kafka_columns(src.kafka.format, payload)
         else:
             cols = table_source_columns(known.get(str(src.table), unknown), src.read)
+        for i, join in enumerate(src.join_streams):
+            if join.watermark is not None:
+                self._need(
+                    d,
+                    f"source.join_streams[{i}].watermark.column",
+                    join.watermark.column,
+                    [known.get(join.table, unknown)],
+                    "join watermark column",
+                    where=f"`{join.table}`",
+                )
         out = cols
         if d.sql is not None:
             out = self._sql(d, cols, known)
@@ -297,12 +307,14 @@ class _Checker:
         what: str,
         *,
         fix: str | None = None,
+        where: str | None = None,
     ) -> None:
         if any(c.opaque or c.has(name) for c in options):
             return
-        where = "the transform output" if (d.sql or d.python) else "the source"
-        if d.spec.aggregate is not None and fld.startswith(("sink.", "expectations")):
-            where = "the aggregate output"
+        if where is None:
+            where = "the transform output" if (d.sql or d.python) else "the source"
+            if d.spec.aggregate is not None and fld.startswith(("sink.", "expectations")):
+                where = "the aggregate output"
         cols = options[-1]
         hint = _did_you_mean(name, cols.names)
         self.add(

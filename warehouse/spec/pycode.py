@@ -70,6 +70,13 @@ def project_imports(project_dir: Path) -> Iterator[None]:
             sys.path.remove(entry)
 
 
+def forget_modules(names: tuple[str, ...] = ("layers",)) -> None:
+    """Drop imported modules under `names` so a new load imports the files as they are now
+    (a notebook that edits `layers/*.py` and loads the project again sees the edit)."""
+    for name in [n for n in list(sys.modules) if n.split(".", 1)[0] in names]:
+        sys.modules.pop(name, None)
+
+
 def import_module(project_dir: Path, module: str) -> Any:
     """Import `module` from the project; any failure becomes an `ImportProblem`."""
     with project_imports(project_dir):

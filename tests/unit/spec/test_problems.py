@@ -133,6 +133,19 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
         ("conf/staging.yml", "engines.kafka", ("`turbo`",)),
         ("conf/staging.yml", "spark.cores", ("unknown key `cores`", "`master`")),
     ],
+    ("layout", "local"): [
+        ("layers/staging/", "", ("`staging` is not a layer", "`ods`, `dwd`, `dws`, `ads`")),
+        ("layers/loose.yml", "", ("inside a layer folder",)),
+        ("layers/ods/empty.yml", "", ("the file is empty",)),
+        ("layers/ods/list.yml", "", ("a mapping", "not a list")),
+        ("layers/ods/twice.yml", "table", ("key `table` appears twice", "lines 1 and 3")),
+        ("layers/dwd/joined.yml", "transform.sql_file", ("`missing.sql` not found",)),
+        (
+            "layers/dwd/streams.yml",
+            "source.join_streams[0].watermark.column",
+            ("join watermark column `event_time` is not a column of `ods_ok`", "`key`, `value`"),
+        ),
+    ],
     ("shop", "prod"): [
         ("conf/prod.yml", "", ("no config for env `prod`", "`local`")),
     ],
