@@ -22,7 +22,7 @@ def fill(d: str, sizes: list[int]) -> tuple[PartitionLog, list[tuple[int, bytes 
     for i, n in enumerate(sizes):
         log.append(value_batch(n, size=40 + 7 * i))
     log.flush()
-    return log, [(r[0], r[3]) for r in kafka_python_records(log.read(0, 10**8))]
+    return log, all_records(log)
 
 
 def all_records(log: PartitionLog) -> list[tuple[int, bytes | None]]:
