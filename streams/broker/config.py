@@ -100,6 +100,8 @@ class BrokerConfig:
     compaction_interval_ms: int = 15_000
     flush_interval_ms: int = 1_000
     fetch_max_bytes: int = 55 * 1024 * 1024
+    fetch_max_wait_ms: int = 30_000
+    max_partitions_per_topic: int = 1_000
     topic_defaults: dict[str, str] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -137,6 +139,8 @@ class BrokerConfig:
             compaction_interval_ms=_int(raw, "log.cleaner.backoff.ms", 15_000, minimum=10),
             flush_interval_ms=_int(raw, "log.flush.scheduler.interval.ms", 1_000, minimum=1),
             fetch_max_bytes=_int(raw, "fetch.max.bytes", 55 * 1024 * 1024, minimum=1024),
+            fetch_max_wait_ms=_int(raw, "fetch.max.wait.ms", 30_000, minimum=0),
+            max_partitions_per_topic=_int(raw, "max.partitions.per.topic", 1_000, minimum=1),
             topic_defaults=topic_defaults,
             raw=raw,
         )

@@ -46,6 +46,8 @@ _API = struct.Struct(">hhi")
 class FrameError(InvalidRequestError):
     """A frame that cannot be a Kafka request: the connection that sent it is closed."""
 
+    message = "bad frame"
+
 
 @dataclass(frozen=True, slots=True)
 class RequestFrame:

@@ -102,7 +102,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     module = response_module(API_KEY, ctx.api_version)
     max_wait = request.max_wait
     wait_s = max_wait.total_seconds() if isinstance(max_wait, timedelta) else int(max_wait) / 1000
-    deadline = time.monotonic() + max(0.0, wait_s)
+    # capped: a client that vanished must not pin a request for 24 days
+    wait_s = min(max(0.0, wait_s), ctx.broker.config.fetch_max_wait_ms / 1000)
+    deadline = time.monotonic() + wait_s
     min_bytes = int(request.min_bytes)
     watched = [(t.topic, int(p.partition)) for t in request.topics for p in t.partitions]
     while True:

@@ -33,10 +33,12 @@ def _create_one(
         catalog.validate_topic_name(name)
         if catalog.partition_count(broker, name) is not None:
             return ErrorCode.topic_already_exists, f"Topic `{name}` already exists.", -1, {}
-        if partitions < 1:
+        limit = broker.config.max_partitions_per_topic
+        if not 1 <= partitions <= limit:
             return (
                 ErrorCode.invalid_partitions,
-                f"Topic `{name}`: num_partitions `{partitions}` must be >= 1.",
+                f"Topic `{name}`: num_partitions `{partitions}` must be between 1 and {limit} "
+                "(broker config max.partitions.per.topic).",
                 -1,
                 {},
             )
@@ -147,6 +149,12 @@ def _add_partitions(
         return (
             ErrorCode.invalid_partitions,
             f"Topic `{name}` has {current} partitions; the new count `{total}` must be larger.",
+        )
+    limit = ctx.broker.config.max_partitions_per_topic
+    if total > limit:
+        return (
+            ErrorCode.invalid_partitions,
+            f"Topic `{name}`: `{total}` partitions exceed max.partitions.per.topic ({limit}).",
         )
     if topic.assignments:
         return ErrorCode.invalid_request, "Manual replica assignments are not supported."

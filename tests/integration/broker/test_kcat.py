@@ -1,0 +1,46 @@
+"""kcat (Debian's, linking librdkafka 2.0.2) against the broker: produce, consume, metadata."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.integration.broker.clients import consume_all, create_topic
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.skipif(
+        shutil.which("kcat") is None,
+        reason="kcat is not on PATH (Debian: apt-get install -y kcat)",
+    ),
+]
+
+
+def _kcat(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["kcat", *args], input=stdin, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_kcat_produces_consumes_and_lists_metadata(broker, unique) -> None:
+    topic = unique("kcat")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    lines = [f"key{i}:value{i}" for i in range(30)]
+    out = _kcat("-b", broker.bootstrap, "-P", "-t", topic, "-K", ":", stdin="\n".join(lines) + "\n")
+    assert out.returncode == 0, out.stderr
+
+    got = consume_all(broker.bootstrap, topic, [0, 1], expected=30)
+    assert sorted((k, v) for _, _, k, v in got) == sorted(
+        (f"key{i}".encode(), f"value{i}".encode()) for i in range(30)
+    )
+
+    out = _kcat("-b", broker.bootstrap, "-C", "-t", topic, "-e", "-q", "-f", "%k=%s\\n")
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.split()) == sorted(f"key{i}=value{i}" for i in range(30))
+    assert "Read underflow" not in out.stderr
+
+    out = _kcat("-b", broker.bootstrap, "-L", "-t", topic)
+    assert out.returncode == 0, out.stderr
+    assert f'topic "{topic}" with 2 partitions' in out.stdout
