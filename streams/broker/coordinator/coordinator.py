@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from streams.broker.server import Broker
 
 logger = logging.getLogger(__name__)
+
+PRODUCER_SNAPSHOT_FILE = "producer-state.snapshot.json"
 
 
 def _int(raw: dict[str, str], key: str, default: int) -> int:
@@ -73,6 +77,7 @@ class Coordinator(BrokerExtension):
         self.sasl_users = load_users(raw)
         logs = broker.logs
         self.producers = ProducerStateManager(self._get_log)
+        self._restore_producer_snapshot()
         self.groups = GroupCoordinator(
             logs,
             initial_rebalance_delay_ms=_int(raw, "group.initial.rebalance.delay.ms", 0),
@@ -105,6 +110,36 @@ class Coordinator(BrokerExtension):
             self.groups.flush()
         if self.txns is not None:
             self.txns.flush()
+        self._write_producer_snapshot()
+
+    # A clean shutdown leaves the producer state of every partition touched, so the
+    # next start need not rescan those logs. The file is removed as soon as it is
+    # read: after an unclean stop the state is rebuilt from the logs themselves.
+    def _snapshot_path(self) -> Any:
+        assert self.broker is not None
+        return self.broker.config.data_dir / PRODUCER_SNAPSHOT_FILE
+
+    def _restore_producer_snapshot(self) -> None:
+        assert self.producers is not None
+        path = self._snapshot_path()
+        if not path.exists():
+            return
+        try:
+            self.producers.restore(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            logger.warning("ignoring unreadable producer-state snapshot %s: %s", path, e)
+        path.unlink(missing_ok=True)
+
+    def _write_producer_snapshot(self) -> None:
+        if self.producers is None or self.broker is None:
+            return
+        path = self._snapshot_path()
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(self.producers.snapshot()))
+            os.replace(tmp, path)
+        except OSError as e:
+            logger.warning("could not write producer-state snapshot %s: %s; state is rebuilt from the logs", path, e)
 
     async def _ticker(self, tick_ms: int) -> None:
         while True:

@@ -226,6 +226,13 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     if request.topics is not None:
         wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
     found = coord.groups.fetch_offsets(request.group_id, wanted)
+    # KIP-447: a read_committed consumer must not start from an offset a pending
+    # transaction is about to replace; it retries on UNSTABLE_OFFSET_COMMIT.
+    unstable = (
+        coord.txns.pending_offsets(request.group_id)
+        if getattr(request, "require_stable", False) and coord.txns is not None
+        else set()
+    )
     by_topic: dict[str, list[Any]] = {}
     for topic, partition in wanted if wanted is not None else sorted(found):
         committed = found.get((topic, partition))
@@ -236,7 +243,7 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
                 committed_offset=committed.offset if committed else -1,
                 committed_leader_epoch=-1,
                 metadata=(committed.metadata if committed else "") or "",
-                error_code=ErrorCode.none,
+                error_code=ErrorCode.unstable_offset_commit if (topic, partition) in unstable else ErrorCode.none,
             )
         )
     topics = tuple(

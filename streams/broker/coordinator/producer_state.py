@@ -173,6 +173,22 @@ class PartitionProducers:
                 entry.txn_first_offset = base_offset
             entry.txn_last_offset = last_offset
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            str(pid): [e.epoch, [[b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in e.batches],
+                       e.txn_first_offset, e.txn_last_offset]
+            for pid, e in self.entries.items()
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PartitionProducers:
+        state = cls()
+        for pid, (epoch, batches, first, last) in data.items():
+            entry = ProducerEntry(epoch=epoch, txn_first_offset=first, txn_last_offset=last)
+            entry.batches.extend(_CachedBatch(*b) for b in batches)
+            state.entries[int(pid)] = entry
+        return state
+
     def first_unstable_offset(self) -> int | None:
         firsts = [e.txn_first_offset for e in self.entries.values() if e.txn_first_offset is not None]
         return min(firsts) if firsts else None
@@ -192,24 +208,39 @@ class PartitionProducers:
 
 
 class ProducerStateManager:
-    """Producer entries of every partition, loaded lazily from the logs."""
+    """Producer entries of every partition, loaded lazily from the logs.
+
+    A partition's state is tied to the log object it was built from: when a
+    topic is deleted and created again, the new log gets fresh state. At a clean
+    shutdown ``snapshot()`` returns every loaded partition's state with the log
+    end offset it is valid for; ``restore()`` of that snapshot on the next start
+    lets a partition skip the scan when its log still ends there (or scan only
+    the tail written after it).
+    """
 
     def __init__(self, get_log: Callable[[str, int], Any] | None) -> None:
         self._get_log = get_log
-        self._partitions: dict[tuple[str, int], PartitionProducers] = {}
+        self._partitions: dict[tuple[str, int], tuple[Any, PartitionProducers]] = {}
+        self._snapshots: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
 
     def partition(self, topic: str, partition: int) -> PartitionProducers:
-        state = self._partitions.get((topic, partition))
-        if state is None:
-            state = self._partitions[(topic, partition)] = self.load_partition(topic, partition)
+        log = self._get_log(topic, partition) if self._get_log is not None else None
+        cached = self._partitions.get((topic, partition))
+        if cached is not None and cached[0] is log:
+            return cached[1]
+        state = self.load_partition(topic, partition, log)
+        self._partitions[(topic, partition)] = (log, state)
         return state
 
-    def load_partition(self, topic: str, partition: int) -> PartitionProducers:
+    def load_partition(self, topic: str, partition: int, log: Any = None) -> PartitionProducers:
         state = PartitionProducers()
-        log = self._get_log(topic, partition) if self._get_log is not None else None
         if log is None:
             return state
         offset, end, n = log.log_start_offset, log.log_end_offset, 0
+        snap = self._snapshots.pop((topic, partition), None)
+        if snap is not None and log.log_start_offset <= snap[0] <= end:
+            state = PartitionProducers.from_json(snap[1])
+            offset = snap[0]
         while offset < end:
             data = log.read(offset, _SCAN_CHUNK)
             next_offset = offset
@@ -222,16 +253,30 @@ class ProducerStateManager:
             if next_offset <= offset:
                 break
             offset = next_offset
-        if state.entries:
+        if n or state.entries:
             logger.info(
-                "%s-%d: rebuilt state of %d producers from %d batches (open transactions from %s)",
+                "%s-%d: producer state of %d producers (%s, %d batches scanned; open transactions from %s)",
                 topic,
                 partition,
                 len(state.entries),
+                "from snapshot" if snap is not None else "rebuilt from the log",
                 n,
                 state.first_unstable_offset(),
             )
         return state
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """Every loaded partition's state with the log end offset it is valid for."""
+        out = []
+        for (topic, partition), (log, state) in self._partitions.items():
+            if log is None:
+                continue
+            out.append({"topic": topic, "partition": partition, "end": log.log_end_offset, "state": state.to_json()})
+        return out
+
+    def restore(self, snapshot: list[dict[str, Any]]) -> None:
+        for item in snapshot:
+            self._snapshots[(item["topic"], item["partition"])] = (item["end"], item["state"])
 
     def forget(self, topic: str) -> None:
         for key in [k for k in self._partitions if k[0] == topic]:

@@ -339,6 +339,14 @@ class TransactionCoordinator:
         if self._on_marker is not None:
             self._on_marker(topic, partition)
 
+    def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions of ``group_id`` with a transactional offset commit not yet ended."""
+        out: set[tuple[str, int]] = set()
+        for txn in self.txns.values():
+            if txn.state is TxnState.ONGOING:
+                out.update(txn.pending_offsets.get(group_id, ()))
+        return out
+
     # ---- time ----------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:
