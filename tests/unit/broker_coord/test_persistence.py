@@ -1,0 +1,192 @@
+"""Coordinator state in internal logs on the real storage (no server): replay after reopen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kio.schema.errors import ErrorCode
+
+from streams.broker.coordinator.group import GroupState
+from streams.broker.coordinator.groups import CommittedOffset, GroupCoordinator
+from streams.broker.coordinator.internal_log import CONSUMER_OFFSETS, TRANSACTION_STATE
+from streams.broker.coordinator.producer_state import ProducerStateManager
+from streams.broker.coordinator.transactions import TransactionCoordinator, TxnState
+from streams.broker.storage import LogManager
+from tests.unit.broker_coord.test_producer_state import batch
+
+
+def open_logs(path: Path) -> LogManager:
+    return LogManager(path).load()
+
+
+def make(logs: LogManager, now: int = 1_000):
+    producers = ProducerStateManager(logs.get_log)
+    groups = GroupCoordinator(logs)
+    txns = TransactionCoordinator(logs, producers=producers, groups=groups, now_ms=now)
+    return producers, groups, txns
+
+
+def append(logs: LogManager, producers: ProducerStateManager, topic: str, data: bytes) -> int:
+    assert producers.check(topic, 0, data) is None
+    info = logs.get_log(topic, 0).append(data)
+    producers.on_appended(topic, 0, data, info.base_offset)
+    return info.base_offset
+
+
+def test_committed_offsets_and_generation_survive_reopen_and_deletes_stick(tmp_path):
+    logs = open_logs(tmp_path)
+    groups = GroupCoordinator(logs)
+    groups.commit_offsets("g1", {("t", 0): CommittedOffset(5, -1, "m"), ("t", 1): CommittedOffset(7)}, now_ms=1)
+    groups.commit_offsets("g1", {("t", 0): CommittedOffset(9)}, now_ms=2)
+    groups.commit_offsets("g2", {("t", 0): CommittedOffset(1)}, now_ms=3)
+    groups.get_or_create("g1").generation_id = 4
+    groups._persist_group(groups.groups["g1"])
+    assert groups.delete_group("g2") is ErrorCode.none
+    logs.close()
+
+    logs = open_logs(tmp_path)
+    assert CONSUMER_OFFSETS in logs.topics() and TRANSACTION_STATE not in logs.topics()
+    again = GroupCoordinator(logs)
+    assert {tp: o.offset for tp, o in again.fetch_offsets("g1", None).items()} == {("t", 0): 9, ("t", 1): 7}
+    assert again.fetch_offsets("g2", None) == {}
+    assert again.groups["g1"].generation_id == 4
+    assert again.groups["g1"].state is GroupState.EMPTY  # members must rejoin after a restart
+    assert "g2" not in again.groups
+    assert again.delete_group("g2") is ErrorCode.group_id_not_found
+    logs.close()
+
+
+def test_commit_validation_follows_membership(tmp_path):
+    groups = GroupCoordinator(None)
+    assert groups.validate_commit("new", "", -1) is ErrorCode.none  # standalone consumer
+    assert groups.validate_commit("new", "m", 3) is ErrorCode.illegal_generation
+    group = groups.get_or_create("g")
+    answers = []
+    group.join(member_id="", group_instance_id=None, client_id="c", client_host="h", session_timeout_ms=10_000,
+               rebalance_timeout_ms=10_000, protocol_type="consumer", protocols=[("range", b"")],
+               require_known_member_id=False, now_ms=0, callback=answers.append)
+    member = answers[0].member_id
+    assert groups.validate_commit("g", member, 1) is ErrorCode.rebalance_in_progress  # awaiting sync
+    group.sync(member_id=member, generation_id=1, assignments={}, now_ms=0, callback=answers.append)
+    assert groups.validate_commit("g", member, 1) is ErrorCode.none
+    assert groups.validate_commit("g", member, 0) is ErrorCode.illegal_generation
+    assert groups.validate_commit("g", "stranger", 1) is ErrorCode.unknown_member_id
+    assert groups.validate_commit("g", "", -1) is ErrorCode.unknown_member_id  # group has live members
+
+
+def test_commit_and_abort_write_markers_track_lso_and_index_the_abort(tmp_path):
+    logs = open_logs(tmp_path)
+    logs.create_topic("t", 1, {})
+    producers, groups, txns = make(logs)
+    err, pid, epoch = txns.init_producer_id("tx", 60_000, now_ms=1_000)
+    assert err is ErrorCode.none and epoch == 0
+
+    assert txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_001) is ErrorCode.none
+    assert append(logs, producers, "t", batch(pid, epoch, 0, 2, transactional=True)) == 0
+    assert producers.first_unstable_offset("t", 0) == 0
+    assert txns.end_txn("tx", pid, epoch, True, now_ms=1_002) is ErrorCode.none
+    log = logs.get_log("t", 0)
+    assert log.log_end_offset == 3  # 2 records + commit marker
+    assert producers.first_unstable_offset("t", 0) is None
+    assert txns.end_txn("tx", pid, epoch, True, now_ms=1_003) is ErrorCode.none  # a retried commit
+    assert txns.end_txn("tx", pid, epoch, False, now_ms=1_003) is ErrorCode.invalid_txn_state
+
+    txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_004)
+    assert append(logs, producers, "t", batch(pid, epoch, 2, 3, transactional=True)) == 3
+    assert txns.end_txn("tx", pid, epoch, False, now_ms=1_005) is ErrorCode.none
+    assert log.log_end_offset == 7
+    assert log.aborted_transactions(0, 7) == [(pid, 3)]
+    assert log.aborted_transactions(0, 3) == []
+    assert txns.txns["tx"].state is TxnState.COMPLETE_ABORT
+    logs.close()
+
+
+def test_ongoing_transaction_is_aborted_on_reopen_and_pending_offsets_dropped(tmp_path):
+    logs = open_logs(tmp_path)
+    logs.create_topic("t", 1, {})
+    producers, groups, txns = make(logs)
+    _, pid, epoch = txns.init_producer_id("tx", 60_000, now_ms=1_000)
+    txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_000)
+    txns.add_offsets("tx", pid, epoch, "g", now_ms=1_000)
+    assert txns.txn_offset_commit("tx", pid, epoch, "g", {("in", 0): CommittedOffset(42)}, now_ms=1_000) is ErrorCode.none
+    assert txns.pending_offsets("g") == {("in", 0)}
+    append(logs, producers, "t", batch(pid, epoch, 0, 2, transactional=True))
+    logs.close()  # the broker dies with the transaction open
+
+    logs = open_logs(tmp_path)
+    producers, groups, txns = make(logs, now=2_000)
+    txn = txns.txns["tx"]
+    assert txn.state is TxnState.COMPLETE_ABORT and txn.epoch == epoch + 1
+    assert logs.get_log("t", 0).log_end_offset == 3
+    assert logs.get_log("t", 0).aborted_transactions(0, 3) == [(pid, 0)]
+    assert producers.first_unstable_offset("t", 0) is None
+    assert groups.fetch_offsets("g", None) == {}
+    # the zombie's epoch is fenced, the re-initialised producer gets the next one
+    assert txns.end_txn("tx", pid, epoch, True, now_ms=2_001) is ErrorCode.producer_fenced
+    assert txns.init_producer_id("tx", 60_000, now_ms=2_002) == (ErrorCode.none, pid, epoch + 2)
+    logs.close()
+
+
+def test_committed_transaction_applies_its_offsets(tmp_path):
+    logs = open_logs(tmp_path)
+    producers, groups, txns = make(logs)
+    _, pid, epoch = txns.init_producer_id("tx", 60_000, now_ms=1_000)
+    assert txns.txn_offset_commit("tx", pid, epoch, "g", {("in", 0): CommittedOffset(1)}, now_ms=1_000) is ErrorCode.invalid_txn_state
+    txns.add_offsets("tx", pid, epoch, "g", now_ms=1_000)
+    txns.txn_offset_commit("tx", pid, epoch, "g", {("in", 0): CommittedOffset(42)}, now_ms=1_000)
+    assert groups.fetch_offsets("g", None) == {}
+    txns.end_txn("tx", pid, epoch, True, now_ms=1_001)
+    assert groups.fetch_offsets("g", None)[("in", 0)].offset == 42
+    assert txns.pending_offsets("g") == set()
+    logs.close()
+
+
+def test_transaction_timeout_aborts_and_fences(tmp_path):
+    logs = open_logs(tmp_path)
+    logs.create_topic("t", 1, {})
+    producers, groups, txns = make(logs)
+    _, pid, epoch = txns.init_producer_id("tx", 500, now_ms=1_000)
+    txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_000)
+    append(logs, producers, "t", batch(pid, epoch, 0, 1, transactional=True))
+    txns.tick(1_500)
+    assert txns.txns["tx"].state is TxnState.ONGOING
+    txns.tick(1_501)
+    assert txns.txns["tx"].state is TxnState.COMPLETE_ABORT
+    assert txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_502) is ErrorCode.producer_fenced
+    assert logs.get_log("t", 0).aborted_transactions(0, 2) == [(pid, 0)]
+    logs.close()
+
+
+def test_producer_ids_are_unique_across_reopen_and_timeouts_are_validated(tmp_path):
+    logs = open_logs(tmp_path)
+    _, _, txns = make(logs)
+    first = {txns.init_producer_id(None, 0, now_ms=1)[1] for _ in range(5)}
+    assert txns.init_producer_id("tx", 10**9, now_ms=1)[0] is ErrorCode.invalid_transaction_timeout
+    logs.close()
+    logs = open_logs(tmp_path)
+    _, _, txns = make(logs)
+    second = {txns.init_producer_id(None, 0, now_ms=1)[1] for _ in range(5)}
+    assert len(first | second) == 10
+    logs.close()
+
+
+def test_producer_state_snapshot_restores_without_scanning_and_rejects_stale_ones(tmp_path):
+    logs = open_logs(tmp_path)
+    logs.create_topic("t", 1, {})
+    producers = ProducerStateManager(logs.get_log)
+    append(logs, producers, "t", batch(5, 0, 0, 2))
+    append(logs, producers, "t", batch(6, 0, 0, 1, transactional=True))
+    snap = producers.snapshot()
+    assert snap == [{"topic": "t", "partition": 0, "end": 3, "state": producers.partition("t", 0).to_json()}]
+
+    restored = ProducerStateManager(logs.get_log)
+    restored.restore(snap)
+    append(logs, restored, "t", batch(5, 0, 2, 1))  # sequence continues from the snapshot
+    assert restored.first_unstable_offset("t", 0) == 2
+    dup = restored.check("t", 0, batch(5, 0, 0, 2))
+    assert dup is not None and dup.base_offset == 0
+
+    stale = ProducerStateManager(logs.get_log)
+    stale.restore([{**snap[0], "end": 99}])  # claims more than the log holds: ignored, log scanned
+    assert stale.partition("t", 0).entries[5].last_sequence == 2
+    logs.close()
