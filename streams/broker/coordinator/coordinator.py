@@ -54,6 +54,11 @@ def _int(raw: dict[str, str], key: str, default: int) -> int:
         raise ValueError(f"broker config `{key}`=`{value}` is invalid: expected an integer") from None
 
 
+def _log_flush_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("flush after a transaction marker failed: %s", task.exception())
+
+
 class Coordinator(BrokerExtension):
     """Groups, offsets, idempotent/transactional producers and SASL for one broker."""
 
@@ -88,7 +93,7 @@ class Coordinator(BrokerExtension):
             logs,
             producers=self.producers,
             groups=self.groups,
-            on_marker=broker.notifier.notify,
+            on_marker=self._marker_written,
             max_timeout_ms=_int(raw, "transaction.max.timeout.ms", 900_000),
             now_ms=self.now_ms(),
         )
@@ -148,6 +153,13 @@ class Coordinator(BrokerExtension):
                 self.tick(self.now_ms())
             except Exception:  # a bug in one tick must not stop session expiry for good
                 logger.exception("coordinator tick failed; retrying next tick")
+
+    def _marker_written(self, topic: str, partition: int) -> None:
+        assert self.broker is not None
+        self.broker.notifier.notify(topic, partition)  # the LSO moved: wake read_committed fetches
+        # under durability=sync the marker counts once flushed; share the group fsync
+        task = asyncio.get_running_loop().create_task(self.broker.flusher.flush())
+        task.add_done_callback(_log_flush_failure)
 
     def tick(self, now_ms: int) -> None:
         assert self.groups is not None and self.txns is not None
