@@ -154,53 +154,83 @@ def _check_columns(tree: exp.Expression, schema: Mapping[str, Columns]) -> list[
         return problems
 
     outputs: dict[int, list[str] | None] = {}  # scopes come inner first
-    for scope in scopes:
-        available: dict[str, list[str] | None] = {}
+    seen: set[int] = set()
+
+    def available(scope: Scope) -> dict[str, list[str] | None]:
+        # Not cached: an outer scope's sources gain outputs as its inner scopes are done.
+        found: dict[str, list[str] | None] = {}
         for alias, src in scope.sources.items():
             if isinstance(src, exp.Table):
                 cols = schema.get(_table_name(src))
-                available[alias] = None if cols is None or cols.opaque else cols.names
+                found[alias] = None if cols is None or cols.opaque else cols.names
             elif isinstance(src, Scope):
-                available[alias] = outputs.get(id(src))
+                found[alias] = outputs.get(id(src))
             else:
-                available[alias] = None
+                found[alias] = None
+        return found
+
+    for scope in scopes:
+        here = available(scope)
+        # Correlated subqueries and LATERAL see the sources of the scopes around them.
+        chain: list[dict[str, list[str] | None]] = []
+        outer: Scope | None = scope
+        while outer is not None:
+            chain.append(available(outer))
+            outer = outer.parent
         aliases = {
             s.alias
             for s in getattr(scope.expression, "expressions", [])
             if isinstance(s, exp.Alias)
         }
         for col in scope.columns:
-            name, qual = col.name, col.table
-            if qual:
-                if qual not in available:
-                    # `payload.city`: a struct field of a column, not a table alias
-                    if any(cs is None or _has(cs, qual) for cs in available.values()):
-                        continue
-                    problems.append(
-                        f"`{qual}.{name}` names `{qual}`, which is not a table or alias in "
-                        f"this query (there: {_names(list(available))})"
-                    )
-                    continue
-                cols = available[qual]
-                if cols is not None and not _has(cols, name):
-                    table = _source_label(scope, qual)
-                    problems.append(
-                        f"column `{name}` is not a column of {table} "
-                        f"(columns: {_names(cols)}). Fix the name or select it upstream."
-                    )
+            if id(col) in seen:  # a subquery's column, checked in its own (inner) scope
                 continue
-            if name in aliases or any(cs is None for cs in available.values()):
-                continue
-            if not any(_has(cs or [], name) for cs in available.values()):
-                listed = "; ".join(
-                    f"{_source_label(scope, a)}: {_names(cs or [])}" for a, cs in available.items()
-                )
-                problems.append(
-                    f"column `{name}` is not a column of any table in the query ({listed}). "
-                    "Fix the name or select it upstream."
-                )
-        outputs[id(scope)] = _scope_outputs(scope, available)
+            seen.add(id(col))
+            problem = _column_problem(scope, col, chain, aliases)
+            if problem:
+                problems.append(problem)
+        outputs[id(scope)] = _scope_outputs(scope, here)
     return problems
+
+
+def _column_problem(
+    scope: Scope,
+    col: exp.Column,
+    chain: list[dict[str, list[str] | None]],
+    aliases: set[str],
+) -> str | None:
+    parts = [p.name for p in col.parts]
+    every = [cs for level in chain for cs in level.values()]
+    if len(parts) >= 2:
+        qual, name = parts[0], parts[1]
+        level = next((lv for lv in chain if qual in lv), None)
+        if level is None:
+            # `payload.city`: a struct field of a column, not a table alias
+            if any(cs is None or _has(cs, qual) for cs in every):
+                return None
+            return (
+                f"`{'.'.join(parts)}` names `{qual}`, which is neither a table or alias in this "
+                f"query (there: {_names([a for lv in chain for a in lv if a])}) nor a column"
+            )
+        cols = level[qual]
+        if cols is None or _has(cols, name):
+            return None
+        return (
+            f"column `{name}` is not a column of {_source_label(scope, qual)} "
+            f"(columns: {_names(cols)}). Fix the name or select it upstream."
+        )
+    name = parts[0]
+    if name in aliases or any(cs is None for cs in every):
+        return None
+    if any(_has(cs or [], name) for cs in every):
+        return None
+    listed = "; ".join(
+        f"{_source_label(scope, a)}: {_names(cs or [])}" for lv in chain for a, cs in lv.items()
+    )
+    return (
+        f"column `{name}` is not a column of any table in the query ({listed}). "
+        "Fix the name or select it upstream."
+    )
 
 
 def _has(cols: list[str], name: str) -> bool:

@@ -47,7 +47,7 @@ def test_every_unknown_column_is_reported_with_the_available_ones() -> None:
     assert "column `ordr_id` is not a column of `source` (as `o`)" in result.problems[0]
     assert "`order_id`, `user_id`, `amount`" in result.problems[0]
     assert "column `citty` is not a column of any table" in result.problems[1]
-    assert "`x.y` names `x`, which is not a table or alias" in result.problems[2]
+    assert "`x.y` names `x`, which is neither a table or alias" in result.problems[2]
 
 
 def test_opaque_tables_are_not_checked_and_make_the_output_opaque() -> None:
@@ -71,3 +71,54 @@ def test_measure_types_follow_spark() -> None:
     assert expression_type("max(f)", cols) == ("double", [])
     kind, problems = expression_type("sum(nope)", cols)
     assert kind is None and "`nope`" in problems[0]
+
+
+RICH = Columns(
+    [
+        *SOURCE,
+        Column("items", "array<struct<sku: string, qty: bigint>>"),
+        Column("attrs", "map<string, string>"),
+    ]
+)
+
+VALID_SPARK_SQL = [
+    "SELECT order_id, item.sku FROM source LATERAL VIEW explode(items) t AS item",
+    "SELECT order_id, attrs['k'] AS k, payload.city AS city, source.payload.city AS c2 FROM source",
+    "SELECT order_id, transform(items, x -> x.sku) AS skus FROM source",
+    "SELECT user_id, count(*) FILTER (WHERE amount > 1) AS n FROM source GROUP BY user_id",
+    "SELECT order_id, row_number() OVER (PARTITION BY user_id ORDER BY event_time) AS rn "
+    "FROM source QUALIFY rn = 1",
+    "SELECT order_id, amount * 2 doubled FROM source WHERE doubled > 3",
+    "SELECT user_id, sum(amount) AS total FROM source GROUP BY 1 HAVING total > 10",
+    "SELECT o.order_id FROM source AS o "
+    "WHERE EXISTS (SELECT 1 FROM dim_users u WHERE u.user_id = o.user_id)",
+    "SELECT order_id FROM source WHERE user_id IN (SELECT user_id FROM dim_users WHERE city = 'x')",
+    "SELECT order_id, t.sku FROM source, LATERAL (SELECT items[0].sku AS sku) t",
+    "SELECT order_id, current_date AS d, current_timestamp AS ts FROM source",
+    "SELECT * EXCEPT (amount) FROM source",
+]
+
+
+def test_valid_spark_sql_reports_nothing() -> None:
+    for sql in VALID_SPARK_SQL:
+        result = analyze_sql(sql, {"source": RICH, "dim_users": USERS})
+        assert result.problems == [], sql
+
+
+def test_mistakes_in_correlated_subqueries_and_ctes_are_found_once() -> None:
+    schema = {"source": RICH, "dim_users": USERS}
+    correlated = analyze_sql(
+        "SELECT o.order_id FROM source AS o "
+        "WHERE EXISTS (SELECT 1 FROM dim_users u WHERE u.user_id = o.usr_id)",
+        schema,
+    )
+    assert len(correlated.problems) == 1 and "column `usr_id`" in correlated.problems[0]
+    cte = analyze_sql(
+        "WITH a AS (SELECT user_id, city FROM dim_users), "
+        "b AS (SELECT o.*, a.city FROM source o JOIN a ON o.user_id = a.user_id) "
+        "SELECT b.city, b.amount, b.cityy FROM b",
+        schema,
+    )
+    assert len(cte.problems) == 1
+    assert "column `cityy` is not a column of `b`" in cte.problems[0]
+    assert "`amount`, `event_time`" in cte.problems[0]
