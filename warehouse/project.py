@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from warehouse.runtime.pipeline import Pipeline
 
 logger = logging.getLogger(__name__)
+
+_ENV_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 class Project:
@@ -73,6 +76,15 @@ class Project:
         if not project_dir.is_dir():
             raise ProjectError(
                 [Problem(str(path), "", f"no project folder at `{project_dir}`")],
+                project=str(project_dir),
+            )
+        if not _ENV_RE.match(env):
+            raise ProjectError(
+                [
+                    Problem(
+                        "conf/", "", f"`{env}` is not an env name; use letters, digits, `_`, `-`"
+                    )
+                ],
                 project=str(project_dir),
             )
         env_vars = os.environ if environ is None else environ

@@ -81,9 +81,10 @@ def read_tables(tree: exp.Expression) -> list[str]:
     out: list[str] = []
     try:
         scopes = traverse_scope(tree)
-    except SqlglotError:
+    except Exception as e:  # sqlglot cannot scope it: fall back to every table node
+        logger.info("sqlglot cannot scope the query (%s); reading table names directly", e)
         scopes = []
-        out = [t.name for t in tree.find_all(exp.Table) if t.name]
+        out = list(dict.fromkeys(_table_name(t) for t in tree.find_all(exp.Table) if t.name))
     for scope in scopes:
         for src in scope.sources.values():
             if isinstance(src, exp.Table) and src.name and _table_name(src) not in out:
@@ -118,10 +119,16 @@ def analyze_sql(
             f"project (known: {_names(known)}). Fix the name or declare the table."
         )
     checked = {**schema, **{t: Columns(opaque=True) for t in unknown}}
-    result.problems.extend(_check_columns(tree, checked))
-    if result.problems or any(checked[t].opaque for t in result.tables):
-        return result
-    result.columns = _output_columns(tree, {t: schema[t] for t in result.tables})
+    try:
+        result.problems.extend(_check_columns(tree, checked))
+        if result.problems or any(checked[t].opaque for t in result.tables):
+            return result
+        result.columns = _output_columns(tree, {t: schema[t] for t in result.tables})
+    except Exception as e:  # sqlglot on SQL it does not model: check less, never report false
+        logger.warning(
+            "column checks skipped: sqlglot failed on %r: %s: %s", sql, type(e).__name__, e
+        )
+        result.columns = None
     return result
 
 

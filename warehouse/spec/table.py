@@ -120,7 +120,8 @@ class Source(Spec):
             ]
             raise ValueError(
                 f"{', '.join(f'`{g}`' for g in given)} apply to table sources only, not to "
-                "`kafka`. Land the topic in an ODS table and join or read it from a table source."
+                "`kafka`: a Kafka source takes no stateful operators. Land the raw topic in an "
+                "ODS table and do the join in a DWD table that reads it."
             )
         return self
 

@@ -74,7 +74,7 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
     ("kafka_stateful", "local"): [
         ("layers/ods/clicks.yml", "watermark", ("reads Kafka directly", "ODS", "DWD")),
         ("layers/ods/clicks.yml", "dedupe", ("reads Kafka directly", "`dedupe`")),
-        ("layers/dwd/clicks.yml", "source", ("`join_streams`", "table sources only")),
+        ("layers/dwd/clicks.yml", "source", ("`join_streams`", "table sources only", "DWD")),
     ],
     ("columns_not_found", "local"): [
         ("layers/ods/orders.yml", "sink.partition_by[0]", ("`event_date`", "`id`, `city`")),
