@@ -85,7 +85,7 @@ def write_batch(
         target.app_id,
         version,
     )
-    if target.optimize_every and version is not None and version % target.optimize_every == 0:
+    if target.optimize_every and version and version % target.optimize_every == 0:
         from streams.delta.maintenance import optimize
 
         optimize(target.path)
@@ -303,7 +303,12 @@ def _upsert(
             path=target.path,
             batch_id=batch_id,
         ) from e
-    return DeltaTable(target.path).version()
+    table = DeltaTable(target.path)
+    if table.transaction_version(target.app_id) != batch_id:
+        # delta-rs skips the commit of a MERGE that changed nothing (every change stale);
+        # the batch must still be recorded so that a replay stays a no-op.
+        return _commit_empty(table, batch_id, target, commit_info)
+    return table.version()
 
 
 def _scd2(

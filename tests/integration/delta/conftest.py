@@ -1,0 +1,18 @@
+"""Helpers of the Delta integration tests: read a table back with delta-rs into Spark."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+
+@pytest.fixture
+def read_table(spark):
+    """`read_table(path)` -> a Spark DataFrame of the table's current snapshot (via delta-rs)."""
+
+    def read(path) -> object:
+        data = pa.table(DeltaTable(str(path)).to_pyarrow_table())
+        return spark.createDataFrame(data)
+
+    return read

@@ -1,0 +1,83 @@
+"""Status and clean-up helpers on real Delta tables written by delta-rs (no Spark)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from streams.delta import (
+    DeltaSchemaError,
+    DeltaTableNotFoundError,
+    DeltaTarget,
+    commit_properties,
+    recorded_offsets,
+    remove_orphans,
+    table_info,
+)
+from streams.delta._schema import new_columns
+
+
+def _write(path: Path, rows: list[int], batch: int, info: dict | None) -> None:
+    target = DeltaTarget(str(path), app_id="t:q")
+    write_deltalake(
+        str(path),
+        pa.table({"x": rows}),
+        mode="append",
+        commit_properties=commit_properties(target, batch, info),
+    )
+
+
+def test_recorded_offsets_skip_commits_without_them(tmp_path: Path) -> None:
+    _write(tmp_path, [1, 2], 0, {"warehouse.sourceOffsets": {"t": {"0": 2}}})
+    _write(tmp_path, [3], 1, {"warehouse.sourceOffsets": {"t": {"0": 3}}, "warehouse.table": "a"})
+    _write(tmp_path, [4], 2, None)
+    assert recorded_offsets(tmp_path) == {"t": {"0": 3}}
+    assert recorded_offsets(tmp_path, table="a") == {"t": {"0": 3}}
+    assert recorded_offsets(tmp_path, table="b") == {"t": {"0": 2}}
+
+
+def test_table_info_counts_rows_from_stats(tmp_path: Path) -> None:
+    _write(tmp_path, [1, 2], 0, None)
+    _write(tmp_path, [3], 1, {"warehouse.sourceOffsets": {"t": {"0": 3}}, "warehouse.batchId": 1})
+    info = table_info(tmp_path)
+    assert (info["version"], info["rows"], info["files"]) == (1, 3, 2)
+    assert info["last_commit"]["batch_id"] == 1
+    assert info["last_commit"]["offsets"] == {"t": {"0": 3}}
+    assert info["last_commit"]["operation"] == "WRITE"
+
+
+def test_missing_table_says_to_run_it_first(tmp_path: Path) -> None:
+    with pytest.raises(DeltaTableNotFoundError, match="run the table's query first"):
+        table_info(tmp_path / "nope")
+
+
+def test_remove_orphans_deletes_only_old_unreferenced_files(tmp_path: Path) -> None:
+    _write(tmp_path, [1, 2], 0, None)
+    old, fresh = tmp_path / "part-old.parquet", tmp_path / "part-fresh.parquet"
+    for f in (old, fresh):
+        f.write_bytes(b"PAR1")
+    past = time.time() - 7200
+    os.utime(old, (past, past))
+    for f in DeltaTable(str(tmp_path)).file_uris():
+        os.utime(f.removeprefix("file://"), (past, past))
+    assert remove_orphans(tmp_path, older_than_hours=1, dry_run=True) == ["part-old.parquet"]
+    assert old.exists()
+    assert remove_orphans(tmp_path, older_than_hours=1) == ["part-old.parquet"]
+    assert not old.exists() and fresh.exists()
+    assert DeltaTable(str(tmp_path)).to_pyarrow_table().num_rows == 2
+
+
+def test_new_columns_are_added_but_type_changes_refused(tmp_path: Path) -> None:
+    _write(tmp_path, [1], 0, None)
+    dt = DeltaTable(str(tmp_path))
+    added = new_columns(dt, pa.schema([("x", pa.int64()), ("y", pa.string())]), path="p")
+    assert [f.name for f in added] == ["y"]
+    with pytest.raises(DeltaSchemaError) as info:
+        new_columns(dt, pa.schema([("x", pa.string())]), path="/t/p")
+    assert info.value.column == "x" and "`/t/p`" in str(info.value)
+    assert "cast the column back" in str(info.value)
