@@ -42,33 +42,52 @@ class _IndexFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._dirty = False
+        self._dirty = False  # written but not fsynced
+        # Entries not yet written: appends batch them (one pwrite per flush/roll/close
+        # instead of one per entry); the in-memory arrays are the truth meanwhile.
+        self._pending = bytearray()
+        self._pending_at = 0
 
     def _read_all(self) -> bytes:
         size = os.fstat(self._fd).st_size
         return os.pread(self._fd, size, 0) if size else b""
 
     def _write_entry(self, data: bytes, count: int) -> None:
-        os.pwrite(self._fd, data, count * self.entry_size)
-        self._dirty = True
+        if not self._pending:
+            self._pending_at = count
+        self._pending += data
+
+    def write_pending(self) -> None:
+        """Write buffered entries to the file (no fsync)."""
+        if self._pending:
+            os.pwrite(self._fd, self._pending, self._pending_at * self.entry_size)
+            self._pending = bytearray()
+            self._dirty = True
 
     def _truncate_entries(self, count: int) -> None:
+        if self._pending and count >= self._pending_at:
+            del self._pending[(count - self._pending_at) * self.entry_size :]
+            return
+        self._pending = bytearray()
         os.ftruncate(self._fd, count * self.entry_size)
         self._dirty = True
 
     def _rewrite(self, data: bytes) -> None:
+        self._pending = bytearray()
         os.ftruncate(self._fd, 0)
         if data:
             os.pwrite(self._fd, data, 0)
         self._dirty = True
 
     def flush(self) -> None:
+        self.write_pending()
         if self._dirty:
             self._dirty = False
             os.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:
+            self.write_pending()
             os.close(self._fd)
             self._fd = -1
 
@@ -233,6 +252,7 @@ class TransactionIndex(_IndexFile):
         n = len(self.entries)
         self.entries.append(txn)
         self._write_entry(_TXN_ENTRY.pack(0, *txn), n)
+        self.write_pending()  # cannot be rebuilt from the log: always on disk at the next flush
 
     def truncate_to(self, offset: int) -> None:
         """Drop transactions whose abort marker is at or after `offset`."""

@@ -223,6 +223,8 @@ class LogSegment:
             )
             self.truncate_bytes(valid_end)
         self.txn_index.truncate_to(self.next_offset)
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
         return cut
 
     def truncate_bytes(self, position: int) -> None:

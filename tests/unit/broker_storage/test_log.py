@@ -123,9 +123,9 @@ def test_indexes_are_rebuilt_after_their_files_are_deleted(tmp_path: Path) -> No
         log.append(value_batch(3, size=150, ts=1000 + i * 10))
     before = {o: log.read(o, 2000) for o in range(0, 180, 7)}
     ts_before = [log.offset_for_timestamp(t) for t in (0, 1005, 1302, 1591, 5000)]
+    log.close()
     index_sizes = {p.name: p.stat().st_size for p in tmp_path.glob("*.index")}
     assert len(index_sizes) >= 2 and all(index_sizes.values())
-    log.close()
     for p in [*tmp_path.glob("*.index"), *tmp_path.glob("*.timeindex")]:
         p.unlink()
     log = PartitionLog(tmp_path, config=config)
