@@ -348,13 +348,19 @@ class _Checker:
 
     def _duplicates(self, d: TableDefinition, cols: Columns) -> None:
         seen: set[str] = set()
+        fld, path = "source", None
+        if d.spec.aggregate is not None:
+            fld = "aggregate"
+        elif d.sql is not None:
+            fld, path = sql_location(d)
         for c in cols:
             if c.name.lower() in seen:
                 self.add(
                     d,
-                    "transform" if d.spec.aggregate is None else "aggregate",
+                    fld,
                     f"Table `{d.name}`: column `{c.name}` appears twice in the output; "
-                    "Delta needs unique column names. Alias one of them.",
+                    "Delta needs unique column names. Alias or rename one of them.",
+                    path=path,
                 )
             seen.add(c.name.lower())
 
@@ -404,11 +410,20 @@ def check_project(
     for cycle in graph.cycles:
         first = enriched[cycle[0]]
         chain = " → ".join(f"`{n}` ({enriched[n].path})" for n in cycle[:-1]) + f" → `{cycle[0]}`"
+        reads = cycle[-2]  # the table `first` reads to close the cycle
+        kinds = {e.kind for e in graph.edges if e.upstream == reads and e.downstream == first.name}
+        fld, path = "source.table", None
+        if "source" not in kinds and "join" in kinds:
+            i = [j.table for j in first.spec.source.join_streams].index(reads)
+            fld = f"source.join_streams[{i}].table"
+        elif "source" not in kinds:
+            fld, path = sql_location(first)
         checker.add(
             first,
-            "source.table" if first.spec.source.table else "transform.sql",
+            fld,
             f"tables form a cycle: {chain}. A table cannot read, directly or through "
             "others, from itself; remove one of these reads.",
+            path=path,
         )
     schemas: dict[str, Columns] = {}
     for name in graph.order:

@@ -133,6 +133,10 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
         ("conf/staging.yml", "engines.kafka", ("`turbo`",)),
         ("conf/staging.yml", "spark.cores", ("unknown key `cores`", "`master`")),
     ],
+    ("static_cycle", "local"): [
+        ("layers/dwd/a.yml", "transform.sql", ("cycle", "`dwd_a` (layers/dwd/a.yml) → `dwd_b`")),
+        ("layers/dwd/c.sql", "", ("column `key` appears twice",)),
+    ],
     ("layout", "local"): [
         ("layers/staging/", "", ("`staging` is not a layer", "`ods`, `dwd`, `dws`, `ads`")),
         ("layers/loose.yml", "", ("inside a layer folder",)),
