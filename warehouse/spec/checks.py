@@ -273,6 +273,16 @@ class _Checker:
                 "window column",
                 fix="aggregate.window.column",
             )
+            wm = d.spec.watermark
+            if wm is not None and wm.column.lower() != agg.window.column.lower():
+                self.add(
+                    d,
+                    "aggregate.window.column",
+                    f"Table `{d.name}`: the window is on `{agg.window.column}` but the "
+                    f"watermark is on `{wm.column}`; Spark can finalize windows and drop their "
+                    "state only when both use the same event-time column. Use one column "
+                    "for `watermark.column` and `aggregate.window.column`.",
+                )
             out.extend(WINDOW_COLUMNS)
         for i, g in enumerate(agg.group_by):
             self._need(

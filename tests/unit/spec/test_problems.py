@@ -88,6 +88,11 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
             ),
         ),
         ("layers/dws/city.yml", "aggregate.group_by[0]", ("`town`", "`city`")),
+        (
+            "layers/dws/mismatch.yml",
+            "aggregate.window.column",
+            ("`_timestamp`", "`ts`", "same event-time column"),
+        ),
         ("layers/dws/city.yml", "aggregate.measures.gmv", ("`amont`", "`amount`")),
         ("layers/dws/city.yml", "sink.sequence_by", ("`version`", "aggregate output")),
         (
