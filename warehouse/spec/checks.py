@@ -274,7 +274,13 @@ class _Checker:
                 fix="aggregate.window.column",
             )
             wm = d.spec.watermark
-            if wm is not None and wm.column.lower() != agg.window.column.lower():
+            # Only when both are columns here: a source column renamed by the SQL keeps its
+            # watermark, so a different name alone is not a mistake.
+            if (
+                wm is not None
+                and wm.column.lower() != agg.window.column.lower()
+                and cols.has(wm.column)
+            ):
                 self.add(
                     d,
                     "aggregate.window.column",
