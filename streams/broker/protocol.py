@@ -12,7 +12,6 @@ ApiVersions' response header never has one, kio encodes that in its classes).
 from __future__ import annotations
 
 import functools
-import io
 import struct
 from dataclasses import dataclass, fields
 from types import ModuleType
@@ -29,6 +28,7 @@ __all__ = [
     "FrameError",
     "RequestFrame",
     "encode_response",
+    "encode_response_chunks",
     "frame_size",
     "make",
     "parse_request",
@@ -147,19 +147,58 @@ def parse_request(frame: bytes | memoryview, api_key: int, version: int) -> Requ
     )
 
 
+class _Chunks:
+    """kio's output buffer: small writes are coalesced, large payloads (record sets)
+    are kept by reference, so a fetched record set is never copied while encoding."""
+
+    __slots__ = ("chunks", "small", "size")
+    LARGE = 32 * 1024
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes | bytearray | memoryview] = []
+        self.small = bytearray()
+        self.size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        n = len(data)
+        if n >= self.LARGE:
+            if self.small:
+                self.chunks.append(self.small)
+                self.small = bytearray()
+            self.chunks.append(data)
+        else:
+            self.small += data
+        self.size += n
+        return n
+
+    def finish(self) -> list[bytes | bytearray | memoryview]:
+        if self.small:
+            self.chunks.append(self.small)
+            self.small = bytearray()
+        return self.chunks
+
+
+def encode_response_chunks(
+    correlation_id: int, response: Any
+) -> list[bytes | bytearray | memoryview]:
+    """A complete response frame as buffers to write in order (no copy of record sets)."""
+    cls = type(response)
+    out = _Chunks()
+    out.write(b"\0\0\0\0")
+    out.write(struct.pack(">i", correlation_id))
+    if cls.__header_schema__.__flexible__:
+        out.write(b"\0")  # empty tagged-field section of response header v1
+    _writer(cls)(out, response)
+    chunks = out.finish()
+    first = chunks[0]
+    assert isinstance(first, bytearray)
+    _SIZE.pack_into(first, 0, out.size - 4)
+    return chunks
+
+
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """A complete response frame: size prefix, response header, kio-encoded body."""
-    cls = type(response)
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    buf.write(struct.pack(">i", correlation_id))
-    if cls.__header_schema__.__flexible__:
-        buf.write(b"\0")  # empty tagged-field section of response header v1
-    _writer(cls)(buf, response)
-    out = buf.getbuffer()
-    _SIZE.pack_into(out, 0, len(out) - 4)
-    del out
-    return buf.getvalue()
+    return b"".join(encode_response_chunks(correlation_id, response))
 
 
 @functools.cache

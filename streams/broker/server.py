@@ -29,7 +29,7 @@ from streams.broker.extension import BrokerExtension, Connection, Handler, Reque
 from streams.broker.protocol import (
     API_VERSIONS_KEY,
     FrameError,
-    encode_response,
+    encode_response_chunks,
     frame_size,
     parse_request,
     peek_api,
@@ -273,20 +273,23 @@ class Broker:
         while True:
             size = frame_size(await reader.readexactly(4), max_bytes=max_bytes)
             frame = await reader.readexactly(size)
-            response = await self._dispatch(conn, frame)
-            if response is not None:
-                writer.write(response)
+            chunks = await self._dispatch(conn, frame)
+            if chunks is not None:
+                for chunk in chunks:
+                    writer.write(chunk)
                 if writer.transport.get_write_buffer_size() > (1 << 20):
                     await writer.drain()
 
-    async def _dispatch(self, conn: Connection, frame: bytes) -> bytes | None:
+    async def _dispatch(self, conn: Connection, frame: bytes) -> list[Any] | None:
         api_key, version, correlation_id = peek_api(frame)
         if api_key == API_VERSIONS_KEY:
             lo, hi = self.api_versions[API_VERSIONS_KEY]
             if not lo <= version <= hi:
                 # librdkafka's first request is ApiVersions v3; an older broker
                 # answers in v0 format so the client can fall back.
-                return core_handlers.api_versions.unsupported_version_response(self, correlation_id)
+                return [
+                    core_handlers.api_versions.unsupported_version_response(self, correlation_id)
+                ]
         handler = self.handlers.get(api_key)
         versions = self.api_versions.get(api_key)
         if handler is None or versions is None:
@@ -320,4 +323,4 @@ class Broker:
             raise FrameError(f"{e} (api key `{api_key}` v{version})") from e
         if response is None:
             return None
-        return encode_response(correlation_id, response)
+        return encode_response_chunks(correlation_id, response)

@@ -1,0 +1,196 @@
+"""Produce and consume throughput of the bundled broker with confluent-kafka.
+
+Cases: 1 and 4 partitions, 100 B and 1 KB records, acks=1 and acks=all. Each
+case produces `--mb` megabytes to a fresh topic (timed until the last delivery
+report), then reads them back from offset 0 with assign() (timed until the last
+record). With `--peer host:port` every case also runs against that broker
+(any Kafka-compatible one) and the ratio ours/peer is printed: the baseline is
+measured in the same run, on the same machine, with the same client.
+
+    .venv/bin/python benchmarks/broker_bench.py [--mb 200] [--peer 127.0.0.1:9093]
+        [--durability interval|sync] [--cases 1kb-p1-acks1,...] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from streams.broker.launcher import BrokerProcess  # noqa: E402
+
+
+@dataclass
+class Result:
+    case: str
+    target: str
+    records: int
+    produce_mb_s: float
+    produce_msgs_s: float
+    consume_mb_s: float
+    consume_msgs_s: float
+
+
+def _create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(60)
+
+
+def _produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> float:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 512 * 1024,
+            "queue.buffering.max.messages": 1_000_000,
+            "enable.idempotence": False,
+            "compression.type": "none",
+        }
+    )
+    value = os.urandom(size)
+    failures = []
+
+    def on_delivery(err, _msg) -> None:  # noqa: ANN001
+        if err is not None:
+            failures.append(err)
+
+    start = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                producer.produce(topic, value=value, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.005)
+        if i % 1000 == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    elapsed = time.perf_counter() - start
+    if left or failures:
+        raise RuntimeError(f"{left} undelivered, {len(failures)} failed: {failures[:3]}")
+    return elapsed
+
+
+def _consume(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 0,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "queued.max.messages.kbytes": 512 * 1024,
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + 300
+    while got < n and time.monotonic() < deadline:
+        for msg in consumer.consume(10_000, 1.0):
+            if msg.error() is None:
+                got += 1
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    if got < n:
+        raise RuntimeError(f"consumed {got} of {n} records")
+    return elapsed
+
+
+CASES = {
+    f"{label}-p{p}-acks{acks}": (size, p, acks)
+    for label, size in (("100b", 100), ("1kb", 1024))
+    for p in (1, 4)
+    for acks in ("1", "all")
+}
+
+
+def run_case(bootstrap: str, target: str, name: str, mb: float) -> Result:
+    size, partitions, acks = CASES[name]
+    n = int(mb * 1024 * 1024 / size)
+    topic = f"bench-{name}-{uuid.uuid4().hex[:6]}"
+    _create(bootstrap, topic, partitions)
+    t_produce = _produce(bootstrap, topic, n, size, acks)
+    t_consume = _consume(bootstrap, topic, partitions, n)
+    volume = n * size / 1e6
+    return Result(
+        case=name,
+        target=target,
+        records=n,
+        produce_mb_s=round(volume / t_produce, 1),
+        produce_msgs_s=round(n / t_produce),
+        consume_mb_s=round(volume / t_consume, 1),
+        consume_msgs_s=round(n / t_consume),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=200, help="megabytes per case (default 200)")
+    parser.add_argument("--peer", help="host:port of another Kafka-compatible broker to compare")
+    parser.add_argument("--bootstrap", help="use this running broker instead of starting one")
+    parser.add_argument("--durability", default="interval", choices=["interval", "sync"])
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    names = [c for c in args.cases.split(",") if c]
+    unknown = [c for c in names if c not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; choose from {sorted(CASES)}")
+
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="broker-bench-") as tmp:
+        proc = None
+        bootstrap = args.bootstrap
+        if bootstrap is None:
+            proc = BrokerProcess(Path(tmp) / "data", config={"durability": args.durability})
+            bootstrap = proc.start().bootstrap
+        try:
+            for name in names:
+                results.append(run_case(bootstrap, "streams.broker", name, args.mb))
+                print(_row(results[-1]), flush=True)
+                if args.peer:
+                    results.append(run_case(args.peer, "peer", name, args.mb))
+                    print(_row(results[-1]), flush=True)
+        finally:
+            if proc is not None:
+                proc.stop()
+    if args.peer:
+        print("\nratio ours/peer (produce MB/s, consume MB/s):")
+        ours = {r.case: r for r in results if r.target != "peer"}
+        for r in results:
+            if r.target == "peer":
+                o = ours[r.case]
+                print(
+                    f"  {r.case:18s} {o.produce_mb_s / r.produce_mb_s:5.2f} "
+                    f"{o.consume_mb_s / r.consume_mb_s:5.2f}"
+                )
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
+    return 0
+
+
+def _row(r: Result) -> str:
+    return (
+        f"{r.case:18s} {r.target:15s} produce {r.produce_mb_s:7.1f} MB/s {r.produce_msgs_s:9d} msg/s"
+        f" | consume {r.consume_mb_s:7.1f} MB/s {r.consume_msgs_s:9d} msg/s"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
