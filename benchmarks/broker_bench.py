@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from streams.broker.launcher import BrokerProcess  # noqa: E402
+from streams.broker.launcher import BrokerProcess
 
 
 @dataclass
@@ -63,7 +63,7 @@ def _produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> float:
     value = os.urandom(size)
     failures = []
 
-    def on_delivery(err, _msg) -> None:  # noqa: ANN001
+    def on_delivery(err, _msg) -> None:
         if err is not None:
             failures.append(err)
 
