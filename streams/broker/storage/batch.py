@@ -205,6 +205,57 @@ def set_log_append_time(
         _CRC.pack_into(buf, pos + CRC_OFFSET, crc)
 
 
+def write_buffers(
+    records: bytes | bytearray | memoryview,
+    headers: list[BatchHeader],
+    first_offset: int,
+    *,
+    log_append_time_ms: int | None = None,
+) -> list[bytes | memoryview]:
+    """The buffers to `pwritev` for `records` with offsets from `first_offset`, no copy.
+
+    Each batch becomes its new 8-byte baseOffset plus a view of the received
+    bytes after it; with `log_append_time_ms` the 61-byte header is rebuilt
+    (timestamp type, maxTimestamp, CRC continued over the untouched records).
+    `headers` are updated in place to what is written.
+    """
+    view = memoryview(records)
+    out: list[bytes | memoryview] = []
+    offset = first_offset
+    pack_offset = _I64.pack
+    for h in headers:
+        pos = h.position
+        end = pos + h.batch_length + LOG_OVERHEAD
+        h.base_offset = offset
+        if log_append_time_ms is None:
+            out.append(pack_offset(offset))
+            out.append(view[pos + 8 : end])
+        else:
+            h.attributes |= TIMESTAMP_TYPE_BIT
+            h.max_timestamp = log_append_time_ms
+            tail = HEADER.pack(
+                offset,
+                h.batch_length,
+                h.partition_leader_epoch,
+                MAGIC,
+                0,
+                h.attributes,
+                h.last_offset_delta,
+                h.base_timestamp,
+                h.max_timestamp,
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                h.records_count,
+            )
+            body = view[pos + HEADER_SIZE : end]
+            h.crc = crc32c(body, crc32c(tail[ATTRIBUTES_OFFSET:]))
+            out.append(tail[:CRC_OFFSET] + _CRC.pack(h.crc) + tail[ATTRIBUTES_OFFSET:])
+            out.append(body)
+        offset += h.last_offset_delta + 1
+    return out
+
+
 def _varint(value: int) -> bytes:
     """Zig-zag varint as in Kafka records."""
     v = (value << 1) ^ (value >> 63)

@@ -35,10 +35,9 @@ from pathlib import Path
 
 from streams.broker.storage.batch import (
     BatchHeader,
-    assign_offsets,
     build_control_batch,
-    set_log_append_time,
     validate_batches,
+    write_buffers,
 )
 from streams.broker.storage.config import LogConfig
 from streams.broker.storage.errors import (
@@ -53,6 +52,7 @@ from streams.broker.storage.files import (
 )
 from streams.broker.storage.index import AbortedTxn
 from streams.broker.storage.loader import LogLoader
+from streams.broker.storage.retention import expired_prefix
 from streams.broker.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -173,9 +173,10 @@ class PartitionLog:
         """Validate the concatenated batches in `records`, assign offsets, write them.
 
         `timestamp_ms` is the append time (default: the clock), used for
-        LogAppendTime and segment.ms. `records` is copied unless it is a
-        bytearray, which is patched in place. Raises `CorruptRecordError`
-        (bad CRC/length/magic) or `RecordTooLargeError`. Never fsyncs.
+        LogAppendTime and segment.ms. `records` is not modified nor copied: the
+        new base offsets are written with the bytes in one `pwritev`. Raises
+        `CorruptRecordError` (bad CRC/length/magic) or `RecordTooLargeError`.
+        Never fsyncs. `AppendInfo.batches` are the headers as written.
         """
         headers = validate_batches(records)
         config = self._config
@@ -186,21 +187,23 @@ class PartitionLog:
                     f"max.message.bytes `{config.max_message_bytes}`; raise the topic's "
                     "max.message.bytes or send smaller batches."
                 )
-        buf = records if isinstance(records, bytearray) else bytearray(records)
         now = self._clock() if timestamp_ms is None else timestamp_ms
         append_time = log_append_time or config.message_timestamp_type == "LogAppendTime"
         if append_time:
-            set_log_append_time(buf, headers, now)
             max_ts = now
         else:
             max_ts = max(h.max_timestamp for h in headers)
         count = sum(h.last_offset_delta + 1 for h in headers)
+        size = len(records)
         with self._lock:
             self._check_open()
             first = self._next_offset
-            segment = self._maybe_roll(len(buf), count, now)
-            next_offset = assign_offsets(buf, headers, first)
-            segment.append(buf, headers, first)
+            segment = self._maybe_roll(size, count, now)
+            buffers = write_buffers(
+                records, headers, first, log_append_time_ms=now if append_time else None
+            )
+            segment.append(buffers, size, headers, first)
+            next_offset = first + count
             self._next_offset = next_offset
             self._unflushed_messages += count
             log_start = self._log_start_offset
@@ -326,57 +329,22 @@ class PartitionLog:
             for seg in self._segments[i:]:
                 first = seg.find_batch(offset)
                 if first is not None:
-                    return self._read_from(seg, first, max_bytes, limit)
+                    return seg.read_batches(first, max_bytes, limit)
             return b""
-
-    @staticmethod
-    def _read_from(seg: LogSegment, first: BatchHeader, max_bytes: int, limit: int) -> bytes:
-        if first.last_offset >= limit:
-            return b""
-        start = first.position
-        end = seg.size
-        if limit < seg.next_offset:
-            stop = seg.find_batch(limit)
-            if stop is not None:
-                end = stop.position
-        want = start + max_bytes
-        if want < end:
-            positions = seg.offset_index.positions
-            i = bisect.bisect_right(positions, want) - 1
-            pos = positions[i] if i >= 0 and positions[i] > start else start
-            cut = max(start + first.size, pos)  # an index entry is a batch boundary
-            for h in seg.scan_headers(pos):
-                nxt = h.position + h.size
-                if nxt > want:
-                    break
-                cut = nxt
-            end = max(cut, start + first.size)
-        return seg.read_at(start, end - start)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """The first offset whose batch max timestamp is >= `timestamp_ms`, with that
-        timestamp; None when every batch is older (ListOffsets by time)."""
+        """The first offset whose record timestamp is >= `timestamp_ms`, with that
+        timestamp; None when every record is older (ListOffsets by time). Records are
+        decoded for the one batch that matters; when its codec is not available the
+        batch's base offset and max timestamp are returned."""
         with self._lock:
             self._check_open()
             for seg in self._segments:
-                if seg.max_timestamp < timestamp_ms:
-                    continue
-                start = seg.time_index.lookup_before(timestamp_ms)
-                first = seg.find_batch(start)
-                if first is None:
-                    continue
-                for h in seg.scan_headers(first.position):
-                    if h.max_timestamp >= timestamp_ms and h.last_offset >= self._log_start_offset:
-                        return self._exact_offset(seg, h, timestamp_ms)
+                if seg.max_timestamp >= timestamp_ms:
+                    found = seg.find_timestamp(timestamp_ms, self._log_start_offset)
+                    if found is not None:
+                        return max(found[0], self._log_start_offset), found[1]
             return None
-
-    def _exact_offset(self, seg: LogSegment, h: BatchHeader, timestamp_ms: int) -> tuple[int, int]:
-        from streams.broker.storage.records import first_at_or_after
-
-        found = first_at_or_after(seg.read_at(h.position, h.size), timestamp_ms)
-        if found is None:
-            return max(h.base_offset, self._log_start_offset), h.max_timestamp
-        return max(found[0], self._log_start_offset), found[1]
 
     # -- flush --------------------------------------------------------------------
 
@@ -488,7 +456,7 @@ class PartitionLog:
             c = self._config
             if not c.delete:
                 return 0
-            deletable = self._deletable_count(now_ms)
+            deletable = expired_prefix(self._segments, self._config, now_ms, self.high_watermark)
             if deletable == len(self._segments) and self._segments[-1].size:
                 self._roll(now_ms)
             deletable = min(deletable, len(self._segments) - 1)
@@ -502,28 +470,6 @@ class PartitionLog:
             if deleted:
                 self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             return deleted
-
-    def _deletable_count(self, now_ms: int) -> int:
-        c = self._config
-        hw = self.high_watermark
-        remaining = sum(s.size for s in self._segments)
-        n = 0
-        for seg in self._segments:
-            if seg.next_offset > hw:
-                break
-            by_time = c.retention_ms >= 0 and self._largest_time(seg) < now_ms - c.retention_ms
-            by_size = c.retention_bytes >= 0 and remaining - seg.size >= c.retention_bytes
-            if not (by_time or by_size):
-                break
-            remaining -= seg.size
-            n += 1
-        return n
-
-    @staticmethod
-    def _largest_time(seg: LogSegment) -> int:
-        if seg.max_timestamp >= 0:
-            return seg.max_timestamp
-        return int(os.stat(seg.log_path).st_mtime * 1000)
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
         """Swap `old` (consecutive segments) for `new` (used by the cleaner, under its protocol)."""

@@ -13,6 +13,7 @@ fsyncs descriptors); `PartitionLog` serialises the rest.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 from collections.abc import Iterator
@@ -34,10 +35,22 @@ from streams.broker.storage.files import (
     segment_file,
 )
 from streams.broker.storage.index import OffsetIndex, TimeIndex, TransactionIndex
+from streams.broker.storage.records import first_at_or_after
 
 logger = logging.getLogger(__name__)
 
 _SCAN_CHUNK = 4 * 1024 * 1024
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
+
+
+def _pwritev_all(fd: int, buffers: list[bytes | memoryview], position: int, size: int) -> None:
+    """Gather-write every buffer at `position`; retries short writes (signals, big writes)."""
+    written = os.pwritev(fd, buffers, position) if len(buffers) <= _IOV_MAX else 0
+    if written == size:
+        return
+    data = memoryview(b"".join(buffers))
+    while written < size:
+        written += os.pwrite(fd, data[written:], position + written)
 
 
 class LogSegment:
@@ -83,12 +96,16 @@ class LogSegment:
     # -- writing -------------------------------------------------------------------
 
     def append(
-        self, data: bytes | bytearray | memoryview, headers: list[BatchHeader], first_offset: int
+        self,
+        buffers: list[bytes | memoryview],
+        size: int,
+        headers: list[BatchHeader],
+        first_offset: int,
     ) -> None:
-        """Write `data` (the batches of `headers`, offsets from `first_offset`) at the end."""
+        """Write `buffers` (`size` bytes: the batches of `headers`) at the end of the file."""
         start = self.size
-        os.pwrite(self._fd, data, start)
-        self.size = start + len(data)
+        _pwritev_all(self._fd, buffers, start, size)
+        self.size = start + size
         self._dirty = True
         self._index_batches(headers, first_offset, start)
 
@@ -144,6 +161,45 @@ class LogSegment:
         for h in self.scan_headers(position):
             if h.base_offset + h.last_offset_delta >= offset:
                 return h
+        return None
+
+    def read_batches(self, first: BatchHeader, max_bytes: int, limit: int) -> bytes:
+        """Whole batches from `first` up to `max_bytes` (at least `first`), all below `limit`.
+
+        One pread for the data; batch boundaries come from the offset index plus
+        a short header scan, never from reading the records.
+        """
+        if first.last_offset >= limit:
+            return b""
+        start = first.position
+        end = self.size
+        if limit < self.next_offset:
+            stop = self.find_batch(limit)
+            if stop is not None:
+                end = stop.position
+        want = start + max_bytes
+        if want < end:
+            positions = self.offset_index.positions
+            i = bisect.bisect_right(positions, want) - 1
+            pos = positions[i] if i >= 0 and positions[i] > start else start
+            cut = max(start + first.size, pos)  # an index entry is a batch boundary
+            for h in self.scan_headers(pos):
+                nxt = h.position + h.size
+                if nxt > want:
+                    break
+                cut = nxt
+            end = max(cut, start + first.size)
+        return self.read_at(start, end - start)
+
+    def find_timestamp(self, timestamp_ms: int, min_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `timestamp_ms` here."""
+        first = self.find_batch(max(self.time_index.lookup_before(timestamp_ms), min_offset))
+        if first is None:
+            return None
+        for h in self.scan_headers(first.position):
+            if h.max_timestamp >= timestamp_ms and h.last_offset >= min_offset:
+                found = first_at_or_after(self.read_at(h.position, h.size), timestamp_ms)
+                return found if found is not None else (h.base_offset, h.max_timestamp)
         return None
 
     def iter_valid(self, position: int = 0, *, contiguous: bool = False) -> Iterator[BatchHeader]:
