@@ -245,3 +245,19 @@ def test_parse_errors_become_quarantine_rows_with_raw_bytes(spark):
              source_topic="orders", source_partition=2, source_offset=55, source_timestamp=TS,
              raw_key=bytearray(b"k1"), raw_value=bytearray(b"{not json"), row=None)],
     )
+
+
+def test_quality_events_frame_has_the_events_schema(spark, orders):
+    from warehouse.quality.events import EVENTS_DDL, quality_events_frame
+
+    checks = RowChecks.compile(exps(not_null("warn")), orders.schema, table="ods_orders")
+    now = dt.datetime(2026, 1, 1, 0, 0)
+    with checks.apply(orders, table="ods_orders", batch_id=2) as out:
+        frame = quality_events_frame(spark, out.metrics, now=now)
+    assert same_types(frame.schema, spark.createDataFrame([], EVENTS_DDL).schema)
+    assertDataFrameEqual(
+        frame,
+        [Row(table="ods_orders", batch_id=2,
+             expectation="expect_column_values_to_not_be_null(order_id)", on_violation="warn",
+             checked=6, passed=4, failed=2, recorded_at=now)],
+    )  # fmt: skip

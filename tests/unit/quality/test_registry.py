@@ -147,3 +147,11 @@ def test_interval_seconds():
     assert interval_seconds("2 days") == 172800
     with pytest.raises(ValueError, match="`soon` is not an interval"):
         interval_seconds("soon")
+
+
+def test_every_registered_type_is_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "quality.md").read_text()
+    missing = [t for t in registry.EXPECTATION_TYPES if f"| `{t}` |" not in doc]
+    assert missing == []
