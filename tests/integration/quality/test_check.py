@@ -209,3 +209,14 @@ def test_cli_exits_1_and_prints_the_summary_when_an_expectation_fails(project, t
     )
     assert json.loads((tmp_path / "bad" / "results.json").read_text())["success"] is False
     assert (tmp_path / "bad" / "data_docs" / "index.html").exists()
+
+
+def test_every_non_extension_type_is_a_great_expectations_type():
+    import great_expectations.expectations as gxe
+
+    from warehouse.quality.gx_suite import gx_class_name
+    from warehouse.quality.registry import EXPECTATION_TYPES
+
+    for etype in EXPECTATION_TYPES.values():
+        if not etype.extension:
+            assert hasattr(gxe, gx_class_name(etype.name)), etype.name

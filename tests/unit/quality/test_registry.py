@@ -119,16 +119,6 @@ def test_levels_partition_the_registry():
     assert "expect_column_values_to_be_unique" in registry.TABLE_LEVEL
 
 
-def test_every_non_extension_type_is_a_great_expectations_type():
-    import great_expectations.expectations as gxe
-
-    from warehouse.quality.gx_suite import gx_class_name
-
-    for etype in registry.EXPECTATION_TYPES.values():
-        if not etype.extension:
-            assert hasattr(gxe, gx_class_name(etype.name)), etype.name
-
-
 def test_expectation_id_uses_the_name_or_the_type_and_columns():
     assert expectation_id(exp({"expect_column_values_to_not_be_null": {"column": "a"}})) == (
         "expect_column_values_to_not_be_null(a)"
