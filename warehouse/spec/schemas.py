@@ -76,7 +76,6 @@ def to_ddl(columns: Iterable[Column], *, not_null: bool = False) -> str:
 # --- JSON Schema -------------------------------------------------------------------
 
 _JSON_SCALARS = {"string": "string", "integer": "bigint", "number": "double", "boolean": "boolean"}
-_JSON_FORMATS = {"date-time": "timestamp", "date": "date"}
 
 
 def json_schema_columns(document: Any) -> Columns:
@@ -102,8 +101,8 @@ def json_schema_columns(document: Any) -> Columns:
     return Columns(
         Column(
             name,
-            _json_type(spec, f"properties.{name}"),
-            nullable=name not in required or _allows_null(spec),
+            _json_type(spec, f"properties.{name}", document),
+            nullable=name not in required or _allows_null(_resolve(spec, document, name)),
         )
         for name, spec in props.items()
     )
@@ -119,10 +118,69 @@ def _required(document: dict[str, Any], where: str) -> set[str]:
 
 
 def _allows_null(spec: Any) -> bool:
-    return isinstance(spec, dict) and isinstance(spec.get("type"), list) and "null" in spec["type"]
+    if not isinstance(spec, dict):
+        return False
+    kind = spec.get("type")
+    return (isinstance(kind, list) and "null" in kind) or spec.get("nullable") is True
 
 
-def _json_type(spec: Any, where: str) -> str:
+_FORMATS = {
+    ("string", "date-time"): "timestamp",
+    ("string", "date"): "date",
+    ("integer", "int32"): "int",
+    ("integer", "int64"): "bigint",
+    ("number", "float"): "float",
+    ("number", "double"): "double",
+}
+
+
+def _resolve(spec: Any, root: dict[str, Any], where: str, depth: int = 0) -> Any:
+    """Follow a local `$ref` (`#/definitions/X`, `#/$defs/X`) and fold `anyOf`/`oneOf`
+    with `null` (what pydantic writes for `Optional[...]`) into `type: [T, "null"]`."""
+    if not isinstance(spec, dict):
+        return spec
+    if depth > 20:
+        raise SchemaFileError("`$ref` nests too deep (a recursive type?)", field=where)
+    ref = spec.get("$ref")
+    if isinstance(ref, str):
+        if not ref.startswith("#/"):
+            raise SchemaFileError(f"`$ref` `{ref}` is not local; only `#/...` refs", field=where)
+        target: Any = root
+        for part in ref[2:].split("/"):
+            if not isinstance(target, dict) or part not in target:
+                raise SchemaFileError(f"`$ref` `{ref}` points nowhere", field=f"{where}.$ref")
+            target = target[part]
+        rest = {k: v for k, v in spec.items() if k != "$ref"}
+        return _resolve({**target, **rest}, root, where, depth + 1)
+    for key in ("anyOf", "oneOf"):
+        options = spec.get(key)
+        if isinstance(options, list):
+            resolved = [_resolve(o, root, where, depth + 1) for o in options]
+            kinds = [o for o in resolved if not (isinstance(o, dict) and o.get("type") == "null")]
+            if len(kinds) != 1:
+                raise SchemaFileError(
+                    f"`{key}` with {len(kinds)} non-null types is ambiguous; "
+                    "give one type (optionally with `null`)",
+                    field=f"{where}.{key}",
+                )
+            merged = {**{k: v for k, v in spec.items() if k != key}, **kinds[0]}
+            if len(kinds) < len(resolved):
+                base = merged.get("type")
+                merged["type"] = [*(base if isinstance(base, list) else [base]), "null"]
+            return merged
+    if "type" not in spec and ("enum" in spec or "const" in spec):
+        values = spec.get("enum", [spec.get("const")])
+        types = {_JSON_NAME.get(type(v), "string") for v in values if v is not None}
+        if len(types) == 1:
+            return {**spec, "type": types.pop()}
+    return spec
+
+
+_JSON_NAME = {str: "string", bool: "boolean", int: "integer", float: "number"}
+
+
+def _json_type(spec: Any, where: str, root: dict[str, Any]) -> str:
+    spec = _resolve(spec, root, where)
     if not isinstance(spec, dict):
         raise SchemaFileError("a property must be an object with a `type`", field=where)
     if "x-spark-type" in spec:
@@ -140,28 +198,31 @@ def _json_type(spec: Any, where: str) -> str:
             )
         kind = kinds[0]
     if kind in _JSON_SCALARS:
-        if kind == "string" and spec.get("format") in _JSON_FORMATS:
-            return _JSON_FORMATS[spec["format"]]
-        return _JSON_SCALARS[kind]
+        return _FORMATS.get((kind, spec.get("format")), _JSON_SCALARS[kind])
     if kind == "array":
         if "items" not in spec:
             raise SchemaFileError("an `array` needs `items` with a type", field=where)
-        return f"array<{_json_type(spec['items'], where + '.items')}>"
+        return f"array<{_json_type(spec['items'], where + '.items', root)}>"
     if kind == "object":
         props = spec.get("properties")
         if isinstance(props, dict) and props:
             fields = ", ".join(
-                f"{n}: {_json_type(s, f'{where}.properties.{n}')}" for n, s in props.items()
+                f"{_field_name(n)}: {_json_type(s, f'{where}.properties.{n}', root)}"
+                for n, s in props.items()
             )
             return f"struct<{fields}>"
         extra = spec.get("additionalProperties")
         if isinstance(extra, dict):
-            return f"map<string, {_json_type(extra, where + '.additionalProperties')}>"
+            return f"map<string, {_json_type(extra, where + '.additionalProperties', root)}>"
         return "map<string, string>"
     expected = ", ".join(f"`{k}`" for k in [*_JSON_SCALARS, "array", "object"])
     raise SchemaFileError(
         f"type `{kind}` is not supported; use one of {expected}", field=f"{where}.type"
     )
+
+
+def _field_name(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"`{name.replace('`', '``')}`"
 
 
 # --- Spark DDL ---------------------------------------------------------------------
@@ -238,7 +299,9 @@ def normalize_type(text: str) -> str:
             if len(kv) != 2:
                 raise SchemaFileError(f"`{text}`: a map needs `map<key type, value type>`")
             return f"map<{normalize_type(kv[0])}, {normalize_type(kv[1])}>"
-        fields = ", ".join(f"{c.name}: {c.type}" for c in parse_fields(inner, struct=True))
+        fields = ", ".join(
+            f"{_field_name(c.name)}: {c.type}" for c in parse_fields(inner, struct=True)
+        )
         return f"struct<{fields}>"
     if base in _PARAM and rest:
         args = re.fullmatch(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)", rest)

@@ -163,3 +163,51 @@ def test_framework_columns_per_source_and_sink() -> None:
     assert sink_columns(cdc, "upsert").names == ["id"]
     assert sink_columns(cdc, "append").names == ["id", "_op", "_deleted"]
     assert sink_columns(cdc, "scd2").names == ["id", "valid_from", "valid_to", "is_current"]
+
+
+def test_json_schema_refs_optional_unions_enums_and_int_formats() -> None:
+    # the shapes pydantic's `model_json_schema()` writes
+    cols = json_schema_columns(
+        {
+            "type": "object",
+            "$defs": {
+                "Address": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}, "zip-code": {"type": "string"}},
+                }
+            },
+            "properties": {
+                "at": {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "null"}]},
+                "home": {"$ref": "#/$defs/Address"},
+                "work": {"oneOf": [{"$ref": "#/$defs/Address"}, {"type": "null"}]},
+                "status": {"enum": ["new", "paid"]},
+                "n": {"type": "integer", "format": "int32"},
+                "x": {"type": "number", "format": "float"},
+            },
+            "required": ["at", "status", "home"],
+        }
+    )
+    address = "struct<city: string, `zip-code`: string>"
+    assert [(c.name, c.type, c.nullable) for c in cols] == [
+        ("at", "timestamp", True),
+        ("home", address, False),
+        ("work", address, True),
+        ("status", "string", False),
+        ("n", "int", True),
+        ("x", "float", True),
+    ]
+    assert list(ddl_columns(cols.to_ddl(not_null=True))) == list(cols)
+
+
+@pytest.mark.parametrize(
+    ("prop", "field", "words"),
+    [
+        ({"$ref": "#/$defs/Nope"}, "properties.a.$ref", "points nowhere"),
+        ({"$ref": "other.json#/x"}, "properties.a", "not local"),
+        ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, "properties.a.anyOf", "ambiguous"),
+    ],
+)
+def test_unsupported_json_schema_constructs_say_where(prop: dict, field: str, words: str) -> None:
+    with pytest.raises(SchemaFileError) as info:
+        json_schema_columns({"type": "object", "properties": {"a": prop}})
+    assert info.value.field == field and words in info.value.message
