@@ -77,6 +77,10 @@ class _Checker:
         for d in defs:
             by_name.setdefault(d.name, []).append(d)
         for name, group in by_name.items():
+            reserved = _reserved(name)
+            if reserved:
+                for g in group:
+                    self.add(g, "table", f"table name `{name}` is reserved: {reserved}. Rename it.")
             if len(group) > 1:
                 files = _ticks(g.path for g in group)
                 for g in group:
@@ -379,6 +383,16 @@ class _Checker:
                     path=path,
                 )
             seen.add(c.name.lower())
+
+
+def _reserved(name: str) -> str | None:
+    if name == "source":
+        return "`source` names a table's input in its SQL"
+    if name.endswith("__quarantine"):
+        return "`<table>__quarantine` holds a table's quarantined rows"
+    if name == "_quality_events":
+        return "`_quality_events` holds the expectation counts"
+    return None
 
 
 def sql_location(d: TableDefinition) -> tuple[str, str]:

@@ -146,6 +146,7 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
         ("layers/staging/", "", ("`staging` is not a layer", "`ods`, `dwd`, `dws`, `ads`")),
         ("layers/loose.yml", "", ("inside a layer folder",)),
         ("layers/ods/empty.yml", "", ("the file is empty",)),
+        ("layers/ods/reserved.yml", "table", ("table name `source` is reserved",)),
         ("layers/ods/list.yml", "", ("a mapping", "not a list")),
         ("layers/ods/twice.yml", "table", ("key `table` appears twice", "lines 1 and 3")),
         ("layers/dwd/joined.yml", "transform.sql_file", ("`missing.sql` not found",)),
