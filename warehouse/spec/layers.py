@@ -103,7 +103,7 @@ def _load_yaml_table(
     transform = data.get("transform")
     sibling = path.with_suffix(".sql")
     if transform is None and sibling.exists():
-        sql, sql_path = sibling.read_text(encoding="utf-8"), sibling.relative_to(project_dir)
+        sql, sql_path = _read_text(sibling, rel, problems), sibling.relative_to(project_dir)
     elif isinstance(transform, dict) and isinstance(transform.get("sql_file"), str):
         target = (path.parent / transform["sql_file"]).resolve()
         if not target.is_file():
@@ -118,7 +118,7 @@ def _load_yaml_table(
                 )
             )
         else:
-            sql = target.read_text(encoding="utf-8")
+            sql = _read_text(target, rel, problems)
             sql_path = (
                 target.relative_to(project_dir.resolve())
                 if target.is_relative_to(project_dir.resolve())
@@ -143,6 +143,14 @@ def _load_yaml_table(
         sql_path=Path(sql_path).as_posix() if sql_path is not None else None,
     )
     return definition, []
+
+
+def _read_text(path: Path, rel: str, problems: list[Problem]) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        problems.append(Problem(rel, "transform", f"cannot read `{path.name}`: {e}"))
+        return None
 
 
 def _load_python_tables(

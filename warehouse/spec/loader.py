@@ -30,7 +30,6 @@ from warehouse.spec.schemas import Columns, SchemaFileError, read_schema_file
 
 logger = logging.getLogger(__name__)
 
-TABLE_SUFFIXES = (".yml", ".yaml")
 
 
 # --- YAML --------------------------------------------------------------------------
