@@ -94,7 +94,7 @@ def _empty(
         log_start_offset=start,
         aborted_transactions=None,
         preferred_read_replica=-1,
-        records=None,
+        records=b"",  # never null: librdkafka rejects a null record set ("MessageSetSize -1")
     )
 
 

@@ -1,0 +1,73 @@
+"""Retention and compaction run in the background on their configured intervals."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.integration.broker.clients import consume_all, create_topic
+
+pytestmark = [pytest.mark.kafka]
+
+
+def _earliest(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[0]
+    finally:
+        consumer.close()
+
+
+def test_retention_deletes_old_segments_on_its_interval(broker_factory, unique) -> None:
+    proc = broker_factory(**{"log.retention.check.interval.ms": 200})
+    topic = unique("retention")
+    create_topic(proc.bootstrap, topic, config={"retention.ms": "60000", "segment.bytes": "2048"})
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
+    old = int(time.time() * 1000) - 3_600_000
+    for i in range(40):  # an hour old: past retention.ms
+        producer.produce(topic, value=b"o" * 200, timestamp=old + i)
+        producer.flush(30)
+    for _ in range(5):  # fresh records keep the active segment
+        producer.produce(topic, value=b"n" * 200)
+    assert producer.flush(30) == 0
+
+    deadline = time.monotonic() + 60
+    while _earliest(proc.bootstrap, topic) == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    start = _earliest(proc.bootstrap, topic)
+    assert 0 < start <= 40
+    left = consume_all(
+        proc.bootstrap, topic, [0], expected=45 - start, **{"auto.offset.reset": "earliest"}
+    )
+    assert [v[:1] for _, _, _, v in left][-5:] == [b"n"] * 5
+
+
+def test_compaction_keeps_the_last_value_per_key(broker_factory, unique) -> None:
+    proc = broker_factory(**{"log.cleaner.backoff.ms": 200})
+    topic = unique("compact")
+    create_topic(
+        proc.bootstrap,
+        topic,
+        config={"cleanup.policy": "compact", "segment.bytes": "1024", "min.compaction.lag.ms": "0"},
+    )
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
+    for round_ in range(20):
+        for k in range(5):
+            producer.produce(topic, key=f"k{k}".encode(), value=f"{round_}".encode())
+        producer.flush(30)
+    assert producer.flush(30) == 0
+
+    deadline = time.monotonic() + 60
+    records = consume_all(proc.bootstrap, topic, [0], expected=100, timeout=5)
+    while len(records) == 100 and time.monotonic() < deadline:
+        time.sleep(0.3)
+        records = consume_all(proc.bootstrap, topic, [0], expected=100, timeout=3)
+    assert len(records) < 100
+    last = {}
+    for _, offset, key, value in records:
+        last[key] = (offset, value)
+    assert {k: v for k, (_, v) in last.items()} == {f"k{k}".encode(): b"19" for k in range(5)}
+    offsets = [o for _, o, _, _ in records]
+    assert offsets == sorted(offsets)  # original offsets kept, in order
