@@ -234,9 +234,9 @@ def _swap(log: PartitionLog, group: list[LogSegment], cleaned: Path) -> None:
     aborted = [t for seg in group for t in seg.txn_index.entries]
     doomed: list[Path] = []
     for seg in reversed(group):  # the group's first segment last: its rename commits the swap
-        seg.close()
         for idx in (seg.offset_index, seg.time_index, seg.txn_index):
-            idx.path.unlink(missing_ok=True)
+            idx.delete()
+        seg.close()
         target = seg.log_path.with_name(seg.log_path.name + DELETED_SUFFIX)
         os.replace(seg.log_path, target)
         doomed.append(target)

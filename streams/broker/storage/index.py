@@ -35,69 +35,92 @@ _TXN_ENTRY = struct.Struct(">hqqqq")
 
 
 class _IndexFile:
-    """An append-only file of fixed-width entries."""
+    """An append-only file of fixed-width entries.
+
+    Holds no file descriptor between operations (a broker with many partitions
+    and segments would otherwise need four descriptors per segment): entries are
+    buffered and written by `write_pending()` at flush, roll and close.
+    """
 
     entry_size: int
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._dirty = False  # written but not fsynced
-        # Entries not yet written: appends batch them (one pwrite per flush/roll/close
-        # instead of one per entry); the in-memory arrays are the truth meanwhile.
+        # Entries not yet written; the in-memory arrays are the truth meanwhile.
         self._pending = bytearray()
         self._pending_at = 0
 
     def _read_all(self) -> bytes:
-        size = os.fstat(self._fd).st_size
-        return os.pread(self._fd, size, 0) if size else b""
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return b""
 
     def _write_entry(self, data: bytes, count: int) -> None:
         if not self._pending:
             self._pending_at = count
         self._pending += data
 
+    def _write_at(self, data: bytes | bytearray, position: int, *, truncate: bool = False) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            if truncate:
+                os.ftruncate(fd, position)
+            if data:
+                os.pwrite(fd, data, position)
+        finally:
+            os.close(fd)
+        self._dirty = True
+
     def write_pending(self) -> None:
         """Write buffered entries to the file (no fsync)."""
         if self._pending:
-            os.pwrite(self._fd, self._pending, self._pending_at * self.entry_size)
+            self._write_at(self._pending, self._pending_at * self.entry_size)
             self._pending = bytearray()
-            self._dirty = True
 
     def _truncate_entries(self, count: int) -> None:
         if self._pending and count >= self._pending_at:
             del self._pending[(count - self._pending_at) * self.entry_size :]
             return
         self._pending = bytearray()
-        os.ftruncate(self._fd, count * self.entry_size)
-        self._dirty = True
+        self._write_at(b"", count * self.entry_size, truncate=True)
 
     def _rewrite(self, data: bytes) -> None:
         self._pending = bytearray()
-        os.ftruncate(self._fd, 0)
-        if data:
-            os.pwrite(self._fd, data, 0)
-        self._dirty = True
+        self._write_at(data, 0, truncate=True)
+
+    def take_dirty(self) -> Path | None:
+        """Write pending entries; the path to fsync if anything was written since the last."""
+        self.write_pending()
+        if not self._dirty:
+            return None
+        self._dirty = False
+        return self.path
 
     def flush(self) -> None:
-        self.write_pending()
-        if self._dirty:
-            self._dirty = False
-            os.fsync(self._fd)
+        path = self.take_dirty()
+        if path is not None:
+            fsync_path(path)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            self.write_pending()
-            os.close(self._fd)
-            self._fd = -1
+        self.write_pending()
 
     def delete(self) -> None:
-        self.close()
+        self._pending = bytearray()
         self.path.unlink(missing_ok=True)
 
-    def rename(self, path: Path) -> None:
-        os.replace(self.path, path)
-        self.path = path
+
+def fsync_path(path: Path) -> None:
+    """fsync a file by name; a file deleted meanwhile needs no fsync."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class OffsetIndex(_IndexFile):

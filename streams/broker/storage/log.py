@@ -50,7 +50,7 @@ from streams.broker.storage.files import (
     LOG_START_OFFSET_FILE,
     write_atomically,
 )
-from streams.broker.storage.index import AbortedTxn
+from streams.broker.storage.index import AbortedTxn, fsync_path
 from streams.broker.storage.loader import LogLoader
 from streams.broker.storage.retention import expired_prefix
 from streams.broker.storage.segment import LogSegment
@@ -360,14 +360,17 @@ class PartitionLog:
                 return
             end = self._next_offset
             last = len(self._segments) - 1
-            fds = [
-                fd for i, s in enumerate(self._segments) for fd in s.begin_flush(indexes=i < last)
+            todo = [
+                x for i, s in enumerate(self._segments) for x in s.begin_flush(indexes=i < last)
             ]
             self._unflushed_messages = 0
             self._last_flush_ms = self._clock()
-        for fd in fds:
+        for item in todo:
+            if isinstance(item, Path):
+                fsync_path(item)
+                continue
             try:
-                os.fsync(fd)
+                os.fsync(item)
             except OSError as e:  # the segment was deleted meanwhile: nothing left to flush
                 logger.debug("Log %s: fsync skipped: %s", self.name, e)
         with self._lock:

@@ -185,6 +185,7 @@ class LogManager:
             self._configs[name] = config
             self._persist()
             for p in range(partitions):
+                self._remove_stale_dir(name, p)
                 self._open_log(name, p)
         logger.info("Created topic %s with %d partition(s) %s", name, partitions, meta.configs)
         return meta
@@ -221,6 +222,7 @@ class LogManager:
             self._topics[name] = new
             self._persist()
             for p in range(meta.partitions, total):
+                self._remove_stale_dir(name, p)
                 self._open_log(name, p)
         return new
 
@@ -312,6 +314,18 @@ class LogManager:
         if meta is None:
             raise UnknownTopicOrPartitionError(f"Topic `{name}` does not exist.", topic=name)
         return meta
+
+    def _remove_stale_dir(self, topic: str, partition: int) -> None:
+        """A new partition starts empty even if a crash left an old directory behind
+        (e.g. between persisting a topic deletion and removing its directories)."""
+        d = self.data_dir / partition_dir_name(topic, partition)
+        if d.exists():
+            logger.warning(
+                "Data dir %s: removing stale %s before creating it", self.data_dir, d.name
+            )
+            dst = self.data_dir / f"{d.name}.{uuid.uuid4().hex[:8]}{DELETE_DIR_SUFFIX}"
+            d.rename(dst)
+            shutil.rmtree(dst, ignore_errors=True)
 
     def _open_log(self, topic: str, partition: int) -> PartitionLog:
         d = self.data_dir / partition_dir_name(topic, partition)

@@ -34,7 +34,7 @@ from streams.broker.storage.files import (
     TXN_INDEX_SUFFIX,
     segment_file,
 )
-from streams.broker.storage.index import OffsetIndex, TimeIndex, TransactionIndex
+from streams.broker.storage.index import OffsetIndex, TimeIndex, TransactionIndex, fsync_path
 from streams.broker.storage.records import first_at_or_after
 
 logger = logging.getLogger(__name__)
@@ -320,29 +320,33 @@ class LogSegment:
     def dirty(self) -> bool:
         return self._dirty or self.txn_index._dirty
 
-    def begin_flush(self, *, indexes: bool) -> list[int]:
-        """Under the log's lock: the descriptors a flush must fsync; clears the dirty marks.
+    def begin_flush(self, *, indexes: bool) -> list[int | Path]:
+        """Under the log's lock: what a flush must fsync (descriptors or index paths);
+        clears the dirty marks.
 
         Offset/time indexes are only made durable for inactive segments
         (`indexes=True`): the active segment's indexes are rebuilt after an
         unclean shutdown anyway. The transaction index is always made durable:
         it cannot be rebuilt from the log.
         """
-        fds = []
+        todo: list[int | Path] = []
         if self._dirty:
             self._dirty = False
-            fds.append(self._fd)
+            todo.append(self._fd)
         parts = [self.txn_index] + ([self.offset_index, self.time_index] if indexes else [])
         for idx in parts:
-            if idx._dirty:
-                idx._dirty = False
-                fds.append(idx._fd)
-        return fds
+            path = idx.take_dirty()
+            if path is not None:
+                todo.append(path)
+        return todo
 
     def flush(self) -> None:
         """fsync the log and every index now."""
-        for fd in self.begin_flush(indexes=True):
-            os.fsync(fd)
+        for item in self.begin_flush(indexes=True):
+            if isinstance(item, int):
+                os.fsync(item)
+            else:
+                fsync_path(item)
 
     def close(self) -> None:
         if self.closed:
@@ -355,7 +359,7 @@ class LogSegment:
 
     def delete(self) -> None:
         """Close and remove every file of the segment."""
+        for idx in (self.offset_index, self.time_index, self.txn_index):
+            idx.delete()
         self.close()
         self.log_path.unlink(missing_ok=True)
-        for idx in (self.offset_index, self.time_index, self.txn_index):
-            idx.path.unlink(missing_ok=True)

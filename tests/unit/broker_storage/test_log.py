@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -234,3 +235,15 @@ def test_transaction_markers_and_aborted_index(tmp_path: Path) -> None:
     log = PartitionLog(tmp_path, config=LogConfig(segment_bytes=1500))
     assert log.aborted_transactions(2, 100) == [(7, 0)]
     log.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="counts descriptors via /proc")
+def test_one_file_descriptor_per_segment(tmp_path: Path) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    log = PartitionLog(tmp_path, config=LogConfig(segment_bytes=1000, index_interval_bytes=100))
+    for _ in range(40):
+        log.append(value_batch(2, size=200))
+    assert len(log.segments) >= 20
+    assert len(os.listdir("/proc/self/fd")) - before == len(log.segments)
+    log.close()
+    assert len(os.listdir("/proc/self/fd")) == before

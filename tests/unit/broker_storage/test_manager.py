@@ -191,3 +191,20 @@ def test_topics_file_is_plain_json(tmp_path: Path) -> None:
         logs.create_topic("t", 2, {"retention.ms": "5"})
     raw = json.loads((tmp_path / "topics.json").read_text())
     assert raw["topics"][0]["name"] == "t" and raw["topics"][0]["configs"] == {"retention.ms": "5"}
+
+
+def test_a_recreated_topic_starts_empty_even_over_a_stale_directory(tmp_path: Path) -> None:
+    with LogManager(tmp_path) as logs:
+        logs.create_topic("t", 1)
+        logs.get_log("t", 0).append(value_batch(3))
+    stale = tmp_path / "t-0"
+    saved = tmp_path / "saved"
+    stale.rename(saved)
+    with LogManager(tmp_path) as logs:
+        logs.delete_topic("t")
+        saved.rename(stale)  # as if a crash kept the directory after the deletion was persisted
+        logs.create_topic("t", 2)
+        assert logs.get_log("t", 0).log_end_offset == 0
+        logs.get_log("t", 1).append(value_batch(1))
+        logs.add_partitions("t", 3)
+        assert logs.get_log("t", 2).log_end_offset == 0
