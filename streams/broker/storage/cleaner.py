@@ -55,7 +55,16 @@ _Decisions = dict[int, tuple[list[int], list[bool]]]
 
 
 def compact_log(log: PartitionLog, now_ms: int) -> int:
-    """Compact one log; returns how many segments were rewritten."""
+    """Compact one log; returns how many segments were rewritten.
+
+    Appends and reads continue meanwhile (the log's lock is only taken for each
+    swap); retention and truncation of this log wait for the end.
+    """
+    with log.segments_lock:
+        return _compact(log, now_ms)
+
+
+def _compact(log: PartitionLog, now_ms: int) -> int:
     config = log.config
     segments = log.segments
     hw = log.high_watermark

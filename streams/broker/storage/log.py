@@ -17,7 +17,9 @@ transaction to the `.txnindex` of the segment holding the marker, and
 `aborted_transactions(start, end)` answers a read_committed fetch.
 
 Concurrency: all methods may be called from any thread; a per-log lock
-serialises them. The server appends and reads from its asyncio loop thread and
+serialises them. Operations that delete segment files (retention, truncation,
+close) also take `segments_lock`, which compaction holds while it reads, so
+compaction may run in a worker thread. The server appends and reads from its asyncio loop thread and
 runs `flush()` (through `LogManager.flush_dirty()`) in a thread pool: the fsync
 itself runs outside the lock, so appends continue while a flush is in progress.
 """
@@ -92,6 +94,9 @@ class PartitionLog:
         self._config = config or LogConfig()
         self._clock = clock
         self._lock = threading.RLock()
+        # Held by whoever removes segment files (retention, truncation, close) and by
+        # the cleaner for a whole compaction, which reads segments without `_lock`.
+        self._segments_lock = threading.RLock()
         loaded = LogLoader(self.directory, self._config, now_ms=clock()).load()
         self._segments: list[LogSegment] = loaded.segments
         self._bases: list[int] = [s.base_offset for s in self._segments]
@@ -393,7 +398,7 @@ class PartitionLog:
     def delete_records_before(self, offset: int) -> int:
         """Advance the log start offset to `offset` (DeleteRecords); whole segments below
         it are deleted. Returns the new log start offset."""
-        with self._lock:
+        with self._segments_lock, self._lock:
             self._check_open()
             if offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
@@ -421,7 +426,7 @@ class PartitionLog:
 
     def truncate_to(self, offset: int) -> int:
         """Remove batches at and after `offset` (whole batches); returns the new end offset."""
-        with self._lock:
+        with self._segments_lock, self._lock:
             self._check_open()
             if offset >= self._next_offset:
                 return self._next_offset
@@ -454,7 +459,7 @@ class PartitionLog:
         the active one is rolled first (Kafka does the same). Returns how many
         segments were deleted.
         """
-        with self._lock:
+        with self._segments_lock, self._lock:
             self._check_open()
             c = self._config
             if not c.delete:
@@ -495,9 +500,14 @@ class PartitionLog:
     def lock(self) -> threading.RLock:
         return self._lock
 
+    @property
+    def segments_lock(self) -> threading.RLock:
+        """Hold it to read segment files outside `lock` (see cleaner.py)."""
+        return self._segments_lock
+
     def close(self) -> None:
         """Flush, close the files and mark the shutdown clean (next open skips the scan)."""
-        with self._lock:
+        with self._segments_lock, self._lock:
             if self._closed:
                 return
             for seg in self._segments:
@@ -509,7 +519,7 @@ class PartitionLog:
 
     def delete(self) -> None:
         """Close without a clean-shutdown marker and remove every segment file."""
-        with self._lock:
+        with self._segments_lock, self._lock:
             self._closed = True
             for seg in self._segments:
                 seg.delete()
