@@ -308,6 +308,9 @@ class Group:
         if self.state is GroupState.STABLE:
             callback(self._sync_result(member))
             return
+        if member.sync_callback is not None and member.sync_callback is not callback:
+            # a retried sync replaces the earlier one; answer the old request so it is not leaked
+            member.sync_callback(SyncResult(ErrorCode.rebalance_in_progress))
         member.sync_callback = callback
         if member_id == self.leader_id:
             for m in self.members.values():

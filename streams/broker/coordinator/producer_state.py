@@ -284,8 +284,10 @@ class ProducerStateManager:
 
     def check(self, topic: str, partition: int, records: bytes | memoryview) -> Duplicate | Rejected | None:
         """Decide on a produce of ``records``: ``None`` to append, else ack the duplicate or reject."""
-        state = self.partition(topic, partition)
         batches = list(iter_batch_info(records))
+        if all(b.producer_id < 0 and not b.is_control for b in batches):
+            return None  # plain producers: nothing to check, no state to load
+        state = self.partition(topic, partition)
         for i, batch in enumerate(batches):
             if batch.is_control:
                 return Rejected(ErrorCode.invalid_record, "clients may not produce control batches")
@@ -308,9 +310,12 @@ class ProducerStateManager:
         return None
 
     def on_appended(self, topic: str, partition: int, records: bytes | memoryview, base_offset: int) -> None:
+        batches = list(iter_batch_info(records))
+        if all(b.producer_id < 0 for b in batches):
+            return  # nothing to remember; a later first load scans these batches anyway
         state = self.partition(topic, partition)
         offset = base_offset
-        for batch in iter_batch_info(records):
+        for batch in batches:
             state.update(batch, offset)
             offset += batch.last_offset_delta + 1
 

@@ -152,3 +152,18 @@ def test_kafka_python_idempotent_producer_by_default(broker, unique):
     producer.flush(30)
     producer.close()
     assert [v for _, _, v in read_all(broker.bootstrap, topic, 1)] == [b"p%02d" % i for i in range(20)]
+
+
+def test_a_recreated_topic_starts_with_fresh_producer_state(broker, unique):
+    from confluent_kafka.admin import AdminClient
+
+    topic = unique("recreate")
+    create_topic(broker.bootstrap, topic, 1)
+    with WireClient(broker.bootstrap) as c:
+        pid, epoch = _init_pid(c)
+        assert _produce(c, topic, record_batch(pid, epoch, 0, [b"a", b"b"])) == (ErrorCode.none, 0)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.delete_topics([topic])[topic].result(30)
+        create_topic(broker.bootstrap, topic, 1)
+        # the old topic's sequences must not leak into the new one
+        assert _produce(c, topic, record_batch(pid, epoch, 0, [b"c"])) == (ErrorCode.none, 0)
