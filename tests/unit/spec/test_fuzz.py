@@ -114,3 +114,41 @@ def test_any_table_document_loads_or_reports_problems(document: dict) -> None:
         except ProjectError as e:
             assert e.problems and all(p.path and p.message for p in e.problems)
             assert len(str(e).splitlines()) == len(e.problems)
+
+
+CONF_KEYS = [
+    "warehouse_root",
+    "kafka",
+    "bootstrap",
+    "security",
+    "protocol",
+    "password",
+    "engines",
+    "delta",
+    "spark",
+    "conf",
+    "master",
+    "embedded",
+    "port",
+    "x",
+]
+CONF_VALUES = st.recursive(
+    st.one_of(SCALARS, st.sampled_from(["${UNSET_VAR}", "${SET_VAR}", "${UNSET:-d}", "auto"])),
+    lambda inner: st.dictionaries(st.sampled_from(CONF_KEYS), inner, max_size=4),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(CONF_KEYS), CONF_VALUES, max_size=5))
+def test_any_conf_document_loads_or_reports_problems(document: dict) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "layers" / "ods").mkdir(parents=True)
+        (root / "conf").mkdir()
+        (root / "layers" / "ods" / "a.yml").write_text(BASE)
+        (root / "conf" / "local.yml").write_text(yaml.safe_dump(document))
+        try:
+            Project.load(root, environ={"SET_VAR": "v", "WAREHOUSE__ENGINES__KAFKA": "python"})
+        except ProjectError as e:
+            assert e.problems and all(p.path.startswith(("conf/", "<")) for p in e.problems)
