@@ -30,6 +30,9 @@ class BatchStats:
     """Counters of one query, updated after each micro-batch (driver side, one thread)."""
 
     rows_in: int = 0
+    """Rows handed to foreachBatch (after the streaming operators)."""
+    input_rows: dict[int, int] = field(default_factory=dict)
+    """Source rows per batch id, from the query progress (the runner fills it)."""
     rows_written: int = 0
     quarantined: int = 0
     dropped: int = 0
@@ -85,7 +88,9 @@ class BatchWriter:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         with self.lock:
             if self.stopping:
-                raise StopRequested(f"table {self.defn.name}: stop requested before batch {batch_id}")
+                raise StopRequested(
+                    f"table {self.defn.name}: stop requested before batch {batch_id}"
+                )
             try:
                 self._run(batch_df, batch_id)
             except BaseException as e:
@@ -104,10 +109,19 @@ class BatchWriter:
         table = self.defn.name
         spark = batch_df.sparkSession
         registered: list[str] = []
-        df = batch_df.persist()
+        cached: list[DataFrame] = []
+
+        def cache(frame: DataFrame) -> DataFrame:
+            frame = frame.persist()
+            cached.append(frame)
+            return frame
+
+        df = cache(batch_df)  # the source is read once; every count below reuses it
+        checked = None
         try:
             rows_in = df.count()
             quarantine: list[DataFrame] = []
+            good = df
             if self.defn.spec.source.kafka is not None:
                 from streams.kafka import parse_kafka
 
@@ -115,52 +129,53 @@ class BatchWriter:
                 parsed = parse_kafka(
                     df, format=k.format, schema=payload_schema(self.project, self.defn)
                 )
-                good = parsed.good
                 quarantine.append(self._parse_quarantine(parsed.bad, batch_id))
-                good = apply_transform(
-                    good,
-                    project=self.project,
-                    defn=self.defn,
-                    views=self.views,
-                    batch_id=batch_id,
-                    registered=registered,
+                good = cache(
+                    apply_transform(
+                        parsed.good,
+                        project=self.project,
+                        defn=self.defn,
+                        views=self.views,
+                        batch_id=batch_id,
+                        registered=registered,
+                    )
                 )
-            else:
-                good = df
             checked = self._row_checks(good, batch_id)
             dropped = 0
-            if checked is not None:
+            if checked is None:
+                written = good.count()
+            else:
                 before = good.count()
-                good = checked.keep
+                good = cache(checked.keep)
+                written = good.count()
                 if checked.quarantine is not None:
                     quarantine.append(checked.quarantine)
-            good = good.persist()
-            written = good.count()
             info = self._commit_info(batch_id)
             version = self._write(good, batch_id, self.plan.table_path, info, quarantine=False)
-            quarantined = 0
-            frames = [q for q in quarantine if q is not None]
-            if frames:
-                q = frames[0]
-                for other in frames[1:]:
+            quarantined = checks_quarantined = 0
+            if quarantine:
+                q = quarantine[0]
+                for other in quarantine[1:]:
                     q = q.unionByName(other)
-                q = q.persist()
+                q = cache(q)
                 quarantined = q.count()
                 if quarantined:
                     self._write(q, batch_id, self.plan.quarantine_path, info, quarantine=True)
-                q.unpersist()
             if checked is not None:
-                dropped = max(0, before - written - (checked.quarantine.count() if checked.quarantine is not None else 0))
+                if checked.quarantine is not None:
+                    checks_quarantined = checked.quarantine.count()
+                dropped = max(0, before - written - checks_quarantined)
                 self._quality_events(spark, batch_id, checked.metrics)
-                checked.unpersist()
             if self.defn.spec.publish is not None:
                 self._publish(good, batch_id)
-            good.unpersist()
             f = recover_file(self.plan.checkpoint_path)
             if f.exists():
                 f.unlink()  # the new checkpoint now owns the position
         finally:
-            df.unpersist()
+            if checked is not None:
+                checked.unpersist()
+            for frame in reversed(cached):
+                frame.unpersist()
             for view in registered:
                 spark.catalog.dropTempView(view)
         s = self.stats

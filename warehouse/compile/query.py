@@ -62,18 +62,28 @@ class CompiledQuery:
         logger.info("table %s: starting query (checkpoint %s)", self.plan.name, self.plan.checkpoint_path)
         return self.writer.start()
 
-    def stop_at_batch_boundary(self, query: StreamingQuery) -> None:
-        """Wait for the running batch's writes to finish, then stop the query.
+    def stop_at_batch_boundary(self, query: StreamingQuery, *, timeout: float = 120) -> None:
+        """Let the running batch finish and commit, then stop the query.
 
-        `StreamingQuery.stop()` alone cancels the running batch's jobs (the
-        replay would be idempotent, but a clean stop is cheaper): taking the
-        batch lock first means stop happens between batches; a batch that
-        starts after that fails without writing and is replayed next run.
+        `StreamingQuery.stop()` alone cancels the running batch's jobs and can
+        interrupt it between our Delta commit and Spark's commit log (the replay
+        would be skipped by the app transaction, but a clean stop is cheaper):
+        so take the batch lock (no batch is writing), wait until Spark's commit
+        log has the last batch we wrote, then stop. A batch that starts after
+        that fails without writing (`StopRequested`) and is replayed next run.
         """
+        import time
+
         with self.batch.lock:
             self.batch.stopping = True
+            last = self.batch.stats.last_batch
+            if last is not None:
+                marker = Path(self.plan.checkpoint_path) / "commits" / str(last)
+                deadline = time.monotonic() + timeout
+                while not marker.exists() and query.isActive and time.monotonic() < deadline:
+                    time.sleep(0.1)
         query.stop()
-        logger.info("table %s: query stopped", self.plan.name)
+        logger.info("table %s: query stopped after batch %s", self.plan.name, last)
 
 
 def recover_file(checkpoint: str | Path) -> Path:

@@ -39,7 +39,8 @@ _EXC_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Failed)): (.+)$"
 def root_cause_line(text: str) -> str:
     """The innermost `SomeError: message` line of a (JVM-wrapped) Python traceback text."""
     found = [
-        m for m in (_EXC_LINE.match(line) for line in text.splitlines())
+        m
+        for m in (_EXC_LINE.match(line) for line in text.splitlines())
         if m and not m.group(1).startswith(("pyspark.", "py4j."))
     ]
     if found:
@@ -138,12 +139,18 @@ class Pipeline:
             engines=self.engines,
         )
 
+    @staticmethod
+    def _note_progress(cq: CompiledQuery, query: StreamingQuery) -> None:
+        """Remember each batch's source row count (Spark keeps only the recent progress)."""
+        for p in query.recentProgress:
+            cq.stats.input_rows[int(p.batchId)] = int(p.numInputRows)
+
     def _result(self, cq: CompiledQuery, seconds: float) -> RunResult:
         s = cq.stats
         return RunResult(
             table=cq.plan.name,
             layer=cq.plan.layer,
-            rows_read=s.rows_in,
+            rows_read=sum(s.input_rows.values()),
             rows_written=s.rows_written,
             quarantined=s.quarantined,
             dropped=s.dropped,
@@ -157,7 +164,9 @@ class Pipeline:
             self.spark.catalog.dropTempView(view)
 
     @staticmethod
-    def _failure(cq: CompiledQuery, query: StreamingQuery | None, e: BaseException | None) -> QueryFailedError:
+    def _failure(
+        cq: CompiledQuery, query: StreamingQuery | None, e: BaseException | None
+    ) -> QueryFailedError:
         cause = cq.stats.error or e
         if cause is not None and hasattr(cause, "exit_code"):
             return cause  # type: ignore[return-value]  # a WarehouseError from our code
@@ -205,6 +214,7 @@ class Pipeline:
                 self._cleanup(cq)
             if cq.stats.error is not None:
                 raise self._failure(cq, query, None) from cq.stats.error
+            self._note_progress(cq, query)
             r = self._result(cq, time.monotonic() - started)
             self.progress(r.line())
             results.append(r)
@@ -230,6 +240,7 @@ class Pipeline:
                     pending.remove(name)
                     self.progress(f"{name} [{cq.plan.layer}]: started ({cq.plan.trigger})")
                 for cq, q, _ in running.values():
+                    self._note_progress(cq, q)
                     if not q.isActive:
                         failure = self._failure(cq, q, q.exception())
                         break
@@ -244,23 +255,30 @@ class Pipeline:
             raise failure
         for name in pending:
             results.append(
-                RunResult(table=name, layer=self.project.tables[name].layer, skipped="input never appeared")
+                RunResult(
+                    table=name,
+                    layer=self.project.tables[name].layer,
+                    skipped="input never appeared",
+                )
             )
         return results
 
     def _batch_line(self, cq: CompiledQuery, batch_id: int) -> None:
         s = cq.stats
         self.progress(
-            f"{cq.plan.name}: batch {batch_id} done ({s.rows_in} rows in, "
-            f"{s.rows_written} written so far)"
+            f"{cq.plan.name}: batch {batch_id} done ({s.rows_written} rows written, "
+            f"{s.quarantined} quarantined so far)"
         )
 
-    def _stop_all(self, running: dict[str, tuple[CompiledQuery, StreamingQuery, float]]) -> list[RunResult]:
+    def _stop_all(
+        self, running: dict[str, tuple[CompiledQuery, StreamingQuery, float]]
+    ) -> list[RunResult]:
         results = []
         # Readers first, so that no query waits on an upstream that already stopped.
         for name in reversed(list(running)):
             cq, q, started = running[name]
             cq.stop_at_batch_boundary(q)
+            self._note_progress(cq, q)
             self._cleanup(cq)
             r = self._result(cq, time.monotonic() - started)
             self.progress(f"stopped: {r.line()}")

@@ -1,0 +1,33 @@
+"""Producing the fixture project's records and reading its Delta tables back (delta-rs)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def order(order_id: str | None, user: str, amount: float, minute: int) -> str:
+    event_time = (T0 + dt.timedelta(minutes=minute)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return json.dumps(
+        {"order_id": order_id, "user_id": user, "amount": amount, "event_time": event_time}
+    )
+
+
+def rows(path: Path, columns: list[str]) -> list[tuple[Any, ...]]:
+    """The table's rows as sorted tuples of `columns`."""
+    table = DeltaTable(str(path)).to_pyarrow_table(columns=columns)
+    return sorted(tuple(r[c] for c in columns) for r in table.to_pylist())
+
+
+def version(path: Path) -> int | None:
+    return DeltaTable(str(path)).version() if (path / "_delta_log").is_dir() else None
+
+
+def at(minute: int) -> dt.datetime:
+    return T0 + dt.timedelta(minutes=minute)

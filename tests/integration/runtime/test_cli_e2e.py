@@ -1,0 +1,129 @@
+"""End to end through the command line, as a user runs it: `python -m warehouse ...` in a
+subprocess (its own SparkSession), a real broker process, real Delta tables.
+
+`run --layer all --once` moves the records through ODS and DWD; `status --json`
+reports them; a continuous `run` picks up new records and exits 0 on SIGTERM,
+stopped between batches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from streams.kafka.admin import ensure_topic, produce
+from tests.integration.runtime.helpers import at, order, rows
+from tests.unit.runtime.projects import write_project
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[3]
+DWD_COLS = ["order_id", "user_id", "amount", "event_time"]
+
+
+def cli(project: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "warehouse", "--project", str(project), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=timeout,
+    )
+
+
+def wait_for(predicate, *, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def test_run_once_status_then_continuous_run_stopped_by_sigterm(broker, unique, tmp_path: Path) -> None:
+    topic = unique("orders")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap)
+    root = proj / ".warehouse"
+    ods, dwd = root / "tables" / "ods_orders", root / "tables" / "dwd_orders"
+    produce(
+        broker.bootstrap,
+        topic,
+        [
+            ("a", order("o1", "u1", 10.5, 0)),
+            ("b", order("o2", "u2", 20.0, 1)),
+            ("a", order("o1", "u1", 10.5, 0)),
+            ("x", "{not json"),
+        ],
+    )
+
+    once = cli(proj, "run", "--layer", "all", "--once")
+    assert once.returncode == 0, once.stderr[-3000:]
+    assert "ods_orders [ods]: 1 batch(es), 4 rows in, 3 written, 1 quarantined" in once.stdout
+    assert rows(ods, ["order_id", "amount", "event_time"]) == [
+        ("o1", 10.5, at(0)),
+        ("o1", 10.5, at(0)),
+        ("o2", 20.0, at(1)),
+    ]
+    assert rows(dwd, DWD_COLS) == [
+        ("o1", "u1", Decimal("10.50"), at(0)),
+        ("o2", "u2", Decimal("20.00"), at(1)),
+    ]
+
+    st = cli(proj, "status", "--json", timeout=120)
+    assert st.returncode == 0, st.stderr
+    tables = {t["table"]: t for t in json.loads(st.stdout)["tables"]}
+    o = tables["ods_orders"]
+    assert (o["layer"], o["path"], o["rows"], o["quarantine_rows"]) == ("ods", str(ods), 3, 1)
+    assert o["last_batch"] == 0 and o["version"] == 0
+    committed = {p: int(n) for p, n in o["committed_offsets"][topic].items()}
+    assert sum(committed.values()) == 4
+    assert o["lag"] == {"total": 0, "topics": {topic: 0}}
+    assert tables["dwd_orders"]["rows"] == 2
+
+    # Continuous: new records arrive while it runs; SIGTERM stops it between batches.
+    log = (tmp_path / "run.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "warehouse", "--project", str(proj), "run", "--layer", "all"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        produce(broker.bootstrap, topic, [("c", order("o3", "u3", 30.0, 2)), ("b", order("o2", "u2", 20.0, 1))])
+        wait_for(
+            lambda: (dwd / "_delta_log").is_dir() and ("o3",) in rows(dwd, ["order_id"]),
+            timeout=400,
+            what="o3 in dwd_orders",
+        )
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        log.close()
+    output = (tmp_path / "run.log").read_text()
+    assert code == 0, output[-3000:]
+    assert "stopped: ods_orders [ods]" in output and "stopped: dwd_orders [dwd]" in output
+    assert rows(dwd, DWD_COLS) == [
+        ("o1", "u1", Decimal("10.50"), at(0)),
+        ("o2", "u2", Decimal("20.00"), at(1)),
+        ("o3", "u3", Decimal("30.00"), at(2)),
+    ]
+    assert len(rows(ods, ["_offset"])) == 5
+    # Stopped at a batch boundary: the table's last batch is committed in the checkpoint.
+    for name in ("ods_orders", "dwd_orders"):
+        from streams.delta import table_info
+
+        last = table_info(root / "tables" / name)["last_commit"]["batch_id"]
+        assert (root / "checkpoints" / name / "commits" / str(last)).is_file()

@@ -1,0 +1,49 @@
+"""The session factory reuses the running session; engine resolution on this JVM."""
+
+from __future__ import annotations
+
+import pytest
+
+from warehouse.runtime.engines import native_available, resolve_engine
+from warehouse.runtime.errors import RuntimeConfigError
+from warehouse.runtime.session import get_session
+from warehouse.spec.config import SparkSettings
+
+pytestmark = pytest.mark.spark
+
+
+def test_get_session_returns_the_active_session_and_never_a_second(spark) -> None:
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    got = get_session(SparkSettings(master="local[1]", conf={"spark.sql.shuffle.partitions": "7"}))
+    assert got is spark
+    assert SparkContext._active_spark_context is context
+    # The caller's configuration is left alone.
+    assert got.conf.get("spark.sql.shuffle.partitions") == "2"
+
+
+def test_engines_resolve_to_python_without_the_native_jars(spark) -> None:
+    # This JVM has no spark-sql-kafka / delta-spark jars (pip-only environment).
+    has_kafka = native_available(spark, "kafka")
+    has_delta = native_available(spark, "delta")
+    assert resolve_engine(spark, "kafka", "python") == "python"
+    assert resolve_engine(spark, "kafka", "auto") == ("native" if has_kafka else "python")
+    assert resolve_engine(spark, "delta", "auto") == ("native" if has_delta else "python")
+    if not has_kafka:
+        with pytest.raises(RuntimeConfigError, match="KafkaSourceProvider"):
+            resolve_engine(spark, "kafka", "native")
+
+
+def test_native_probe_sees_classes_that_are_on_the_class_path(spark) -> None:
+    # The probe itself must be able to answer yes: a Spark class is always there.
+    from warehouse.runtime import engines
+
+    saved = dict(engines.NATIVE_CLASSES)
+    try:
+        engines.NATIVE_CLASSES["kafka"] = "org.apache.spark.sql.SparkSession"
+        assert native_available(spark, "kafka") is True
+        assert resolve_engine(spark, "kafka", "native") == "native"
+    finally:
+        engines.NATIVE_CLASSES.clear()
+        engines.NATIVE_CLASSES.update(saved)
