@@ -118,10 +118,15 @@ class Source(Spec):
                 )
                 if v
             ]
+            hint = (
+                " A Kafka source takes no stateful operators: land the raw topic in an ODS "
+                "table and do the join in a DWD table that reads it."
+                if self.join_streams
+                else ""
+            )
             raise ValueError(
-                f"{', '.join(f'`{g}`' for g in given)} apply to table sources only, not to "
-                "`kafka`: a Kafka source takes no stateful operators. Land the raw topic in an "
-                "ODS table and do the join in a DWD table that reads it."
+                f"{', '.join(f'`{g}`' for g in given)} apply to table sources only, "
+                f"not to `kafka`.{hint}"
             )
         return self
 
