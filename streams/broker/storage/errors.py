@@ -88,6 +88,12 @@ class InvalidConfigError(StorageError):
         self.key = key
 
 
+class InvalidTxnStateError(StorageError):
+    """A transaction marker or aborted-transaction entry that contradicts the log."""
+
+    errno = 48
+
+
 class KafkaStorageError(StorageError):
     """An I/O error of the log files (disk full, permissions)."""
 

@@ -43,7 +43,8 @@ from streams.broker.storage.batch import (
 )
 from streams.broker.storage.config import LogConfig
 from streams.broker.storage.errors import (
-    InvalidConfigError,
+    InvalidTxnStateError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
@@ -251,7 +252,7 @@ class PartitionLog:
         """Index an aborted transaction: its data spans [first_offset, last_offset] where
         `last_offset` is the offset of its abort marker (from `append_control`)."""
         if first_offset > last_offset:
-            raise InvalidConfigError(
+            raise InvalidTxnStateError(
                 f"Log `{self.name}`: aborted transaction of producer `{producer_id}` has "
                 f"first offset `{first_offset}` after its marker `{last_offset}`."
             )
@@ -494,7 +495,11 @@ class PartitionLog:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise OffsetOutOfRangeError(f"Log `{self.name}` is closed.")
+            raise KafkaStorageError(
+                f"Log `{self.name}` is closed (its topic was deleted or the broker is "
+                "shutting down); reopen it through LogManager.get_log.",
+                path=str(self.directory),
+            )
 
     @property
     def lock(self) -> threading.RLock:

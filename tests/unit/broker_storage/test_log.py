@@ -12,10 +12,13 @@ from hypothesis import strategies as st
 
 from streams.broker.storage import (
     CorruptRecordError,
+    InvalidTxnStateError,
+    KafkaStorageError,
     LogConfig,
     OffsetOutOfRangeError,
     PartitionLog,
     RecordTooLargeError,
+    StorageError,
     decode_records,
     iter_batches,
     validate_batches,
@@ -247,3 +250,15 @@ def test_one_file_descriptor_per_segment(tmp_path: Path) -> None:
     assert len(os.listdir("/proc/self/fd")) - before == len(log.segments)
     log.close()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_closed_log_and_bad_transaction_entries_raise_coded_errors(tmp_path: Path) -> None:
+    log = PartitionLog(tmp_path)
+    with pytest.raises(InvalidTxnStateError, match="first offset `5` after its marker `3`"):
+        log.record_aborted(1, 5, 3)
+    log.close()
+    with pytest.raises(KafkaStorageError, match="is closed") as err:
+        log.append(value_batch(1))
+    assert err.value.errno == 56 and StorageError.for_code(56) is KafkaStorageError
+    assert StorageError.for_code(2) is CorruptRecordError
+    assert StorageError.for_code(12345) is StorageError
