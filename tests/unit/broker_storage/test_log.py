@@ -262,3 +262,27 @@ def test_closed_log_and_bad_transaction_entries_raise_coded_errors(tmp_path: Pat
     assert err.value.errno == 56 and StorageError.for_code(56) is KafkaStorageError
     assert StorageError.for_code(2) is CorruptRecordError
     assert StorageError.for_code(12345) is StorageError
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    batches=st.lists(
+        st.lists(st.integers(0, 10_000), min_size=1, max_size=6), min_size=1, max_size=40
+    ),
+    targets=st.lists(st.integers(-1, 10_100), min_size=1, max_size=10),
+)
+def test_offset_for_timestamp_matches_a_linear_search(batches, targets) -> None:
+    """Timestamps need not increase: the answer is the first record at or after the target."""
+    with tempfile.TemporaryDirectory() as d:
+        log = PartitionLog(d, config=LogConfig(segment_bytes=1500, index_interval_bytes=200))
+        stamps: list[int] = []
+        for ts in batches:
+            base = min(ts)
+            log.append(
+                make_batch([Rec(b"k", b"v" * 30, t - base) for t in ts], base_timestamp=base)
+            )
+            stamps += ts
+        for target in targets:
+            expected = next(((o, t) for o, t in enumerate(stamps) if t >= target), None)
+            assert log.offset_for_timestamp(target) == expected
+        log.close()
