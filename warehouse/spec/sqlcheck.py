@@ -280,6 +280,9 @@ def spark_type(node: exp.Expression) -> str:
     inner = node.this if isinstance(node, exp.Alias) else node
     if isinstance(inner, exp.Anonymous) and inner.name.lower() in ("window", "session_window"):
         return _WINDOW_STRUCT
+    known = _known_result_type(inner)
+    if known is not None:
+        return known
     dtype = node.type
     if dtype is None or dtype.is_type(exp.DataType.Type.UNKNOWN):
         return "string"
@@ -289,6 +292,60 @@ def spark_type(node: exp.Expression) -> str:
         return normalize_type(dtype.sql(dialect=DIALECT))
     except SchemaFileError:
         return "string"
+
+
+# Spark result types that sqlglot's generic typing gets wrong or leaves unknown.
+_RESULT_TYPES = {
+    **dict.fromkeys(
+        [
+            "year",
+            "month",
+            "day",
+            "dayofmonth",
+            "dayofweek",
+            "dayofyear",
+            "weekofyear",
+            "quarter",
+            "hour",
+            "minute",
+            "second",
+            "hash",
+        ],
+        "int",
+    ),
+    **dict.fromkeys(
+        ["date_trunc", "timestamp_seconds", "timestamp_millis", "timestamp_micros"], "timestamp"
+    ),
+    "make_date": "date",
+    "xxhash64": "bigint",
+}
+_FUNCTION_NAME_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
+
+def _type_text(dtype: exp.Expression) -> str:
+    try:
+        return normalize_type(dtype.sql(dialect=DIALECT))
+    except SchemaFileError:
+        return "string"
+
+
+def _known_result_type(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Dot) and isinstance(node.this, exp.Anonymous):
+        if node.this.name.lower() in ("window", "session_window"):  # window(...).start
+            return "timestamp"
+    if isinstance(node, exp.Bracket) and node.this.type is not None:  # m['k'], a[0]
+        container = node.this.type
+        if container.is_type(exp.DataType.Type.MAP) and len(container.expressions) == 2:
+            return _type_text(container.expressions[1])
+        if container.is_type(exp.DataType.Type.ARRAY) and container.expressions:
+            return _type_text(container.expressions[0])
+    if not isinstance(node, exp.Func):
+        return None
+    m = _FUNCTION_NAME_RE.match(node.sql(dialect=DIALECT))
+    name = m.group(1).lower() if m else ""
+    if name == "collect_set" and node.this is not None and node.this.type is not None:
+        return f"array<{spark_type(node.this)}>"
+    return _RESULT_TYPES.get(name)
 
 
 def _aggregate_type(node: exp.Expression, arg: exp.DataType) -> str:

@@ -122,3 +122,27 @@ def test_mistakes_in_correlated_subqueries_and_ctes_are_found_once() -> None:
     assert len(cte.problems) == 1
     assert "column `cityy` is not a column of `b`" in cte.problems[0]
     assert "`amount`, `event_time`" in cte.problems[0]
+
+
+def test_spark_result_types_sqlglot_leaves_generic() -> None:
+    cols = Columns(
+        [
+            Column("t", "timestamp"),
+            Column("n", "int"),
+            Column("s", "string"),
+            Column("m", "map<string, bigint>"),
+            Column("a", "array<string>"),
+        ]
+    )
+    expected = {
+        "date_trunc('hour', t)": "timestamp",
+        "year(t)": "int",
+        "hour(t)": "int",
+        "collect_set(n)": "array<int>",
+        "m['k']": "bigint",
+        "a[0]": "string",
+        "xxhash64(s)": "bigint",
+        "window(t, '1 minute').start": "timestamp",
+        "window(t, '1 minute')": "struct<start: timestamp, end: timestamp>",
+    }
+    assert {e: expression_type(e, cols)[0] for e in expected} == expected
