@@ -1,0 +1,96 @@
+"""The process the crash tests kill: a Kafka -> Delta query (append and upsert tables).
+
+Run as `python child.py '<json params>'`. It reads the topic with the real
+`streams.kafka.read_kafka_stream` and writes every micro-batch through
+`streams.delta.write_batch` into two tables, exactly as the runtime does: app id
+`<table>:<checkpoint query id>`, commit info with the batch's end offsets from the
+checkpoint's offset log. Trigger.AvailableNow: it exits 0 when the topic is drained.
+Crash points are armed by the parent through `WAREHOUSE_CRASH_POINT`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+
+STARTED_MARKER = "CRASH-CHILD-QUERY-STARTED"
+
+
+def main(params: dict) -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from streams.delta import (
+        DeltaTarget,
+        batch_end_offsets,
+        checkpoint_query_id,
+        write_batch,
+    )
+    from streams.kafka import read_kafka_stream
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("crash-child")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    ckpt = params["checkpoint"]
+    source = read_kafka_stream(
+        spark,
+        bootstrap=params["bootstrap"],
+        topics=[params["topic"]],
+        starting_offsets=params.get("starting_offsets") or "earliest",
+        max_offsets_per_trigger=params["max_offsets_per_trigger"],
+    )
+    rows = source.select(
+        F.col("key").cast("string").alias("k"),
+        F.get_json_object(F.col("value").cast("string"), "$.i").cast("long").alias("seq"),
+        F.col("topic").alias("_topic"),
+        F.col("partition").alias("_partition"),
+        F.col("offset").alias("_offset"),
+    )
+
+    def write(batch, batch_id: int) -> None:
+        qid = checkpoint_query_id(ckpt)
+        info = {
+            "warehouse.sourceOffsets": json.dumps(batch_end_offsets(ckpt, batch_id)),
+            "warehouse.batchId": batch_id,
+        }
+        batch.persist()
+        for name, target in (
+            ("events", DeltaTarget(params["append_path"], app_id=f"events:{qid}")),
+            (
+                "latest",
+                DeltaTarget(
+                    params["upsert_path"],
+                    mode="upsert",
+                    keys=["k"],
+                    sequence_by="seq",
+                    app_id=f"latest:{qid}",
+                ),
+            ),
+        ):
+            write_batch(batch, batch_id, target, commit_info={**info, "warehouse.table": name})
+        batch.unpersist()
+
+    query = (
+        rows.writeStream.foreachBatch(write)
+        .option("checkpointLocation", ckpt)
+        .trigger(availableNow=True)
+        .start()
+    )
+    print(STARTED_MARKER, flush=True)
+    query.awaitTermination()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

@@ -1,0 +1,193 @@
+"""Kafka -> Delta under SIGKILL: no loss, no duplicate, by Kafka coordinates and by key.
+
+A child process (child.py) runs the real Kafka source into the real Delta sink on a
+topic produced up front to the real broker. It is killed at random points (armed
+crash points right before / right after a Delta commit, and timer kills at random
+moments: starting, reading, writing files) at least MIN_KILLS times, restarted on the
+same checkpoint until it drains the topic. Then the checkpoint is deleted and a new
+query resumes from the offsets recorded in the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from streams.delta import recorded_offsets, remove_orphans
+from streams.kafka.admin import ensure_topic, produce
+from tests.integration.crash.child import STARTED_MARKER
+
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.spark, pytest.mark.timeout(1800)]
+
+CHILD = Path(__file__).with_name("child.py")
+REPO = Path(__file__).resolve().parents[3]
+N_KEYS = 300
+MIN_KILLS = 20
+LIFE_TIMEOUT_S = 240
+MAX_LIVES = 60
+
+
+def _records(first: int, n: int) -> list[tuple[str, str]]:
+    return [(f"k{i % N_KEYS}", json.dumps({"i": i})) for i in range(first, first + n)]
+
+
+class Child:
+    """One life of the child process, in its own process group (the JVM and Python
+    workers die with it when the group is killed)."""
+
+    def __init__(self, params: dict, log: Path, crash_points: str | None, p: float) -> None:
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
+        env.pop("WAREHOUSE_CRASH_POINT", None)
+        if crash_points:
+            env["WAREHOUSE_CRASH_POINT"] = crash_points
+            env["WAREHOUSE_CRASH_PROBABILITY"] = str(p)
+        self.log = log
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(CHILD), json.dumps(params)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO,
+                start_new_session=True,
+            )
+
+    def kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            # Whatever the child did, nothing of its process group outlives it.
+            self.kill_group()
+
+
+def _started(log: Path, proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait until the child's query is running (its marker line is in the log)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if STARTED_MARKER in log.read_text(errors="replace"):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _run_with_kills(params: dict, logs: Path, rng: random.Random, more: Callable[[], None]) -> int:
+    """Lives alternate between armed crash points (right before / after a Delta commit)
+    and timer kills a random 0-4 s after the query started (reading Kafka, writing
+    files, merging, committing: wherever it happens to be)."""
+    kills = lives = 0
+    while kills < MIN_KILLS:
+        assert lives < MAX_LIVES, f"only {kills} kills in {lives} lives"
+        lives += 1
+        timer = rng.random() < 0.4
+        log = logs / f"life-{lives:03d}.log"
+        child = Child(params, log, None if timer else "before_commit,after_commit", 0.3)
+        if timer and _started(log, child.proc, LIFE_TIMEOUT_S):
+            time.sleep(rng.uniform(0.0, 4.0))
+            child.kill_group()
+        rc = child.wait(LIFE_TIMEOUT_S)
+        if rc == -signal.SIGKILL:
+            kills += 1
+        elif rc == 0:
+            more()  # drained before enough kills: give the next lives work
+        else:
+            pytest.fail(f"child life {lives} exited {rc}:\n{log.read_text()[-4000:]}")
+    return kills
+
+
+def _finish(params: dict, log: Path) -> None:
+    rc = Child(params, log, None, 0).wait(LIFE_TIMEOUT_S)
+    assert rc == 0, f"final child exited {rc}:\n{log.read_text()[-4000:]}"
+
+
+def _coordinates(path: str) -> list[tuple[str, int, int]]:
+    t = pa.table(DeltaTable(path).to_pyarrow_table(columns=["_topic", "_partition", "_offset"]))
+    return sorted(zip(*(t.column(c).to_pylist() for c in t.column_names), strict=True))
+
+
+def _latest(path: str) -> dict[str, int]:
+    t = pa.table(DeltaTable(path).to_pyarrow_table(columns=["k", "seq"]))
+    keys, seqs = t.column("k").to_pylist(), t.column("seq").to_pylist()
+    assert len(keys) == len(set(keys)), "upsert table holds a key twice"
+    return dict(zip(keys, seqs, strict=True))
+
+
+def _expected(produced: int) -> dict[str, int]:
+    return {f"k{i % N_KEYS}": i for i in range(produced)}
+
+
+def test_sigkill_anywhere_loses_and_repeats_nothing(broker, unique, tmp_path: Path) -> None:
+    rng = random.Random(os.environ.get("CRASH_SEED", time.time_ns()))
+    topic = unique("crash")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    n = 2000
+    assert produce(broker.bootstrap, topic, _records(0, n)) == n
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    params = {
+        "bootstrap": broker.bootstrap,
+        "topic": topic,
+        "checkpoint": str(tmp_path / "ckpt"),
+        "append_path": str(tmp_path / "events"),
+        "upsert_path": str(tmp_path / "latest"),
+        "max_offsets_per_trigger": 200,
+    }
+
+    def more() -> None:
+        nonlocal n
+        assert produce(broker.bootstrap, topic, _records(n, 400)) == 400
+        n += 400
+
+    kills = _run_with_kills(params, logs, rng, more)
+    _finish(params, logs / "final.log")
+    assert kills >= MIN_KILLS
+
+    produced = sorted((topic, p, o) for p, o in _offsets_of(broker, topic))
+    assert len(produced) == n
+    assert _coordinates(params["append_path"]) == produced
+    assert _latest(params["upsert_path"]) == _expected(n)
+    # Files of attempts killed before their commit are unreferenced; removing them
+    # changes nothing in the tables.
+    for path in (params["append_path"], params["upsert_path"]):
+        remove_orphans(path, older_than_hours=0)
+    assert _coordinates(params["append_path"]) == produced
+    assert _latest(params["upsert_path"]) == _expected(n)
+
+    # Checkpoint lost: a new query starts from the offsets the table recorded.
+    offsets = recorded_offsets(params["append_path"], table="events")
+    assert offsets == recorded_offsets(params["upsert_path"], table="latest")
+    assert sum(offsets[topic].values()) == n
+    m = 500
+    assert produce(broker.bootstrap, topic, _records(n, m)) == m
+    shutil.rmtree(params["checkpoint"])
+    _finish({**params, "starting_offsets": offsets}, logs / "recover.log")
+    produced = sorted((topic, p, o) for p, o in _offsets_of(broker, topic))
+    assert len(produced) == n + m
+    assert _coordinates(params["append_path"]) == produced
+    assert _latest(params["upsert_path"]) == _expected(n + m)
+
+
+def _offsets_of(broker, topic: str) -> list[tuple[int, int]]:
+    """Every (partition, offset) the topic holds, from the broker's end offsets (the topic
+    has no gaps: plain producer, no compaction, no transactions)."""
+    from streams.kafka.admin import end_offsets
+
+    ends = end_offsets(broker.bootstrap, [topic])[topic]
+    return [(int(p), o) for p, end in ends.items() for o in range(end)]
