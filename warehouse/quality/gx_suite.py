@@ -71,11 +71,48 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
-def to_gx(expectation: Expectation) -> Any:
+def _timestamp_bounds(kwargs: dict[str, Any], frame: Any) -> dict[str, Any]:
+    """String bounds on a timestamp column as UTC timestamps, which pandas can compare."""
+    import pandas as pd
+
+    column = kwargs.get("column")
+    if frame is None or column not in getattr(frame, "columns", ()):
+        return kwargs
+    dtype = frame[column].dtype
+    if not pd.api.types.is_datetime64_any_dtype(dtype):
+        return kwargs
+    tz = getattr(dtype, "tz", None)
+    out = dict(kwargs)
+    for key in ("min_value", "max_value"):
+        value = out.get(key)
+        if isinstance(value, str):
+            ts = pd.Timestamp(value)
+            if tz is not None and ts.tzinfo is None:
+                ts = ts.tz_localize("UTC")
+            elif tz is None and ts.tzinfo is not None:
+                ts = ts.tz_convert("UTC").tz_localize(None)
+            out[key] = ts
+    return out
+
+
+def _exception_message(info: Any) -> str | None:
+    """GX reports a raised exception flat, or nested per metric."""
+    if not isinstance(info, Mapping):
+        return None
+    if info.get("raised_exception"):
+        return str(info.get("exception_message") or "exception raised")
+    for value in info.values():
+        found = _exception_message(value)
+        if found:
+            return found
+    return None
+
+
+def to_gx(expectation: Expectation, frame: Any = None) -> Any:
     """The GX expectation object for a registered, non-extension expectation."""
     import great_expectations.expectations as gxe
 
-    kwargs = dict(expectation.kwargs)
+    kwargs = _timestamp_bounds(dict(expectation.kwargs), frame)
     if expectation.type == "expect_column_pair_values_a_to_be_greater_than_b":
         # The stream does not judge a pair with a null; neither does the check.
         kwargs.setdefault("ignore_row_if", "either_value_is_missing")
@@ -132,7 +169,7 @@ class GxRun:
         batch = asset.add_batch_definition_whole_dataframe(f"{table}_all_rows")
         suite = ctx.suites.add(gx.ExpectationSuite(name=table))
         for exp in expectations:
-            suite.add_expectation(to_gx(exp))
+            suite.add_expectation(to_gx(exp, frame))
         vd = ctx.validation_definitions.add(
             gx.ValidationDefinition(data=batch, suite=suite, name=f"{table}_check")
         )
@@ -153,8 +190,6 @@ class GxRun:
             for r in run.results:
                 eid = (r.expectation_config.meta or {}).get("warehouse_id")
                 res = r.result or {}
-                exc = r.exception_info or {}
-                raised = exc.get("raised_exception") if isinstance(exc, Mapping) else None
                 out[eid] = {
                     "success": bool(r.success),
                     "observed_value": plain(res.get("observed_value")),
@@ -164,7 +199,7 @@ class GxRun:
                     "unexpected_values": plain(
                         (res.get("partial_unexpected_list") or [])[:MAX_UNEXPECTED_VALUES]
                     ),
-                    "error": plain(exc.get("exception_message")) if raised else None,
+                    "error": _exception_message(r.exception_info),
                 }
         return out
 

@@ -29,6 +29,7 @@ expectations:
   - expect_table_row_count_to_be_between: {min_value: 1}
   - expect_column_values_to_be_fresh: {column: event_time, max_age: 1 hour}
   - expect_column_values_to_be_of_type: {column: amount, type_: int}
+  - expect_column_max_to_be_between: {column: event_time, min_value: "2026-01-01"}
 """
 USERS_YML = """\
 table: ods_users
@@ -93,7 +94,7 @@ def test_a_passing_table_exits_0_and_reports_every_expectation(project, tmp_path
     result = json.loads((tmp_path / "r" / "results.json").read_text())
     assert result["success"] is True
     assert result["statistics"] == {
-        "tables": 1, "tables_failed": 0, "expectations": 6, "expectations_failed": 0,
+        "tables": 1, "tables_failed": 0, "expectations": 7, "expectations_failed": 0,
     }  # fmt: skip
     t = result["tables"]["ods_orders"]
     assert (t["status"], t["rows"], t["delta_version"]) == ("passed", 3, 0)
@@ -105,6 +106,7 @@ def test_a_passing_table_exits_0_and_reports_every_expectation(project, tmp_path
         "expect_table_row_count_to_be_between()",
         "expect_column_values_to_be_fresh(event_time)",
         "expect_column_values_to_be_of_type(amount)",
+        "expect_column_max_to_be_between(event_time)",
     ]
     assert all(e["success"] for e in exps.values())
     assert exps["expect_table_row_count_to_be_between()"]["observed_value"] == 3
@@ -114,6 +116,8 @@ def test_a_passing_table_exits_0_and_reports_every_expectation(project, tmp_path
     assert fresh["engine"] == "warehouse"
     assert fresh["observed_value"]["age_seconds"] == 300.0
     assert exps["expect_column_values_to_be_of_type(amount)"]["observed_value"] == "int"
+    newest = exps["expect_column_max_to_be_between(event_time)"]
+    assert newest["observed_value"] == (NOW - timedelta(minutes=5)).isoformat()
     index = tmp_path / "r" / "data_docs" / "index.html"
     assert index.exists() and "ods_orders" in index.read_text()
     assert result["data_docs"] == str(index)
