@@ -6,6 +6,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from tests.integration.broker.clients import consume_all, create_topic
 
@@ -23,16 +24,27 @@ def _earliest(bootstrap: str, topic: str) -> int:
 def test_retention_deletes_old_segments_on_its_interval(broker_factory, unique) -> None:
     proc = broker_factory(**{"log.retention.check.interval.ms": 200})
     topic = unique("retention")
-    create_topic(proc.bootstrap, topic, config={"retention.ms": "60000", "segment.bytes": "2048"})
+    create_topic(proc.bootstrap, topic, config={"retention.ms": "-1", "segment.bytes": "2048"})
     producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
     old = int(time.time() * 1000) - 3_600_000
-    for i in range(40):  # an hour old: past retention.ms
+    for i in range(40):  # an hour old
         producer.produce(topic, value=b"o" * 200, timestamp=old + i)
         producer.flush(30)
-    for _ in range(5):  # fresh records keep the active segment
+    for _ in range(5):  # fresh records
         producer.produce(topic, value=b"n" * 200)
     assert producer.flush(30) == 0
+    assert _earliest(proc.bootstrap, topic) == 0
 
+    # retention starts when the topic's config says so: one tick expires every old segment
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(30)
     deadline = time.monotonic() + 60
     while _earliest(proc.bootstrap, topic) == 0 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -41,6 +53,7 @@ def test_retention_deletes_old_segments_on_its_interval(broker_factory, unique) 
     left = consume_all(
         proc.bootstrap, topic, [0], expected=45 - start, **{"auto.offset.reset": "earliest"}
     )
+    assert [o for _, o, _, _ in left] == list(range(start, 45))
     assert [v[:1] for _, _, _, v in left][-5:] == [b"n"] * 5
 
 
