@@ -7,12 +7,15 @@ The metrics of a batch are a handful of rows computed on the driver, so they
 are written from the driver with delta-rs (no Spark job), under the same
 exactly-once rule as the sink: a Delta app transaction `(app_id, batch_id)`
 makes a replayed batch a no-op. Appends from several tables' queries at once
-are blind appends, which delta-rs commits with optimistic concurrency retries.
+are serialised per events table within a process (queries of one driver run in
+threads), and a commit that lost a race with another process is retried.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +29,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 EVENTS_TABLE = "_quality_events"
+COMMIT_ATTEMPTS = 5
+
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(str(path), threading.Lock())
 
 EVENTS_ARROW_SCHEMA = pa.schema(
     [
@@ -88,24 +100,38 @@ def write_quality_events(
     `(app_id, batch_id)` was already committed (a replayed batch). `spark` is
     accepted for symmetry with the other writers and is not needed.
     """
-    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-
     if not metrics:
         return None
     path = events_path(root)
-    exists = DeltaTable.is_deltatable(str(path))
-    if exists:
-        dt = DeltaTable(str(path))
-        done = dt.transaction_version(app_id)
+    data = pa.Table.from_pylist(_rows(metrics, now or datetime.now(UTC)), EVENTS_ARROW_SCHEMA)
+    from deltalake.exceptions import CommitFailedError
+
+    with _lock_for(path):
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            try:
+                return _append(path, data, app_id=app_id, batch_id=batch_id)
+            except CommitFailedError as e:  # another process committed first
+                if attempt == COMMIT_ATTEMPTS:
+                    raise
+                logger.info(
+                    "quality events of batch %s: commit to %s lost a race (%s); retry %d",
+                    batch_id, path, e, attempt,
+                )  # fmt: skip
+                time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")
+
+
+def _append(path: Path, data: pa.Table, *, app_id: str, batch_id: int) -> int | None:
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    if DeltaTable.is_deltatable(str(path)):
+        done = DeltaTable(str(path)).transaction_version(app_id)
         if done is not None and done >= batch_id:
             logger.info(
                 "quality events of %s batch %s already committed (app %s); skipped",
-                path,
-                batch_id,
-                app_id,
-            )
+                path, batch_id, app_id,
+            )  # fmt: skip
             return None
-    data = pa.Table.from_pylist(_rows(metrics, now or datetime.now(UTC)), EVENTS_ARROW_SCHEMA)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_deltalake(
         str(path),
@@ -118,7 +144,7 @@ def write_quality_events(
     )
     version = DeltaTable(str(path)).version()
     logger.info(
-        "wrote %d quality events for batch %s to %s (v%s)", len(metrics), batch_id, path, version
+        "wrote %d quality events for batch %s to %s (v%s)", data.num_rows, batch_id, path, version
     )
     return version
 

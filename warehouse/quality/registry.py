@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -276,6 +276,31 @@ def validate(expectation: Expectation) -> list[str]:
             "remove `on_violation` (a failed check makes `warehouse check` exit 1)"
         )
     return problems
+
+
+def validate_all(expectations: Sequence[Expectation]) -> list[tuple[int, str]]:
+    """`validate` for a table's list, plus names used twice: `(index, message)` pairs.
+
+    Two expectations with the same name (`name`, or `type(columns)`) would be
+    indistinguishable in quality events, quarantine rows and reports.
+    """
+    problems = [(i, m) for i, exp in enumerate(expectations) for m in validate(exp)]
+    first: dict[str, int] = {}
+    for i, exp in enumerate(expectations):
+        if exp.type not in EXPECTATION_TYPES:
+            continue
+        eid = expectation_id(exp)
+        if eid in first:
+            problems.append(
+                (
+                    i,
+                    f"expectation `{eid}` is declared twice (also expectations[{first[eid]}]); "
+                    "remove one or give one a distinct `name`",
+                )
+            )
+        else:
+            first[eid] = i
+    return sorted(problems, key=lambda p: p[0])
 
 
 def _semantic_problems(etype: ExpectationType, kwargs: Mapping[str, Any]) -> list[str]:

@@ -158,14 +158,3 @@ def test_fail_stops_the_query_naming_table_expectation_and_rows(spark, tmp_path)
     # Batch 0 was committed; the failing batch 1 was not.
     kept = DeltaTable(str(tmp_path / "tables" / "ods_orders")).to_pyarrow_table()
     assert sorted(kept.column("order_id").to_pylist()) == ["a", "b"]
-
-
-def test_quality_events_are_idempotent_per_app_and_batch(tmp_path):
-    metrics = [{"table": "t", "batch_id": 3, "expectation": "e", "on_violation": "warn",
-                "checked": 10, "passed": 9, "failed": 1}]  # fmt: skip
-    assert write_quality_events(None, tmp_path, metrics, app_id="t:q1", batch_id=3) == 0
-    assert write_quality_events(None, tmp_path, metrics, app_id="t:q1", batch_id=3) is None
-    assert write_quality_events(None, tmp_path, metrics, app_id="t:q2", batch_id=3) == 1
-    assert read_quality_events(tmp_path).num_rows == 2
-    assert quality_summary(tmp_path, "other") == {"table": "other", "last_batch": None,
-                                                  "totals": {}}  # fmt: skip

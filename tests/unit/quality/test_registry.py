@@ -145,3 +145,24 @@ def test_every_registered_type_is_documented():
     doc = (Path(__file__).resolve().parents[3] / "docs" / "quality.md").read_text()
     missing = [t for t in registry.EXPECTATION_TYPES if f"| `{t}` |" not in doc]
     assert missing == []
+
+
+def test_validate_all_reports_names_used_twice_with_their_index():
+    from warehouse.quality.registry import validate_all
+
+    problems = validate_all(
+        [
+            exp({"expect_column_values_to_not_be_null": {"column": "a"}}),
+            exp({"expect_column_values_to_be_in_set": {"column": "a"}}),
+            exp({"expect_column_values_to_not_be_null": {"column": "a"}, "on_violation": "drop"}),
+            exp({"expect_column_values_to_not_be_null": {"column": "b"}, "name": "x"}),
+            exp({"expect_column_values_to_be_unique": {"column": "b"}, "name": "x"}),
+        ]
+    )
+    assert problems == [
+        (1, "`expect_column_values_to_be_in_set` needs the argument `value_set`"),
+        (2, "expectation `expect_column_values_to_not_be_null(a)` is declared twice (also "
+            "expectations[0]); remove one or give one a distinct `name`"),
+        (4, "expectation `x` is declared twice (also expectations[3]); remove one or give one "
+            "a distinct `name`"),
+    ]

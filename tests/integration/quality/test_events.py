@@ -1,0 +1,73 @@
+"""The quality events Delta table: exactly once per batch, concurrent writers, summary."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+from deltalake import DeltaTable
+
+from warehouse.quality.events import events_path, quality_summary, write_quality_events
+
+
+def metric(table: str, batch_id: int, expectation: str, failed: int) -> dict:
+    return {"table": table, "batch_id": batch_id, "expectation": expectation,
+            "on_violation": "warn", "checked": 10, "passed": 10 - failed, "failed": failed}  # fmt: skip
+
+
+def test_a_replayed_batch_adds_nothing(tmp_path):
+    m = [metric("t", 3, "e", 1)]
+    assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=3) == 0
+    assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=2) is None
+    assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=3) is None
+    # A new checkpoint (new query id) starts its batch ids again.
+    assert write_quality_events(None, tmp_path, m, app_id="t:q2", batch_id=3) == 1
+    assert DeltaTable(str(events_path(tmp_path))).to_pyarrow_table().num_rows == 2
+    assert write_quality_events(None, tmp_path, [], app_id="t:q2", batch_id=4) is None
+
+
+def test_tables_write_their_events_concurrently(tmp_path):
+    def run(table: str) -> None:
+        for b in range(4):
+            write_quality_events(
+                None, tmp_path, [metric(table, b, "e1", b), metric(table, b, "e2", 0)],
+                app_id=f"{table}:q", batch_id=b,
+            )  # fmt: skip
+
+    with ThreadPoolExecutor(3) as pool:
+        list(pool.map(run, ["a", "b", "c"]))
+    rows = DeltaTable(str(events_path(tmp_path))).to_pyarrow_table().to_pylist()
+    assert sorted((r["table"], r["batch_id"], r["expectation"]) for r in rows) == sorted(
+        (t, b, e) for t in "abc" for b in range(4) for e in ("e1", "e2")
+    )
+
+
+def test_summary_has_the_last_batch_and_totals_per_expectation(tmp_path):
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for b in range(3):
+        write_quality_events(
+            None, tmp_path, [metric("ods", b, "nn", b), metric("ods", b, "range", 1)],
+            app_id="ods:q", batch_id=b, now=t0.replace(minute=b),
+        )  # fmt: skip
+    write_quality_events(None, tmp_path, [metric("dwd", 0, "nn", 5)], app_id="dwd:q", batch_id=0,
+                         now=t0.replace(minute=9))  # fmt: skip
+    assert quality_summary(tmp_path, "ods") == {
+        "table": "ods",
+        "last_batch": {
+            "batch_id": 2,
+            "recorded_at": "2026-01-01T00:02:00+00:00",
+            "expectations": [
+                {"expectation": "nn", "on_violation": "warn", "checked": 10, "passed": 8,
+                 "failed": 2},
+                {"expectation": "range", "on_violation": "warn", "checked": 10, "passed": 9,
+                 "failed": 1},
+            ],
+        },
+        "totals": {
+            "nn": {"checked": 30, "passed": 27, "failed": 3, "batches": 3},
+            "range": {"checked": 30, "passed": 27, "failed": 3, "batches": 3},
+        },
+    }  # fmt: skip
+    assert quality_summary(tmp_path, "other") == {"table": "other", "last_batch": None,
+                                                  "totals": {}}  # fmt: skip
+    assert quality_summary(tmp_path / "nowhere", "ods")["last_batch"] is None
