@@ -122,3 +122,49 @@ def test_make_drops_fields_the_version_lacks() -> None:
     )
     assert topic.name == "t"
     assert not hasattr(topic, "topic_id")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=100_000), min_size=1, max_size=4),
+    correlation_id=st.integers(min_value=0, max_value=2**31 - 1),
+    version=st.sampled_from([4, 11, 12]),
+)
+def test_chunked_fetch_encoding_equals_kio_and_keeps_record_sets_by_reference(
+    sizes: list[int], correlation_id: int, version: int
+) -> None:
+    module = protocol.response_module(1, version)
+    record_sets = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    response = protocol.make(
+        module.FetchResponse,
+        throttle_time=timedelta(0),
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=(
+            module.FetchableTopicResponse(
+                topic="t",
+                partitions=tuple(
+                    protocol.make(
+                        module.PartitionData,
+                        partition_index=i,
+                        error_code=ErrorCode.none,
+                        high_watermark=10,
+                        last_stable_offset=10,
+                        log_start_offset=0,
+                        aborted_transactions=None,
+                        records=records,
+                    )
+                    for i, records in enumerate(record_sets)
+                ),
+            ),
+        ),
+    )
+    chunks = protocol.encode_response_chunks(correlation_id, response)
+    reference = io.BytesIO()
+    entity_writer(type(response))(reference, response)
+    frame = b"".join(chunks)
+    header = 4 + 4 + (1 if version >= 12 else 0)
+    assert frame[header:] == reference.getvalue()
+    assert struct.unpack_from(">ii", frame) == (len(frame) - 4, correlation_id)
+    large = [r for r in record_sets if len(r) >= 32 * 1024]
+    assert sum(any(c is r for c in chunks) for r in large) == len(large)
