@@ -339,6 +339,13 @@ def _known_result_type(node: exp.Expression) -> str | None:
             return _type_text(container.expressions[1])
         if container.is_type(exp.DataType.Type.ARRAY) and container.expressions:
             return _type_text(container.expressions[0])
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)):
+        floating = (exp.DataType.Type.FLOAT, exp.DataType.Type.DOUBLE)
+        sides = [t for t in (node.left.type, node.right.type) if t is not None]
+        if any(t.is_type(*floating) for t in sides) and any(
+            t.is_type(exp.DataType.Type.DECIMAL) for t in sides
+        ):
+            return "double"  # Spark widens decimal with float/double to double
     if not isinstance(node, exp.Func):
         return None
     m = _FUNCTION_NAME_RE.match(node.sql(dialect=DIALECT))

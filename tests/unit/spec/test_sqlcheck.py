@@ -132,6 +132,8 @@ def test_spark_result_types_sqlglot_leaves_generic() -> None:
             Column("s", "string"),
             Column("m", "map<string, bigint>"),
             Column("a", "array<string>"),
+            Column("f", "double"),
+            Column("d", "decimal(12,2)"),
         ]
     )
     expected = {
@@ -144,5 +146,7 @@ def test_spark_result_types_sqlglot_leaves_generic() -> None:
         "xxhash64(s)": "bigint",
         "window(t, '1 minute').start": "timestamp",
         "window(t, '1 minute')": "struct<start: timestamp, end: timestamp>",
+        "f + d": "double",
+        "d - 1": "decimal(12,2)",
     }
     assert {e: expression_type(e, cols)[0] for e in expected} == expected
