@@ -79,7 +79,7 @@ def _source_text(defn: TableDefinition) -> str:
 def _transform_text(defn: TableDefinition) -> str | None:
     t = defn.spec.transform
     if t is None:
-        return None
+        return f"sql file {defn.sql_path}" if defn.sql is not None else None
     if t.python:
         return f"python {t.python}"
     return f"sql file {t.sql_file}" if t.sql_file else "sql"

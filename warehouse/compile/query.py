@@ -118,7 +118,7 @@ def payload_schema(project: Project, defn: TableDefinition) -> Any:
     kafka = defn.spec.source.kafka
     if kafka is None or kafka.schema_ is None:
         return None
-    schema = project.schemas[kafka.schema_]
+    schema = project.payload_schemas[kafka.schema_]
     to_ddl = getattr(schema, "to_ddl", None)
     return to_ddl() if callable(to_ddl) else schema
 
@@ -154,10 +154,8 @@ def apply_transform(
 
     spec = defn.spec
     table, layer = defn.name, defn.layer
-    if spec.transform is None:
-        return df
     spark = df.sparkSession
-    if spec.transform.python:
+    if spec.transform is not None and spec.transform.python:
         fn = load_callable(project, spec.transform.python, table=table, layer=layer)
         ctx = TransformContext(spark=spark, table=table, layer=layer, project=project, batch_id=batch_id)
         try:
@@ -178,7 +176,8 @@ def apply_transform(
             )
         return out
     text = sql_text(project, defn)
-    assert text is not None
+    if text is None:
+        return df
     source_view = f"{SOURCE_VIEW}_{table}_{uuid.uuid4().hex[:8]}"
     df.createOrReplaceTempView(source_view)
     if registered is not None:
