@@ -40,6 +40,22 @@ class Result:
     produce_msgs_s: float
     consume_mb_s: float
     consume_msgs_s: float
+    # broker process CPU (user+sys) per MB moved: a load-independent cost figure;
+    # 1000 / ms_per_mb is the MB/s one core of the broker could sustain
+    produce_cpu_ms_per_mb: float | None = None
+    consume_cpu_ms_per_mb: float | None = None
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User+system CPU of a process from /proc (None when unknown)."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 def _create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -120,14 +136,21 @@ CASES = {
 }
 
 
-def run_case(bootstrap: str, target: str, name: str, mb: float) -> Result:
+def run_case(bootstrap: str, target: str, name: str, mb: float, pid: int | None = None) -> Result:
     size, partitions, acks = CASES[name]
     n = int(mb * 1024 * 1024 / size)
     topic = f"bench-{name}-{uuid.uuid4().hex[:6]}"
     _create(bootstrap, topic, partitions)
+    c0 = _cpu_seconds(pid)
     t_produce = _produce(bootstrap, topic, n, size, acks)
+    c1 = _cpu_seconds(pid)
     t_consume = _consume(bootstrap, topic, partitions, n)
+    c2 = _cpu_seconds(pid)
     volume = n * size / 1e6
+
+    def per_mb(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else round((b - a) * 1000 / volume, 2)
+
     return Result(
         case=name,
         target=target,
@@ -136,6 +159,8 @@ def run_case(bootstrap: str, target: str, name: str, mb: float) -> Result:
         produce_msgs_s=round(n / t_produce),
         consume_mb_s=round(volume / t_consume, 1),
         consume_msgs_s=round(n / t_consume),
+        produce_cpu_ms_per_mb=per_mb(c0, c1),
+        consume_cpu_ms_per_mb=per_mb(c1, c2),
     )
 
 
@@ -143,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=200, help="megabytes per case (default 200)")
     parser.add_argument("--peer", help="host:port of another Kafka-compatible broker to compare")
+    parser.add_argument("--peer-pid", type=int, help="pid of the peer, to report its CPU per MB")
     parser.add_argument("--bootstrap", help="use this running broker instead of starting one")
     parser.add_argument("--durability", default="interval", choices=["interval", "sync"])
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
@@ -160,12 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         if bootstrap is None:
             proc = BrokerProcess(Path(tmp) / "data", config={"durability": args.durability})
             bootstrap = proc.start().bootstrap
+        pid = proc.pid if proc is not None else None
         try:
             for name in names:
-                results.append(run_case(bootstrap, "streams.broker", name, args.mb))
+                results.append(run_case(bootstrap, "streams.broker", name, args.mb, pid))
                 print(_row(results[-1]), flush=True)
                 if args.peer:
-                    results.append(run_case(args.peer, "peer", name, args.mb))
+                    results.append(run_case(args.peer, "peer", name, args.mb, args.peer_pid))
                     print(_row(results[-1]), flush=True)
         finally:
             if proc is not None:
@@ -186,9 +213,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _row(r: Result) -> str:
+    cpu = ""
+    if r.produce_cpu_ms_per_mb is not None and r.consume_cpu_ms_per_mb is not None:
+        cpu = f" | broker cpu ms/MB {r.produce_cpu_ms_per_mb:5.2f} {r.consume_cpu_ms_per_mb:5.2f}"
     return (
         f"{r.case:18s} {r.target:15s} produce {r.produce_mb_s:7.1f} MB/s {r.produce_msgs_s:9d} msg/s"
-        f" | consume {r.consume_mb_s:7.1f} MB/s {r.consume_msgs_s:9d} msg/s"
+        f" | consume {r.consume_mb_s:7.1f} MB/s {r.consume_msgs_s:9d} msg/s{cpu}"
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -40,6 +41,22 @@ logger = logging.getLogger(__name__)
 __all__ = ["Broker", "GroupFlusher", "AppendNotifier"]
 
 _SASL_KEYS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
+
+
+_SOCKET_BUFFER = 4 * 1024 * 1024
+
+
+def _tune_socket(writer: asyncio.StreamWriter) -> None:
+    """Large kernel buffers: a multi-megabyte fetch response leaves in a few sends
+    instead of being copied into the transport's buffer and trickled out."""
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return
+    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BUFFER)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class AppendNotifier:
@@ -250,6 +267,7 @@ class Broker:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         conn = Connection(peer=peer)
+        _tune_socket(writer)
         try:
             await self._serve(conn, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
