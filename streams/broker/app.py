@@ -99,9 +99,9 @@ async def _serve(config: BrokerConfig, port_file: Path | None, pid_file: Path | 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, broker.request_stop)
-    await broker.start()
     info_path = config.data_dir / INFO_FILE
     try:
+        await broker.start()
         info = {
             "pid": os.getpid(),
             "host": config.host,

@@ -49,7 +49,6 @@ __all__ = [
     "storage_error_code",
     "topic_configs",
     "topic_names",
-    "uses_log_append_time",
     "validate_topic_configs",
     "validate_topic_name",
     "topic_id",
@@ -153,14 +152,13 @@ def needs_fsync(broker: Broker, topic: str) -> bool:
     return _config_of(broker, topic).durability == "sync"
 
 
-def uses_log_append_time(broker: Broker, topic: str) -> bool:
-    return _config_of(broker, topic).message_timestamp_type == "LogAppendTime"
-
-
 def max_timestamp(log: Any) -> tuple[int, int] | None:
-    """(offset, timestamp) of the record with the largest timestamp (ListOffsets −3)."""
-    finder = getattr(log, "max_timestamp_offset", None)
-    return finder() if finder is not None else None
+    """(offset, timestamp) of the first record with the largest timestamp (ListOffsets −3)."""
+    segments = [seg for seg in log.segments if seg.max_timestamp >= 0]
+    if not segments:
+        return None
+    latest = max(seg.max_timestamp for seg in segments)
+    return log.offset_for_timestamp(latest)
 
 
 def topic_names(broker: Broker) -> list[str]:

@@ -200,3 +200,39 @@ def test_fetch_edges_empty_out_of_range_and_read_committed(broker, unique) -> No
             _fetch(topic + "-nope", 0, max_wait_ms=0, min_bytes=0), FetchResponse, 4
         )
         assert missing.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_list_offsets_max_timestamp(broker, unique) -> None:
+    from confluent_kafka import Producer
+    from kio.schema.list_offsets.v7 import request as lo_req
+    from kio.schema.list_offsets.v7.response import ListOffsetsResponse
+
+    topic = unique("maxts")
+    create_topic(broker.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for ts in (5_000, 9_000, 7_000, 9_000):
+        producer.produce(topic, value=b"x", timestamp=ts)
+        producer.flush(30)
+
+    def ask(timestamp: int) -> tuple[int, int]:
+        request = lo_req.ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=0,
+            topics=(
+                lo_req.ListOffsetsTopic(
+                    name=topic,
+                    partitions=(
+                        lo_req.ListOffsetsPartition(partition_index=0, timestamp=timestamp),
+                    ),
+                ),
+            ),
+        )
+        with Wire(broker.bootstrap) as wire:
+            part = wire.call(request, ListOffsetsResponse).topics[0].partitions[0]
+        assert part.error_code == ErrorCode.none
+        return part.offset, part.timestamp
+
+    assert ask(-3) == (1, 9_000)  # the first record holding the largest timestamp
+    assert ask(-2)[0] == 0
+    assert ask(-1)[0] == 4
+    assert ask(6_000) == (1, 9_000)
