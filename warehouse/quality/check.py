@@ -189,13 +189,35 @@ def _load_state(path: Path) -> dict[str, Any]:
     return state if isinstance(state.get("tables"), dict) else {"tables": {}}
 
 
-def _read_rows(path: Path, *, since: int | None) -> tuple[pa.Table | None, int, int | None]:
+def _referenced_columns(expectations: Sequence[Expectation]) -> list[str] | None:
+    """The columns the expectations name; None (all) when one names none (row counts)."""
+    names: list[str] = []
+    for exp in expectations:
+        args = EXPECTATION_TYPES[exp.type].columns_args
+        if not args:
+            return None
+        for arg in args:
+            value = exp.kwargs.get(arg)
+            for name in value if isinstance(value, list) else [value]:
+                if isinstance(name, str) and name not in names:
+                    names.append(name)
+    return names
+
+
+def _read_rows(
+    path: Path, *, since: int | None, columns: list[str] | None = None
+) -> tuple[pa.Table | None, int, int | None]:
     """(rows, current version, first version read); rows is None when there is nothing new."""
     from deltalake import DeltaTable
 
     dt = DeltaTable(str(path))
     version = dt.version()
     if since is None or since > version:
+        if columns is not None:
+            # Only what is judged is loaded; a missing column is left for GX to report.
+            present = {f.name for f in dt.schema().fields}
+            if set(columns) <= present:
+                return dt.to_pyarrow_table(columns=columns), version, None
         return dt.to_pyarrow_table(), version, None
     if since == version:
         return None, version, since + 1
@@ -323,7 +345,9 @@ def _check_table(
             f"`warehouse run --layer {defn.layer}` first"
         )
         return result
-    rows, version, first = _read_rows(path, since=since)
+    rows, version, first = _read_rows(
+        path, since=since, columns=_referenced_columns(defn.spec.expectations)
+    )
     result.delta_version, result.from_version = version, first
     if rows is None:
         result.status = "no_new_rows"
