@@ -48,9 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from streams.broker.storage import StorageError
+
     try:
         run(config, port_file=args.port_file, pid_file=args.pid_file)
-    except BrokerLockedError as e:
+    except (BrokerLockedError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:

@@ -125,3 +125,12 @@ def test_ensure_status_and_stop_broker(tmp_path) -> None:
     assert broker_status(data) is None
     assert not (data / PID_FILE).exists()
     assert stop_broker(data) is False
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [({"retention.ms": "soon"}, "retention.ms"), ({"num.partitions": "zero"}, "num.partitions")],
+)
+def test_bad_config_fails_start_naming_the_key(tmp_path, config, named) -> None:
+    with pytest.raises(BrokerStartError, match=named):
+        BrokerProcess(tmp_path / "bad", config=config).start(timeout=30)
