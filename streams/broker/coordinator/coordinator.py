@@ -54,7 +54,7 @@ def _int(raw: dict[str, str], key: str, default: int) -> int:
         raise ValueError(f"broker config `{key}`=`{value}` is invalid: expected an integer") from None
 
 
-def _log_flush_failure(task: asyncio.Task[None]) -> None:
+def _log_flush_failure(task: asyncio.Future[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         logger.error("flush after a transaction marker failed: %s", task.exception())
 
@@ -158,8 +158,8 @@ class Coordinator(BrokerExtension):
         assert self.broker is not None
         self.broker.notifier.notify(topic, partition)  # the LSO moved: wake read_committed fetches
         # under durability=sync the marker counts once flushed; share the group fsync
-        task = asyncio.get_running_loop().create_task(self.broker.flusher.flush())
-        task.add_done_callback(_log_flush_failure)
+        flushed = asyncio.ensure_future(self.broker.flusher.flush())
+        flushed.add_done_callback(_log_flush_failure)
 
     def tick(self, now_ms: int) -> None:
         assert self.groups is not None and self.txns is not None

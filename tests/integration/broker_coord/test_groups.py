@@ -189,3 +189,46 @@ def test_kafka_python_group_consumer_commits_and_a_new_member_resumes(broker, un
     later = [msg.value for msg in second]
     second.close()
     assert sorted(later) == [b"n%02d" % i for i in range(6)]
+
+
+_CRASHING_MEMBER = """
+import sys, time
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "session.timeout.ms": 6000,
+              "heartbeat.interval.ms": 300, "partition.assignment.strategy": "range"})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.1)
+    if c.assignment():
+        print("assigned", flush=True)
+        break
+while True:
+    c.poll(0.1)
+"""
+
+
+def test_a_member_that_dies_is_expired_after_its_session_timeout(broker, unique):
+    import subprocess
+    import sys
+
+    topic, group = unique("crash"), unique("g")
+    create_topic(broker.bootstrap, topic, 4)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CRASHING_MEMBER, broker.bootstrap, group, topic], stdout=subprocess.PIPE
+    )
+    survivor = Member(broker.bootstrap, group, topic, "range")
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == b"assigned"
+        survivor.start()
+        _wait(lambda: len(survivor.owned) == 2, "the partitions to be split between two members")
+        child.kill()  # no LeaveGroup: only the session timeout can free its partitions
+        child.wait(10)
+        _wait(lambda: len(survivor.owned) == 4, "the dead member's partitions to move", timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+        survivor.stop_flag.set()
+        if survivor.ident is not None:
+            survivor.join(30)
+    assert survivor.error is None, survivor.error

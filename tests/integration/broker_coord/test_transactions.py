@@ -183,3 +183,24 @@ def test_a_transaction_open_past_its_timeout_is_aborted(broker_factory, unique):
     assert read_all(b.bootstrap, topic, 1) == []
     with pytest.raises(KafkaException):
         producer.commit_transaction(10)
+
+
+def test_kafka_python_transactions_commit_and_abort(broker, unique):
+    from kafka import KafkaProducer
+
+    topic = unique("kptxn")
+    create_topic(broker.bootstrap, topic, 1)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique("tid"))
+    producer.init_transactions()
+    for label, commit in (("keep", True), ("drop", False)):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send(topic, value=f"{label}{i}".encode(), partition=0)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+    producer.close()
+    assert [v for _, _, v in read_all(broker.bootstrap, topic, 1)] == [b"keep0", b"keep1", b"keep2"]
+    assert len(read_all(broker.bootstrap, topic, 1, isolation="read_uncommitted")) == 6
