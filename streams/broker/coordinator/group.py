@@ -149,7 +149,12 @@ class Group:
         if not self.supports_protocols(protocol_type, protocols):
             callback(JoinResult(ErrorCode.inconsistent_group_protocol, member_id))
             return
-        if not member_id:
+        if not member_id and group_instance_id:
+            # KIP-345 static member: no MEMBER_ID_REQUIRED round; a restarted instance
+            # takes the place of its previous incarnation, which is fenced
+            member_id = f"{group_instance_id}-{uuid.uuid4()}"
+            self._fence_static(group_instance_id, member_id)
+        elif not member_id:
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member_id:
                 # KIP-394: hand out the id first so a retried join cannot leak members.
@@ -198,6 +203,30 @@ class Group:
             return
         existing.join_callback = callback
         self._rebalance_or_complete(now_ms)
+
+    def _fence_static(self, group_instance_id: str, new_member_id: str) -> None:
+        old = next((m for m in self.members.values() if m.group_instance_id == group_instance_id), None)
+        if old is None:
+            return
+        logger.info(
+            "group %s: static member %s rejoined as %s; old id fenced",
+            self.group_id,
+            group_instance_id,
+            new_member_id,
+        )
+        del self.members[old.member_id]
+        if self.leader_id == old.member_id:
+            self.leader_id = new_member_id
+        if old.join_callback is not None:
+            old.join_callback(JoinResult(ErrorCode.fenced_instance_id, old.member_id))
+        if old.sync_callback is not None:
+            old.sync_callback(SyncResult(ErrorCode.fenced_instance_id))
+
+    def member_for_instance(self, group_instance_id: str) -> str | None:
+        for m in self.members.values():
+            if m.group_instance_id == group_instance_id:
+                return m.member_id
+        return None
 
     def _rebalance_or_complete(self, now_ms: int) -> None:
         if self.state is GroupState.PREPARING_REBALANCE:

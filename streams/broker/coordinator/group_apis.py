@@ -169,7 +169,10 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
         return make(module.LeaveGroupResponse, throttle_time=_ZERO, error_code=error)
     results = []
     for identity in request.members:
-        error = ErrorCode.unknown_member_id if group is None else group.leave(identity.member_id, now)
+        member_id = identity.member_id
+        if not member_id and identity.group_instance_id and group is not None:
+            member_id = group.member_for_instance(identity.group_instance_id) or ""
+        error = ErrorCode.unknown_member_id if group is None else group.leave(member_id, now)
         results.append(
             make(
                 module.MemberResponse,

@@ -287,6 +287,17 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *, now_ms: int
     ) -> ErrorCode:
         self._now_ms = now_ms
+        prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        pending = self.txns.get(transactional_id)
+        if (
+            pending is not None
+            and pending.state is prepared
+            and (pending.producer_id, pending.epoch) == (producer_id, producer_epoch)
+        ):
+            # an earlier attempt failed half-way (e.g. a disk error writing a marker):
+            # finish it; a second marker on a partition that already has one is harmless
+            self._complete(pending, commit=commit, now_ms=now_ms)
+            return ErrorCode.none
         txn = self._validate(transactional_id, producer_id, producer_epoch)
         if isinstance(txn, ErrorCode):
             return txn
@@ -337,7 +348,10 @@ class TransactionCoordinator:
         if not commit and span is not None:
             log.record_aborted(txn.producer_id, span[0], marker)
         if self._on_marker is not None:
-            self._on_marker(topic, partition)
+            try:
+                self._on_marker(topic, partition)
+            except Exception:  # waking fetches is best effort; the marker is written
+                logger.exception("transaction %s: after-marker hook failed for %s-%d", txn.transactional_id, topic, partition)
 
     def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
         """Partitions of ``group_id`` with a transactional offset commit not yet ended."""

@@ -190,3 +190,19 @@ def test_producer_state_snapshot_restores_without_scanning_and_rejects_stale_one
     stale.restore([{**snap[0], "end": 99}])  # claims more than the log holds: ignored, log scanned
     assert stale.partition("t", 0).entries[5].last_sequence == 2
     logs.close()
+
+
+def test_end_txn_retry_finishes_a_half_done_commit(tmp_path):
+    logs = open_logs(tmp_path)
+    logs.create_topic("t", 1, {})
+    producers, groups, txns = make(logs)
+    _, pid, epoch = txns.init_producer_id("tx", 60_000, now_ms=1_000)
+    txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_000)
+    append(logs, producers, "t", batch(pid, epoch, 0, 1, transactional=True))
+    txns.txns["tx"].state = TxnState.PREPARE_COMMIT  # as if writing the markers had failed
+    assert txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_001) is ErrorCode.concurrent_transactions
+    assert txns.end_txn("tx", pid, epoch, False, now_ms=1_002) is ErrorCode.concurrent_transactions
+    assert txns.end_txn("tx", pid, epoch, True, now_ms=1_003) is ErrorCode.none
+    assert txns.txns["tx"].state is TxnState.COMPLETE_COMMIT
+    assert producers.first_unstable_offset("t", 0) is None
+    logs.close()
