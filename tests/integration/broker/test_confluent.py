@@ -195,3 +195,34 @@ def test_auto_create_follows_broker_config(broker_factory, unique) -> None:
     off = broker_factory(**{"auto.create.topics.enable": "false"})
     meta = AdminClient({"bootstrap.servers": off.bootstrap}).list_topics(topic, timeout=30)
     assert meta.topics[topic].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_log_append_time_topic_stamps_records_on_arrival(broker, unique) -> None:
+    import time
+
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Producer
+
+    topic = unique("appendtime")
+    create_topic(broker.bootstrap, topic, config={"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    stamps: list[tuple[int, int]] = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    producer.produce(
+        topic, value=b"old", timestamp=1_000, on_delivery=lambda e, m: stamps.append(m.timestamp())
+    )
+    assert producer.flush(30) == 0
+    after = int(time.time() * 1000)
+    assert stamps[0][0] == TIMESTAMP_LOG_APPEND_TIME and before <= stamps[0][1] <= after
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("g")})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        msg = None
+        for _ in range(60):
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                break
+        assert msg is not None and msg.value() == b"old"
+        assert msg.timestamp() == stamps[0]
+    finally:
+        consumer.close()
