@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from streams.broker.config import ConfigError
 from streams.broker.coordinator.groups import GroupCoordinator
 from streams.broker.coordinator.producer_state import Duplicate, ProducerStateManager, Rejected
 from streams.broker.coordinator.sasl import load_users
@@ -51,7 +52,7 @@ def _int(raw: dict[str, str], key: str, default: int) -> int:
     try:
         return int(value)
     except ValueError:
-        raise ValueError(f"broker config `{key}`=`{value}` is invalid: expected an integer") from None
+        raise ConfigError(key, value, "an integer") from None
 
 
 def _log_flush_failure(task: asyncio.Future[None]) -> None:

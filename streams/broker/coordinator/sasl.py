@@ -20,6 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from streams.broker.config import ConfigError
 from streams.broker.extension import RequestContext
 from streams.broker.protocol import make, response_class
 
@@ -29,12 +30,8 @@ MECHANISM = "PLAIN"
 _MECHANISM_KEY = "sasl.mechanism"
 
 
-class SaslConfigError(ValueError):
+class SaslConfigError(ConfigError):
     """A ``sasl.*`` broker setting that cannot be used; ``key`` names it."""
-
-    def __init__(self, key: str, message: str) -> None:
-        self.key = key
-        super().__init__(f"broker config `{key}`: {message}")
 
 
 def load_users(raw: Mapping[str, str]) -> dict[str, str]:
@@ -45,7 +42,7 @@ def load_users(raw: Mapping[str, str]) -> dict[str, str]:
         user, sep, password = item.partition(":")
         if not sep or not user:
             raise SaslConfigError(
-                "sasl.users", f"entry `{user or item}` is not `user:password`; use e.g. `alice:secret,bob:pw`"
+                "sasl.users", user or item, "comma-separated `user:password` entries, e.g. `alice:secret,bob:pw`"
             )
         users[user] = password
     path = raw.get("sasl.users.file", "").strip()
@@ -53,9 +50,9 @@ def load_users(raw: Mapping[str, str]) -> dict[str, str]:
         try:
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as e:
-            raise SaslConfigError("sasl.users.file", f"cannot read users from `{path}`: {e}") from e
+            raise SaslConfigError("sasl.users.file", path, f"a readable JSON file of users ({e})") from e
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-            raise SaslConfigError("sasl.users.file", f"`{path}` must hold a JSON object of user: password")
+            raise SaslConfigError("sasl.users.file", path, 'a JSON object `{"user": "password"}`')
         users.update(data)
     return users
 
