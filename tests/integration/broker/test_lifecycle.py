@@ -134,3 +134,53 @@ def test_ensure_status_and_stop_broker(tmp_path) -> None:
 def test_bad_config_fails_start_naming_the_key(tmp_path, config, named) -> None:
     with pytest.raises(BrokerStartError, match=named):
         BrokerProcess(tmp_path / "bad", config=config).start(timeout=30)
+
+
+def test_sigterm_during_a_long_poll_exits_cleanly(broker_factory, unique) -> None:
+    import threading
+    from datetime import timedelta
+
+    from kio.schema.fetch.v12 import request as fetch_req
+    from kio.schema.fetch.v12.response import FetchResponse
+
+    from tests.integration.broker.wire import Wire
+
+    proc = broker_factory()
+    topic = unique("shutdown")
+    create_topic(proc.bootstrap, topic)
+    request = fetch_req.FetchRequest(
+        max_wait=timedelta(seconds=30),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        forgotten_topics_data=(),
+        topics=(
+            fetch_req.FetchTopic(
+                topic=topic,
+                partitions=(
+                    fetch_req.FetchPartition(
+                        partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+                    ),
+                ),
+            ),
+        ),
+    )
+    wire = Wire(proc.bootstrap)
+    outcome: dict[str, object] = {}
+
+    def poll() -> None:
+        try:
+            outcome["response"] = wire.call(request, FetchResponse)
+        except AssertionError as e:  # connection closed by the broker: expected
+            outcome["closed"] = str(e)
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    time.sleep(0.3)  # let the fetch reach the broker and park
+    try:
+        assert proc.stop(timeout=15) == 0  # graceful: not killed after the timeout
+        assert not (proc.data_dir / PID_FILE).exists()
+    finally:
+        thread.join(30)
+        wire.close()
+    assert "closed" in outcome or "response" in outcome
