@@ -16,12 +16,13 @@ from streams.broker.handlers import (
     list_offsets,
     metadata,
     produce,
+    records,
     topics,
 )
 
 __all__ = ["API_VERSIONS", "HANDLERS", "api_versions"]
 
-_MODULES = (api_versions, metadata, produce, fetch, list_offsets, topics, configs)
+_MODULES = (api_versions, metadata, produce, fetch, list_offsets, topics, configs, records)
 
 HANDLERS: dict[int, Handler] = {}
 API_VERSIONS: dict[int, tuple[int, int]] = {}

@@ -184,3 +184,33 @@ def test_sigterm_during_a_long_poll_exits_cleanly(broker_factory, unique) -> Non
         thread.join(30)
         wire.close()
     assert "closed" in outcome or "response" in outcome
+
+
+def test_delete_records_advances_log_start_and_survives_restart(
+    broker_factory, tmp_path, unique
+) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    data = tmp_path / "deleterecords"
+    proc = broker_factory(data)
+    topic = unique("delrec")
+    create_topic(proc.bootstrap, topic)
+    produce(proc.bootstrap, topic, [(None, f"v{i}".encode()) for i in range(10)], acks="all")
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    result = admin.delete_records([TopicPartition(topic, 0, 6)])
+    deleted = next(iter(result.values())).result(30)
+    assert deleted.low_watermark == 6
+    too_far = next(iter(admin.delete_records([TopicPartition(topic, 0, 99)]).values()))
+    with pytest.raises(Exception, match="(?i)offset"):
+        too_far.result(30)
+    proc.stop()
+
+    again = broker_factory(data)
+    consumer = Consumer({"bootstrap.servers": again.bootstrap, "group.id": unique("g")})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30) == (6, 10)
+    finally:
+        consumer.close()
+    left = consume_all(again.bootstrap, topic, [0], expected=4, **{"auto.offset.reset": "earliest"})
+    assert [v for _, _, _, v in left] == [b"v6", b"v7", b"v8", b"v9"]

@@ -77,6 +77,7 @@ def test_api_versions_advertises_core_apis_and_no_kip848_or_telemetry(broker) ->
         2: (1, 7),
         3: (0, 12),
         18: (0, 3),
+        21: (0, 2),
         19: (2, 7),
         20: (1, 6),
         32: (1, 4),
