@@ -80,3 +80,41 @@ expectations:
             "sink: {mode: append}\n"
         )
     return root
+
+
+USERS_SCHEMA = {
+    "type": "object",
+    "properties": {"user_id": {"type": "string"}, "city": {"type": "string"}},
+    "required": ["user_id"],
+}
+
+DWS_SQL = """\
+SELECT o.order_id, o.amount, o.event_time, u.city
+FROM source o JOIN dim_users u ON o.user_id = u.user_id
+"""
+
+
+def write_dws_project(root: Path, **kwargs: object) -> Path:
+    """The two-layer project plus `dim_users` (CDC upsert) and `dws_city_1m`: a one-minute
+    tumbling window of `dwd_orders` joined with the `dim_users` snapshot, upserted by key."""
+    write_project(root, **kwargs)  # type: ignore[arg-type]
+    (root / "schemas" / "users.json").write_text(json.dumps(USERS_SCHEMA, indent=2))
+    (root / "layers" / "dwd" / "users.yml").write_text(
+        "table: dim_users\n"
+        "source:\n  kafka: {topic: users, format: upsert-json, schema: users}\n"
+        "sink: {mode: upsert, keys: [user_id]}\n"
+    )
+    (root / "layers" / "dws").mkdir(parents=True, exist_ok=True)
+    (root / "layers" / "dws" / "city_1m.yml").write_text(
+        "table: dws_city_1m\n"
+        "source: {table: dwd_orders}\n"
+        "transform:\n  sql: |\n"
+        + "".join(f"    {line}\n" for line in DWS_SQL.splitlines())
+        + "watermark: {column: event_time, delay: 1 hour}\n"
+        "aggregate:\n"
+        "  window: {column: event_time, size: 1 minute}\n"
+        "  group_by: [city]\n"
+        "  measures: {gmv: sum(amount), orders: count(*)}\n"
+        "sink: {mode: upsert, keys: [window_start, city]}\n"
+    )
+    return root

@@ -1,0 +1,119 @@
+"""The query builder on the test session: a windowed aggregate over a stream joined with a
+table snapshot, upserted by key; Python transforms and their error boundary."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from tests.integration.runtime.helpers import T0, at, rows
+from tests.unit.runtime.projects import write_dws_project, write_project
+from warehouse import Project
+from warehouse.compile.errors import TransformError
+from warehouse.compile.query import apply_transform
+from warehouse.runtime.pipeline import Pipeline
+
+pytestmark = pytest.mark.spark
+
+CDF = {"delta.enableChangeDataFeed": "true"}
+TS = pa.timestamp("us", tz="UTC")
+
+
+def test_window_aggregate_joined_with_a_snapshot_upserts_by_window_and_key(
+    spark, tmp_path: Path
+) -> None:
+    project = Project.load(write_dws_project(tmp_path / "proj", bootstrap="127.0.0.1:9"))
+    write_deltalake(
+        str(project.table_path("dim_users")),
+        pa.table({"user_id": ["u1", "u2"], "city": ["Paris", "Oslo"]}),
+        configuration=CDF,
+    )
+    seconds = [0, 30, 70, 80]
+    write_deltalake(
+        str(project.table_path("dwd_orders")),
+        pa.table(
+            {
+                "order_id": ["o1", "o2", "o3", "o4"],
+                "user_id": ["u1", "u2", "u1", "u9"],  # u9 has no city: dropped by the join
+                "amount": pa.array(
+                    [Decimal("10.50"), Decimal("20.00"), Decimal("5.00"), Decimal("1.00")],
+                    pa.decimal128(12, 2),
+                ),
+                "event_time": pa.array([T0 + dt.timedelta(seconds=s) for s in seconds], TS),
+            }
+        ),
+        configuration=CDF,
+    )
+    results = Pipeline(project, spark, layer="dws").run(once=True)
+    assert [(r.table, r.skipped) for r in results] == [("dws_city_1m", None)]
+    out = project.table_path("dws_city_1m")
+    assert rows(out, ["window_start", "window_end", "city", "gmv", "orders"]) == [
+        (at(0), at(1), "Oslo", Decimal("20.00"), 1),
+        (at(0), at(1), "Paris", Decimal("10.50"), 1),
+        (at(1), at(2), "Paris", Decimal("5.00"), 1),
+    ]
+
+
+TRANSFORMS = '''
+from pyspark.sql import functions as F
+
+
+def build(df, context):
+    return df.withColumn("built_for", F.lit(f"{context.table}/{context.layer}"))
+
+
+def broken(df, context):
+    raise ValueError("no column `qty`")
+
+
+def not_a_frame(df, context):
+    return 42
+'''
+
+
+def _python_project(root: Path) -> Project:
+    write_project(root, bootstrap="127.0.0.1:9", dwd=False)
+    (root / "transforms").mkdir()
+    (root / "transforms" / "__init__.py").write_text("")
+    (root / "transforms" / "orders.py").write_text(TRANSFORMS)
+    (root / "layers" / "dwd").mkdir()
+    for name in ("build", "broken", "not_a_frame"):
+        (root / "layers" / "dwd" / f"{name}.yml").write_text(
+            f"table: dwd_{name}\nsource: {{table: ods_orders}}\n"
+            f"transform: {{python: 'transforms.orders:{name}'}}\n"
+        )
+    return Project.load(root)
+
+
+def test_python_transform_runs_with_its_context_inside_an_error_boundary(
+    spark, tmp_path: Path
+) -> None:
+    project = _python_project(tmp_path / "proj")
+    df = spark.createDataFrame([("o1", 1.0)], "order_id string, amount double")
+    built = apply_transform(df, project=project, defn=project.tables["dwd_build"], views={})
+    assert [tuple(r) for r in built.collect()] == [("o1", 1.0, "dwd_build/dwd")]
+
+    with pytest.raises(TransformError) as e:
+        apply_transform(df, project=project, defn=project.tables["dwd_broken"], views={})
+    assert "Table `dwd_broken` (layer `dwd`)" in str(e.value)
+    assert "transforms.orders:broken" in str(e.value) and "no column `qty`" in str(e.value)
+    assert isinstance(e.value.__cause__, ValueError)
+    assert (e.value.table, e.value.layer) == ("dwd_broken", "dwd")
+
+    with pytest.raises(TransformError, match="returned `int`, expected a DataFrame"):
+        apply_transform(df, project=project, defn=project.tables["dwd_not_a_frame"], views={})
+
+
+def test_sql_transform_error_names_table_and_file(spark, tmp_path: Path) -> None:
+    root = write_project(tmp_path / "proj", bootstrap="127.0.0.1:9")
+    project = Project.load(root)
+    df = spark.createDataFrame([("o1",)], "order_id string")  # no amount, user_id, event_time
+    with pytest.raises(TransformError) as e:
+        apply_transform(df, project=project, defn=project.tables["dwd_orders"], views={})
+    assert "Table `dwd_orders` (layer `dwd`, layers/dwd/orders.yml)" in str(e.value)
+    assert e.value.__cause__ is not None
