@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from streams.kafka.errors import DataLossError, KafkaReadError
 from streams.kafka.offsets import OffsetRange
@@ -33,6 +33,8 @@ _offset = Message.offset
 _timestamp = Message.timestamp
 _headers = Message.headers
 _error = Message.error
+_partition = Message.partition
+_topic = Message.topic
 
 # Spark's native source reports Kafka's TimestampType ids: CreateTime 0, LogAppendTime 1;
 # librdkafka numbers them 1 and 2 (0 = not available).
@@ -118,8 +120,35 @@ def _first_at_or_after(msgs: list[Message], end: int) -> int:
     return lo
 
 
-def read_range(
-    rng: OffsetRange,
+class _Cursor:
+    """Progress of one range inside a task's consumer."""
+
+    __slots__ = ("done", "pos", "rng")
+
+    def __init__(self, rng: OffsetRange) -> None:
+        self.rng = rng
+        self.pos = rng.start
+        self.done = rng.start >= rng.end
+
+
+def _runs(msgs: list[Message], multi_topic: bool) -> list[tuple[Any, int, int]]:
+    """Split a consume() result into runs of one partition: `(key, i, j)`. librdkafka
+    hands out whole fetched batches per partition, so runs are long."""
+    parts = list(map(_partition, msgs))
+    keys: list[Any] = list(zip(map(_topic, msgs), parts, strict=True)) if multi_topic else parts
+    if keys[0] == keys[-1] and (len(set(keys)) == 1):
+        return [(keys[0], 0, len(msgs))]
+    out: list[tuple[Any, int, int]] = []
+    i = 0
+    for j in range(1, len(keys) + 1):
+        if j == len(keys) or keys[j] != keys[i]:
+            out.append((keys[i], i, j))
+            i = j
+    return out
+
+
+def read_ranges(
+    ranges: list[OffsetRange],
     conf: Mapping[str, Any],
     schema: pa.Schema,
     *,
@@ -127,77 +156,149 @@ def read_range(
     batch_records: int = 10000,
     stall_timeout: float = 120.0,
 ) -> Iterator[pa.RecordBatch]:
-    """Yield the records of `rng` — exactly those with offset in `[start, end)` — as
-    Arrow batches. Gaps (compaction, transaction markers, aborted records under
-    read_committed) are skipped; the read ends when a record at or past `end` arrives,
-    or the client reports the partition's end at or past `end`, or its position is."""
-    topic, partition, end = rng.topic, rng.partition, rng.end
-    if rng.start >= end:
+    """Yield exactly the records of each range (`[start, end)` per partition) as Arrow
+    batches, one consumer for all of them. Gaps (compaction, transaction markers,
+    aborted records under read_committed) are skipped; a range ends when a record at
+    or past its end arrives, or the client reports the partition's end or position
+    at or past it."""
+    from streams.kafka.offsets import rounds
+
+    # One consumer per round: a partition read twice by one task (two pieces of a
+    # split) starts fresh instead of depending on pause/resume state.
+    for rnd in rounds(ranges):
+        consumer = Consumer(dict(conf))
+        try:
+            yield from _read_round(
+                consumer, rnd, schema, on_data_loss, batch_records, stall_timeout
+            )
+        finally:
+            consumer.close()
+
+
+def read_range(
+    rng: OffsetRange, conf: Mapping[str, Any], schema: pa.Schema, **kwargs: Any
+) -> Iterator[pa.RecordBatch]:
+    """`read_ranges` of a single range."""
+    return read_ranges([rng], conf, schema, **kwargs)
+
+
+def _read_round(
+    consumer: Consumer,
+    rnd: list[OffsetRange],
+    schema: pa.Schema,
+    on_data_loss: str,
+    batch_records: int,
+    stall_timeout: float,
+) -> Iterator[pa.RecordBatch]:
+    multi_topic = len({r.topic for r in rnd}) > 1
+    cursors = {((r.topic, r.partition) if multi_topic else r.partition): _Cursor(r) for r in rnd}
+    active = [c for c in cursors.values() if not c.done]
+    if not active:
         return
-    consumer = Consumer(dict(conf))
-    try:
-        consumer.assign([TopicPartition(topic, partition, rng.start)])
-        pos = rng.start
-        last_progress = time.monotonic()
-        done = False
-        while not done:
-            msgs = consumer.consume(num_messages=batch_records, timeout=1.0)
-            if msgs and any(map(_error, msgs)):
-                good: list[Message] = []
-                for m in msgs:
-                    err = m.error()
-                    if err is None:
-                        good.append(m)
-                    elif err.code() == KafkaError._PARTITION_EOF:
-                        if m.offset() >= end:
-                            done = True
-                    elif err.code() in _LOSS_CODES:
-                        pos = _on_out_of_range(consumer, rng, pos, err, on_data_loss)
-                        if pos >= end:
-                            done = True
-                    elif err.fatal() or not err.retriable():
-                        raise KafkaReadError(
-                            f"Topic `{topic}` partition {partition}: reading offsets "
-                            f"[{rng.start}, {end}) failed at {pos}: {err.str()}.",
-                            topic=topic,
-                            partition=partition,
-                        )
-                    else:
-                        logger.warning(
-                            "topic %s partition %d: retriable error at offset %d: %s",
-                            topic,
-                            partition,
-                            pos,
-                            err.str(),
-                        )
-                msgs = good
-            if msgs:
-                if msgs[-1].offset() >= end:
-                    msgs = msgs[: _first_at_or_after(msgs, end)]
-                    done = True
-                if msgs:
-                    pos = msgs[-1].offset() + 1
-                    yield _to_batch(msgs, topic, partition, schema)
-                last_progress = time.monotonic()
-                if pos >= end:
-                    done = True
-                continue
-            if done:
-                break
-            # Nothing came: a tail made only of control records ends here.
-            position = consumer.position([TopicPartition(topic, partition)])[0].offset
-            if position >= end:
-                break
-            if time.monotonic() - last_progress > stall_timeout:
-                raise KafkaReadError(
-                    f"Topic `{topic}` partition {partition}: no record arrived for "
-                    f"{stall_timeout:.0f}s at offset {max(pos, position)} while reading up to "
-                    f"{end}. Is the broker reachable and the partition's leader available?",
-                    topic=topic,
-                    partition=partition,
-                )
-    finally:
-        consumer.close()
+    tps = [TopicPartition(c.rng.topic, c.rng.partition, c.pos) for c in active]
+    consumer.assign(tps)
+    left = len(active)
+    last_progress = time.monotonic()
+
+    def finish(cur: _Cursor) -> None:
+        nonlocal left
+        if not cur.done:
+            cur.done = True
+            left -= 1
+            # Stop prefetching past the range; records that still arrive are dropped.
+            _best_effort(consumer.pause, [TopicPartition(cur.rng.topic, cur.rng.partition)])
+
+    def key_of(m: Message) -> Any:
+        return (m.topic(), m.partition()) if multi_topic else m.partition()
+
+    while left > 0:
+        msgs = consumer.consume(num_messages=batch_records, timeout=1.0)
+        events: list[Message] = []
+        if msgs and any(map(_error, msgs)):
+            events = [m for m in msgs if m.error() is not None]
+            msgs = [m for m in msgs if m.error() is None]
+        if msgs:
+            for key, i, j in _runs(msgs, multi_topic):
+                cur = cursors.get(key)
+                if cur is None or cur.done:
+                    continue  # prefetched past a finished range
+                run = msgs[i:j]
+                end = cur.rng.end
+                if run[-1].offset() >= end:
+                    run = run[: _first_at_or_after(run, end)]
+                    finish(cur)
+                if run:
+                    cur.pos = run[-1].offset() + 1
+                    yield _to_batch(run, cur.rng.topic, cur.rng.partition, schema)
+                    if cur.pos >= end:
+                        finish(cur)
+            last_progress = time.monotonic()
+        # Events come after the records fetched before them, so handle them last.
+        for m in events:
+            _on_event(m, cursors, key_of, finish, consumer, on_data_loss, rnd)
+        if msgs or left == 0:
+            continue
+        # No record came: a range whose tail is only control records ends here.
+        waiting = [c for c in cursors.values() if not c.done]
+        positions = consumer.position(
+            [TopicPartition(c.rng.topic, c.rng.partition) for c in waiting]
+        )
+        for cur, tp in zip(waiting, positions, strict=True):
+            if tp.offset >= cur.rng.end:
+                finish(cur)
+        if left and time.monotonic() - last_progress > stall_timeout:
+            cur = next(c for c in cursors.values() if not c.done)
+            raise KafkaReadError(
+                f"Topic `{cur.rng.topic}` partition {cur.rng.partition}: no record arrived for "
+                f"{stall_timeout:.0f}s at offset {cur.pos} while reading up to {cur.rng.end}. "
+                "Is the broker reachable and the partition's leader available?",
+                topic=cur.rng.topic,
+                partition=cur.rng.partition,
+            )
+
+
+def _best_effort(call: Any, tps: list[TopicPartition]) -> bool:
+    """pause is asynchronous in librdkafka and may time out under load; retry a few
+    times, then go on: correctness never depends on it."""
+    for _ in range(3):
+        try:
+            call(tps)
+            return True
+        except KafkaException as e:
+            logger.debug("kafka source: %s(%s) failed: %s", call.__name__, tps, e)
+    return False
+
+
+def _on_event(
+    m: Message,
+    cursors: dict[Any, _Cursor],
+    key_of: Any,
+    finish: Any,
+    consumer: Consumer,
+    on_data_loss: str,
+    rnd: list[OffsetRange],
+) -> None:
+    err = m.error()
+    cur = cursors.get(key_of(m)) if m.partition() is not None else None
+    if err.code() == KafkaError._PARTITION_EOF:
+        # The client reached the partition's end (high watermark, or LSO under
+        # read_committed): every record before it has been delivered.
+        if cur is not None and m.offset() >= cur.rng.end:
+            finish(cur)
+    elif err.code() in _LOSS_CODES and cur is not None:
+        cur.pos = _on_out_of_range(consumer, cur.rng, cur.pos, err, on_data_loss)
+        if cur.pos >= cur.rng.end:
+            finish(cur)
+    elif err.fatal() or not err.retriable():
+        rng = cur.rng if cur is not None else rnd[0]
+        raise KafkaReadError(
+            f"Topic `{rng.topic}` partition {rng.partition}: reading offsets "
+            f"[{rng.start}, {rng.end}) failed: {err.str()}.",
+            topic=rng.topic,
+            partition=rng.partition,
+        )
+    else:
+        logger.warning("kafka source: retriable error: %s", err.str())
 
 
 def _on_out_of_range(
@@ -227,5 +328,5 @@ def _on_out_of_range(
         err.str(),
     )
     if low < rng.end:
-        consumer.assign([TopicPartition(rng.topic, rng.partition, low)])
+        consumer.seek(TopicPartition(rng.topic, rng.partition, low))
     return low

@@ -151,7 +151,7 @@ def cap_at(end: Mapping[TP, int], target: Mapping[TP, int], start: Mapping[TP, i
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class OffsetRange:
     """Records `[start, end)` of one partition; one Spark task reads one range."""
 
@@ -186,4 +186,47 @@ def split_ranges(
             nxt = pos + step + (1 if i < extra else 0)
             out.append(OffsetRange(topic, part, pos, nxt))
             pos = nxt
+    return out
+
+
+def pack_ranges(ranges: list[OffsetRange], groups: int) -> list[list[OffsetRange]]:
+    """Pack ranges into at most `groups` tasks of near-equal offset counts (largest
+    first onto the lightest task). One task reads its ranges with one consumer, so
+    one fetch request serves several partitions."""
+    if groups <= 0:
+        raise KafkaConfigError(f"task count must be positive, got `{groups}`.", option="max_tasks")
+    if not ranges:
+        return []
+    n = min(groups, len(ranges))
+    bins: list[list[OffsetRange]] = [[] for _ in range(n)]
+    loads = [0] * n
+    for rng in sorted(ranges, key=lambda r: (-r.size, r.topic, r.partition, r.start)):
+        i = min(range(n), key=lambda k: (loads[k], k))
+        bins[i].append(rng)
+        loads[i] += rng.size
+    return [sorted(b, key=lambda r: (r.topic, r.partition, r.start)) for b in bins]
+
+
+def rounds(ranges: list[OffsetRange]) -> list[list[OffsetRange]]:
+    """Order one task's ranges into rounds with at most one range per partition each
+    (a consumer holds one position per partition); adjacent pieces are merged."""
+    merged: list[OffsetRange] = []
+    for rng in sorted(ranges, key=lambda r: (r.topic, r.partition, r.start)):
+        last = merged[-1] if merged else None
+        if (
+            last
+            and (last.topic, last.partition) == (rng.topic, rng.partition)
+            and last.end == rng.start
+        ):
+            merged[-1] = OffsetRange(rng.topic, rng.partition, last.start, rng.end)
+        else:
+            merged.append(rng)
+    out: list[list[OffsetRange]] = []
+    for rng in merged:
+        for rnd in out:
+            if all((r.topic, r.partition) != (rng.topic, rng.partition) for r in rnd):
+                rnd.append(rng)
+                break
+        else:
+            out.append([rng])
     return out

@@ -38,6 +38,7 @@ from streams.kafka.offsets import (
     Offsets,
     cap_at,
     from_json_dict,
+    pack_ranges,
     parse_starting_offsets,
     rate_limit,
     resolve_start,
@@ -78,11 +79,11 @@ _CLIENT_PREFIX = "kafka."
 
 
 class KafkaInputPartition(InputPartition):
-    """One `[start, end)` range of one topic partition."""
+    """The `[start, end)` ranges one Spark task reads with one consumer."""
 
-    def __init__(self, rng: OffsetRange) -> None:
-        super().__init__(rng)
-        self.range = rng
+    def __init__(self, ranges: Sequence[OffsetRange]) -> None:
+        super().__init__(tuple(ranges))
+        self.ranges = tuple(ranges)
 
 
 class _Options:
@@ -120,6 +121,8 @@ class _Options:
         self.split_offsets = _positive_int(
             opts.get("split_offsets", str(DEFAULT_SPLIT_OFFSETS)), "split_offsets"
         )
+        tasks = opts.get("max_tasks")
+        self.max_tasks = _positive_int(tasks, "max_tasks") if tasks else None
         self.batch_records = _positive_int(opts.get("batch_records", "10000"), "batch_records")
         loss = opts.get("on_data_loss", "fail").lower()
         if opts.get("faildataloss") is not None:
@@ -317,7 +320,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 lo = low[tp]
             eff[tp] = lo
         ranges = split_ranges(eff, stop, max_split=self._opts.split_offsets)
-        return [KafkaInputPartition(r) for r in ranges]
+        groups = pack_ranges(ranges, self._opts.max_tasks or len(ranges) or 1)
+        logger.info(
+            "kafka source: %d range(s) in %d task(s), %d offsets",
+            len(ranges),
+            len(groups),
+            sum(r.size for r in ranges),
+        )
+        return [KafkaInputPartition(g) for g in groups]
 
     def commit(self, end: dict) -> None:
         return None
@@ -329,18 +339,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from streams.kafka._fetch import consumer_config, read_range
+        from streams.kafka._fetch import consumer_config, read_ranges
 
-        rng: OffsetRange = partition.range  # type: ignore[attr-defined]
+        ranges: tuple[OffsetRange, ...] = partition.ranges  # type: ignore[attr-defined]
         conf = consumer_config(
             self._opts.bootstrap,
             self._opts.client_config,
             isolation_level=self._opts.isolation_level,
-            size=rng.size,
+            size=max(r.size for r in ranges),
         )
         schema = to_arrow_schema(self._schema, timezone="UTC")
-        return read_range(
-            rng,
+        return read_ranges(
+            list(ranges),
             conf,
             schema,
             on_data_loss=self._opts.on_data_loss,

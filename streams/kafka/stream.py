@@ -69,6 +69,7 @@ def read_kafka_stream(
     engine: Literal["python", "native"] = "python",
     isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed",
     split_offsets: int | None = None,
+    max_tasks: int | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over Kafka with columns `key, value, topic, partition, offset,
     timestamp, timestamp_type, headers`.
@@ -78,6 +79,9 @@ def read_kafka_stream(
     -1 latest); partitions found later start at earliest. `max_offsets_per_trigger`
     caps a micro-batch, shared fairly across partitions. `client_config`: any
     librdkafka property (SASL/SSL ...). Isolation is read_committed by default.
+    Python engine only: ranges longer than `split_offsets` (200k) are split, and the
+    ranges of a batch are packed into at most `max_tasks` tasks (default: Spark's
+    default parallelism), each reading its partitions with one consumer.
     """
     names = _topics_arg(topics)
     if (names is None) == (pattern is None):
@@ -127,6 +131,8 @@ def read_kafka_stream(
         reader = reader.option("max_offsets_per_trigger", str(int(max_offsets_per_trigger)))
     if split_offsets is not None:
         reader = reader.option("split_offsets", str(int(split_offsets)))
+    tasks = max_tasks or spark.sparkContext.defaultParallelism
+    reader = reader.option("max_tasks", str(int(tasks)))
     return reader.load()
 
 

@@ -12,9 +12,11 @@ from streams.kafka.offsets import (
     OffsetRange,
     cap_at,
     from_json_dict,
+    pack_ranges,
     parse_starting_offsets,
     rate_limit,
     resolve_start,
+    rounds,
     split_ranges,
     to_json_dict,
 )
@@ -130,3 +132,28 @@ def test_split_of_200k_offsets_gives_several_tasks() -> None:
         OffsetRange("t", 0, 150_000, 300_000),
         OffsetRange("t", 0, 300_000, 450_000),
     ]
+
+
+def test_pack_ranges_balances_tasks_and_keeps_every_range() -> None:
+    ranges = split_ranges(
+        {("t", 0): 0, ("t", 1): 0, ("t", 2): 0, ("u", 0): 0},
+        {("t", 0): 450, ("t", 1): 100, ("t", 2): 90, ("u", 0): 10},
+        max_split=200,
+    )
+    groups = pack_ranges(ranges, 2)
+    assert len(groups) == 2
+    assert sorted(r for g in groups for r in g) == sorted(ranges)
+    loads = sorted(sum(r.size for r in g) for g in groups)
+    assert sum(loads) == 650 and loads[1] - loads[0] <= max(r.size for r in ranges)
+    assert pack_ranges(ranges[:1], 8) == [ranges[:1]]
+    assert pack_ranges([], 2) == []
+
+
+def test_rounds_hold_one_range_per_partition_and_merge_neighbours() -> None:
+    a1, a2, a3 = (
+        OffsetRange("t", 0, 0, 10),
+        OffsetRange("t", 0, 10, 20),
+        OffsetRange("t", 0, 30, 40),
+    )
+    b = OffsetRange("t", 1, 0, 5)
+    assert rounds([a3, b, a1, a2]) == [[OffsetRange("t", 0, 0, 20), b], [a3]]

@@ -1,0 +1,263 @@
+"""Kafka -> Spark/Delta ingest benchmark: the framework's source against a bare consumer.
+
+    .venv/bin/python benchmarks/kafka_ingest_bench.py [--records 1000000] [--size 200]
+        [--partitions 4] [--bootstrap HOST:PORT] [--batch-records 10000]
+
+Starts the bundled broker (unless `--bootstrap`), produces the records once, then in
+one run measures on the same topic:
+  (a) a bare confluent-kafka consumer reading every record (values touched),
+  (b) read_kafka_stream -> `noop` sink, Trigger.AvailableNow,
+  (c) read_kafka_stream -> Delta through streams.delta.write_batch in foreachBatch,
+  (d) delta-rs `write_deltalake` of the same records as one Arrow table, no Spark,
+and prints rows/s and the ratio of each to (a). Not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def produce_records(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    from streams.kafka.admin import ensure_topic
+
+    ensure_topic(bootstrap, topic, partitions=partitions)
+    pad = "x" * max(0, size - 90)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": 1_000_000,
+            "compression.type": "none",
+        }
+    )
+    failed: list[str] = []
+
+    def on_delivery(err, _msg) -> None:
+        if err is not None:
+            failed.append(err.str())
+
+    for i in range(records):
+        value = json.dumps(
+            {
+                "order_id": i,
+                "user_id": i % 9973,
+                "amount": (i % 10000) / 100,
+                "city": "Oslo",
+                "note": pad,
+            },
+            separators=(",", ":"),
+        ).encode()
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    value=value,
+                    key=str(i).encode(),
+                    partition=i % partitions,
+                    on_delivery=on_delivery,
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(300)
+    if failed:
+        raise SystemExit(f"producing to `{topic}` failed: {failed[0]}")
+
+
+def bare_consumer(bootstrap: str, topic: str, partitions: int, total: int) -> tuple[float, int]:
+    """(a): the best a Python process does with confluent-kafka: consume, touch values."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": uuid.uuid4().hex,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.queue.backoff.ms": 0,
+            "fetch.max.bytes": 64 << 20,
+            "max.partition.fetch.bytes": 16 << 20,
+            "queued.min.messages": 1_000_000,
+        }
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    n = eof = 0
+    nbytes = 0
+    t0 = time.perf_counter()
+    while eof < partitions:
+        for m in c.consume(10000, 1.0):
+            if m.error() is not None:
+                eof += 1
+            else:
+                nbytes += len(m.value())
+                n += 1
+    dt = time.perf_counter() - t0
+    c.close()
+    assert n == total, f"bare consumer read {n} records, expected {total}"
+    return dt, nbytes
+
+
+def spark_session():
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName("kafka-ingest-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+
+
+def run_stream(
+    spark, bootstrap: str, topic: str, work: Path, sink: str, split: int, batch: int
+) -> tuple[float, int]:
+    from streams.kafka import read_kafka_stream
+
+    df = read_kafka_stream(spark, bootstrap=bootstrap, topics=topic, split_offsets=split)
+    if batch:
+        df = (
+            spark.readStream.format("warehouse_kafka")
+            .options(
+                bootstrap=bootstrap,
+                topics=topic,
+                split_offsets=str(split),
+                batch_records=str(batch),
+            )
+            .load()
+        )
+    cp = work / f"cp-{sink}-{uuid.uuid4().hex[:6]}"
+    writer = df.writeStream.option("checkpointLocation", str(cp)).trigger(availableNow=True)
+    if sink == "noop":
+        writer = writer.format("noop")
+    else:
+        from streams.delta import DeltaTarget, write_batch
+
+        target = DeltaTarget(str(work / "delta-spark"), mode="append", app_id=f"bench:{cp.name}")
+        writer = writer.foreachBatch(lambda b, i: write_batch(b, i, target))
+    t0 = time.perf_counter()
+    q = writer.start()
+    q.awaitTermination()
+    dt = time.perf_counter() - t0
+    if q.exception() is not None:
+        raise SystemExit(f"{sink} query failed: {q.exception()}")
+    rows = sum(p["numInputRows"] for p in q.recentProgress)
+    return dt, rows
+
+
+def delta_rs_only(bootstrap: str, topic: str, partitions: int, work: Path) -> tuple[float, int]:
+    """(d): read everything into one Arrow table first (not timed), then time delta-rs."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from streams.kafka._fetch import consumer_config, read_range
+    from streams.kafka.admin import end_offsets
+    from streams.kafka.offsets import OffsetRange
+    from streams.kafka.source import SCHEMA
+
+    schema = to_arrow_schema(SCHEMA, timezone="UTC")
+    ends = end_offsets(bootstrap, topic)[topic]
+    batches = []
+    for p in range(partitions):
+        rng = OffsetRange(topic, p, 0, ends[p])
+        conf = consumer_config(bootstrap, {}, isolation_level="read_committed", size=rng.size)
+        batches += list(read_range(rng, conf, schema))
+    table = pa.Table.from_batches(batches, schema).drop_columns(["headers"])
+    t0 = time.perf_counter()
+    write_deltalake(str(work / "delta-rs"), table, mode="append")
+    return time.perf_counter() - t0, table.num_rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--size", type=int, default=200, help="approximate value size in bytes")
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--bootstrap", help="use this broker instead of starting the bundled one")
+    ap.add_argument("--topic", help="reuse an existing, already filled topic")
+    ap.add_argument("--split-offsets", type=int, default=200_000)
+    ap.add_argument("--batch-records", type=int, default=0, help="source option batch_records")
+    ap.add_argument("--skip", default="", help="comma list of cases to skip: a,b,c,d")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
+    broker = None
+    try:
+        bootstrap = args.bootstrap
+        if not bootstrap:
+            from streams.broker.launcher import BrokerProcess
+
+            broker = BrokerProcess(work / "broker").start()
+            bootstrap = broker.bootstrap
+        topic = args.topic or f"bench-{uuid.uuid4().hex[:6]}"
+        if not args.topic:
+            t0 = time.perf_counter()
+            produce_records(bootstrap, topic, args.records, args.size, args.partitions)
+            print(
+                f"produced {args.records:,} records of ~{args.size} B into {args.partitions} "
+                f"partitions in {time.perf_counter() - t0:.1f}s",
+                flush=True,
+            )
+        skip = set(args.skip.split(","))
+        results: dict[str, tuple[float, int]] = {}
+        dt, nbytes = bare_consumer(bootstrap, topic, args.partitions, args.records)
+        results["a"] = (dt, args.records)
+        print(
+            f"(a) bare confluent-kafka consumer: {args.records / dt:>10,.0f} rows/s "
+            f"({nbytes / args.records:.0f} B/record)",
+            flush=True,
+        )
+        spark = spark_session()
+        spark.sparkContext.setLogLevel("ERROR")
+        from streams.kafka import register_source
+
+        register_source(spark)
+        labels = {"b": "Kafka source -> noop", "c": "Kafka source -> Delta (write_batch)"}
+        for case, sink in (("b", "noop"), ("c", "delta")):
+            if case in skip:
+                continue
+            dt, rows = run_stream(
+                spark, bootstrap, topic, work, sink, args.split_offsets, args.batch_records
+            )
+            results[case] = (dt, rows)
+            print(
+                f"({case}) {labels[case]:<34} {rows / dt:>10,.0f} rows/s  "
+                f"({rows:,} rows, {dt:.1f}s incl. query start)  ratio to (a): "
+                f"{(rows / dt) / (args.records / results['a'][0]):.2f}",
+                flush=True,
+            )
+        spark.stop()
+        if "d" not in skip:
+            dt, rows = delta_rs_only(bootstrap, topic, args.partitions, work)
+            print(
+                f"(d) delta-rs write_deltalake alone: {rows / dt:>10,.0f} rows/s  ratio to (a): "
+                f"{(rows / dt) / (args.records / results['a'][0]):.2f}",
+                flush=True,
+            )
+    finally:
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
