@@ -71,7 +71,9 @@ class BatchWriter:
         plan: TablePlan,
         engines: dict[str, str],
         views: dict[str, str],
+        bootstrap: str | None = None,
     ) -> None:
+        self.bootstrap = bootstrap
         self.project = project
         self.defn = defn
         self.plan = plan
@@ -80,7 +82,6 @@ class BatchWriter:
         self.stats = BatchStats()
         self._query_id: str | None = None
         self._checks: Any = None
-        self._publish_warned = False
         self.lock = threading.Lock()
         self.stopping = False
         self.on_batch: Callable[[int], None] | None = None
@@ -167,7 +168,7 @@ class BatchWriter:
                 dropped = max(0, before - written - checks_quarantined)
                 self._quality_events(spark, batch_id, checked.metrics)
             if self.defn.spec.publish is not None:
-                self._publish(good, batch_id)
+                self._publish(batch_id)
             f = recover_file(self.plan.checkpoint_path)
             if f.exists():
                 f.unlink()  # the new checkpoint now owns the position
@@ -289,19 +290,30 @@ class BatchWriter:
             batch_id=batch_id,
         )
 
-    def _publish(self, df: DataFrame, batch_id: int) -> None:
-        try:
-            from streams.cdc import publish  # type: ignore[attr-defined]
-        except ImportError:
-            publish = None
-        if publish is None:
-            if not self._publish_warned:
-                logger.warning(
-                    "table %s: `publish` to Kafka topic `%s` is not available yet (streams.cdc); "
-                    "the table is written, nothing is published",
-                    self.defn.name,
-                    self.defn.spec.publish.kafka.topic if self.defn.spec.publish else "?",
-                )
-                self._publish_warned = True
-            return
-        publish(df, batch_id, table=self.defn.name, spec=self.defn.spec.publish)
+    def _publish(self, batch_id: int) -> None:
+        """Table → compacted topic: the Delta versions the topic has not received yet.
+
+        `publish_changes` remembers what it published (a committed marker), so a
+        replayed batch publishes nothing twice.
+        """
+        from streams.cdc import publish_changes
+        from warehouse.compile.query import kafka_client_config
+
+        spec = self.defn.spec
+        assert spec.publish is not None
+        if not self.bootstrap:
+            raise RuntimeError(
+                f"Table `{self.defn.name}` publishes to Kafka but no bootstrap was resolved"
+            )
+        result = publish_changes(
+            self.plan.table_path,
+            bootstrap=self.bootstrap,
+            topic=spec.publish.kafka.topic,
+            keys=list(getattr(spec.sink, "keys", []) or []),
+            table=self.defn.name,
+            mode="scd2" if spec.sink.mode == "scd2" else "upsert",
+            partitions=spec.publish.kafka.partitions,
+            client_config=kafka_client_config(self.project),
+        )
+        self.stats.published += int(getattr(result, "records", 0) or 0)
+        logger.info("table %s: batch %d published %s", self.defn.name, batch_id, result)

@@ -376,7 +376,9 @@ def build_query(
         out = apply_transform(upstream, project=project, defn=defn, views=views, registered=registered)
         out = _stateful(out, defn, watermark_done=wm_first)
 
-    stats_writer = BatchWriter(project=project, defn=defn, plan=plan, engines=engines, views=views)
+    stats_writer = BatchWriter(
+        project=project, defn=defn, plan=plan, engines=engines, views=views, bootstrap=bootstrap
+    )
     writer = (
         out.writeStream.queryName(f"warehouse_{table}")
         .option("checkpointLocation", plan.checkpoint_path)

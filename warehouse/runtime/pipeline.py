@@ -63,6 +63,7 @@ class RunResult:
     batches: int = 0
     seconds: float = 0.0
     version: int | None = None
+    published: int = 0
     skipped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,6 +76,7 @@ class RunResult:
             f"{self.table} [{self.layer}]: {self.batches} batch(es), {self.rows_read} rows in, "
             f"{self.rows_written} written, {self.quarantined} quarantined"
             + (f", {self.dropped} dropped" if self.dropped else "")
+            + (f", {self.published} published" if self.published else "")
             + f", version {self.version if self.version is not None else '-'}"
             + f", {self.seconds:.1f}s"
         )
@@ -116,7 +118,10 @@ class Pipeline:
         return self._engines
 
     def bootstrap(self) -> str | None:
-        needs_kafka = any(self.project.tables[n].spec.source.kafka for n in self.names)
+        needs_kafka = any(
+            self.project.tables[n].spec.source.kafka or self.project.tables[n].spec.publish
+            for n in self.names
+        )
         if self._bootstrap is None and needs_kafka:
             from warehouse.runtime.bootstrap import resolve_bootstrap
 
@@ -157,6 +162,7 @@ class Pipeline:
             batches=s.batches,
             seconds=seconds,
             version=s.last_version,
+            published=s.published,
         )
 
     def _cleanup(self, cq: CompiledQuery) -> None:

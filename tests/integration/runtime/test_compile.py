@@ -4,6 +4,8 @@ table snapshot, upserted by key; Python transforms and their error boundary."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -24,10 +26,14 @@ CDF = {"delta.enableChangeDataFeed": "true"}
 TS = pa.timestamp("us", tz="UTC")
 
 
-def test_window_aggregate_joined_with_a_snapshot_upserts_by_window_and_key(
-    spark, tmp_path: Path
+@pytest.mark.kafka
+def test_window_aggregate_joined_with_a_snapshot_upserts_by_window_and_key_and_publishes(
+    spark, broker, unique, tmp_path: Path
 ) -> None:
-    project = Project.load(write_dws_project(tmp_path / "proj", bootstrap="127.0.0.1:9"))
+    topic = unique("mv.city")
+    project = Project.load(
+        write_dws_project(tmp_path / "proj", bootstrap=broker.bootstrap, publish_topic=topic)
+    )
     write_deltalake(
         str(project.table_path("dim_users")),
         pa.table({"user_id": ["u1", "u2"], "city": ["Paris", "Oslo"]}),
@@ -57,6 +63,38 @@ def test_window_aggregate_joined_with_a_snapshot_upserts_by_window_and_key(
         (at(0), at(1), "Paris", Decimal("10.50"), 1),
         (at(1), at(2), "Paris", Decimal("5.00"), 1),
     ]
+    # Published as a compacted changelog: key = the sink keys, value = the row.
+    published = consume(broker.bootstrap, topic, count=3)
+    assert sorted((json.loads(k)["city"], json.loads(v)["gmv"]) for k, v in published) == [
+        ("Oslo", "20.00"),
+        ("Paris", "10.50"),
+        ("Paris", "5.00"),
+    ]
+
+
+def consume(bootstrap: str, topic: str, *, count: int, timeout: float = 60) -> list[tuple[bytes, bytes]]:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{topic}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    out: list[tuple[bytes, bytes]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                out.append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return out
 
 
 TRANSFORMS = '''

@@ -94,9 +94,10 @@ FROM source o JOIN dim_users u ON o.user_id = u.user_id
 """
 
 
-def write_dws_project(root: Path, **kwargs: object) -> Path:
+def write_dws_project(root: Path, *, publish_topic: str | None = None, **kwargs: object) -> Path:
     """The two-layer project plus `dim_users` (CDC upsert) and `dws_city_1m`: a one-minute
-    tumbling window of `dwd_orders` joined with the `dim_users` snapshot, upserted by key."""
+    tumbling window of `dwd_orders` joined with the `dim_users` snapshot, upserted by key
+    (and published to `publish_topic` when given)."""
     write_project(root, **kwargs)  # type: ignore[arg-type]
     (root / "schemas" / "users.json").write_text(json.dumps(USERS_SCHEMA, indent=2))
     (root / "layers" / "dwd" / "users.yml").write_text(
@@ -116,5 +117,6 @@ def write_dws_project(root: Path, **kwargs: object) -> Path:
         "  group_by: [city]\n"
         "  measures: {gmv: sum(amount), orders: count(*)}\n"
         "sink: {mode: upsert, keys: [window_start, city]}\n"
+        + (f"publish: {{kafka: {{topic: {publish_topic}}}}}\n" if publish_topic else "")
     )
     return root
