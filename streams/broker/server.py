@@ -253,11 +253,17 @@ class Broker:
         if flushed:
             self.notifier.notify_all()
 
+    # Retention and compaction do file I/O proportional to the data: they run in a
+    # worker thread (the storage allows it) so clients are not stalled meanwhile.
     async def _retention_tick(self) -> None:
-        self.logs.run_retention(int(time.time() * 1000))
+        deleted = await asyncio.to_thread(self.logs.run_retention, int(time.time() * 1000))
+        if deleted:
+            logger.info("retention deleted %d segment(s)", deleted)
 
     async def _compaction_tick(self) -> None:
-        self.logs.run_compaction(int(time.time() * 1000))
+        rewritten = await asyncio.to_thread(self.logs.run_compaction, int(time.time() * 1000))
+        if rewritten:
+            logger.info("compaction rewrote %d segment(s)", rewritten)
 
     # -- connections -----------------------------------------------------------
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -88,7 +88,13 @@ def topic_by_id(broker: Broker, wanted: uuid.UUID) -> str | None:
     return None
 
 
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 def is_internal(broker: Broker, topic: str) -> bool:
+    """Kafka's internal topics, or any the storage marks internal."""
+    if topic in INTERNAL_TOPICS:
+        return True
     info = broker.logs.topics().get(topic)
     return bool(getattr(info, "internal", False))
 

@@ -59,6 +59,10 @@ def _append(
         log = catalog.get_log(broker, topic, index)
     except BrokerError as e:
         return e.error_code, -1, -1, -1, None, False
+    if catalog.is_internal(broker, topic):
+        # the coordinator owns internal topics; a client write would corrupt its state
+        message = f"Cannot append to internal topic `{topic}`."
+        return ErrorCode.invalid_topic_exception, -1, -1, -1, message, False
     if not records:
         return ErrorCode.corrupt_message, -1, -1, -1, "empty record set", False
     view = memoryview(records)

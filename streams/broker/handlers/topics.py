@@ -107,6 +107,8 @@ def _delete_one(ctx: RequestContext, name: str | None) -> tuple[ErrorCode, str |
     try:
         if catalog.partition_count(ctx.broker, name) is None:
             return ErrorCode.unknown_topic_or_partition, f"Topic `{name}` does not exist."
+        if catalog.is_internal(ctx.broker, name):
+            return ErrorCode.invalid_request, f"Internal topic `{name}` cannot be deleted."
         ctx.broker.logs.delete_topic(name)
     except catalog.STORAGE_ERRORS as e:
         return catalog.storage_error_code(e), str(e)

@@ -138,3 +138,35 @@ def test_metadata_rejects_illegal_topic_names_without_touching_disk(broker_facto
     assert not (proc.data_dir.parent / "escape").exists()
     assert not (proc.data_dir / "a").exists()
     assert not any("escape" in p.name or "spaces" in p.name for p in proc.data_dir.iterdir())
+
+
+def test_clients_cannot_write_or_delete_internal_topics(broker) -> None:
+    from kio.schema.delete_topics.v6 import request as delete_req
+    from kio.schema.delete_topics.v6.response import DeleteTopicsResponse
+
+    with Wire(broker.bootstrap) as wire:
+        metadata = wire.call(
+            MetadataRequest(
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+            MetadataResponse,
+        )
+        internal = [t.name for t in metadata.topics if t.is_internal]
+        if not internal:
+            pytest.skip("this broker runs without a coordinator: no internal topics")
+        name = internal[0]
+        produced = wire.call(_produce(name, 0, _batch(1, 10)), ProduceResponse, 2)
+        assert produced.responses[0].partition_responses[0].error_code == (
+            ErrorCode.invalid_topic_exception
+        )
+        deleted = wire.call(
+            delete_req.DeleteTopicsRequest(
+                topics=(delete_req.DeleteTopicState(name=name, topic_id=None),),
+                timeout=timedelta(seconds=5),
+            ),
+            DeleteTopicsResponse,
+            3,
+        )
+        assert deleted.responses[0].error_code == ErrorCode.invalid_request
