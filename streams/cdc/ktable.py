@@ -1,0 +1,141 @@
+"""A compacted changelog topic read back into a table: the latest value per key.
+
+Reads every partition from its start to its end (with `read_committed`, the last
+stable offset: aborted and open transactions are not part of the table), keeps
+the last value of each key and drops the keys whose last record is a tombstone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from streams.cdc.errors import KTableError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+logger = logging.getLogger(__name__)
+
+
+def latest_values(
+    bootstrap: str,
+    topic: str,
+    *,
+    isolation: Literal["read_committed", "read_uncommitted"] = "read_committed",
+    client_config: Mapping[str, Any] | None = None,
+    timeout: float = 60.0,
+) -> dict[bytes, bytes]:
+    """`{key: value}` of the topic: the last record per key, tombstoned keys removed."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            **dict(client_config or {}),
+            "group.id": f"warehouse-ktable-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise KTableError(
+                f"topic `{topic}` does not exist on `{bootstrap}` "
+                f"({meta.error if meta is not None else 'no metadata'}); publish the table first.",
+                topic=topic,
+            )
+        ends: dict[int, int] = {}
+        starts: list[TopicPartition] = []
+        for p in sorted(meta.partitions):
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=timeout, cached=False
+            )
+            if high > low:
+                ends[p] = high
+                starts.append(TopicPartition(topic, p, low))
+        table: dict[bytes, bytes] = {}
+        if not starts:
+            return table
+        consumer.assign(starts)
+        deadline = time.monotonic() + timeout
+        pending = dict(ends)
+        while pending:
+            if time.monotonic() > deadline:
+                raise KTableError(
+                    f"topic `{topic}`: reading up to the end offsets {ends} took longer than "
+                    f"{timeout:.0f}s (still missing partitions {sorted(pending)}). Is a "
+                    "transaction left open on the topic?",
+                    topic=topic,
+                )
+            for msg in consumer.consume(1000, timeout=0.5):
+                if msg.error() is not None:
+                    raise KTableError(
+                        f"topic `{topic}`: reading partition {msg.partition()} failed: "
+                        f"{msg.error().str()}",
+                        topic=topic,
+                    )
+                key = msg.key()
+                if key is None:
+                    continue  # a changelog record without a key has no row to be
+                value = msg.value()
+                if value is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = value
+            # transaction markers occupy offsets too: the position is past them
+            for tp in consumer.position([TopicPartition(topic, p) for p in pending]):
+                if tp.offset >= pending[tp.partition]:
+                    del pending[tp.partition]
+        return table
+    except KafkaException as e:
+        raise KTableError(
+            f"topic `{topic}`: reading it back failed: {e.args[0].str()}", topic=topic
+        ) from e
+    finally:
+        consumer.close()
+
+
+def read_ktable(
+    spark: SparkSession | None,
+    bootstrap: str,
+    topic: str,
+    *,
+    schema: StructType | str | None = None,
+    isolation: Literal["read_committed", "read_uncommitted"] = "read_committed",
+    client_config: Mapping[str, Any] | None = None,
+    timeout: float = 60.0,
+) -> DataFrame | pa.Table:
+    """The table a compacted JSON changelog topic holds: latest value per key, no tombstones.
+
+    With `spark`, a DataFrame: the values parsed with `from_json` when `schema` (a
+    StructType or DDL string) is given, otherwise inferred by Spark's JSON reader.
+    Without, a `pyarrow.Table` built from the JSON objects (types inferred by Arrow).
+    """
+    values = latest_values(
+        bootstrap, topic, isolation=isolation, client_config=client_config, timeout=timeout
+    )
+    texts = [v.decode("utf-8") for v in values.values()]
+    if spark is None:
+        try:
+            return pa.Table.from_pylist([json.loads(t) for t in texts])
+        except (ValueError, pa.ArrowException) as e:
+            raise KTableError(
+                f"topic `{topic}`: a value is not a JSON object Arrow can type: {e}", topic=topic
+            ) from e
+    from pyspark.sql import functions as F
+
+    raw = spark.createDataFrame([(t,) for t in texts], "value string")
+    if schema is None:
+        if not texts:
+            return spark.createDataFrame([], "value string").drop("value")
+        return spark.read.json(raw.rdd.map(lambda r: r.value))
+    return raw.select(F.from_json("value", schema).alias("v")).select("v.*")

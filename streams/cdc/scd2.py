@@ -1,0 +1,410 @@
+"""SCD type 2: apply one micro-batch of changes to a history table, exactly once.
+
+`write_batch` calls `apply_scd2` for `mode="scd2"` after its idempotence guard
+passed. The batch is collected to the driver as Arrow (CDC batches of dimensions
+are small), each key's changes are ordered by `sequence_by` and turned into a
+chain of versions, and one delta-rs MERGE closes the current rows and inserts
+the new versions, in a commit that carries the batch's app transaction. The
+rules (docs/cdc.md):
+
+- `valid_from` of a version is its change's `sequence_by` value as a time:
+  a timestamp as is, a date at midnight UTC, an integer column whose name ends
+  in `_ms` as epoch milliseconds. Any other sequence (a log position, a version
+  number) orders the changes, and the time comes from `_source_ts_ms`, else the
+  Kafka `_timestamp`, else the batch's processing time.
+- a version is closed (`valid_to` = the next change's `valid_from`,
+  `is_current = false`) by the next change of its key, update or delete; a delete
+  inserts nothing, so a deleted key has no current row; a later insert opens a
+  new version (delete-then-reinsert).
+- a change not newer than what the table holds for its key is stale and ignored
+  (out-of-order arrival, duplicates): with a time-like sequence "newer" means
+  after the key's latest `valid_from` and `valid_to` (so a late change older than
+  a delete does not resurrect the key); otherwise after the key's greatest stored
+  `sequence_by`. Within a batch, changes with the same sequence keep the last
+  (by `_offset`, then arrival).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable, Schema
+from deltalake.exceptions import DeltaError, TableNotFoundError
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from streams.delta import _schema
+from streams.delta._faults import crash_point
+from streams.delta.errors import DeltaSchemaError, DeltaWriteError
+from streams.delta.target import (
+    CDF_CONFIGURATION,
+    INTERNAL_COLUMNS,
+    DeltaTarget,
+    commit_properties,
+)
+
+logger = logging.getLogger(__name__)
+
+VALID_FROM = "valid_from"
+VALID_TO = "valid_to"
+IS_CURRENT = "is_current"
+SCD2_COLUMNS: tuple[str, ...] = (VALID_FROM, VALID_TO, IS_CURRENT)
+"""Columns an SCD2 table adds to the change's columns."""
+
+_ACTION = "__warehouse_scd2_action"
+_ARRIVAL = "__warehouse_arrival"
+_TIME = pa.timestamp("us", tz="UTC")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+Key = tuple[Any, ...]
+
+
+@dataclass
+class KeyState:
+    """What the table holds for one key: its current row (if any) and its high-water mark."""
+
+    has_current: bool = False
+    last_time: dt.datetime | None = None
+    last_sequence: Any = None
+
+
+@dataclass
+class Scd2Plan:
+    """The effect of one batch: current rows to close, versions to insert, stale changes."""
+
+    closes: list[dict[str, Any]] = field(default_factory=list)
+    inserts: list[dict[str, Any]] = field(default_factory=list)
+    stale: int = 0
+    noop_deletes: int = 0
+
+
+def time_like(sequence_by: str, sequence_type: pa.DataType) -> bool:
+    """Whether `valid_from` is the sequence value itself (see the module docstring)."""
+    return (
+        pa.types.is_timestamp(sequence_type)
+        or pa.types.is_date(sequence_type)
+        or (pa.types.is_integer(sequence_type) and sequence_by.lower().endswith("_ms"))
+    )
+
+
+def _as_time(value: Any) -> dt.datetime:
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC)
+    return _EPOCH + dt.timedelta(milliseconds=int(value))
+
+
+def change_time(
+    sequence_by: str, sequence_type: pa.DataType, now: dt.datetime
+) -> Callable[[Mapping[str, Any]], dt.datetime]:
+    """The function giving a change's `valid_from` (the rule of the module docstring)."""
+    if time_like(sequence_by, sequence_type):
+        return lambda row: _as_time(row[sequence_by])
+
+    def fallback(row: Mapping[str, Any]) -> dt.datetime:
+        for column in ("_source_ts_ms", "_timestamp"):
+            value = row.get(column)
+            if value is not None:
+                return _as_time(value)
+        return now
+
+    return fallback
+
+
+def is_delete(row: Mapping[str, Any]) -> bool:
+    return row.get("_op") == "d" or bool(row.get("_deleted"))
+
+
+def plan_scd2(
+    changes: Iterable[Mapping[str, Any]],
+    state: Mapping[Key, KeyState],
+    *,
+    keys: Sequence[str],
+    sequence_by: str,
+    time_of: Callable[[Mapping[str, Any]], dt.datetime],
+    time_ordered: bool,
+    stored: Sequence[str],
+) -> Scd2Plan:
+    """Turn a batch of changes into closes and inserts (pure: no Spark, no Delta).
+
+    `changes` are rows with the key, `sequence_by`, optional `_op`/`_deleted`,
+    `_offset` and `__warehouse_arrival`; `state` what the table holds per key;
+    `stored` the table's data columns (the inserted rows carry exactly these).
+    """
+    by_key: dict[Key, list[Mapping[str, Any]]] = {}
+    for row in changes:
+        by_key.setdefault(tuple(row[k] for k in keys), []).append(row)
+    plan = Scd2Plan()
+
+    def order(row: Mapping[str, Any]) -> tuple[Any, int, int]:
+        offset = row.get("_offset")
+        return (row[sequence_by], -1 if offset is None else offset, row.get(_ARRIVAL) or 0)
+
+    for key, rows in by_key.items():
+        rows.sort(key=order)
+        # equal sequences: the last delivery wins (a duplicate or a re-sent change)
+        chain: list[Mapping[str, Any]] = []
+        for row in rows:
+            if chain and chain[-1][sequence_by] == row[sequence_by]:
+                chain[-1] = row
+            else:
+                chain.append(row)
+        known = state.get(key, KeyState())
+        open_row: dict[str, Any] | None = None  # a version inserted by this batch
+        table_open = known.has_current
+        for row in chain:
+            t = time_of(row)
+            if time_ordered:
+                fresh = known.last_time is None or t > known.last_time
+            else:
+                fresh = known.last_sequence is None or row[sequence_by] > known.last_sequence
+            if not fresh:
+                plan.stale += 1
+                continue
+            if table_open:
+                plan.closes.append({**dict(zip(keys, key, strict=True)), VALID_TO: t})
+                table_open = False
+            elif open_row is not None:
+                open_row[VALID_TO] = t
+                open_row[IS_CURRENT] = False
+                open_row = None
+            elif is_delete(row):
+                plan.noop_deletes += 1
+            if is_delete(row):
+                continue
+            open_row = {c: row.get(c) for c in stored}
+            open_row.update({VALID_FROM: t, VALID_TO: None, IS_CURRENT: True})
+            plan.inserts.append(open_row)
+    return plan
+
+
+def _key_filter(keys: Sequence[str], values: Iterable[Key]) -> pc.Expression:
+    # The first key narrows the scan; composite keys are matched exactly afterwards.
+    return pc.field(keys[0]).isin(pa.array(sorted({v[0] for v in values})))
+
+
+def load_state(
+    table: DeltaTable,
+    keys: Sequence[str],
+    sequence_by: str,
+    touched: Iterable[Key],
+    *,
+    time_ordered: bool,
+) -> dict[Key, KeyState]:
+    """Per touched key: whether it has a current row, and its latest time or sequence."""
+    touched = set(touched)
+    if not touched:
+        return {}
+    columns = [*keys, sequence_by, VALID_FROM, VALID_TO, IS_CURRENT]
+    dataset = table.to_pyarrow_dataset()
+    missing = [c for c in columns if c not in dataset.schema.names]
+    if missing:
+        raise DeltaSchemaError(
+            f"Delta table `{table.table_uri}`: mode `scd2` needs the columns "
+            + ", ".join(f"`{c}`" for c in missing)
+            + ", which the table lacks; it was not created by an SCD2 sink. "
+            "Use a new table path (or reset the table) for the SCD2 history.",
+            path=table.table_uri,
+            column=missing[0],
+        )
+    found = dataset.to_table(columns=columns, filter=_key_filter(keys, touched))
+    state: dict[Key, KeyState] = {}
+    for row in found.to_pylist():
+        key = tuple(row[k] for k in keys)
+        if key not in touched:
+            continue
+        s = state.setdefault(key, KeyState())
+        s.has_current = s.has_current or bool(row[IS_CURRENT])
+        for t in (row[VALID_FROM], row[VALID_TO]):
+            if t is not None and (s.last_time is None or t > s.last_time):
+                s.last_time = t
+        seq = row[sequence_by]
+        if seq is not None and (s.last_sequence is None or seq > s.last_sequence):
+            s.last_sequence = seq
+    return state
+
+
+def _stored_schema(df: DataFrame, target: DeltaTarget) -> pa.Schema:
+    clash = [c for c in SCD2_COLUMNS if c in df.columns]
+    if clash:
+        raise DeltaSchemaError(
+            f"Delta table `{target.path}`: mode `scd2` adds the columns `valid_from`, "
+            f"`valid_to`, `is_current`, but the batch already has `{clash[0]}`. Rename it "
+            "in the query.",
+            path=target.path,
+            column=clash[0],
+        )
+    data = _schema.arrow_schema(df.schema, drop=[*INTERNAL_COLUMNS, _ARRIVAL])
+    return pa.schema(
+        [
+            *data,
+            pa.field(VALID_FROM, _TIME),
+            pa.field(VALID_TO, _TIME),
+            pa.field(IS_CURRENT, pa.bool_()),
+        ]
+    )
+
+
+def _check_nulls(rows: pa.Table, target: DeltaTarget, batch_id: int) -> None:
+    for column in (*target.keys, target.sequence_by):
+        assert column is not None
+        if rows.column(column).null_count:
+            what = "key column" if column in target.keys else "sequence column"
+            raise DeltaWriteError(
+                f"Delta table `{target.path}`: batch {batch_id} has rows whose {what} "
+                f"`{column}` is null; SCD2 cannot place or order them. Filter them out or "
+                "route them to quarantine with an expectation "
+                "`expect_column_values_to_not_be_null`.",
+                path=target.path,
+                batch_id=batch_id,
+            )
+
+
+def _open_table(target: DeltaTarget, stored: pa.Schema) -> DeltaTable:
+    try:
+        table = DeltaTable(target.path)
+    except TableNotFoundError:
+        _schema.check_columns(
+            stored.names, target.partition_by, path=target.path, what="partition columns"
+        )
+        DeltaTable.create(
+            target.path,
+            Schema.from_arrow(stored),
+            partition_by=list(target.partition_by) or None,
+            configuration=CDF_CONFIGURATION,
+        )
+        return DeltaTable(target.path)
+    _schema.check_partitioning(table, target.partition_by, path=target.path)
+    added = _schema.new_columns(table, stored, path=target.path)
+    if added:
+        logger.info(
+            "Delta table %s: adding columns %s", target.name, ", ".join(f.name for f in added)
+        )
+        table.alter.add_columns(added)
+        table = DeltaTable(target.path)
+    return table
+
+
+def _commit_empty(
+    table: DeltaTable, batch_id: int, target: DeltaTarget, commit_info: Mapping[str, Any] | None
+) -> int:
+    table.create_write_transaction(
+        [],
+        "append",
+        table.schema(),
+        partition_by=list(table.metadata().partition_columns) or None,
+        commit_properties=commit_properties(target, batch_id, commit_info),
+    )
+    return DeltaTable(target.path).version()
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _merge(table: DeltaTable, source: pa.Table, target: DeltaTarget, props: Any) -> None:
+    """Close the matched current rows and insert the new versions, in one commit."""
+    on = " AND ".join(
+        [
+            *(f"t.{_q(k)} = s.{_q(k)}" for k in target.keys),
+            f"s.{_q(_ACTION)} = 'close'",
+            f"t.{_q(IS_CURRENT)} = true",
+        ]
+    )
+    (
+        table.merge(
+            source,
+            on,
+            source_alias="s",
+            target_alias="t",
+            merge_schema=True,
+            commit_properties=props,
+        )
+        .when_matched_update(updates={_q(VALID_TO): f"s.{_q(VALID_TO)}", _q(IS_CURRENT): "false"})
+        .when_not_matched_insert_all(predicate=f"s.{_q(_ACTION)} = 'insert'", except_cols=[_ACTION])
+        .execute()
+    )
+
+
+def apply_scd2(
+    df: DataFrame,
+    batch_id: int,
+    target: DeltaTarget,
+    *,
+    commit_info: Mapping[str, Any] | None = None,
+    now: dt.datetime | None = None,
+) -> int:
+    """Apply one batch of changes to the SCD2 table at `target.path`; the new version.
+
+    The caller (`write_batch`) has checked that `batch_id` is not committed yet. `now`
+    is the processing time used as `valid_from` when the sequence is not time-like and
+    the rows carry neither `_source_ts_ms` nor `_timestamp` (default: the clock).
+    """
+    keys, seq = list(target.keys), target.sequence_by
+    assert seq is not None  # DeltaTarget requires it for scd2
+    _schema.check_columns(df.columns, keys, path=target.path, what="key columns")
+    _schema.check_columns(df.columns, [seq], path=target.path, what="sequence column")
+    stored = _stored_schema(df, target)
+    rows = df.withColumn(_ARRIVAL, F.monotonically_increasing_id()).toArrow()
+    _check_nulls(rows, target, batch_id)
+    seq_type = rows.schema.field(seq).type
+    ordered = time_like(seq, seq_type)
+    time_of = change_time(seq, seq_type, now or dt.datetime.now(dt.UTC))
+    table = _open_table(target, stored)
+    changes = rows.to_pylist()
+    state = load_state(
+        table, keys, seq, (tuple(r[k] for k in keys) for r in changes), time_ordered=ordered
+    )
+    data_columns = [f.name for f in stored if f.name not in SCD2_COLUMNS]
+    plan = plan_scd2(
+        changes,
+        state,
+        keys=keys,
+        sequence_by=seq,
+        time_of=time_of,
+        time_ordered=ordered,
+        stored=data_columns,
+    )
+    crash_point("before_commit")
+    if plan.stale:
+        logger.info(
+            "Delta table %s: batch %d: ignored %d stale change(s) (not newer than the table)",
+            target.name,
+            batch_id,
+            plan.stale,
+        )
+    if not plan.closes and not plan.inserts:
+        return _commit_empty(table, batch_id, target, commit_info)
+    schema = pa.schema([*stored, pa.field(_ACTION, pa.string())])
+    source = pa.Table.from_pylist(
+        [{**r, _ACTION: "close"} for r in plan.closes]
+        + [{**r, _ACTION: "insert"} for r in plan.inserts],
+        schema=schema,
+    )
+    try:
+        _merge(table, source, target, commit_properties(target, batch_id, commit_info))
+    except DeltaError as e:
+        raise DeltaWriteError(
+            f"Delta table `{target.path}`: merging SCD2 batch {batch_id} "
+            f"({len(plan.closes)} closes, {len(plan.inserts)} new versions) failed: {e}",
+            path=target.path,
+            batch_id=batch_id,
+        ) from e
+    table = DeltaTable(target.path)
+    if table.transaction_version(target.app_id) != batch_id:
+        return _commit_empty(table, batch_id, target, commit_info)
+    logger.info(
+        "Delta table %s: batch %d: closed %d version(s), inserted %d",
+        target.name,
+        batch_id,
+        len(plan.closes) + sum(1 for r in plan.inserts if not r[IS_CURRENT]),
+        len(plan.inserts),
+    )
+    return table.version()
