@@ -65,3 +65,77 @@ def assert_rows(actual: DataFrame, expected: list[Row]) -> None:
     """`actual` holds exactly `expected` (order and nullability ignored)."""
     want = actual.sparkSession.createDataFrame(expected, actual.schema)
     assert_df_equality(actual, want, ignore_row_order=True, ignore_nullable=True)
+
+
+# -- published topics ----------------------------------------------------------------
+
+
+def read_records(
+    bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout: float = 60.0
+) -> list[tuple[bytes | None, bytes | None, int | None]]:
+    """Every record of partition 0 as `(key, value, warehouse.version header)`, in order."""
+    import time
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    try:
+        tp = TopicPartition(topic, 0)
+        low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+        out: list[tuple[bytes | None, bytes | None, int | None]] = []
+        if high <= low:
+            return out
+        consumer.assign([TopicPartition(topic, 0, low)])
+        deadline = time.monotonic() + timeout
+        while consumer.position([tp])[0].offset < high:
+            assert time.monotonic() < deadline, f"topic {topic}: did not reach offset {high}"
+            for msg in consumer.consume(500, timeout=0.5):
+                assert msg.error() is None, msg.error()
+                version = dict(msg.headers() or []).get("warehouse.version")
+                out.append((msg.key(), msg.value(), int(version) if version else None))
+        return out
+    finally:
+        consumer.close()
+
+
+def snapshot(path: str, version: int, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The table at `version` as `{key JSON: row}` (rows in published JSON form)."""
+    from streams.cdc.publish import encode_json
+
+    rows = DeltaTable(str(path), version=version).to_pyarrow_table().to_pylist()
+    return {encode_json({k: r[k] for k in keys}).decode(): json.loads(encode_json(r)) for r in rows}
+
+
+def expected_changes(
+    path: str, first: int, last: int, keys: Sequence[str]
+) -> list[tuple[str, dict[str, Any] | None, int]]:
+    """`(key, row or None, version)` for every key whose row differs between consecutive
+    snapshots, found by comparing table versions (not from the change feed)."""
+    out: list[tuple[str, dict[str, Any] | None, int]] = []
+    before = snapshot(path, first - 1, keys) if first > 0 else {}
+    for v in range(first, last + 1):
+        after = snapshot(path, v, keys)
+        for key in sorted(set(before) | set(after)):
+            if before.get(key) != after.get(key):
+                out.append((key, after.get(key), v))
+        before = after
+    return out
+
+
+def decoded(records: list[tuple[bytes | None, bytes | None, int | None]]) -> list[tuple]:
+    """Published records as comparable `(key, row or None, version)`."""
+    return [
+        (k.decode(), None if v is None else json.loads(v), version) for k, v, version in records
+    ]
+
+
+def sort_changes(changes: list[tuple]) -> list[tuple]:
+    return sorted(changes, key=lambda c: (c[2], c[0], json.dumps(c[1], sort_keys=True)))

@@ -1,0 +1,134 @@
+"""Materialized views out: a table's change feed to a compacted topic, read back as a KTable.
+
+Real broker process, real Delta tables (delta-rs merges and deletes produce the change
+feed). The oracle is independent of the publisher: the changes expected per version
+come from comparing consecutive snapshots of the table.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from streams.cdc import latest_values, marker_group, publish_changes, read_ktable
+from streams.cdc.publish import encode_json
+from tests.integration.cdc import tables
+from tests.integration.cdc.helpers import (
+    decoded,
+    expected_changes,
+    read_records,
+    snapshot,
+    sort_changes,
+)
+
+pytestmark = pytest.mark.kafka
+
+
+def _ktable_rows(bootstrap: str, topic: str) -> dict[str, dict]:
+    got = read_ktable(None, bootstrap, topic)
+    return {encode_json({"user_id": r["user_id"]}).decode(): r for r in got.to_pylist()}
+
+
+def test_publish_upserts_and_tombstones_once_per_version(broker, tmp_path: Path, unique) -> None:
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    tables.upsert(path, [tables.row(i, f"u{i}", 100 * i) for i in (1, 2, 3)])
+    first = publish_changes(
+        path, bootstrap=broker.bootstrap, topic=topic, keys=tables.KEYS, table=name
+    )
+    assert (first.first_version, first.last_version, first.records) == (0, 1, 3)
+    assert first.transactional
+
+    tables.upsert(path, [tables.row(2, "u2-renamed", 250), tables.row(4, "u4", 400)])
+    last = tables.delete(path, [3])
+    second = publish_changes(
+        path, bootstrap=broker.bootstrap, topic=topic, keys=tables.KEYS, table=name
+    )
+    assert (second.first_version, second.last_version) == (2, last)
+    assert second.tombstones == 1
+
+    # a call with nothing new (a replayed batch) publishes nothing
+    again = publish_changes(
+        path, bootstrap=broker.bootstrap, topic=topic, keys=tables.KEYS, table=name
+    )
+    assert again.skipped and again.records == 0
+
+    published = decoded(read_records(broker.bootstrap, topic))
+    assert len(published) == 6  # 3 inserts, an update and an insert, a delete
+    assert sort_changes(published) == sort_changes(expected_changes(path, 0, last, tables.KEYS))
+    assert _ktable_rows(broker.bootstrap, topic) == snapshot(path, last, tables.KEYS)
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert configs["cleanup.policy"].value == "compact"
+
+
+def test_a_new_table_at_the_same_path_is_published_from_its_start(
+    broker, tmp_path: Path, unique
+) -> None:
+    """The marker carries the Delta table id: a reset table is not mistaken for done."""
+    import shutil
+
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    tables.upsert(path, [tables.row(i, f"u{i}", i) for i in range(1, 4)])
+    tables.upsert(path, [tables.row(1, "again", 9)])
+    publish_changes(path, bootstrap=broker.bootstrap, topic=topic, keys=tables.KEYS, table=name)
+    shutil.rmtree(path)
+    tables.create(path)
+    tables.upsert(path, [tables.row(7, "seven", 7)])  # version 1 < the marker's 3
+    result = publish_changes(
+        path, bootstrap=broker.bootstrap, topic=topic, keys=tables.KEYS, table=name
+    )
+    assert (result.first_version, result.records) == (0, 1)
+    assert b'{"user_id":7}' in latest_values(broker.bootstrap, topic)
+
+
+def test_without_transactions_publishes_at_least_once_and_says_so(
+    broker, tmp_path: Path, unique, caplog
+) -> None:
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    last = tables.upsert(path, [tables.row(i, f"u{i}", i) for i in range(1, 6)])
+    caplog.set_level(logging.INFO, logger="streams.cdc.publish")
+    result = publish_changes(
+        path,
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        keys=tables.KEYS,
+        table=name,
+        transactional=False,
+    )
+    assert not result.transactional and result.records == 5
+    assert "at-least-once" in caplog.text
+    assert publish_changes(
+        path,
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        keys=tables.KEYS,
+        table=name,
+        transactional=False,
+    ).skipped
+    published = decoded(read_records(broker.bootstrap, topic, isolation="read_uncommitted"))
+    assert sort_changes(published) == sort_changes(expected_changes(path, 0, last, tables.KEYS))
+
+
+def test_marker_is_the_committed_offset_of_the_publish_group(
+    broker, tmp_path: Path, unique
+) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    last = tables.upsert(path, [tables.row(1, "a", 1)])
+    publish_changes(path, bootstrap=broker.bootstrap, topic=topic, keys=tables.KEYS, table=name)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": marker_group(name)})
+    try:
+        tp = consumer.committed([TopicPartition(topic, 0)], timeout=30)[0]
+    finally:
+        consumer.close()
+    assert tp.offset == last + 1
