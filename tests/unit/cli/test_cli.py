@@ -106,3 +106,16 @@ def test_status_json_before_any_run_does_not_start_a_broker(
     assert [r["table"] for r in rows] == ["ods_orders", "dwd_orders"]
     assert all(r["exists"] is False and r["version"] is None and r["lag"] is None for r in rows)
     assert not (proj / ".warehouse" / "broker").exists()
+
+
+def test_submit_script_runs_as_a_file_and_reports_project_errors(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(REPO / "warehouse" / "submit.py"), "--project", str(tmp_path / "nope"),
+         "--layer", "ods", "--once"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "no project folder" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,37 @@
+"""`warehouse broker start|status|stop` against a real broker process (detached, as users
+run it), stopped at the end by its pid file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.unit.cli.test_cli import run_cli
+from tests.unit.runtime.projects import write_project
+
+
+@pytest.mark.kafka
+def test_broker_start_status_stop_through_the_cli(tmp_path: Path) -> None:
+    from streams.broker.launcher import broker_status, stop_broker
+
+    proj = write_project(tmp_path / "proj")  # embedded broker: 127.0.0.1, port 0
+    data = tmp_path / "broker-data"
+    try:
+        started = run_cli("--project", str(proj), "broker", "start", "--data-dir", str(data))
+        assert started.returncode == 0, started.stderr
+        live = broker_status(data)
+        assert live is not None and live["host"] == "127.0.0.1" and live["port"] > 0
+        assert f"broker running at {live['bootstrap']}" in started.stdout
+        status = run_cli("--project", str(proj), "broker", "status", "--data-dir", str(data))
+        assert status.returncode == 0 and json.loads(status.stdout)["pid"] == live["pid"]
+        again = run_cli("--project", str(proj), "broker", "start", "--data-dir", str(data))
+        assert again.returncode == 0 and broker_status(data)["pid"] == live["pid"]  # reused
+        stopped = run_cli("--project", str(proj), "broker", "stop", "--data-dir", str(data))
+        assert stopped.returncode == 0 and "broker stopped" in stopped.stdout
+        assert broker_status(data) is None
+        gone = run_cli("--project", str(proj), "broker", "status", "--data-dir", str(data))
+        assert gone.returncode == 1 and "no broker running" in gone.stdout
+    finally:
+        stop_broker(data)
