@@ -35,3 +35,26 @@ def test_broker_start_status_stop_through_the_cli(tmp_path: Path) -> None:
         assert gone.returncode == 1 and "no broker running" in gone.stdout
     finally:
         stop_broker(data)
+
+
+@pytest.mark.kafka
+def test_embedded_bootstrap_starts_the_broker_on_demand_and_reuses_it(tmp_path: Path) -> None:
+    from streams.broker.launcher import broker_status, stop_broker
+    from warehouse import Project
+    from warehouse.runtime.bootstrap import broker_dir, resolve_bootstrap
+
+    project = Project.load(write_project(tmp_path / "proj"))  # bootstrap: embedded, port 0
+    data = broker_dir(project)
+    assert data == project.root / "broker"
+    try:
+        assert resolve_bootstrap(project, start=False) is None  # status never starts one
+        assert not data.exists() or broker_status(data) is None
+        first = resolve_bootstrap(project)
+        assert first is not None and first.startswith("127.0.0.1:")
+        pid = broker_status(data)["pid"]
+        assert resolve_bootstrap(project) == first
+        assert resolve_bootstrap(project, start=False) == first
+        assert broker_status(data)["pid"] == pid
+    finally:
+        stop_broker(data)
+    assert broker_status(data) is None
