@@ -28,8 +28,9 @@ class Member(threading.Thread):
 
     Rebalance callbacks are registered so librdkafka waits for this thread's
     poll() before giving partitions up: the commit of a record returned by poll
-    always happens while its partition is still owned, and a commit the broker
-    refuses (fenced generation) leaves the record to be redelivered.
+    always happens while its partition is still owned. A commit the broker
+    refuses (fenced generation, rebalance in progress) does not count the record;
+    the member seeks back to it so it is read again.
     """
 
     def __init__(self, bootstrap: str, group: str, topic: str, strategy: str) -> None:
@@ -59,7 +60,14 @@ class Member(threading.Thread):
                 try:
                     self.consumer.commit(message=msg, asynchronous=False)
                 except KafkaException:
-                    self.refused += 1  # fenced by a rebalance: the next owner reads it again
+                    # fenced by a rebalance: read the record again while the partition is
+                    # still ours; if it moves, the next owner starts at the committed offset
+                    self.refused += 1
+                    tp = TopicPartition(msg.topic(), msg.partition(), msg.offset())
+                    try:
+                        self.consumer.seek(tp)
+                    except KafkaException:
+                        pass  # already unassigned by librdkafka: the new owner reads it
                     continue
                 self.records.append(msg.value())
         except BaseException as e:  # surfaced by the test through .error
