@@ -8,6 +8,7 @@ end offsets. A broker that is down only removes the lag column.
 from __future__ import annotations
 
 import logging
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,8 +92,22 @@ def table_status(project: Project, name: str, *, bootstrap: str | None) -> dict[
     return row
 
 
+def reachable(bootstrap: str, *, timeout: float = 2.0) -> bool:
+    """Whether any bootstrap server accepts a TCP connection (cheap; librdkafka would
+    retry and log for its whole timeout against a broker that is down)."""
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        host = host.strip("[]") or "127.0.0.1"
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 def _lag(project: Project, topics: list[str], committed: Any, bootstrap: str | None) -> Any:
-    if bootstrap is None:
+    if bootstrap is None or not reachable(bootstrap):
         return None
     from streams.kafka.admin import end_offsets
     from streams.kafka.errors import KafkaStreamError
