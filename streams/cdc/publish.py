@@ -217,6 +217,7 @@ def publish_changes(
     partitions: int = 1,
     transactional: bool | None = None,
     client_config: Mapping[str, Any] | None = None,
+    max_versions: int = 100,
     timeout: float = 60.0,
 ) -> PublishResult:
     """Publish the Delta versions of `path` that `topic` has not received yet.
@@ -224,9 +225,16 @@ def publish_changes(
     `table` names the publisher (transactional id, marker group, log lines; default:
     the path's last component). `transactional=None` uses a transaction when the
     broker supports them and falls back (logging that the guarantee is at-least-once)
-    when it does not; `False` forces the fallback.
+    when it does not; `False` forces the fallback. A backlog is published in
+    transactions of at most `max_versions` table versions each (each with its marker).
     """
     name = table or str(path).rstrip("/").rsplit("/", 1)[-1]
+    if max_versions < 1:
+        raise PublishError(
+            f"table `{name}`: `max_versions` must be at least 1 (got `{max_versions}`)",
+            topic=topic,
+            table=name,
+        )
     if not keys:
         raise PublishError(
             f"table `{name}`: publishing to `{topic}` needs the sink keys (the record keys of "
@@ -308,43 +316,61 @@ def publish_changes(
                 topic,
             )
             return PublishResult(name, topic, None, None, transactional=use_txn)
-        try:
-            changes = pa.table(
-                delta.load_cdf(starting_version=start, ending_version=end).read_all()
+        total = tombstones = 0
+        for first in range(start, end + 1, max_versions):
+            last = min(first + max_versions - 1, end)
+            records = _read_changes(delta, path, name, topic, keys, mode, first, last)
+            marker = TopicPartition(
+                topic,
+                MARKER_PARTITION,
+                last + 1,
+                json.dumps({"table_id": table_id, "version": last}),
             )
-        except DeltaError as e:
-            raise PublishError(
-                f"table `{name}`: reading the change feed of `{path}` versions {start}..{end} "
-                f"failed: {e}. The table needs `delta.enableChangeDataFeed=true` from version "
-                f"{start} on (tables created by the warehouse have it).",
-                topic=topic,
-                table=name,
-            ) from e
-        records = changelog_records(changes, keys, mode=mode)
-        marker = TopicPartition(
-            topic, MARKER_PARTITION, end + 1, json.dumps({"table_id": table_id, "version": end})
-        )
-        if use_txn:
-            assert producer is not None
-            _publish_transaction(producer, consumer, topic, name, records, marker, timeout)
-        else:
-            _publish_at_least_once(conf, consumer, topic, name, records, marker)
-        tombstones = sum(1 for r in records if r.value is None)
-        logger.info(
-            "table %s: published versions %d..%d to %s: %d record(s), %d tombstone(s)%s",
-            name,
-            start,
-            end,
-            topic,
-            len(records),
-            tombstones,
-            "" if use_txn else " (at-least-once)",
-        )
-        return PublishResult(name, topic, start, end, len(records), tombstones, use_txn)
+            if use_txn:
+                assert producer is not None
+                _publish_transaction(producer, consumer, topic, name, records, marker, timeout)
+            else:
+                _publish_at_least_once(conf, consumer, topic, name, records, marker)
+            total += len(records)
+            tombstones += sum(1 for r in records if r.value is None)
+            logger.info(
+                "table %s: published versions %d..%d to %s: %d record(s)%s",
+                name,
+                first,
+                last,
+                topic,
+                len(records),
+                "" if use_txn else " (at-least-once)",
+            )
+        return PublishResult(name, topic, start, end, total, tombstones, use_txn)
     finally:
         consumer.close()
         if producer is not None:
             producer.flush(5)
+
+
+def _read_changes(
+    delta: DeltaTable,
+    path: str,
+    name: str,
+    topic: str,
+    keys: Sequence[str],
+    mode: PublishMode,
+    first: int,
+    last: int,
+) -> list[ChangeRecord]:
+    try:
+        changes = pa.table(delta.load_cdf(starting_version=first, ending_version=last).read_all())
+    except DeltaError as e:
+        raise PublishError(
+            f"table `{name}`: reading the change feed of `{path}` versions {first}..{last} "
+            f"failed: {e}. The table needs `delta.enableChangeDataFeed=true` from version "
+            f"{first} on (tables created by the warehouse have it), and its change files "
+            "must not be vacuumed before they are published.",
+            topic=topic,
+            table=name,
+        ) from e
+    return changelog_records(changes, keys, mode=mode)
 
 
 def _publish_transaction(

@@ -44,8 +44,9 @@ def test_publish_upserts_and_tombstones_once_per_version(broker, tmp_path: Path,
 
     tables.upsert(path, [tables.row(2, "u2-renamed", 250), tables.row(4, "u4", 400)])
     last = tables.delete(path, [3])
+    # a backlog of two versions, one transaction (and marker) per version
     second = publish_changes(
-        path, bootstrap=broker.bootstrap, topic=topic, keys=tables.KEYS, table=name
+        path, bootstrap=broker.bootstrap, topic=topic, keys=tables.KEYS, table=name, max_versions=1
     )
     assert (second.first_version, second.last_version) == (2, last)
     assert second.tombstones == 1
