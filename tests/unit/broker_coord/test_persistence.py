@@ -206,3 +206,29 @@ def test_end_txn_retry_finishes_a_half_done_commit(tmp_path):
     assert txns.txns["tx"].state is TxnState.COMPLETE_COMMIT
     assert producers.first_unstable_offset("t", 0) is None
     logs.close()
+
+
+def test_compacted_offsets_log_replays_to_the_latest_values(tmp_path):
+    logs = open_logs(tmp_path)
+    groups = GroupCoordinator(logs)
+    logs.alter_topic_config(CONSUMER_OFFSETS, {"segment.bytes": "2048", "delete.retention.ms": "0"})
+    for i in range(300):
+        groups.commit_offsets("g", {("t", i % 3): CommittedOffset(i)}, now_ms=i)
+    groups.commit_offsets("gone", {("t", 0): CommittedOffset(1)}, now_ms=300)
+    groups.delete_group("gone")
+    log = logs.get_log(CONSUMER_OFFSETS, 0)
+    before = log.size_bytes
+    logs.get_log(CONSUMER_OFFSETS, 0).roll()
+    logs.run_compaction(10**13)
+    assert log.size_bytes < before / 5  # the log really was compacted
+    logs.close()
+
+    logs = open_logs(tmp_path)
+    again = GroupCoordinator(logs)
+    assert {tp: o.offset for tp, o in again.fetch_offsets("g", None).items()} == {
+        ("t", 0): 297,
+        ("t", 1): 298,
+        ("t", 2): 299,
+    }
+    assert "gone" not in again.groups and again.fetch_offsets("gone", None) == {}
+    logs.close()
