@@ -1,0 +1,25 @@
+"""Running a project: the SparkSession factory, engine resolution, the pipeline runner,
+status, recover and reset."""
+
+from __future__ import annotations
+
+from warehouse.runtime.engines import resolve_engine, resolve_engines
+from warehouse.runtime.errors import QueryFailedError, RecoverError, RuntimeConfigError
+from warehouse.runtime.pipeline import Pipeline, RunResult
+from warehouse.runtime.recover import recover, reset
+from warehouse.runtime.session import get_session
+from warehouse.runtime.status import status
+
+__all__ = [
+    "Pipeline",
+    "QueryFailedError",
+    "RecoverError",
+    "RunResult",
+    "RuntimeConfigError",
+    "get_session",
+    "recover",
+    "reset",
+    "resolve_engine",
+    "resolve_engines",
+    "status",
+]
