@@ -82,7 +82,7 @@ class Coordinator(BrokerExtension):
         raw = broker.config.raw
         self.sasl_users = load_users(raw)
         logs = broker.logs
-        self.producers = ProducerStateManager(self._get_log)
+        self.producers = ProducerStateManager(self._get_log, topic_id=self._topic_id)
         self._restore_producer_snapshot()
         self.groups = GroupCoordinator(
             logs,
@@ -173,6 +173,11 @@ class Coordinator(BrokerExtension):
             return self.broker.logs.get_log(topic, partition)
         except Exception:  # unknown topic/partition: no producer state to rebuild
             return None
+
+    def _topic_id(self, topic: str) -> str | None:
+        assert self.broker is not None
+        meta = self.broker.logs.topics().get(topic)
+        return None if meta is None else getattr(meta, "topic_id", None)
 
     # ---- server hooks --------------------------------------------------------
 

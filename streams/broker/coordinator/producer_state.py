@@ -218,10 +218,17 @@ class ProducerStateManager:
     the tail written after it).
     """
 
-    def __init__(self, get_log: Callable[[str, int], Any] | None) -> None:
+    def __init__(
+        self,
+        get_log: Callable[[str, int], Any] | None,
+        *,
+        topic_id: Callable[[str], str | None] = lambda topic: None,
+    ) -> None:
         self._get_log = get_log
+        self._topic_id = topic_id  # tells a recreated topic from the one a snapshot was of
         self._partitions: dict[tuple[str, int], tuple[Any, PartitionProducers]] = {}
-        self._snapshots: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
+        # (topic, partition) -> (end offset, state, topic id) from the last clean shutdown
+        self._snapshots: dict[tuple[str, int], tuple[int, dict[str, Any], str | None]] = {}
 
     def partition(self, topic: str, partition: int) -> PartitionProducers:
         log = self._get_log(topic, partition) if self._get_log is not None else None
@@ -238,7 +245,9 @@ class ProducerStateManager:
             return state
         offset, end, n = log.log_start_offset, log.log_end_offset, 0
         snap = self._snapshots.pop((topic, partition), None)
-        if snap is not None and log.log_start_offset <= snap[0] <= end:
+        if snap is not None and (snap[2] != self._topic_id(topic) or not log.log_start_offset <= snap[0] <= end):
+            snap = None  # of a deleted topic, or of a log that was truncated since
+        if snap is not None:
             state = PartitionProducers.from_json(snap[1])
             offset = snap[0]
         while offset < end:
@@ -271,16 +280,30 @@ class ProducerStateManager:
         for (topic, partition), (log, state) in self._partitions.items():
             if log is None:
                 continue
-            out.append({"topic": topic, "partition": partition, "end": log.log_end_offset, "state": state.to_json()})
+            out.append(
+                {"topic": topic, "topic_id": self._topic_id(topic), "partition": partition,
+                 "end": log.log_end_offset, "state": state.to_json()}
+            )
+        # restored but never touched since: still valid up to their offset (a later load
+        # scans whatever was appended after it), as long as the topic is the same one
+        for (topic, partition), (end, state_json, topic_id) in self._snapshots.items():
+            out.append(
+                {"topic": topic, "topic_id": topic_id, "partition": partition, "end": end, "state": state_json}
+            )
         return out
 
     def restore(self, snapshot: list[dict[str, Any]]) -> None:
         for item in snapshot:
-            self._snapshots[(item["topic"], item["partition"])] = (item["end"], item["state"])
+            if item.get("topic_id") != self._topic_id(item["topic"]):
+                continue  # the topic was deleted (or deleted and created again) since
+            self._snapshots[(item["topic"], item["partition"])] = (item["end"], item["state"], item.get("topic_id"))
 
     def forget(self, topic: str) -> None:
+        """Drop every state of ``topic`` (deleted); a topic created again starts empty."""
         for key in [k for k in self._partitions if k[0] == topic]:
             del self._partitions[key]
+        for key in [k for k in self._snapshots if k[0] == topic]:
+            del self._snapshots[key]
 
     def check(self, topic: str, partition: int, records: bytes | memoryview) -> Duplicate | Rejected | None:
         """Decide on a produce of ``records``: ``None`` to append, else ack the duplicate or reject."""
@@ -312,7 +335,13 @@ class ProducerStateManager:
     def on_appended(self, topic: str, partition: int, records: bytes | memoryview, base_offset: int) -> None:
         batches = list(iter_batch_info(records))
         if all(b.producer_id < 0 for b in batches):
-            return  # nothing to remember; a later first load scans these batches anyway
+            if (topic, partition) not in self._partitions and (topic, partition) not in self._snapshots:
+                log = self._get_log(topic, partition) if self._get_log is not None else None
+                if log is not None and base_offset <= log.log_start_offset:
+                    # the log held nothing before these batches: the state is known to be
+                    # empty, so a read_committed fetch need not scan the log to learn that
+                    self._partitions[(topic, partition)] = (log, PartitionProducers())
+            return  # otherwise a later first load scans these batches anyway
         state = self.partition(topic, partition)
         offset = base_offset
         for batch in batches:

@@ -173,22 +173,37 @@ def test_producer_ids_are_unique_across_reopen_and_timeouts_are_validated(tmp_pa
 def test_producer_state_snapshot_restores_without_scanning_and_rejects_stale_ones(tmp_path):
     logs = open_logs(tmp_path)
     logs.create_topic("t", 1, {})
-    producers = ProducerStateManager(logs.get_log)
+
+    def manager() -> ProducerStateManager:
+        return ProducerStateManager(logs.get_log, topic_id=lambda t: t in logs.topics() and logs.topics()[t].topic_id)
+
+    producers = manager()
     append(logs, producers, "t", batch(5, 0, 0, 2))
     append(logs, producers, "t", batch(6, 0, 0, 1, transactional=True))
     snap = producers.snapshot()
-    assert snap == [{"topic": "t", "partition": 0, "end": 3, "state": producers.partition("t", 0).to_json()}]
+    topic_id = logs.topics()["t"].topic_id
+    assert snap == [
+        {"topic": "t", "topic_id": topic_id, "partition": 0, "end": 3, "state": producers.partition("t", 0).to_json()}
+    ]
 
-    restored = ProducerStateManager(logs.get_log)
+    restored = manager()
     restored.restore(snap)
+    assert restored.snapshot() == snap  # untouched entries are carried to the next shutdown
     append(logs, restored, "t", batch(5, 0, 2, 1))  # sequence continues from the snapshot
     assert restored.first_unstable_offset("t", 0) == 2
     dup = restored.check("t", 0, batch(5, 0, 0, 2))
     assert dup is not None and dup.base_offset == 0
 
-    stale = ProducerStateManager(logs.get_log)
+    stale = manager()
     stale.restore([{**snap[0], "end": 99}])  # claims more than the log holds: ignored, log scanned
     assert stale.partition("t", 0).entries[5].last_sequence == 2
+
+    logs.delete_topic("t")
+    logs.create_topic("t", 1, {})
+    append(logs, manager(), "t", batch(-1, -1, -1, 1))
+    recreated = manager()
+    recreated.restore(snap)  # a snapshot of the deleted topic must not leak into the new one
+    assert recreated.partition("t", 0).entries == {}
     logs.close()
 
 
