@@ -58,13 +58,29 @@ def main(params: dict) -> None:
         F.col("offset").alias("_offset"),
     )
 
+    first = params.get("starting_offsets") or {}
+
     def write(batch, batch_id: int) -> None:
         qid = checkpoint_query_id(ckpt)
+        end = batch_end_offsets(ckpt, batch_id)
+        start = (batch_end_offsets(ckpt, batch_id - 1) if batch_id else None) or first
+        # The test topic has no gaps, so a batch must hold exactly end - start records
+        # per partition; checking it here tells a source loss from a sink loss.
+        want = sum(
+            o - int(start.get(t, {}).get(p, 0)) for t, ps in end.items() for p, o in ps.items()
+        )
+        got = batch.count()
+        if got != want:
+            print(
+                f"SOURCE-MISMATCH batch {batch_id}: the Kafka source returned {got} rows "
+                f"for offsets {start} -> {end} ({want} records)",
+                flush=True,
+            )
+            os._exit(3)
         info = {
-            "warehouse.sourceOffsets": json.dumps(batch_end_offsets(ckpt, batch_id)),
+            "warehouse.sourceOffsets": json.dumps(end),
             "warehouse.batchId": batch_id,
         }
-        batch.persist()
         for name, target in (
             ("events", DeltaTarget(params["append_path"], app_id=f"events:{qid}")),
             (
@@ -79,7 +95,6 @@ def main(params: dict) -> None:
             ),
         ):
             write_batch(batch, batch_id, target, commit_info={**info, "warehouse.table": name})
-        batch.unpersist()
 
     query = (
         rows.writeStream.foreachBatch(write)

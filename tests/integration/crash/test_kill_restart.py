@@ -29,7 +29,7 @@ from streams.delta import recorded_offsets, remove_orphans
 from streams.kafka.admin import ensure_topic, produce
 from tests.integration.crash.child import STARTED_MARKER
 
-pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.spark, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.spark, pytest.mark.timeout(3000)]
 
 CHILD = Path(__file__).with_name("child.py")
 REPO = Path(__file__).resolve().parents[3]

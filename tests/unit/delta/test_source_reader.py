@@ -1,0 +1,89 @@
+"""The Delta stream reader's offsets and planning, driven directly (no JVM needed):
+the reader is plain Python that Spark calls; here the test calls it the same way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
+
+from streams.delta import DeltaReadError
+from streams.delta.source import DeltaStreamReader, _table_schema
+
+
+def _append(path: Path, ids: list[int]) -> None:
+    write_deltalake(str(path), pa.table({"id": pa.array(ids, pa.int64())}), mode="append")
+
+
+def _reader(path: Path, read: str = "append", max_versions: int | None = None):
+    return DeltaStreamReader(str(path), read, max_versions, _table_schema(str(path), read))
+
+
+def _rows(reader: DeltaStreamReader, start: int, end: int) -> list[int]:
+    parts = reader.partitions({"version": start}, {"version": end})
+    return sorted(x for p in parts for b in reader.read(p) for x in b.column("id").to_pylist())
+
+
+def test_offsets_advance_by_the_limit_and_stop_at_the_available_now_target(
+    tmp_path: Path,
+) -> None:
+    for v in range(4):
+        _append(tmp_path, [v])
+    r = _reader(tmp_path, max_versions=2)
+    assert r.initialOffset() == {"version": -1}
+    assert r.getDefaultReadLimit() == ReadMaxFiles(2)
+    assert r.latestOffset({"version": -1}, ReadMaxFiles(2)) == {"version": 1}
+    assert r.latestOffset({"version": 1}, ReadAllAvailable()) == {"version": 3}
+    r.prepareForTriggerAvailableNow()
+    _append(tmp_path, [4])  # after the AvailableNow target: not this run's business
+    assert r.latestOffset({"version": 3}, ReadAllAvailable()) == {"version": 3}
+    assert _rows(r, -1, 1) == [0, 1] and _rows(r, 1, 3) == [2, 3] and _rows(r, 3, 3) == []
+
+
+def test_append_skips_compaction_but_refuses_rewrites(tmp_path: Path) -> None:
+    _append(tmp_path, [1])
+    _append(tmp_path, [2])
+    DeltaTable(str(tmp_path)).optimize.compact()  # version 2: dataChange=false
+    r = _reader(tmp_path)
+    assert _rows(r, -1, 2) == [1, 2]
+    (
+        DeltaTable(str(tmp_path))
+        .merge(pa.table({"id": pa.array([2], pa.int64())}), "t.id = s.id", "s", "t")
+        .when_matched_delete()
+        .execute()
+    )
+    with pytest.raises(DeltaReadError, match="Use `read: changes`") as info:
+        r.partitions({"version": 2}, {"version": 3})
+    assert info.value.version == 3
+
+
+def test_changes_read_empty_and_schema_only_versions(tmp_path: Path) -> None:
+    write_deltalake(
+        str(tmp_path),
+        pa.table({"id": pa.array([1], pa.int64())}),
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+    dt = DeltaTable(str(tmp_path))
+    dt.create_write_transaction([], "append", dt.schema())  # an empty (txn-only) commit
+    _append(tmp_path, [2])
+    r = _reader(tmp_path, read="changes")
+    parts = r.partitions({"version": -1}, {"version": 2})
+    got = [row for p in parts for b in r.read(p) for row in b.to_pylist()]
+    assert [(x["id"], x["_change_type"], x["_commit_version"]) for x in got] == [
+        (1, "insert", 0),
+        (2, "insert", 2),
+    ]
+
+
+def test_new_columns_after_planning_are_dropped_missing_ones_are_null(tmp_path: Path) -> None:
+    write_deltalake(str(tmp_path), pa.table({"id": [1], "a": ["x"]}))
+    r = _reader(tmp_path)
+    write_deltalake(
+        str(tmp_path), pa.table({"id": [2], "b": ["y"]}), mode="append", schema_mode="merge"
+    )
+    parts = r.partitions({"version": -1}, {"version": 1})
+    got = sorted((row["id"], row["a"]) for p in parts for b in r.read(p) for row in b.to_pylist())
+    assert got == [(1, "x"), (2, None)]
