@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from streams.broker.coordinator.group import Group, GroupState, JoinResult, SyncResult
@@ -228,3 +230,58 @@ def test_restarted_static_member_replaces_its_old_incarnation():
     new_a = a2.joins[-1].member_id
     assert a2.joins[-1].generation_id == 3 and set(group.members) == {new_a, m_b}
     assert group.member_for_instance("inst-a") == new_a
+
+
+class Client:
+    """A well-behaved member: remembers its id and generation like a real consumer."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.member_id, self.generation = name, "", -1
+        self.answers = Answers()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["join", "sync", "heartbeat", "leave", "tick"]),
+                          st.integers(0, 3), st.integers(0, 4_000)), max_size=60))
+def test_random_member_behaviour_keeps_the_group_consistent(actions):
+    group, now = Group("g"), 0
+    clients = [Client(f"c{i}") for i in range(4)]
+    leaders_by_generation: dict[int, str] = {}
+    last_generation = 0
+    for action, who, dt in actions:
+        now += dt
+        c = clients[who]
+        if action == "join":
+            join(group, c.answers, c.member_id, now=now, session=3_000)
+            if c.answers.joins and c.answers.joins[-1].error is ErrorCode.member_id_required:
+                c.member_id = c.answers.joins[-1].member_id
+        elif action == "sync" and c.member_id:
+            group.sync(member_id=c.member_id, generation_id=c.generation, now_ms=now, callback=c.answers.sync_cb,
+                       assignments={m: m.encode() for m in group.members})
+        elif action == "heartbeat" and c.member_id:
+            group.heartbeat(member_id=c.member_id, generation_id=c.generation, now_ms=now)
+        elif action == "leave" and c.member_id:
+            group.leave(c.member_id, now)
+            c.member_id, c.generation = "", -1
+        else:
+            group.tick(now)
+        for cl in clients:
+            for r in cl.answers.joins:
+                if r.error is ErrorCode.none:
+                    cl.member_id, cl.generation = r.member_id, r.generation_id
+                    assert leaders_by_generation.setdefault(r.generation_id, r.leader) == r.leader
+                    assert r.member_id in group.members or r.generation_id < group.generation_id
+            cl.answers.joins.clear()
+            for s in cl.answers.syncs:
+                if s.error is ErrorCode.none:
+                    assert s.assignment == cl.member_id.encode()  # each member gets its own share
+            cl.answers.syncs.clear()
+        assert group.generation_id >= last_generation
+        last_generation = group.generation_id
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            assert group.members and group.leader_id in group.members
+        if group.state is GroupState.EMPTY:
+            assert not group.members
+        for m in group.members.values():
+            assert m.join_callback is None or group.state is GroupState.PREPARING_REBALANCE
+            assert m.sync_callback is None or group.state is GroupState.COMPLETING_REBALANCE
