@@ -184,6 +184,9 @@ class TransactionCoordinator:
             return ErrorCode.none, txn.producer_id, txn.epoch
         if producer_id >= 0 and (producer_id, producer_epoch) != (txn.producer_id, txn.epoch):
             return ErrorCode.producer_fenced, -1, -1
+        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            # an end that failed half-way is decided already: finish it first
+            self._complete(txn, commit=txn.state is TxnState.PREPARE_COMMIT, now_ms=now_ms)
         if txn.state is TxnState.ONGOING:
             # a new instance of the producer: fence the old one and abort its transaction
             self._bump_epoch(txn)

@@ -247,3 +247,17 @@ def test_compacted_offsets_log_replays_to_the_latest_values(tmp_path):
     }
     assert "gone" not in again.groups and again.fetch_offsets("gone", None) == {}
     logs.close()
+
+
+def test_init_producer_id_finishes_a_half_done_abort_before_bumping(tmp_path):
+    logs = open_logs(tmp_path)
+    logs.create_topic("t", 1, {})
+    producers, groups, txns = make(logs)
+    _, pid, epoch = txns.init_producer_id("tx", 60_000, now_ms=1_000)
+    txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_000)
+    append(logs, producers, "t", batch(pid, epoch, 0, 1, transactional=True))
+    txns.txns["tx"].state = TxnState.PREPARE_ABORT  # as if writing the markers had failed
+    assert txns.init_producer_id("tx", 60_000, now_ms=1_001) == (ErrorCode.none, pid, epoch + 1)
+    assert logs.get_log("t", 0).aborted_transactions(0, 2) == [(pid, 0)]
+    assert producers.first_unstable_offset("t", 0) is None
+    logs.close()
