@@ -120,6 +120,9 @@ class PartitionProducers:
 
     def __init__(self) -> None:
         self.entries: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its open transaction: the LSO is asked on every
+        # read_committed fetch, so it must not walk every producer the partition ever saw
+        self._open: dict[int, int] = {}
 
     def check(self, batch: BatchInfo) -> Duplicate | Rejected | None:
         if batch.producer_id < 0:
@@ -165,12 +168,14 @@ class PartitionProducers:
         if batch.is_control:
             entry.txn_first_offset = None
             entry.txn_last_offset = -1
+            self._open.pop(batch.producer_id, None)
             return
         if batch.base_sequence >= 0:
             entry.batches.append(_CachedBatch(batch.base_sequence, batch.last_sequence, base_offset, last_offset))
         if batch.is_transactional:
             if entry.txn_first_offset is None:
                 entry.txn_first_offset = base_offset
+                self._open[batch.producer_id] = base_offset
             entry.txn_last_offset = last_offset
 
     def to_json(self) -> dict[str, Any]:
@@ -187,11 +192,12 @@ class PartitionProducers:
             entry = ProducerEntry(epoch=epoch, txn_first_offset=first, txn_last_offset=last)
             entry.batches.extend(_CachedBatch(*b) for b in batches)
             state.entries[int(pid)] = entry
+            if first is not None:
+                state._open[int(pid)] = first
         return state
 
     def first_unstable_offset(self) -> int | None:
-        firsts = [e.txn_first_offset for e in self.entries.values() if e.txn_first_offset is not None]
-        return min(firsts) if firsts else None
+        return min(self._open.values()) if self._open else None
 
     def end_transaction(self, producer_id: int, epoch: int) -> tuple[int, int] | None:
         """Close the producer's open transaction; ``(first, last)`` offsets of it, if any."""
@@ -204,6 +210,7 @@ class PartitionProducers:
         span = (entry.txn_first_offset, entry.txn_last_offset)
         entry.txn_first_offset = None
         entry.txn_last_offset = -1
+        self._open.pop(producer_id, None)
         return span
 
 
