@@ -12,6 +12,7 @@ Broker config keys read here (all optional):
 ``group.initial.rebalance.delay.ms`` (default 0), ``group.min.session.timeout.ms``
 (1000), ``group.max.session.timeout.ms`` (1800000),
 ``transaction.max.timeout.ms`` (900000), ``coordinator.tick.ms`` (100),
+``producer.id.expiration.ms`` (86400000),
 ``sasl.users`` / ``sasl.users.file`` (see ``sasl.py``).
 
 Concurrency contract: everything runs on the broker's asyncio loop thread.
@@ -71,6 +72,8 @@ class Coordinator(BrokerExtension):
         self.txns: TransactionCoordinator | None = None
         self.sasl_users: dict[str, str] = {}
         self._tick_task: asyncio.Task[None] | None = None
+        self._producer_expiration_ms = 86_400_000
+        self._next_expiry_ms = 0
         if broker is not None:
             self.sasl_users = load_users(broker.config.raw)  # fail at start on bad SASL config
 
@@ -99,6 +102,8 @@ class Coordinator(BrokerExtension):
             now_ms=self.now_ms(),
         )
         tick_ms = _int(raw, "coordinator.tick.ms", 100)
+        self._producer_expiration_ms = _int(raw, "producer.id.expiration.ms", 86_400_000)
+        self._next_expiry_ms = 0
         self._tick_task = asyncio.get_running_loop().create_task(self._ticker(tick_ms))
         logger.info(
             "coordinator started: %d groups, %d transactional ids, SASL %s",
@@ -163,9 +168,12 @@ class Coordinator(BrokerExtension):
         flushed.add_done_callback(_log_flush_failure)
 
     def tick(self, now_ms: int) -> None:
-        assert self.groups is not None and self.txns is not None
+        assert self.groups is not None and self.txns is not None and self.producers is not None
         self.groups.tick(now_ms)
         self.txns.tick(now_ms)
+        if now_ms >= self._next_expiry_ms:
+            self._next_expiry_ms = now_ms + min(60_000, self._producer_expiration_ms)
+            self.producers.expire(now_ms, self._producer_expiration_ms)
 
     def _get_log(self, topic: str, partition: int) -> Any:
         assert self.broker is not None

@@ -56,6 +56,7 @@ class BatchInfo:
     base_sequence: int
     attributes: int
     base_offset: int = 0
+    max_timestamp: int = -1
 
     @property
     def is_transactional(self) -> bool:
@@ -76,11 +77,11 @@ def iter_batch_info(buf: bytes | memoryview) -> Iterator[BatchInfo]:
     """Header of every whole magic-2 batch in ``buf`` (a trailing partial batch is skipped)."""
     pos, end = 0, len(buf)
     while end - pos >= _HEADER.size:
-        (base, length, _, magic, _, attrs, lod, _, _, pid, epoch, seq, count) = _HEADER.unpack_from(buf, pos)
+        (base, length, _, magic, _, attrs, lod, _, max_ts, pid, epoch, seq, count) = _HEADER.unpack_from(buf, pos)
         size = 12 + length
         if magic != 2 or length < _HEADER.size - 12 or end - pos < size:
             return
-        yield BatchInfo(pos, size, count, lod, pid, epoch, seq, attrs, base)
+        yield BatchInfo(pos, size, count, lod, pid, epoch, seq, attrs, base, max_ts)
         pos += size
 
 
@@ -109,6 +110,7 @@ class ProducerEntry:
     batches: deque[_CachedBatch] = field(default_factory=lambda: deque(maxlen=_MAX_CACHED_BATCHES))
     txn_first_offset: int | None = None
     txn_last_offset: int = -1
+    last_timestamp_ms: int = -1  # of its latest batch or marker: idle producers expire
 
     @property
     def last_sequence(self) -> int:
@@ -162,6 +164,7 @@ class PartitionProducers:
             return
         entry = self.entries.setdefault(batch.producer_id, ProducerEntry())
         last_offset = base_offset + batch.last_offset_delta
+        entry.last_timestamp_ms = max(entry.last_timestamp_ms, batch.max_timestamp)
         if batch.producer_epoch != entry.epoch:
             entry.batches.clear()
             entry.epoch = batch.producer_epoch
@@ -181,15 +184,16 @@ class PartitionProducers:
     def to_json(self) -> dict[str, Any]:
         return {
             str(pid): [e.epoch, [[b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in e.batches],
-                       e.txn_first_offset, e.txn_last_offset]
+                       e.txn_first_offset, e.txn_last_offset, e.last_timestamp_ms]
             for pid, e in self.entries.items()
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PartitionProducers:
         state = cls()
-        for pid, (epoch, batches, first, last) in data.items():
-            entry = ProducerEntry(epoch=epoch, txn_first_offset=first, txn_last_offset=last)
+        for pid, (epoch, batches, first, last, *rest) in data.items():
+            ts = rest[0] if rest else -1
+            entry = ProducerEntry(epoch=epoch, txn_first_offset=first, txn_last_offset=last, last_timestamp_ms=ts)
             entry.batches.extend(_CachedBatch(*b) for b in batches)
             state.entries[int(pid)] = entry
             if first is not None:
@@ -199,9 +203,21 @@ class PartitionProducers:
     def first_unstable_offset(self) -> int | None:
         return min(self._open.values()) if self._open else None
 
-    def end_transaction(self, producer_id: int, epoch: int) -> tuple[int, int] | None:
+    def expire(self, before_ms: int) -> int:
+        """Forget producers idle since before ``before_ms`` with no open transaction."""
+        idle = [
+            pid
+            for pid, e in self.entries.items()
+            if e.txn_first_offset is None and e.last_timestamp_ms < before_ms
+        ]
+        for pid in idle:
+            del self.entries[pid]
+        return len(idle)
+
+    def end_transaction(self, producer_id: int, epoch: int, now_ms: int = -1) -> tuple[int, int] | None:
         """Close the producer's open transaction; ``(first, last)`` offsets of it, if any."""
         entry = self.entries.setdefault(producer_id, ProducerEntry())
+        entry.last_timestamp_ms = max(entry.last_timestamp_ms, now_ms)
         if epoch > entry.epoch:
             entry.batches.clear()
             entry.epoch = epoch
@@ -357,3 +373,13 @@ class ProducerStateManager:
 
     def first_unstable_offset(self, topic: str, partition: int) -> int | None:
         return self.partition(topic, partition).first_unstable_offset()
+
+    def expire(self, now_ms: int, max_idle_ms: int) -> int:
+        """Kafka's ``producer.id.expiration.ms``: drop producers idle longer than ``max_idle_ms``.
+
+        An expired producer that comes back is treated as new (any sequence accepted).
+        """
+        n = sum(state.expire(now_ms - max_idle_ms) for _, state in self._partitions.values())
+        if n:
+            logger.info("expired %d idle producer entries (idle > %d ms)", n, max_idle_ms)
+        return n

@@ -346,7 +346,7 @@ class TransactionCoordinator:
             return
         if log is None:
             return
-        span = self._producers.partition(topic, partition).end_transaction(txn.producer_id, txn.epoch)
+        span = self._producers.partition(topic, partition).end_transaction(txn.producer_id, txn.epoch, now_ms)
         marker = log.append_control(txn.producer_id, txn.epoch, commit, now_ms)
         if not commit and span is not None:
             log.record_aborted(txn.producer_id, span[0], marker)

@@ -145,3 +145,19 @@ def test_partition_producers_accept_unknown_producer_at_any_sequence():
     state = PartitionProducers()
     (info,) = list(iter_batch_info(batch(9, 0, 42)))
     assert state.check(info) is None  # KIP-360: state may have expired with retention
+
+
+def test_idle_producers_expire_but_not_while_their_transaction_is_open():
+    manager = ProducerStateManager(None)
+    log = Log(manager)
+    log.produce(batch(1, 0, 0, 2))  # kio writes the batch with _TS as its timestamps
+    log.produce(batch(2, 0, 0, 1, transactional=True))
+    ts = int(_TS.timestamp() * 1000)
+    assert manager.expire(ts + 1000, 1000) == 0  # idle exactly max_idle: kept
+    assert manager.expire(ts + 1001, 1000) == 1  # producer 1 forgotten, the open txn kept
+    assert set(manager.partition("t", 0).entries) == {2}
+    assert log.produce(batch(1, 0, 7)) == 3  # an expired producer is new again: any sequence
+    manager.partition("t", 0).end_transaction(2, 0, now_ms=ts + 5000)
+    assert manager.expire(ts + 5500, 1000) == 1  # producer 1 again; 2 was active at ts + 5000
+    assert set(manager.partition("t", 0).entries) == {2}
+    assert manager.expire(ts + 6001, 1000) == 1
