@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -25,13 +24,13 @@ from kio.index import UnknownAPIKey, UnknownEntity
 
 from streams.broker import handlers as core_handlers
 from streams.broker.config import BrokerConfig
+from streams.broker.connection import ClientConnection
 from streams.broker.errors import BrokerError
 from streams.broker.extension import BrokerExtension, Connection, Handler, RequestContext
 from streams.broker.protocol import (
     API_VERSIONS_KEY,
     FrameError,
     encode_response_chunks,
-    frame_size,
     parse_request,
     peek_api,
 )
@@ -41,22 +40,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["Broker", "GroupFlusher", "AppendNotifier"]
 
 _SASL_KEYS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
-
-
-_SOCKET_BUFFER = 4 * 1024 * 1024
-
-
-def _tune_socket(writer: asyncio.StreamWriter) -> None:
-    """Large kernel buffers: a multi-megabyte fetch response leaves in a few sends
-    instead of being copied into the transport's buffer and trickled out."""
-    sock = writer.get_extra_info("socket")
-    if sock is None:
-        return
-    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BUFFER)
-    with contextlib.suppress(OSError):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class AppendNotifier:
@@ -187,11 +170,9 @@ class Broker:
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
         await self.extension.start(self)
-        self._server = await asyncio.start_server(
-            self._accept,
-            host=self.config.host,
-            port=self.config.port,
-            limit=1 << 20,
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: ClientConnection(self), host=self.config.host, port=self.config.port
         )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
@@ -265,46 +246,11 @@ class Broker:
         if rewritten:
             logger.info("compaction rewrote %d segment(s)", rewritten)
 
-    # -- connections -----------------------------------------------------------
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        peername = writer.get_extra_info("peername")
-        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        conn = Connection(peer=peer)
-        _tune_socket(writer)
-        try:
-            await self._serve(conn, reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            logger.debug("connection %s closed by peer", peer)
-        except FrameError as e:
-            logger.warning("closing connection %s: %s", peer, e)
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            logger.exception("closing connection %s: internal error while serving it", peer)
-        finally:
-            self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+    # -- requests ----------------------------------------------------------------
+    async def dispatch(self, conn: Connection, frame: bytes | memoryview) -> list[Any] | None:
+        """Handle one request frame; the response frame as buffers, None for no answer.
 
-    async def _serve(
-        self, conn: Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        max_bytes = self.config.socket_request_max_bytes
-        while True:
-            size = frame_size(await reader.readexactly(4), max_bytes=max_bytes)
-            frame = await reader.readexactly(size)
-            chunks = await self._dispatch(conn, frame)
-            if chunks is not None:
-                for chunk in chunks:
-                    writer.write(chunk)
-                if writer.transport.get_write_buffer_size() > (1 << 20):
-                    await writer.drain()
-
-    async def _dispatch(self, conn: Connection, frame: bytes) -> list[Any] | None:
+        Raises `FrameError` when the connection must be closed."""
         api_key, version, correlation_id = peek_api(frame)
         if api_key == API_VERSIONS_KEY:
             lo, hi = self.api_versions[API_VERSIONS_KEY]

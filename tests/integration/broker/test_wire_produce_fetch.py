@@ -170,3 +170,42 @@ def test_clients_cannot_write_or_delete_internal_topics(broker) -> None:
             3,
         )
         assert deleted.responses[0].error_code == ErrorCode.invalid_request
+
+
+def _frame_of_size(topic: str, total: int, correlation_id: int) -> bytes:
+    """A valid Produce frame of exactly `total` bytes (prefix included), padded via client_id."""
+    from tests.integration.broker.wire import encode_request
+
+    request = _produce(topic, 0, _batch(1, max(0, total - 400)))
+    base = encode_request(request, correlation_id, client_id="")
+    pad = total - len(base)
+    assert 0 <= pad < 300, pad
+    frame = encode_request(request, correlation_id, client_id="c" * pad)
+    assert len(frame) == total
+    return frame
+
+
+@pytest.mark.parametrize("total", [65_535, 65_536, 65_537, 300_000, 1_500_000])
+def test_frames_around_the_receive_buffer_size(broker, unique, total: int) -> None:
+    from kio.serial import entity_reader
+
+    topic = unique("frames")
+    create_topic(broker.bootstrap, topic, config={"max.message.bytes": str(4 << 20)})
+    frames = [_frame_of_size(topic, total, i) for i in (1, 2, 3)]
+    with Wire(broker.bootstrap) as wire:
+        wire.send_raw(frames[0] + frames[1])  # back to back in one write
+        third = frames[2]
+        # split inside the size prefix and inside the body
+        pieces = [third[:3], third[3:7], third[7 : len(third) // 2], third[len(third) // 2 :]]
+        for piece in pieces:
+            wire.send_raw(piece)
+        offsets = []
+        for expected_id in (1, 2, 3):
+            frame = wire.read_frame()
+            assert frame is not None, "broker closed the connection"
+            assert int.from_bytes(frame[:4], "big") == expected_id
+            response, _ = entity_reader(ProduceResponse)(frame, 5)
+            part = response.responses[0].partition_responses[0]
+            assert part.error_code == ErrorCode.none
+            offsets.append(part.base_offset)
+    assert offsets == [0, 1, 2]

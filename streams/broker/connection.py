@@ -1,0 +1,202 @@
+"""One client connection: frames are received straight into their own buffers.
+
+`ClientConnection` is an `asyncio.BufferedProtocol`. Small frames (requests
+other than big produces) are parsed out of a fixed 64 KiB receive buffer; a
+frame that does not fit gets a buffer of its exact size and the kernel writes
+the rest of it there directly, so a megabyte of produced records is copied once
+(by kio, into the request entity) between the socket and the segment file.
+
+Requests of one connection are handled one at a time, in order, by a task per
+connection (Kafka mutes a channel while a request is in flight); frames that
+arrive meanwhile are queued, and reading pauses when the queue holds more than
+`_MAX_QUEUED` bytes. A frame is only dispatched once complete, so a client that
+disconnects mid-request leaves nothing behind. A bad size prefix closes the
+connection with a log line naming the peer and the reason.
+
+Concurrency: all methods run on the broker's event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import socket
+from typing import TYPE_CHECKING, Any
+
+from streams.broker.extension import Connection
+from streams.broker.protocol import FrameError, frame_size
+
+if TYPE_CHECKING:
+    from streams.broker.server import Broker
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ClientConnection"]
+
+_RECEIVE_BUFFER = 64 * 1024
+_MAX_QUEUED = 8 * 1024 * 1024
+_SOCKET_BUFFER = 4 * 1024 * 1024
+_WRITE_HIGH_WATER = 1024 * 1024
+
+
+def _tune_socket(transport: asyncio.BaseTransport) -> None:
+    """Large kernel buffers: a multi-megabyte fetch response leaves in a few sends."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BUFFER)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class ClientConnection(asyncio.BufferedProtocol):
+    """Receive frames, hand them to `Broker.dispatch` in order, write the answers."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._max_bytes = broker.config.socket_request_max_bytes
+        self._buf = bytearray(_RECEIVE_BUFFER)
+        self._filled = 0
+        self._big: bytearray | None = None  # a frame too large for _buf, being filled
+        self._big_filled = 0
+        self._frames: collections.deque[bytes | memoryview] = collections.deque()
+        self._queued = 0
+        self._reading_paused = False
+        self._arrived = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._eof = False
+        self._lost = False
+        self._transport: asyncio.Transport | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.connection = Connection(peer="?")
+
+    # -- asyncio protocol callbacks --------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peername = transport.get_extra_info("peername")
+        self.connection.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        _tune_socket(transport)
+        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._broker._connections.add(self._task)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled :]
+        return memoryview(self._buf)[self._filled :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                # kio only reads read-only buffers: a read-only view, not a copy
+                self._push(memoryview(self._big).toreadonly())
+                self._big = None
+            return
+        self._filled += nbytes
+        try:
+            self._split_frames()
+        except FrameError as e:
+            logger.warning("closing connection %s: %s", self.connection.peer, e)
+            self._close(abort=True)
+
+    def eof_received(self) -> bool:
+        # keep the transport open: answers to requests already received still go out
+        self._eof = True
+        self._arrived.set()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._arrived.set()
+        self._writable.set()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # -- framing -----------------------------------------------------------------------
+    def _split_frames(self) -> None:
+        buf, pos, end = self._buf, 0, self._filled
+        with memoryview(buf) as view:
+            while end - pos >= 4:
+                size = frame_size(view[pos : pos + 4], max_bytes=self._max_bytes)
+                if end - pos - 4 >= size:
+                    self._push(bytes(view[pos + 4 : pos + 4 + size]))
+                    pos += 4 + size
+                    continue
+                if size + 4 > len(buf):
+                    # the rest of this frame goes straight into its own buffer
+                    big = bytearray(size)
+                    have = end - pos - 4
+                    big[:have] = view[pos + 4 : end]
+                    self._big, self._big_filled = big, have
+                    pos = end
+                break
+        rest = end - pos
+        if pos and rest:
+            buf[:rest] = buf[pos:end]  # at most one partial frame under 64 KiB
+        self._filled = rest
+
+    def _push(self, frame: bytes | memoryview) -> None:
+        self._frames.append(frame)
+        self._queued += len(frame)
+        self._arrived.set()
+        if self._queued > _MAX_QUEUED and not self._reading_paused and self._transport:
+            self._transport.pause_reading()
+            self._reading_paused = True
+
+    def _pop(self) -> bytes | memoryview:
+        frame = self._frames.popleft()
+        self._queued -= len(frame)
+        if self._reading_paused and self._queued <= _MAX_QUEUED // 2 and self._transport:
+            self._transport.resume_reading()
+            self._reading_paused = False
+        return frame
+
+    # -- the request loop ------------------------------------------------------------------
+    async def _run(self) -> None:
+        peer = self.connection.peer
+        try:
+            while True:
+                while not self._frames:
+                    if self._lost or self._eof:
+                        return
+                    self._arrived.clear()
+                    await self._arrived.wait()
+                chunks = await self._broker.dispatch(self.connection, self._pop())
+                if chunks is None or self._lost:
+                    continue
+                transport = self._transport
+                assert transport is not None
+                for chunk in chunks:
+                    transport.write(chunk)
+                await self._writable.wait()
+        except FrameError as e:
+            logger.warning("closing connection %s: %s", peer, e)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            logger.exception("closing connection %s: internal error while serving it", peer)
+        finally:
+            self._broker._connections.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._close(abort=False)
+
+    def _close(self, *, abort: bool) -> None:
+        self._frames.clear()
+        self._lost = True
+        self._arrived.set()
+        transport: Any = self._transport
+        if transport is not None and not transport.is_closing():
+            if abort:
+                transport.abort()
+            else:
+                transport.close()  # flushes what is buffered, then closes
