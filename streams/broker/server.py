@@ -6,9 +6,11 @@ versions, append notifications for long-polling fetches, and the group flusher.
 
 Concurrency contract: everything runs on one asyncio loop thread, except
 `LogManager.flush_dirty()`, which the flusher runs in a worker thread (storage
-allows flushing concurrently with appends). A connection's requests are handled
-strictly one after another; a client that disconnects mid-request leaves nothing
-behind because a request is only acted on once its whole frame has arrived.
+allows flushing concurrently with appends) and retention/compaction, which also
+run in worker threads. Connections are `streams.broker.connection.ClientConnection`
+protocols: a connection's requests are handled strictly one after another through
+`Broker.dispatch`; a client that disconnects mid-request leaves nothing behind
+because a request is only acted on once its whole frame has arrived.
 """
 
 from __future__ import annotations
