@@ -23,6 +23,7 @@ from streams.broker.storage.batch import (
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC,
     BatchHeader,
     check_batch,
 )
@@ -144,12 +145,32 @@ class LogSegment:
         return BatchHeader(*HEADER.unpack(raw), position=position)
 
     def scan_headers(self, position: int = 0) -> Iterator[BatchHeader]:
-        """Headers from `position` to the end, without CRC checks (positions absolute)."""
+        """Headers from `position` to the end, without CRC checks (positions absolute).
+
+        Stops early at a header that cannot be right (length past the end, wrong
+        magic, offsets going back): damage inside a flushed segment is not checked
+        at open (as in Kafka), so reads must not trust it blindly.
+        """
         end = self.size
+        last = -1
         while position + HEADER_SIZE <= end:
             h = self.header_at(position)
-            if h is None or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            if (
+                h is None
+                or h.batch_length < HEADER_SIZE - LOG_OVERHEAD
+                or position + h.batch_length + LOG_OVERHEAD > end
+                or h.magic != MAGIC
+                or h.base_offset <= last
+                or h.last_offset_delta < 0
+            ):
+                if h is not None:
+                    logger.error(
+                        "Segment %s: unreadable batch header at byte %d; reads stop there",
+                        self.log_path,
+                        position,
+                    )
                 return
+            last = h.base_offset + h.last_offset_delta
             yield h
             position += h.batch_length + LOG_OVERHEAD
 
