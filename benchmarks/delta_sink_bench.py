@@ -41,6 +41,8 @@ def main() -> None:
         SparkSession.builder.master("local[2]")
         .appName("delta-sink-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.driver.maxResultSize", "2g")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
