@@ -14,8 +14,12 @@ rules (docs/cdc.md):
   Kafka `_timestamp`, else the batch's processing time.
 - a version is closed (`valid_to` = the next change's `valid_from`,
   `is_current = false`) by the next change of its key, update or delete; a delete
-  inserts nothing, so a deleted key has no current row; a later insert opens a
+  opens nothing, so a deleted key has no current row; a later insert opens a
   new version (delete-then-reinsert).
+- a delete that closes nothing (the key is unknown or already deleted), or any
+  delete when the sequence is not time-like, is recorded as a zero-length closed
+  version (`valid_from = valid_to`): the table must remember the delete's time or
+  sequence, or an older change arriving later would bring the key back.
 - a change not newer than what the table holds for its key is stale and ignored
   (out-of-order arrival, duplicates): with a time-like sequence "newer" means
   after the key's latest `valid_from` and `valid_to` (so a late change older than
@@ -81,7 +85,7 @@ class Scd2Plan:
     closes: list[dict[str, Any]] = field(default_factory=list)
     inserts: list[dict[str, Any]] = field(default_factory=list)
     stale: int = 0
-    noop_deletes: int = 0
+    delete_markers: int = 0
 
 
 def time_like(sequence_by: str, sequence_type: pa.DataType) -> bool:
@@ -168,6 +172,7 @@ def plan_scd2(
             if not fresh:
                 plan.stale += 1
                 continue
+            closed = table_open or open_row is not None
             if table_open:
                 plan.closes.append({**dict(zip(keys, key, strict=True)), VALID_TO: t})
                 table_open = False
@@ -175,13 +180,18 @@ def plan_scd2(
                 open_row[VALID_TO] = t
                 open_row[IS_CURRENT] = False
                 open_row = None
-            elif is_delete(row):
-                plan.noop_deletes += 1
+            version = {c: row.get(c) for c in stored}
             if is_delete(row):
+                if not closed or not time_ordered:
+                    # Nothing holds the delete's time or sequence: record it as a
+                    # zero-length version, so that older changes arriving later stay stale.
+                    version.update({VALID_FROM: t, VALID_TO: t, IS_CURRENT: False})
+                    plan.inserts.append(version)
+                    plan.delete_markers += 1
                 continue
-            open_row = {c: row.get(c) for c in stored}
-            open_row.update({VALID_FROM: t, VALID_TO: None, IS_CURRENT: True})
-            plan.inserts.append(open_row)
+            version.update({VALID_FROM: t, VALID_TO: None, IS_CURRENT: True})
+            plan.inserts.append(version)
+            open_row = version
     return plan
 
 
