@@ -206,3 +206,28 @@ def test_native_engine_reads_the_same_ranges(spark, broker, unique, tmp_path) ->
     assert coords(rows) == sorted(
         [(topic, 0, o) for o in range(30)] + [(topic, 1, o) for o in range(5)]
     )
+
+
+def test_parse_kafka_on_the_stream_itself(spark, broker, unique, tmp_path) -> None:
+    from streams.kafka import parse_kafka
+    from streams.kafka.admin import produce_json
+
+    topic = unique("parsed")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    produce_json(broker.bootstrap, topic, [{"id": 1, "amount": 2.5}, {"id": "x"}], key="id")
+    produce(broker.bootstrap, topic, [(b"k", b"{broken")])
+    stream = read_kafka_stream(spark, bootstrap=broker.bootstrap, topics=topic)
+    good, bad = parse_kafka(stream, format="json", schema="id bigint, amount double")
+    assert good.isStreaming and bad.isStreaming
+    seen: list[tuple] = []
+    query = (
+        good.writeStream.foreachBatch(
+            lambda b, _i: seen.extend((r.id, r.amount, r._offset) for r in b.collect())
+        )
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(240), "query did not finish in 240 s"
+    assert query.exception() is None
+    assert seen == [(1, 2.5, 0)]
