@@ -216,5 +216,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    from warehouse.generate import main as generate_main
+
+    return int(generate_main(args) or 0)
+
+
 def _err(text: str) -> None:
     print(text, file=sys.stderr, flush=True)

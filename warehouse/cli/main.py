@@ -79,7 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
         b = bsub.add_parser(action, help=f"{action} the broker")
         b.add_argument("--data-dir", default=None, metavar="D")
 
-    sub.add_parser("demo", help="the example warehouse end to end on the embedded broker")
+    p = sub.add_parser("demo", help="the example warehouse end to end on the embedded broker")
+    p.add_argument("--events", type=int, default=3000, help="business events to generate (default 3000)")
+    p.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
+    p.add_argument("--continuous", action="store_true", help="keep running and producing until Ctrl-C")
+    p.add_argument("--rate", type=float, default=20.0, help="events per second with --continuous (default 20)")
+
+    p = sub.add_parser("generate", help="produce the example's events (orders, payments, views, CDC)")
+    from warehouse.generate import add_arguments
+
+    add_arguments(p)
     return parser
 
 

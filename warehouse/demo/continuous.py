@@ -1,0 +1,202 @@
+"""`warehouse demo --continuous`: the pipeline keeps running while events keep coming.
+
+One generator timeline: its first `initial_events` events (event times just before
+now) are produced at once and run through every layer once, so that every table,
+and the dimension snapshots the DWD join reads, exist; then every query starts
+continuously while a producer thread sends the rest of the timeline at `rate`
+events per second, and a display thread reprints the ADS tables every few seconds,
+until Ctrl-C (or SIGTERM) stops the queries at a batch boundary.
+
+The DWD order table joins the user and product dimensions as of its query's start
+(stream-static join): users created while it runs show as `unknown` city until the
+next start.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import logging
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from warehouse.demo.run import (
+    DemoResult,
+    Out,
+    ads_rows,
+    ads_tables,
+    collect_summary,
+    render_summary,
+    render_table,
+    reset_state,
+    run_once,
+)
+from warehouse.generate import ProduceStats, Record, ShopGenerator, ensure_topics, produce_records
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from warehouse.project import Project
+
+logger = logging.getLogger(__name__)
+
+
+def split_timeline(records: Iterator[Record], until: float) -> tuple[list[Record], Iterator[Record]]:
+    """The records up to `until` seconds, and an iterator over the rest."""
+    head: list[Record] = []
+    for rec in records:
+        if rec.at > until:
+            return head, itertools.chain([rec], records)
+        head.append(rec)
+    return head, iter(())
+
+
+class Producer(threading.Thread):
+    """Sends the rest of the timeline in real time until `stop` is set."""
+
+    def __init__(self, bootstrap: str, records: Iterator[Record], *, pace_from: float,
+                 client_config: dict[str, str]) -> None:
+        super().__init__(name="demo-producer", daemon=True)
+        self.bootstrap = bootstrap
+        self.records = records
+        self.pace_from = pace_from
+        self.client_config = client_config
+        self.stop = threading.Event()
+        self.stats = ProduceStats()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.stats = produce_records(
+                self.bootstrap,
+                self.records,
+                pace_from=self.pace_from,
+                client_config=self.client_config,
+                stop=self.stop,
+                progress=self._note,
+                progress_every=10,
+            )
+        except BaseException as e:  # reported by the display and at the end
+            self.error = e
+            logger.error("demo producer failed: %s", e)
+
+    def _note(self, stats: ProduceStats) -> None:
+        self.stats = stats
+
+
+class Display(threading.Thread):
+    """Reprints the ADS tables and row counts every `every` seconds."""
+
+    def __init__(self, project: Project, producer: Producer, *, every: float, out: Out) -> None:
+        super().__init__(name="demo-display", daemon=True)
+        self.project = project
+        self.producer = producer
+        self.every = every
+        self.out = out
+        self.stop = threading.Event()
+        self.started = time.monotonic()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every):
+            try:
+                self.out(self.screen())
+            except Exception as e:  # a table being rewritten mid-read: skip this refresh
+                logger.info("display refresh skipped: %s", e)
+
+    def screen(self) -> str:
+        from streams.delta import table_info
+
+        clear = "\x1b[2J\x1b[H" if sys.stdout.isatty() else "\n" + "=" * 78 + "\n"
+        lines = [
+            f"{clear}warehouse demo --continuous: {time.monotonic() - self.started:.0f}s, "
+            f"{self.producer.stats.records} records produced; Ctrl-C stops",
+            "",
+        ]
+        for name in ads_tables(self.project):
+            lines += [render_table(name, ads_rows(self.project, name), limit=10), ""]
+        counts = []
+        for name in self.project.tables:
+            path = self.project.table_path(name)
+            if (Path(path) / "_delta_log").is_dir():
+                counts.append(f"{name} {table_info(str(path)).get('rows') or 0}")
+        lines.append("rows: " + ", ".join(counts))
+        if self.producer.error is not None:
+            lines.append(f"producer stopped: {self.producer.error}")
+        return "\n".join(lines)
+
+
+def run_continuous(
+    project: Project,
+    spark: SparkSession,
+    *,
+    bootstrap: str,
+    rate: float = 20.0,
+    seed: int = 7,
+    initial_events: int = 3000,
+    delete_old_topics: bool = True,
+    refresh: float = 5.0,
+    out: Out = print,
+) -> int:
+    """Run the example continuously until Ctrl-C/SIGTERM; returns the exit code."""
+    from warehouse.compile.query import kafka_client_config
+    from warehouse.runtime.pipeline import Pipeline
+
+    if rate <= 0:
+        from warehouse.generate import GenerateError
+
+        raise GenerateError(f"`--rate` must be > 0 events per second, got {rate}.")
+    reset_state(project, bootstrap=bootstrap if delete_old_topics else None, out=out)
+    client = kafka_client_config(project)
+    ensure_topics(bootstrap, client_config=client)
+    gap = 1.0 / rate
+    span = initial_events * gap
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=span)
+    gen = ShopGenerator(seed=seed, start=start, seconds_per_event=gap)
+    head, rest = split_timeline(gen.records(), span)
+    out(f"producing the first {len(head)} records ({initial_events} events) to {bootstrap} ...")
+    first = produce_records(bootstrap, head, client_config=client)
+    out("running every layer once so that every table exists ...")
+    t0 = time.monotonic()
+    once = run_once(
+        project, spark, bootstrap=bootstrap,
+        progress=lambda line: out(f"  {time.monotonic() - t0:6.1f}s  {line}"),
+    )
+
+    producer = Producer(bootstrap, rest, pace_from=span + (time.monotonic() - t0), client_config=client)
+    display = Display(project, producer, every=refresh, out=out)
+    out(f"starting every query continuously; producing {rate:g} events/s; Ctrl-C stops")
+    producer.start()
+    display.start()
+    pipeline = Pipeline(
+        project, spark, layer="all", bootstrap=bootstrap, progress=lambda line: logger.info("%s", line)
+    )
+    started = time.monotonic()
+    try:
+        results = pipeline.run(once=False)
+    finally:
+        producer.stop.set()
+        display.stop.set()
+        producer.join(timeout=30)
+        display.join(timeout=30)
+    result = DemoResult(
+        bootstrap=bootstrap,
+        produced=ProduceStats(
+            records=first.records + producer.stats.records,
+            per_topic=first.per_topic + producer.stats.per_topic,
+        ),
+        results=results,
+    )
+    for r in [*once, *results]:
+        result.layer_seconds[r.layer] = result.layer_seconds.get(r.layer, 0.0) + r.seconds
+    collect_summary(project, result, client_config=client)
+    result.seconds = time.monotonic() - started
+    out("")
+    for name in ads_tables(project):
+        out(render_table(name, ads_rows(project, name)))
+        out("")
+    out(render_summary(project, result))
+    return 1 if producer.error is not None else 0
