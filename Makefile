@@ -15,6 +15,7 @@ demo: install java
 	$(BIN)/warehouse demo
 
 test: install java
+	@scripts/ensure-test-tools.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install
