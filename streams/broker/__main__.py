@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         run(config, port_file=args.port_file, pid_file=args.pid_file)
-    except (BrokerLockedError, StorageError) as e:
+    except (BrokerLockedError, StorageError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
