@@ -116,26 +116,30 @@ def read_ktable(
 ) -> DataFrame | pa.Table:
     """The table a compacted JSON changelog topic holds: latest value per key, no tombstones.
 
-    With `spark`, a DataFrame: the values parsed with `from_json` when `schema` (a
-    StructType or DDL string) is given, otherwise inferred by Spark's JSON reader.
-    Without, a `pyarrow.Table` built from the JSON objects (types inferred by Arrow).
+    Without `spark`, a `pyarrow.Table` built from the JSON objects (types inferred by
+    Arrow: timestamps and decimals stay strings). With `spark`, a DataFrame: the values
+    parsed with `from_json` when `schema` (a StructType or DDL string) is given,
+    otherwise the Arrow table above.
     """
     values = latest_values(
         bootstrap, topic, isolation=isolation, client_config=client_config, timeout=timeout
     )
     texts = [v.decode("utf-8") for v in values.values()]
-    if spark is None:
+    if spark is None or schema is None:
         try:
-            return pa.Table.from_pylist([json.loads(t) for t in texts])
+            table = pa.Table.from_pylist([json.loads(t) for t in texts])
         except (ValueError, pa.ArrowException) as e:
             raise KTableError(
                 f"topic `{topic}`: a value is not a JSON object Arrow can type: {e}", topic=topic
             ) from e
+        if spark is None:
+            return table
+        if table.num_columns == 0:
+            from pyspark.sql.types import StructType
+
+            return spark.createDataFrame([], StructType([]))
+        return spark.createDataFrame(table)
     from pyspark.sql import functions as F
 
     raw = spark.createDataFrame([(t,) for t in texts], "value string")
-    if schema is None:
-        if not texts:
-            return spark.createDataFrame([], "value string").drop("value")
-        return spark.read.json(raw.rdd.map(lambda r: r.value))
     return raw.select(F.from_json("value", schema).alias("v")).select("v.*")

@@ -95,3 +95,9 @@ def test_cdc_topic_to_scd2_table_to_published_topic_and_back(
     ]
     back = read_ktable(spark, bs, published, schema=table.schema).select(*current.columns)
     assert_rows(back, current.collect())
+    inferred = read_ktable(spark, bs, published)  # no schema: types inferred from the JSON
+    assert sorted((r.user_id, r.city, r.is_current) for r in inferred.collect()) == [
+        (1, "oslo", True),
+        (2, "kyiv", True),
+        (4, "sucre", True),
+    ]
