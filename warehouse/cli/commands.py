@@ -222,5 +222,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return int(generate_main(args) or 0)
 
 
+def cmd_bundle(args: argparse.Namespace) -> int:
+    from warehouse.bundle.cli import run
+
+    return run(args)
+
+
 def _err(text: str) -> None:
     print(text, file=sys.stderr, flush=True)

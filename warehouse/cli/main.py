@@ -89,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     from warehouse.generate import add_arguments
 
     add_arguments(p)
+
+    p = sub.add_parser("bundle", help="pack the Python environment for executors (--archives)")
+    from warehouse.bundle.cli import add_arguments as add_bundle_arguments
+
+    add_bundle_arguments(p)
     return parser
 
 
