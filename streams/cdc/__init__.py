@@ -20,7 +20,7 @@ from streams.cdc.publish import (
     publish_changes,
     transactional_id,
 )
-from streams.cdc.scd2 import SCD2_COLUMNS, apply_scd2
+from streams.cdc.scd2 import SCD2_COLUMNS, apply_scd2, apply_scd2_arrow
 
 __all__ = [
     "SCD2_COLUMNS",
@@ -29,6 +29,7 @@ __all__ = [
     "PublishError",
     "PublishResult",
     "apply_scd2",
+    "apply_scd2_arrow",
     "changelog_records",
     "latest_values",
     "marker_group",

@@ -195,9 +195,13 @@ def plan_scd2(
     return plan
 
 
-def _key_filter(keys: Sequence[str], values: Iterable[Key]) -> pc.Expression:
-    # The first key narrows the scan; composite keys are matched exactly afterwards.
-    return pc.field(keys[0]).isin(pa.array(sorted({v[0] for v in values})))
+def _touched_rows(found: pa.Table, keys: Sequence[str], values: Iterable[Key]) -> pa.Table:
+    # Filtered after the scan, not pushed into it: delta-rs writes strings as
+    # string_view while the dataset schema says string, and the statistics pushdown
+    # cannot compare the two. The first key narrows; composite keys match exactly later.
+    column = found.column(keys[0])
+    value_set = pa.array(sorted({v[0] for v in values})).cast(column.type)
+    return found.filter(pc.is_in(column, value_set=value_set))
 
 
 def load_state(
@@ -224,7 +228,7 @@ def load_state(
             path=table.table_uri,
             column=missing[0],
         )
-    found = dataset.to_table(columns=columns, filter=_key_filter(keys, touched))
+    found = _touched_rows(dataset.to_table(columns=columns), keys, touched)
     state: dict[Key, KeyState] = {}
     for row in found.to_pylist():
         key = tuple(row[k] for k in keys)
@@ -241,8 +245,9 @@ def load_state(
     return state
 
 
-def _stored_schema(df: DataFrame, target: DeltaTarget) -> pa.Schema:
-    clash = [c for c in SCD2_COLUMNS if c in df.columns]
+def _stored_schema(data: pa.Schema, target: DeltaTarget) -> pa.Schema:
+    """The table's schema: the batch's columns (normalized, markers dropped) + SCD2 columns."""
+    clash = [c for c in SCD2_COLUMNS if c in data.names]
     if clash:
         raise DeltaSchemaError(
             f"Delta table `{target.path}`: mode `scd2` adds the columns `valid_from`, "
@@ -251,10 +256,11 @@ def _stored_schema(df: DataFrame, target: DeltaTarget) -> pa.Schema:
             path=target.path,
             column=clash[0],
         )
-    data = _schema.arrow_schema(df.schema, drop=[*INTERNAL_COLUMNS, _ARRIVAL])
+    dropped = {*INTERNAL_COLUMNS, _ARRIVAL}
+    kept = _schema.normalize_arrow(pa.schema([f for f in data if f.name not in dropped]))
     return pa.schema(
         [
-            *data,
+            *kept,
             pa.field(VALID_FROM, _TIME),
             pa.field(VALID_TO, _TIME),
             pa.field(IS_CURRENT, pa.bool_()),
@@ -357,12 +363,35 @@ def apply_scd2(
     is the processing time used as `valid_from` when the sequence is not time-like and
     the rows carry neither `_source_ts_ms` nor `_timestamp` (default: the clock).
     """
+    _schema.check_columns(df.columns, target.keys, path=target.path, what="key columns")
+    _schema.check_columns(
+        df.columns, [target.sequence_by or ""], path=target.path, what="sequence column"
+    )
+    # the table's types come from the Spark schema, exactly as for the upsert sink
+    stored = _schema.arrow_schema(df.schema)
+    rows = df.withColumn(_ARRIVAL, F.monotonically_increasing_id()).toArrow()
+    return apply_scd2_arrow(rows, batch_id, target, commit_info=commit_info, now=now, schema=stored)
+
+
+def apply_scd2_arrow(
+    rows: pa.Table,
+    batch_id: int,
+    target: DeltaTarget,
+    *,
+    commit_info: Mapping[str, Any] | None = None,
+    now: dt.datetime | None = None,
+    schema: pa.Schema | None = None,
+) -> int:
+    """`apply_scd2` on a batch already on the driver as Arrow (the Spark-free core).
+
+    `schema`: the batch's column types as the table should store them (default: the
+    Arrow table's own, normalized); rows keep their order as arrival order.
+    """
     keys, seq = list(target.keys), target.sequence_by
     assert seq is not None  # DeltaTarget requires it for scd2
-    _schema.check_columns(df.columns, keys, path=target.path, what="key columns")
-    _schema.check_columns(df.columns, [seq], path=target.path, what="sequence column")
-    stored = _stored_schema(df, target)
-    rows = df.withColumn(_ARRIVAL, F.monotonically_increasing_id()).toArrow()
+    _schema.check_columns(rows.schema.names, keys, path=target.path, what="key columns")
+    _schema.check_columns(rows.schema.names, [seq], path=target.path, what="sequence column")
+    stored = _stored_schema(schema if schema is not None else rows.schema, target)
     _check_nulls(rows, target, batch_id)
     seq_type = rows.schema.field(seq).type
     ordered = time_like(seq, seq_type)
