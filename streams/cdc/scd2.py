@@ -298,6 +298,17 @@ def _open_table(target: DeltaTarget, stored: pa.Schema) -> DeltaTable:
         )
         return DeltaTable(target.path)
     _schema.check_partitioning(table, target.partition_by, path=target.path)
+    existing = {f.name for f in table.schema().fields}
+    lacking = [c for c in SCD2_COLUMNS if c not in existing]
+    if lacking:
+        raise DeltaSchemaError(
+            f"Delta table `{target.path}` has no column "
+            + ", ".join(f"`{c}`" for c in lacking)
+            + ": it was not written by an SCD2 sink (`mode: scd2`), and its rows carry no "
+            "history. Write the SCD2 table to a new path, or reset this table.",
+            path=target.path,
+            column=lacking[0],
+        )
     added = _schema.new_columns(table, stored, path=target.path)
     if added:
         logger.info(

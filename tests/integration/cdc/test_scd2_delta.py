@@ -95,3 +95,13 @@ def test_null_keys_and_clashing_columns_fail_with_the_column_named(tmp_path: Pat
         apply_scd2_arrow(batch([{"tenant": "a", "id": 1, "ts_ms": 1, "is_current": True}]), 0, t)
     with pytest.raises(DeltaSchemaError, match="sequence column `ts_ms`"):
         apply_scd2_arrow(batch([{"tenant": "a", "id": 1}]), 0, t)
+
+
+def test_a_table_not_written_by_an_scd2_sink_is_refused(tmp_path: Path) -> None:
+    from deltalake import write_deltalake
+
+    t = target(tmp_path)
+    write_deltalake(t.path, batch([{"tenant": "a", "id": 1, "ts_ms": 1}]))
+    with pytest.raises(DeltaSchemaError, match="not written by an SCD2 sink"):
+        apply_scd2_arrow(batch([{"tenant": "a", "id": 1, "ts_ms": 2}]), 0, t)
+    assert "is_current" not in DeltaTable(t.path).schema().to_arrow().names
