@@ -20,7 +20,8 @@ from warehouse import Project
 from warehouse.demo import run_demo
 from warehouse.generate import generate
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
+# Twelve queries one after another: ~3 min on an idle 2-core machine, 10 on a busy one.
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 REPO = Path(__file__).resolve().parents[3]
 EVENTS = 1200
