@@ -39,13 +39,16 @@ def cli(project: Path, *args: str, timeout: float = 600) -> subprocess.Completed
     )
 
 
-def wait_for(predicate, *, timeout: float, what: str) -> None:
+def wait_for(predicate, *, timeout: float, what: str, log: Path) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    tail = "\n".join(
+        line for line in log.read_text().splitlines() if not line.startswith(("\tat ", "["))
+    )[-4000:]
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; run log:\n{tail}")
 
 
 def test_run_once_status_then_continuous_run_stopped_by_sigterm(broker, unique, tmp_path: Path) -> None:
@@ -104,6 +107,7 @@ def test_run_once_status_then_continuous_run_stopped_by_sigterm(broker, unique, 
             lambda: (dwd / "_delta_log").is_dir() and ("o3",) in rows(dwd, ["order_id"]),
             timeout=400,
             what="o3 in dwd_orders",
+            log=tmp_path / "run.log",
         )
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=180)
