@@ -39,16 +39,17 @@ def cli(project: Path, *args: str, timeout: float = 600) -> subprocess.Completed
     )
 
 
-def wait_for(predicate, *, timeout: float, what: str, log: Path) -> None:
+def wait_for(predicate, *, timeout: float, what: str, log: Path, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and proc.poll() is None:
         if predicate():
             return
         time.sleep(1)
     tail = "\n".join(
         line for line in log.read_text().splitlines() if not line.startswith(("\tat ", "["))
     )[-4000:]
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; run log:\n{tail}")
+    state = "timed out" if proc.poll() is None else f"run exited with {proc.returncode}"
+    raise AssertionError(f"{state} waiting for {what}; run log:\n{tail}")
 
 
 def test_run_once_status_then_continuous_run_stopped_by_sigterm(broker, unique, tmp_path: Path) -> None:
@@ -108,6 +109,7 @@ def test_run_once_status_then_continuous_run_stopped_by_sigterm(broker, unique, 
             timeout=400,
             what="o3 in dwd_orders",
             log=tmp_path / "run.log",
+            proc=proc,
         )
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=180)
