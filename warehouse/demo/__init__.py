@@ -72,10 +72,14 @@ def main(args: argparse.Namespace) -> int:
 
     events = getattr(args, "events", 3000)
     seed = getattr(args, "seed", 7)
-    if events < 0:
-        from warehouse.generate import GenerateError
+    rate = getattr(args, "rate", 20.0)
+    if events < 0 or rate <= 0:
+        from warehouse.generate import GenerateArgumentError
 
-        raise GenerateError(f"`--events` must be >= 0, got {events}.")
+        raise GenerateArgumentError(
+            f"`--events` must be >= 0 and `--rate` > 0 (got `{events}` and `{rate}`); "
+            "e.g. `warehouse demo --events 3000` or `warehouse demo --continuous --rate 20`."
+        )
     project = Project.load(args.project, env=args.env)
     _out(f"warehouse demo: project {project.path}, {len(project.tables)} tables, root {project.root}")
     with demo_broker(project) as (bootstrap, embedded):
@@ -89,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
                 project,
                 spark,
                 bootstrap=bootstrap,
-                rate=getattr(args, "rate", 20.0),
+                rate=rate,
                 seed=seed,
                 initial_events=events,
                 delete_old_topics=embedded,

@@ -146,9 +146,9 @@ def run_continuous(
     from warehouse.runtime.pipeline import Pipeline
 
     if rate <= 0:
-        from warehouse.generate import GenerateError
+        from warehouse.generate import GenerateArgumentError
 
-        raise GenerateError(f"`--rate` must be > 0 events per second, got {rate}.")
+        raise GenerateArgumentError(f"`--rate` must be > 0 events per second, got {rate}.")
     reset_state(project, bootstrap=bootstrap if delete_old_topics else None, out=out)
     client = kafka_client_config(project)
     ensure_topics(bootstrap, client_config=client)

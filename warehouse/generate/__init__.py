@@ -12,11 +12,18 @@ import datetime as dt
 import logging
 
 from warehouse.generate.model import DEFAULT_START, TOPICS, Record, ShopGenerator, generate, iso
-from warehouse.generate.produce import GenerateError, ProduceStats, ensure_topics, produce_records
+from warehouse.generate.produce import (
+    GenerateArgumentError,
+    GenerateError,
+    ProduceStats,
+    ensure_topics,
+    produce_records,
+)
 
 __all__ = [
     "DEFAULT_START",
     "TOPICS",
+    "GenerateArgumentError",
     "GenerateError",
     "ProduceStats",
     "Record",
@@ -50,8 +57,9 @@ def main(args: argparse.Namespace) -> int:
     from warehouse.runtime.bootstrap import resolve_bootstrap
 
     if args.events < 0 or (args.rate is not None and args.rate <= 0):
-        raise GenerateError(
-            f"`--events` must be >= 0 and `--rate` > 0 (got {args.events} and {args.rate})."
+        raise GenerateArgumentError(
+            f"`--events` must be >= 0 and `--rate` > 0 (got `{args.events}` and `{args.rate}`); "
+            "e.g. `warehouse generate --events 3000 --rate 20`."
         )
     project = Project.load(args.project, env=args.env)
     bootstrap = resolve_bootstrap(project, start=True)

@@ -22,6 +22,12 @@ class GenerateError(WarehouseError):
     exit_code = 1
 
 
+class GenerateArgumentError(GenerateError):
+    """`--events`/`--rate` out of range."""
+
+    exit_code = 2
+
+
 @dataclass
 class ProduceStats:
     """What was sent: records per topic, and the wall time it took."""
