@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,6 +85,9 @@ def main(args: argparse.Namespace) -> int:
     _out(f"warehouse demo: project {project.path}, {len(project.tables)} tables, root {project.root}")
     with demo_broker(project) as (bootstrap, embedded):
         _out("starting Spark ...")
+        if project.config.spark.master.startswith("local"):
+            # A local demo talks to itself only; saves Spark's warning about the host name.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         spark = get_session(project.config.spark, app_name="warehouse-demo")
         spark.sparkContext.setLogLevel("ERROR")  # the demo prints its own progress
         if getattr(args, "continuous", False):

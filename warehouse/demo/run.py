@@ -171,10 +171,10 @@ def run_once(
     *,
     bootstrap: str,
     progress: Out,
-    attempts: int = 3,
+    attempts: int = 5,
 ) -> list[RunResult]:
     """Run every table once, in order; a table whose query start failed transiently is
-    started again (its checkpoint resumes where it stopped)."""
+    started again after a pause (its checkpoint resumes where it stopped)."""
     from warehouse.runtime.errors import QueryFailedError
     from warehouse.runtime.pipeline import Pipeline
 
@@ -188,7 +188,12 @@ def run_once(
             except QueryFailedError as e:
                 if attempt == attempts or not any(t in str(e) for t in TRANSIENT):
                     raise
-                progress(f"{name}: query start failed ({TRANSIENT[0]}); trying again")
+                pause = 10 * attempt
+                progress(
+                    f"{name}: query start failed ({TRANSIENT[0]}: the machine is busy); "
+                    f"trying again in {pause}s"
+                )
+                time.sleep(pause)
     return results
 
 
