@@ -89,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
             # A local demo talks to itself only; saves Spark's warning about the host name.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         spark = get_session(project.config.spark, app_name="warehouse-demo")
-        spark.sparkContext.setLogLevel("ERROR")  # the demo prints its own progress
+        spark.sparkContext.setLogLevel("FATAL")  # the demo prints its own progress and errors
         if getattr(args, "continuous", False):
             from warehouse.demo.continuous import run_continuous
 
