@@ -25,6 +25,8 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     # query.stop() waits this long for the running micro-batch before interrupting it.
     "spark.sql.streaming.stopTimeout": "120s",
+    # The runner prints one progress line per table; Spark's stage bars would interleave.
+    "spark.ui.showConsoleProgress": "false",
 }
 
 
