@@ -171,6 +171,7 @@ def run_once(
     *,
     bootstrap: str,
     progress: Out,
+    tables: list[str] | None = None,
     attempts: int = 5,
 ) -> list[RunResult]:
     """Run every table once, in order; a table whose query start failed transiently is
@@ -179,7 +180,7 @@ def run_once(
     from warehouse.runtime.pipeline import Pipeline
 
     results: list[RunResult] = []
-    for name in project.tables:
+    for name in [t for t in project.tables if tables is None or t in tables]:
         for attempt in range(1, attempts + 1):
             pipeline = Pipeline(project, spark, tables=[name], progress=progress, bootstrap=bootstrap)
             try:
