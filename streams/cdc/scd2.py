@@ -46,6 +46,7 @@ from pyspark.sql import functions as F
 from streams.delta import _schema
 from streams.delta._faults import crash_point
 from streams.delta.errors import DeltaSchemaError, DeltaWriteError
+from streams.delta.sink import commit_empty, evolve_schema
 from streams.delta.target import (
     CDF_CONFIGURATION,
     INTERNAL_COLUMNS,
@@ -309,27 +310,7 @@ def _open_table(target: DeltaTarget, stored: pa.Schema) -> DeltaTable:
             path=target.path,
             column=lacking[0],
         )
-    added = _schema.new_columns(table, stored, path=target.path)
-    if added:
-        logger.info(
-            "Delta table %s: adding columns %s", target.name, ", ".join(f.name for f in added)
-        )
-        table.alter.add_columns(added)
-        table = DeltaTable(target.path)
-    return table
-
-
-def _commit_empty(
-    table: DeltaTable, batch_id: int, target: DeltaTarget, commit_info: Mapping[str, Any] | None
-) -> int:
-    table.create_write_transaction(
-        [],
-        "append",
-        table.schema(),
-        partition_by=list(table.metadata().partition_columns) or None,
-        commit_properties=commit_properties(target, batch_id, commit_info),
-    )
-    return DeltaTable(target.path).version()
+    return evolve_schema(table, stored, target)
 
 
 def _q(name: str) -> str:
@@ -431,7 +412,7 @@ def apply_scd2_arrow(
             plan.stale,
         )
     if not plan.closes and not plan.inserts:
-        return _commit_empty(table, batch_id, target, commit_info)
+        return commit_empty(table, batch_id, target, commit_info)
     schema = pa.schema([*stored, pa.field(_ACTION, pa.string())])
     source = pa.Table.from_pylist(
         [{**r, _ACTION: "close"} for r in plan.closes]
@@ -449,7 +430,7 @@ def apply_scd2_arrow(
         ) from e
     table = DeltaTable(target.path)
     if table.transaction_version(target.app_id) != batch_id:
-        return _commit_empty(table, batch_id, target, commit_info)
+        return commit_empty(table, batch_id, target, commit_info)
     logger.info(
         "Delta table %s: batch %d: closed %d version(s), inserted %d",
         target.name,

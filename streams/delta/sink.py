@@ -92,7 +92,7 @@ def write_batch(
     return version
 
 
-def _evolve(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -> DeltaTable:
+def evolve_schema(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -> DeltaTable:
     _schema.check_partitioning(table, target.partition_by, path=target.path)
     added = _schema.new_columns(table, incoming, path=target.path)
     if added:
@@ -106,7 +106,7 @@ def _evolve(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -> Delt
     return table
 
 
-def _commit_empty(
+def commit_empty(
     table: DeltaTable, batch_id: int, target: DeltaTarget, commit_info: Mapping[str, Any] | None
 ) -> int:
     """Record the batch in the app transaction without data, keeping the guard monotone."""
@@ -147,7 +147,7 @@ def _append(
 ) -> int:
     schema = _schema.arrow_schema(df.schema)
     if table is not None:
-        table = _evolve(table, schema, target)
+        table = evolve_schema(table, schema, target)
         partition_by = list(table.metadata().partition_columns)
     else:
         partition_by = list(target.partition_by)
@@ -277,7 +277,7 @@ def _upsert(
         _create(target.path, stored, [], list(target.partition_by))
         table = DeltaTable(target.path)
     else:
-        table = _evolve(table, stored, target)
+        table = evolve_schema(table, stored, target)
     full = pa.schema([*stored, pa.field(DELETE_FLAG, pa.bool_())])
     data = deduped.toArrow()
     data = pa.Table.from_arrays([data.column(f.name).cast(f.type) for f in full], schema=full)
@@ -293,7 +293,7 @@ def _upsert(
     crash_point("before_commit")
     props = commit_properties(target, batch_id, commit_info)
     if data.num_rows == 0:
-        return _commit_empty(table, batch_id, target, commit_info)
+        return commit_empty(table, batch_id, target, commit_info)
     try:
         merge_arrow(table, data, target, props)
     except DeltaError as e:
@@ -307,7 +307,7 @@ def _upsert(
     if table.transaction_version(target.app_id) != batch_id:
         # delta-rs skips the commit of a MERGE that changed nothing (every change stale);
         # the batch must still be recorded so that a replay stays a no-op.
-        return _commit_empty(table, batch_id, target, commit_info)
+        return commit_empty(table, batch_id, target, commit_info)
     return table.version()
 
 
