@@ -1,0 +1,146 @@
+"""A Spark standalone cluster on 127.0.0.1 from the installed pyspark, for the cluster tests.
+
+One master and N workers, each a `spark-class` JVM (`spark-class` execs `java`, so
+the pid we hold is the JVM's). Every port is chosen by the OS (`--port 0`,
+`--webui-port 0`); the master's URL is read from its log. Logs, worker and local
+dirs live under the given folder, never in the repository. `stop()` ends each
+process by its pid: SIGTERM, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyspark
+
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+_MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
+_REGISTERED = "Successfully registered with master"
+
+
+class ClusterStartError(RuntimeError):
+    """A daemon of the test cluster did not come up; the message carries its log tail."""
+
+
+def _tail(path: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+class StandaloneCluster:
+    """A master and `workers` workers (`cores` cores, `memory` each), stopped by `stop()`."""
+
+    def __init__(self, base: Path, *, workers: int = 2, cores: int = 1, memory: str = "1g") -> None:
+        self.base = base
+        self.workers, self.cores, self.memory = workers, cores, memory
+        self.log_dir = base / "logs"
+        self.work_dir = base / "work"
+        self.local_dir = base / "local"
+        self.conf_dir = base / "conf"
+        self.url: str | None = None
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment of the daemons and of `spark-submit` against them."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+        env.update(
+            SPARK_HOME=str(SPARK_HOME),
+            SPARK_CONF_DIR=str(self.conf_dir),  # empty: no spark-defaults from elsewhere
+            SPARK_LOG_DIR=str(self.log_dir),
+            SPARK_WORKER_DIR=str(self.work_dir),
+            SPARK_LOCAL_DIRS=str(self.local_dir),
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_DAEMON_MEMORY="256m",
+            # The master's REST submission server has a fixed port (6066); nobody here needs it.
+            SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
+            PYSPARK_PYTHON=sys.executable,
+        )
+        return env
+
+    def _spawn(self, name: str, *args: str) -> tuple[subprocess.Popen[bytes], Path]:
+        log = self.log_dir / f"{name}.out"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [str(SPARK_HOME / "bin" / "spark-class"), *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                cwd=self.base,
+                start_new_session=True,
+            )
+        self.procs.append(proc)
+        return proc, log
+
+    def _wait(self, proc: subprocess.Popen[bytes], log: Path, pattern: re.Pattern[str] | str,
+              timeout: float) -> re.Match[str] | str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            found = pattern.search(text) if isinstance(pattern, re.Pattern) else (
+                pattern if pattern in text else None)
+            if found:
+                return found
+            if proc.poll() is not None:
+                raise ClusterStartError(f"{log.name} exited with {proc.returncode}:\n{_tail(log)}")
+            time.sleep(0.5)
+        raise ClusterStartError(f"{log.name}: no `{pattern}` after {timeout:.0f}s:\n{_tail(log)}")
+
+    def start(self, timeout: float = 180) -> StandaloneCluster:
+        for d in (self.log_dir, self.work_dir, self.local_dir, self.conf_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        try:
+            master, mlog = self._spawn(
+                "master", "org.apache.spark.deploy.master.Master",
+                "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
+            )
+            found = self._wait(master, mlog, _MASTER_URL, timeout)
+            assert isinstance(found, re.Match)
+            self.url = found.group(1)
+            self._wait(master, mlog, "ALIVE", timeout)
+            workers = [
+                self._spawn(
+                    f"worker-{i}", "org.apache.spark.deploy.worker.Worker",
+                    "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
+                    "--cores", str(self.cores), "--memory", self.memory,
+                    "--work-dir", str(self.work_dir / f"worker-{i}"), self.url,
+                )
+                for i in range(self.workers)
+            ]
+            for proc, log in workers:
+                self._wait(proc, log, _REGISTERED, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout: float = 30) -> None:
+        """Workers first (they would try to reconnect), then the master; by pid."""
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout)
+        self.procs.clear()
+
+    def executor_dirs(self) -> list[Path]:
+        """`<worker dir>/<app id>/<executor id>` of every executor the workers launched."""
+        return sorted(p for p in self.work_dir.glob("worker-*/app-*/*") if p.is_dir())
+
+    def __enter__(self) -> StandaloneCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

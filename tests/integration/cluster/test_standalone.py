@@ -1,0 +1,151 @@
+"""`spark-submit warehouse/submit.py` against a real Spark standalone cluster.
+
+A master and two workers (1 core, 1g each) from the installed pyspark on
+127.0.0.1; the driver runs in client mode, the tasks in two executor JVMs with
+their own Python workers (the Kafka source's `read()` and the Delta sink's
+Parquet writes run there). The project uses the repository's own
+`conf/cluster.yml`: bootstrap and SASL credentials come from environment
+variables, and the broker (a real `streams.broker` process) requires SASL/PLAIN.
+ODS, then DWD, each its own `spark-submit`; the Delta tables are read back with
+delta-rs and compared exactly.
+
+ODS runs with `spark.pyspark.python` = this venv's interpreter (the executors are
+on this machine). DWD runs the documented bundle route instead: the environment
+archive of `warehouse bundle` shipped with `--archives env.tar.gz#env` and
+`spark.pyspark.python=./env/bin/python`. The archive leaves pyspark out: Python
+workers get Spark's own `$SPARK_HOME/python/lib/pyspark.zip` first on their path.
+In client mode the driver JVM also starts Python workers with
+`spark.pyspark.python` (the Python data sources plan their reads there), so the
+same archive is unpacked as `env` in the driver's working directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tarfile
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from streams.kafka.admin import ensure_topic, produce
+from tests.integration.cluster.standalone import SPARK_HOME, StandaloneCluster
+from tests.integration.runtime.helpers import at, order, rows
+from tests.unit.runtime.projects import write_project
+
+# Three JVMs of daemons, two applications of three JVMs each and a bundle build: minutes
+# on a busy two-core machine, so more than the suite's default 600 s limit.
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+REPO = Path(__file__).resolve().parents[3]
+USER, PASSWORD = "warehouse", "s3cret-pw"
+SASL = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": USER,
+    "sasl.password": PASSWORD,
+}
+
+
+def submit(cluster: StandaloneCluster, project: Path, layer: str, env: dict[str, str],
+           *extra: str, executor_python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+    """`spark-submit warehouse/submit.py --layer <layer> --once` in client mode."""
+    cmd = [
+        str(SPARK_HOME / "bin" / "spark-submit"),
+        "--master", str(cluster.url),
+        "--deploy-mode", "client",
+        "--conf", f"spark.pyspark.python={executor_python}",
+        "--conf", f"spark.pyspark.driver.python={sys.executable}",
+        "--conf", "spark.executor.cores=1",
+        "--conf", "spark.executor.memory=512m",
+        "--conf", "spark.cores.max=2",
+        "--conf", "spark.driver.memory=1g",
+        "--conf", "spark.driver.host=127.0.0.1",
+        "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.sql.shuffle.partitions=2",
+        "--conf", "spark.sql.session.timeZone=UTC",
+        "--conf", f"spark.local.dir={cluster.local_dir}",
+        *extra,
+        str(REPO / "warehouse" / "submit.py"),
+        "--layer", layer, "--project", str(project), "--env", "cluster", "--once",
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=project, timeout=900)
+
+
+def failure(run: subprocess.CompletedProcess[str]) -> str:
+    """The lines that say what went wrong, then the tail of the driver's log."""
+    said = [ln for ln in run.stderr.splitlines() if ln.startswith(("error:", "Caused by:", "Traceback"))
+            or "Error:" in ln or "Exception:" in ln]
+    return "\n".join(said[:20]) + "\n...\n" + run.stderr[-2000:]
+
+
+def test_ods_then_dwd_on_a_standalone_cluster(broker_factory, unique, env_bundle, tmp_path: Path) -> None:
+    broker = broker_factory(**{"sasl.users": f"{USER}:{PASSWORD}"})
+    topic = unique("orders")
+    ensure_topic(broker.bootstrap, topic, partitions=2, client_config=SASL)
+    records = [
+        ("a", order("o1", "u1", 10.5, 0)),
+        ("b", order("o2", "u2", 20.0, 1)),
+        ("a", order("o1", "u1", 10.5, 0)),  # duplicate: kept by ODS, deduplicated by DWD
+        ("c", order("o3", "u3", -1.0, 2)),  # negative: filtered by DWD
+        ("x", "{not json"),  # quarantined by ODS
+        ("d", order(None, "u4", 5.0, 3)),  # null order_id: quarantined by ODS
+    ]
+    for partition in (0, 1):
+        produce(broker.bootstrap, topic, records[partition::2], partition=partition, client_config=SASL)
+
+    project = write_project(tmp_path / "proj", topic=topic)
+    shutil.copy(REPO / "conf" / "cluster.yml", project / "conf" / "cluster.yml")
+    root = tmp_path / "warehouse-root"
+    cluster = StandaloneCluster(tmp_path / "cluster", workers=2, cores=1, memory="1g")
+    env = {
+        **cluster.env,
+        "WAREHOUSE_ROOT": str(root),
+        "KAFKA_BOOTSTRAP": broker.bootstrap,
+        "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "KAFKA_SASL_MECHANISM": "PLAIN",
+        "KAFKA_USERNAME": USER,
+        "KAFKA_PASSWORD": PASSWORD,
+    }
+    with tarfile.open(env_bundle.path) as tar:
+        tar.extractall(project / "env", filter="tar")  # the driver's ./env (cwd = project)
+    with cluster:
+        ods_run = submit(cluster, project, "ods", env)
+        assert ods_run.returncode == 0, failure(ods_run)
+        ods_executors = cluster.executor_dirs()
+        dwd_run = submit(
+            cluster, project, "dwd", env,
+            "--archives", f"{env_bundle.path}#env",
+            executor_python="./env/bin/python",
+        )
+        assert dwd_run.returncode == 0, failure(dwd_run)
+        executors = cluster.executor_dirs()
+
+    assert "ods_orders [ods]: 1 batch(es), 6 rows in, 4 written, 2 quarantined" in ods_run.stdout
+    # Two applications, each with one executor JVM on each of the two workers.
+    assert len(executors) == 4, executors
+    assert {p.parent.parent.name for p in executors} == {"worker-0", "worker-1"}
+    # The DWD executors unpacked the archive and ran their Python workers from it.
+    dwd_executors = [p for p in executors if p not in ods_executors]
+    assert len(dwd_executors) == 2
+    for d in dwd_executors:
+        assert (d / "env" / "lib").is_dir(), sorted(x.name for x in d.iterdir())
+    assert not any((d / "env").exists() for d in ods_executors)
+
+    tables = root / "tables"
+    assert rows(tables / "ods_orders", ["order_id", "user_id", "amount", "event_time", "_partition"]) == [
+        ("o1", "u1", 10.5, at(0), 0),
+        ("o1", "u1", 10.5, at(0), 0),
+        ("o2", "u2", 20.0, at(1), 1),
+        ("o3", "u3", -1.0, at(2), 1),
+    ]
+    assert rows(tables / "ods_orders", ["_topic", "_partition", "_offset"]) == [
+        (topic, 0, 0), (topic, 0, 1), (topic, 1, 0), (topic, 1, 1),
+    ]
+    assert rows(tables / "ods_orders__quarantine", ["source_partition", "source_offset"]) == [(0, 2), (1, 2)]
+    assert rows(tables / "dwd_orders", ["order_id", "user_id", "amount", "event_time"]) == [
+        ("o1", "u1", Decimal("10.50"), at(0)),
+        ("o2", "u2", Decimal("20.00"), at(1)),
+    ]
