@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pyspark.sql import DataFrame, SparkSession
 
 from streams.kafka.errors import KafkaConfigError
+from streams.kafka.java_options import SHADED_PREFIX, java_client_options
 from streams.kafka.offsets import parse_starting_offsets, to_json_dict
 
 logger = logging.getLogger(__name__)
@@ -169,6 +170,21 @@ def _native(
     )
     if max_offsets is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(int(max_offsets)))
-    for k, v in client.items():
+    try:
+        options = java_client_options(client, shaded=_shaded_kafka_client(spark))
+    except ValueError as e:
+        raise KafkaConfigError(str(e), option="kafka.client") from e
+    for k, v in options.items():
         reader = reader.option(f"kafka.{k}", v)
     return reader.load()
+
+
+def _shaded_kafka_client(spark: SparkSession) -> bool:
+    """True where the Kafka client classes are relocated under `kafkashaded.` (Databricks)."""
+    try:
+        spark._jvm.java.lang.Class.forName(  # type: ignore[union-attr]
+            SHADED_PREFIX + "org.apache.kafka.common.security.plain.PlainLoginModule"
+        )
+        return True
+    except Exception:  # Py4J wraps ClassNotFoundException; absent means not shaded
+        return False

@@ -1,0 +1,63 @@
+"""librdkafka client settings translated for Spark's native (Java) Kafka source.
+
+The project's settings speak librdkafka (`sasl.username`, `ssl.ca.location`), which
+the Python source passes straight to confluent-kafka. The Java client ignores those
+names: it takes credentials as a JAAS line and CA certificates as a trust store. So
+the native engine translates them, or a SASL cluster would reject it as anonymous.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+# Databricks ships the Kafka client relocated under this package prefix.
+SHADED_PREFIX = "kafkashaded."
+
+
+def _jaas_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def java_client_options(client: Mapping[str, str], *, shaded: bool = False) -> dict[str, str]:
+    """Java Kafka client properties (without the `kafka.` option prefix) for `client`.
+
+    `sasl.username`/`sasl.password` become `sasl.jaas.config` for the mechanism
+    (PLAIN, SCRAM-SHA-256/512); `ssl.ca.location` becomes a PEM trust store.
+    Other keys pass through unchanged (the Java client ignores ones it does not know).
+    """
+    out: dict[str, str] = {}
+    user = password = None
+    mechanism = "PLAIN"
+    for key, value in client.items():
+        if key == "sasl.username":
+            user = value
+        elif key == "sasl.password":
+            password = value
+        elif key in ("sasl.mechanism", "sasl.mechanisms"):
+            mechanism = value.upper()
+            out["sasl.mechanism"] = mechanism
+        elif key == "ssl.ca.location":
+            out["ssl.truststore.type"] = "PEM"
+            out["ssl.truststore.location"] = value
+        else:
+            out[key] = value
+    if user is not None or password is not None:
+        module = _LOGIN_MODULES.get(mechanism)
+        if module is None:
+            raise ValueError(
+                f"SASL mechanism `{mechanism}` has no username/password login for the Java "
+                f"client; use one of {', '.join(f'`{m}`' for m in _LOGIN_MODULES)} or set "
+                "`sasl.jaas.config` yourself in `kafka.client`"
+            )
+        if "sasl.jaas.config" not in out:
+            out["sasl.jaas.config"] = (
+                f"{SHADED_PREFIX if shaded else ''}{module} required "
+                f"username={_jaas_quote(user or '')} password={_jaas_quote(password or '')};"
+            )
+        out.setdefault("sasl.mechanism", mechanism)
+    return out
