@@ -86,6 +86,10 @@ def table_status(project: Project, name: str, *, bootstrap: str | None) -> dict[
             row["committed_offsets"] = recorded_offsets(path, name)
     if table_exists(qpath):
         row["quarantine_rows"] = table_info(qpath).get("rows")
+    if defn.spec.expectations:
+        from warehouse.quality import quality_summary
+
+        row["quality"] = quality_summary(project.root, name)
     kafka = defn.spec.source.kafka
     if kafka is not None and kafka.topic_list:
         row["lag"] = _lag(project, kafka.topic_list, row["committed_offsets"], bootstrap)
@@ -169,4 +173,23 @@ def render_status(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         if r["exists"]:
             lines.append(f"{r['table']}: {r['path']}")
+    lines += _quality_lines(rows)
     return "\n".join(lines)
+
+
+def _quality_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per expectation of each table's last checked batch, with totals."""
+    out: list[str] = []
+    for r in rows:
+        last = (r.get("quality") or {}).get("last_batch")
+        if not last:
+            continue
+        totals = r["quality"]["totals"]
+        for e in last["expectations"]:
+            total = totals.get(e["expectation"], {})
+            out.append(
+                f"{r['table']}: quality {e['expectation']} ({e['on_violation']}): "
+                f"last batch {last['batch_id']} {e['failed']} failed of {e['checked']}; "
+                f"all batches {total.get('failed', 0)} failed of {total.get('checked', 0)}"
+            )
+    return out
