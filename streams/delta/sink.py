@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from streams.delta import _schema
 from streams.delta._faults import crash_point
 from streams.delta._files import FILES_SCHEMA, file_writer
-from streams.delta.errors import DeltaConfigError, DeltaWriteError
+from streams.delta.errors import DeltaWriteError
 from streams.delta.target import (
     CDF_CONFIGURATION,
     INTERNAL_COLUMNS,
@@ -314,16 +314,9 @@ def _upsert(
 def _scd2(
     df: DataFrame, batch_id: int, target: DeltaTarget, commit_info: Mapping[str, Any] | None
 ) -> int | None:
-    try:
-        from streams.cdc import apply_scd2  # type: ignore[attr-defined]
-    except ImportError as e:
-        raise DeltaConfigError(
-            f"Delta table `{target.path}`: mode `scd2` is applied by `streams.cdc.apply_scd2`, "
-            "which is not available in this installation. Use `mode: upsert` (SCD type 1) "
-            "until it is.",
-            path=target.path,
-            option="mode",
-        ) from e
+    # Imported here: streams.cdc builds on this module (schema evolution, commits).
+    from streams.cdc import apply_scd2
+
     return apply_scd2(df, batch_id, target, commit_info=commit_info)
 
 

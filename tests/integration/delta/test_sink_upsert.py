@@ -8,7 +8,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import Row
 
-from streams.delta import DeltaConfigError, DeltaTarget, DeltaWriteError, write_batch
+from streams.delta import DeltaTarget, DeltaWriteError, write_batch
 from tests.integration.delta.frames import assert_rows
 
 pytestmark = pytest.mark.spark
@@ -110,16 +110,3 @@ def test_null_keys_and_missing_keys_are_refused(spark, tmp_path: Path) -> None:
     bad = DeltaTarget(str(tmp_path / "u2"), mode="upsert", keys=["id"], app_id="x")
     with pytest.raises(Exception, match="key columns `id` not in the batch"):
         write_batch(spark.createDataFrame([(1, "a", 1, "c")], SCHEMA), 0, bad)
-
-
-def test_scd2_without_streams_cdc_says_what_to_do(spark, tmp_path: Path) -> None:
-    target = DeltaTarget(
-        str(tmp_path / "d"), mode="scd2", keys=["user_id"], sequence_by="seq", app_id="x"
-    )
-    try:
-        from streams.cdc import apply_scd2  # noqa: F401
-    except ImportError:
-        with pytest.raises(DeltaConfigError, match="streams.cdc.apply_scd2"):
-            write_batch(spark.createDataFrame([(1, "a", 1, "c")], SCHEMA), 0, target)
-    else:
-        pytest.skip("streams.cdc.apply_scd2 exists; its own tests cover scd2")
