@@ -8,7 +8,6 @@ import struct
 from datetime import timedelta
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.fetch.v12 import request as fetch_req
@@ -17,7 +16,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.produce.v9 import request as produce_req
 
 from tests.integration.broker.clients import consume_all, create_topic, produce
-from tests.integration.broker.wire import encode_request
+from tests.integration.broker.wire import encode_request, record_batch
 
 pytestmark = [pytest.mark.kafka]
 
@@ -25,18 +24,7 @@ CASES = 1000
 
 
 def _batch(n: int) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for i in range(n):
-        builder.append(i, timestamp=1_000 + i, key=b"k%d" % i, value=b"fuzz" * 8, headers=[])
-    return bytes(builder.build())
+    return record_batch([b"fuzz" * 8] * n, keys=[b"k%d" % i for i in range(n)])
 
 
 def _valid_frames(decoy: str) -> list[bytes]:

@@ -19,7 +19,7 @@ from kio.schema.metadata.v12.response import MetadataResponse
 from kio.serial import entity_reader
 
 from tests.integration.broker.clients import create_topic, produce
-from tests.integration.broker.wire import Wire, encode_request
+from tests.integration.broker.wire import Wire, encode_request, record_batch
 
 pytestmark = [pytest.mark.kafka]
 
@@ -116,23 +116,11 @@ def test_unknown_api_key_closes_the_connection(broker) -> None:
 
 
 def test_disconnect_mid_request_leaves_no_partial_state(broker, unique) -> None:
-    from kafka.record.default_records import DefaultRecordBatchBuilder
     from kio.schema.produce.v9 import request as produce_req
 
     topic = unique("partial")
     create_topic(broker.bootstrap, topic)
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for i in range(10):
-        builder.append(i, timestamp=1000 + i, key=None, value=b"half", headers=[])
-    records = bytes(builder.build())
+    records = record_batch([b"half"] * 10)
     frame = encode_request(
         produce_req.ProduceRequest(
             transactional_id=None,

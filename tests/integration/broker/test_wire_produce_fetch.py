@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.fetch.v12.response import FetchResponse
@@ -15,24 +14,13 @@ from kio.schema.produce.v9 import request as produce_req
 from kio.schema.produce.v9.response import ProduceResponse
 
 from tests.integration.broker.clients import create_topic
-from tests.integration.broker.wire import Wire
+from tests.integration.broker.wire import Wire, record_batch
 
 pytestmark = [pytest.mark.kafka]
 
 
 def _batch(count: int, value_size: int) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 22,
-    )
-    for i in range(count):
-        builder.append(i, timestamp=1_000 + i, key=None, value=b"v" * value_size, headers=[])
-    return bytes(builder.build())
+    return record_batch([b"v" * value_size] * count)
 
 
 def _produce(topic: str, partition: int, records: bytes, acks: int = 1):

@@ -9,9 +9,35 @@ from __future__ import annotations
 import io
 import socket
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 from kio.serial import entity_reader, entity_writer
+
+
+def record_batch(
+    values: Sequence[bytes | None],
+    *,
+    keys: Sequence[bytes | None] | None = None,
+    first_timestamp: int = 1_000,
+) -> bytes:
+    """One uncompressed RecordBatch v2 (non-idempotent, non-transactional) as on the wire,
+    built by kafka-python's encoder (a second implementation, not the broker's)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 22,
+    )
+    for i, value in enumerate(values):
+        key = None if keys is None else keys[i]
+        builder.append(i, timestamp=first_timestamp + i, key=key, value=value, headers=[])
+    return bytes(builder.build())
 
 
 def encode_request(request: Any, correlation_id: int = 1, client_id: str | None = "wire") -> bytes:
