@@ -12,21 +12,12 @@ from kio.serial import entity_reader, entity_writer
 
 from streams.broker import protocol
 from streams.broker.protocol import FrameError
+from tests.integration.broker.wire import encode_request
 
 
 def _request_frame(request: object, correlation_id: int, client_id: str | None) -> bytes:
-    cls = type(request)
-    header_cls = cls.__header_schema__
-    header = header_cls(
-        request_api_key=cls.__api_key__,
-        request_api_version=cls.__version__,
-        correlation_id=correlation_id,
-        client_id=client_id,
-    )
-    buf = io.BytesIO()
-    entity_writer(header_cls)(buf, header)
-    entity_writer(cls)(buf, request)
-    return buf.getvalue()
+    """The request bytes without their size prefix."""
+    return encode_request(request, correlation_id, client_id)[4:]
 
 
 def test_frame_size_accepts_limits_and_rejects_bad_prefixes() -> None:

@@ -207,14 +207,20 @@ def test_producer_state_snapshot_restores_without_scanning_and_rejects_stale_one
     logs.close()
 
 
-def test_end_txn_retry_finishes_a_half_done_commit(tmp_path):
+def _stuck_in(tmp_path, state: TxnState):
+    """A transaction with one record in `t`/0 left in `state`, as if writing its markers failed."""
     logs = open_logs(tmp_path)
     logs.create_topic("t", 1, {})
     producers, groups, txns = make(logs)
     _, pid, epoch = txns.init_producer_id("tx", 60_000, now_ms=1_000)
     txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_000)
     append(logs, producers, "t", batch(pid, epoch, 0, 1, transactional=True))
-    txns.txns["tx"].state = TxnState.PREPARE_COMMIT  # as if writing the markers had failed
+    txns.txns["tx"].state = state
+    return logs, producers, txns, pid, epoch
+
+
+def test_end_txn_retry_finishes_a_half_done_commit(tmp_path):
+    logs, producers, txns, pid, epoch = _stuck_in(tmp_path, TxnState.PREPARE_COMMIT)
     assert txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_001) is ErrorCode.concurrent_transactions
     assert txns.end_txn("tx", pid, epoch, False, now_ms=1_002) is ErrorCode.concurrent_transactions
     assert txns.end_txn("tx", pid, epoch, True, now_ms=1_003) is ErrorCode.none
@@ -250,13 +256,7 @@ def test_compacted_offsets_log_replays_to_the_latest_values(tmp_path):
 
 
 def test_init_producer_id_finishes_a_half_done_abort_before_bumping(tmp_path):
-    logs = open_logs(tmp_path)
-    logs.create_topic("t", 1, {})
-    producers, groups, txns = make(logs)
-    _, pid, epoch = txns.init_producer_id("tx", 60_000, now_ms=1_000)
-    txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_000)
-    append(logs, producers, "t", batch(pid, epoch, 0, 1, transactional=True))
-    txns.txns["tx"].state = TxnState.PREPARE_ABORT  # as if writing the markers had failed
+    logs, producers, txns, pid, epoch = _stuck_in(tmp_path, TxnState.PREPARE_ABORT)
     assert txns.init_producer_id("tx", 60_000, now_ms=1_001) == (ErrorCode.none, pid, epoch + 1)
     assert logs.get_log("t", 0).aborted_transactions(0, 2) == [(pid, 0)]
     assert producers.first_unstable_offset("t", 0) is None
