@@ -9,6 +9,7 @@ stops them all at a batch boundary on SIGINT/SIGTERM.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import signal
@@ -50,6 +51,44 @@ def root_cause_line(text: str) -> str:
     return stripped.splitlines()[0] if stripped else "unknown error"
 
 
+TRANSIENT_ERRORS: tuple[str, ...] = (
+    "Python worker failed to connect back",
+    "Timed out while waiting for the Python worker to connect back",
+)
+"""Query failures that starting the query again cures. Spark gives each new Python worker
+a fixed 10 s to connect back to the JVM (`PythonWorkerFactory.createSimpleWorker`; Spark
+4.3 has no setting for it, and `spark.python.worker.reuse` does not apply: every
+streaming Python data source starts its own worker when its query starts). On a busy
+machine starting several such queries, a worker can miss that window."""
+
+
+def is_transient(error: BaseException | str | None) -> bool:
+    """Whether `error` (an exception, or its text) is one of `TRANSIENT_ERRORS`."""
+    texts: list[str] = []
+    seen: set[int] = set()
+    while isinstance(error, BaseException) and id(error) not in seen:
+        seen.add(id(error))
+        texts += [str(error), str(getattr(error, "_stackTrace", "") or "")]
+        error = error.__cause__ or error.__context__
+    if isinstance(error, str):
+        texts.append(error)
+    return any(t in text for text in texts for t in TRANSIENT_ERRORS)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a query that failed transiently is started again, and the pauses between."""
+
+    attempts: int = 5
+    """Starts per table, the first included."""
+    pause: float = 5.0
+    """Seconds before the second start; doubled for each further one, up to `max_pause`."""
+    max_pause: float = 60.0
+
+    def pause_before(self, attempt: int) -> float:
+        return min(self.max_pause, self.pause * 2 ** max(0, attempt - 2))
+
+
 @dataclass
 class RunResult:
     """What one table's query did in this run."""
@@ -82,8 +121,56 @@ class RunResult:
         )
 
 
+def _add(earlier: RunResult | None, later: RunResult) -> RunResult:
+    """One table's counts over several attempts (a query started again after a failure)."""
+    if earlier is None:
+        return later
+    return RunResult(
+        table=later.table,
+        layer=later.layer,
+        rows_read=earlier.rows_read + later.rows_read,
+        rows_written=earlier.rows_written + later.rows_written,
+        quarantined=earlier.quarantined + later.quarantined,
+        dropped=earlier.dropped + later.dropped,
+        batches=earlier.batches + later.batches,
+        seconds=earlier.seconds + later.seconds,
+        version=later.version if later.version is not None else earlier.version,
+        published=earlier.published + later.published,
+    )
+
+
+INITIALIZING = ("Initializing StreamExecution", "Initializing sources")
+"""`StreamingQuery.status` messages before a query has created its sources (and so started
+the Python workers of Python data sources)."""
+
+
+@dataclass
+class _Live:
+    """A running continuous query and which start of its table it is."""
+
+    cq: CompiledQuery
+    query: StreamingQuery
+    since: float
+    attempt: int
+
+    def settling(self, limit: float) -> bool:
+        """Still creating its sources (for at most `limit` seconds after its start)."""
+        if time.monotonic() - self.since > limit or not self.query.isActive:
+            return False
+        if self.query.lastProgress is not None:
+            return False
+        return str(self.query.status.get("message", "")).startswith(INITIALIZING)
+
+
 class Pipeline:
     """The selected tables of a project on one SparkSession.
+
+    Continuous mode starts one query at a time, in dependency order, the next once
+    the previous one has created its sources (at most `settle_seconds`): each Python
+    data source starts a Python worker that must connect back to the JVM within
+    Spark's fixed 10 s, which a small machine starting twelve at once misses. A query
+    that fails with that error (`is_transient`) is started again after a pause
+    (`retry`); any other failure stops every query and is raised naming the table.
 
     Concurrency: `run` is called from one thread; in continuous mode it installs
     SIGINT/SIGTERM handlers (main thread only) that only set an event.
@@ -98,11 +185,18 @@ class Pipeline:
         tables: list[str] | None = None,
         progress: Progress | None = None,
         bootstrap: str | None = None,
+        batch_progress: Progress | None = None,
+        retry: RetryPolicy | None = None,
+        settle_seconds: float = 60.0,
     ) -> None:
         self.project = project
         self.spark = spark
         self.names = select_tables(project, layer=layer, tables=tables)
         self.progress = progress or (lambda line: logger.info("%s", line))
+        self.batch_progress = batch_progress
+        """Where the continuous mode's per-batch lines go (default: `progress`)."""
+        self.retry = retry or RetryPolicy()
+        self.settle_seconds = settle_seconds
         self._bootstrap = bootstrap
         self._engines: dict[str, str] | None = None
         self._stop = threading.Event()
@@ -128,11 +222,14 @@ class Pipeline:
             self._bootstrap = resolve_bootstrap(self.project, start=True)
         return self._bootstrap
 
-    def _missing_inputs(self, name: str) -> list[str]:
-        spec = self.project.tables[name].spec
-        return [
-            t for t in spec.source.upstream_tables if not table_exists(self.project.table_path(t))
-        ]
+    def _missing_inputs(self, name: str, *, snapshots: bool = False) -> list[str]:
+        """Input tables of `name` with no Delta table yet; `snapshots`: also the tables its
+        SQL reads as a snapshot (a continuous run waits for them; once mode reports them)."""
+        defn = self.project.tables[name]
+        inputs = list(defn.spec.source.upstream_tables)
+        if snapshots:
+            inputs += [t for t in defn.static_tables if t in self.project.tables]
+        return [t for t in inputs if not table_exists(self.project.table_path(t))]
 
     def _build(self, name: str, *, once: bool) -> CompiledQuery:
         return build_query(
@@ -194,6 +291,33 @@ class Pipeline:
             return self._run_once()
         return self._run_continuous()
 
+    def _start(
+        self, name: str, *, once: bool
+    ) -> tuple[CompiledQuery, StreamingQuery | None, BaseException | None]:
+        """Build and start `name`'s query; a start that raises is returned, not raised."""
+        cq = self._build(name, once=once)
+        if not once:
+            cq.batch.on_batch = lambda b, cq=cq: self._batch_line(cq, b)
+        try:
+            return cq, cq.start(), None
+        except Exception as e:  # judged by the caller: transient (retry) or a real failure
+            self._cleanup(cq)
+            return cq, None, e
+
+    def _retry_pause(self, name: str, attempt: int, error: BaseException | None) -> float | None:
+        """Seconds to wait before start number `attempt + 1` of `name`, or None: do not retry."""
+        if not is_transient(error) or attempt >= self.retry.attempts:
+            return None
+        pause = self.retry.pause_before(attempt + 1)
+        line = (
+            f"{name}: query failed to start its Python worker in time (attempt {attempt} of "
+            f"{self.retry.attempts}; Spark allows a new worker 10 s to connect back and the "
+            f"machine is busy); starting it again in {pause:.0f}s"
+        )
+        logger.warning("%s", line)
+        self.progress(line)
+        return pause
+
     def _run_once(self) -> list[RunResult]:
         results: list[RunResult] = []
         for name in self.names:
@@ -209,19 +333,28 @@ class Pipeline:
                 results.append(r)
                 continue
             started = time.monotonic()
-            cq = self._build(name, once=True)
-            self.progress(f"{name} [{layer}]: running once from {cq.plan.source}")
-            query = cq.start()
-            try:
-                query.awaitTermination()
-            except Exception as e:
-                raise self._failure(cq, query, e) from (cq.stats.error or e)
-            finally:
-                self._cleanup(cq)
-            if cq.stats.error is not None:
-                raise self._failure(cq, query, None) from cq.stats.error
-            self._note_progress(cq, query)
-            r = self._result(cq, time.monotonic() - started)
+            earlier: RunResult | None = None
+            for attempt in itertools.count(1):
+                cq, query, error = self._start(name, once=True)
+                if attempt == 1:
+                    self.progress(f"{name} [{layer}]: running once from {cq.plan.source}")
+                if query is not None:
+                    try:
+                        query.awaitTermination()
+                    except Exception as e:
+                        error = e
+                    finally:
+                        self._cleanup(cq)
+                    self._note_progress(cq, query)
+                error = cq.stats.error or error
+                if error is None:
+                    break
+                pause = self._retry_pause(name, attempt, error)
+                if pause is None:
+                    raise self._failure(cq, query, error) from error
+                earlier = _add(earlier, self._result(cq, 0.0))
+                time.sleep(pause)
+            r = _add(earlier, self._result(cq, time.monotonic() - started))
             self.progress(r.line())
             results.append(r)
         return results
@@ -231,65 +364,130 @@ class Pipeline:
         self._stop.set()
 
     def _run_continuous(self) -> list[RunResult]:
+        """Start the queries one at a time in dependency order, each once the previous one
+        has initialized its sources; restart one that failed transiently; stop all on a
+        signal or on the first real failure."""
         previous = self._install_signals()
-        running: dict[str, tuple[CompiledQuery, StreamingQuery, float]] = {}
-        pending = list(self.names)
-        failure: BaseException | None = None
+        live: dict[str, _Live] = {}
+        waiting: dict[str, tuple[float, int]] = {n: (0.0, 1) for n in self.names}
+        earlier: dict[str, RunResult] = {}
+        first_start: dict[str, float] = {}
+        failure: QueryFailedError | None = None
         try:
-            while True:
-                for name in list(pending):
-                    if self._missing_inputs(name):
-                        continue
-                    cq = self._build(name, once=False)
-                    cq.batch.on_batch = lambda b, cq=cq: self._batch_line(cq, b)
-                    running[name] = (cq, cq.start(), time.monotonic())
-                    pending.remove(name)
-                    self.progress(f"{name} [{cq.plan.layer}]: started ({cq.plan.trigger})")
-                for cq, q, _ in running.values():
-                    self._note_progress(cq, q)
-                    if not q.isActive:
-                        failure = self._failure(cq, q, q.exception())
-                        break
-                if failure is not None or self._stop.wait(1.0):
-                    break
+            while failure is None and not self._stop.is_set():
+                failure = self._watch(live, waiting, earlier)
+                if failure is None and not any(
+                    q.settling(self.settle_seconds) for q in live.values()
+                ):
+                    failure = self._start_next(live, waiting, earlier, first_start)
+                if failure is None:
+                    self._stop.wait(0.5)
         except KeyboardInterrupt:
             pass
         finally:
-            self._restore_signals(previous)
-            results = self._stop_all(running)
+            # The handlers stay until every query has stopped: a second signal (Ctrl-C
+            # pressed again, or `timeout` signalling the process and then its group)
+            # must not interrupt the stop between a batch's Delta commit and its commit log.
+            try:
+                results = self._stop_all(live, earlier, first_start)
+            finally:
+                self._restore_signals(previous)
         if failure is not None:
             raise failure
-        for name in pending:
+        for name in [n for n in waiting if n not in earlier]:
+            missing = self._missing_inputs(name, snapshots=True)
             results.append(
                 RunResult(
                     table=name,
                     layer=self.project.tables[name].layer,
-                    skipped="input never appeared",
+                    skipped="input never appeared: " + ", ".join(missing)
+                    if missing
+                    else "stopped before its turn to start",
                 )
             )
         return results
 
+    def _watch(
+        self,
+        live: dict[str, _Live],
+        waiting: dict[str, tuple[float, int]],
+        earlier: dict[str, RunResult],
+    ) -> QueryFailedError | None:
+        """Note progress; a query that stopped is rescheduled (transient) or the run's failure."""
+        for name, q in list(live.items()):
+            self._note_progress(q.cq, q.query)
+            if q.query.isActive and q.cq.stats.error is None:
+                continue
+            if self._stop.is_set():  # stopped by the signal's race, not by a failure
+                return None
+            error = q.cq.stats.error or q.query.exception()
+            pause = self._retry_pause(name, q.attempt, error)
+            if pause is None:
+                return self._failure(q.cq, q.query, error)
+            q.cq.stop_at_batch_boundary(q.query, timeout=10)  # a failed batch: stop what is left
+            self._cleanup(q.cq)
+            earlier[name] = _add(earlier.get(name), self._result(q.cq, 0.0))
+            del live[name]
+            waiting[name] = (time.monotonic() + pause, q.attempt + 1)
+        return None
+
+    def _start_next(
+        self,
+        live: dict[str, _Live],
+        waiting: dict[str, tuple[float, int]],
+        earlier: dict[str, RunResult],
+        first_start: dict[str, float],
+    ) -> QueryFailedError | None:
+        """Start the first waiting table (dependency order) that is due and has its inputs."""
+        now = time.monotonic()
+        for name in self.names:
+            if name not in waiting or waiting[name][0] > now:
+                continue
+            if self._missing_inputs(name, snapshots=True):
+                continue
+            attempt = waiting.pop(name)[1]
+            cq, query, error = self._start(name, once=False)
+            first_start.setdefault(name, now)
+            if query is not None:
+                live[name] = _Live(cq, query, now, attempt)
+                self.progress(f"{name} [{cq.plan.layer}]: started ({cq.plan.trigger})")
+                return None
+            pause = self._retry_pause(name, attempt, error)
+            if pause is None:
+                return self._failure(cq, None, error)
+            waiting[name] = (now + pause, attempt + 1)
+            return None
+        return None
+
     def _batch_line(self, cq: CompiledQuery, batch_id: int) -> None:
         s = cq.stats
-        self.progress(
+        (self.batch_progress or self.progress)(
             f"{cq.plan.name}: batch {batch_id} done ({s.rows_written} rows written, "
             f"{s.quarantined} quarantined so far)"
         )
 
     def _stop_all(
-        self, running: dict[str, tuple[CompiledQuery, StreamingQuery, float]]
+        self, live: dict[str, _Live], earlier: dict[str, RunResult], first_start: dict[str, float]
     ) -> list[RunResult]:
         results = []
+        now = time.monotonic()
         # Readers first, so that no query waits on an upstream that already stopped.
-        for name in reversed(list(running)):
-            cq, q, started = running[name]
-            cq.stop_at_batch_boundary(q)
-            self._note_progress(cq, q)
-            self._cleanup(cq)
-            r = self._result(cq, time.monotonic() - started)
+        for name in reversed(list(live)):
+            q = live[name]
+            q.cq.stop_at_batch_boundary(q.query)
+            self._note_progress(q.cq, q.query)
+            self._cleanup(q.cq)
+            r = _add(
+                earlier.pop(name, None), self._result(q.cq, time.monotonic() - first_start[name])
+            )
             self.progress(f"stopped: {r.line()}")
             results.append(r)
         results.reverse()
+        # Tables whose last attempt failed transiently and had not started again.
+        results += [
+            _add(r, RunResult(r.table, r.layer, seconds=now - first_start[n]))
+            for n, r in earlier.items()
+        ]
         return results
 
     def _install_signals(self) -> dict[int, Any]:
@@ -301,7 +499,11 @@ class Pipeline:
         return previous
 
     def _on_signal(self, signum: int) -> None:
-        logger.info("received %s: stopping at the next batch boundary", signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        if self._stop.is_set():
+            logger.warning("received %s: already stopping at a batch boundary", name)
+        else:
+            logger.info("received %s: stopping at the next batch boundary", name)
         self._stop.set()
 
     @staticmethod

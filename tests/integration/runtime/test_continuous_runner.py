@@ -1,0 +1,121 @@
+"""The continuous runner's failure handling, with real Spark, a real broker, real Delta.
+
+* A query that fails for real stops the run: the error names the table, every other
+  query is stopped at a batch boundary (in-process, on the test session).
+* A query whose Python worker misses Spark's fixed 10 s connect-back window is started
+  again and the run goes on: `warehouse run` in a subprocess whose Python workers are
+  started through a wrapper that makes the first streaming-source worker slow, which is
+  exactly what a busy machine does to it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from streams.kafka.admin import ensure_topic, produce
+from tests.integration.runtime.helpers import order, rows
+from tests.unit.runtime.projects import write_project
+from warehouse import Project
+from warehouse.runtime.errors import QueryFailedError
+from warehouse.runtime.pipeline import Pipeline
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_a_real_failure_stops_every_query_and_names_the_table(
+    spark, broker, unique, tmp_path: Path
+) -> None:
+    topic = unique("orders")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap)
+    # Valid SQL that fails on every row at run time.
+    (proj / "layers" / "dwd" / "orders.yml").write_text(
+        "table: dwd_orders\n"
+        "source: {table: ods_orders}\n"
+        "transform:\n  sql: |\n"
+        "    SELECT order_id, user_id, amount, event_time FROM source\n"
+        "    WHERE assert_true(amount < 0, 'amount is not negative') IS NULL\n"
+        "sink: {mode: append}\n"
+    )
+    produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.0, 0))])
+    project = Project.load(proj, environ={})
+    lines: list[str] = []
+    pipeline = Pipeline(
+        project, spark, layer="all", bootstrap=broker.bootstrap, progress=lines.append
+    )
+
+    with pytest.raises(QueryFailedError) as failed:
+        pipeline.run(once=False)
+
+    assert failed.value.table == "dwd_orders"
+    assert "Table `dwd_orders` (layer `dwd`)" in str(failed.value)
+    assert "amount is not negative" in str(failed.value)
+    assert not [q for q in spark.streams.active if (q.name or "").startswith("warehouse_")]
+    # Started upstream first, and stopped cleanly: ODS wrote its batch and committed it.
+    assert lines[0].startswith("ods_orders [ods]: started")
+    assert any(line.startswith("stopped: ods_orders [ods]: 1 batch(es)") for line in lines), lines
+    assert rows(project.table_path("ods_orders"), ["order_id"]) == [("o1",)]
+    assert (Path(project.checkpoint_path("ods_orders")) / "commits" / "0").is_file()
+
+
+SLOW_FIRST_SOURCE = """#!/bin/sh
+# The first streaming-source worker starts 15 s late: Spark waits 10 s for it to connect.
+if [ "$2" = "pyspark.sql.streaming.python_streaming_source_runner" ] && mkdir "$0.slowed" 2>/dev/null
+then
+  sleep 15
+fi
+exec {python} "$@"
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_that_misses_the_connect_window_is_started_again(
+    broker, unique, tmp_path: Path
+) -> None:
+    topic = unique("orders")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap)
+    dwd = proj / ".warehouse" / "tables" / "dwd_orders"
+    produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.0, 0))])
+    python = tmp_path / "python"
+    python.write_text(SLOW_FIRST_SOURCE.format(python=sys.executable))
+    python.chmod(0o755)
+    log_path = tmp_path / "run.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "warehouse", "--project", str(proj), "run", "--layer", "all"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": str(python)},
+    )
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (dwd / "_delta_log").is_dir() and rows(dwd, ["order_id"]) == [("o1",)]:
+                break
+            time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        log.close()
+    output = "\n".join(
+        line for line in log_path.read_text().splitlines() if not line.startswith(("\tat ", "["))
+    )
+    assert (tmp_path / "python.slowed").is_dir()  # the slow start did happen
+    assert "ods_orders: query failed to start its Python worker in time (attempt 1 of 5" in output
+    assert code == 0, output[-4000:]
+    assert rows(dwd, ["order_id"]) == [("o1",)]
+    assert "stopped: ods_orders [ods]" in output and "stopped: dwd_orders [dwd]" in output
