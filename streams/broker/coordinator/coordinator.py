@@ -64,7 +64,9 @@ def _log_flush_failure(task: asyncio.Future[None]) -> None:
 class Coordinator(BrokerExtension):
     """Groups, offsets, idempotent/transactional producers and SASL for one broker."""
 
-    def __init__(self, broker: Broker | None = None, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, broker: Broker | None = None, *, clock: Callable[[], float] = time.time
+    ) -> None:
         self._clock = clock
         self.broker: Broker | None = broker
         self.groups: GroupCoordinator | None = None
@@ -150,7 +152,11 @@ class Coordinator(BrokerExtension):
             tmp.write_text(json.dumps(self.producers.snapshot()))
             os.replace(tmp, path)
         except OSError as e:
-            logger.warning("could not write producer-state snapshot %s: %s; state is rebuilt from the logs", path, e)
+            logger.warning(
+                "could not write producer-state snapshot %s: %s; state is rebuilt from the logs",
+                path,
+                e,
+            )
 
     async def _ticker(self, tick_ms: int) -> None:
         while True:
@@ -227,4 +233,6 @@ class Coordinator(BrokerExtension):
         log = self._get_log(topic, partition)
         if log is None:
             return []
-        return [(int(pid), int(first)) for pid, first in log.aborted_transactions(fetch_offset, upper)]
+        return [
+            (int(pid), int(first)) for pid, first in log.aborted_transactions(fetch_offset, upper)
+        ]

@@ -183,7 +183,9 @@ class Group:
                 join_callback=callback,
             )
             self.members[member_id] = member
-            logger.info("group %s: member %s joins (state %s)", self.group_id, member_id, self.state.value)
+            logger.info(
+                "group %s: member %s joins (state %s)", self.group_id, member_id, self.state.value
+            )
             self._rebalance_or_complete(now_ms)
             return
 
@@ -195,8 +197,10 @@ class Group:
         if existing.join_callback is not None and existing.join_callback is not callback:
             # a retried join replaces the earlier one; answer the old request so it is not leaked
             existing.join_callback(JoinResult(ErrorCode.rebalance_in_progress, member_id))
-        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE) and not changed and (
-            member_id != self.leader_id or self.state is GroupState.COMPLETING_REBALANCE
+        if (
+            self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
+            and not changed
+            and (member_id != self.leader_id or self.state is GroupState.COMPLETING_REBALANCE)
         ):
             # a follower rejoining with the same subscription: nothing to rebalance
             callback(self._join_result(existing))
@@ -205,7 +209,9 @@ class Group:
         self._rebalance_or_complete(now_ms)
 
     def _fence_static(self, group_instance_id: str, new_member_id: str) -> None:
-        old = next((m for m in self.members.values() if m.group_instance_id == group_instance_id), None)
+        old = next(
+            (m for m in self.members.values() if m.group_instance_id == group_instance_id), None
+        )
         if old is None:
             return
         logger.info(
@@ -260,12 +266,16 @@ class Group:
         all_joined = not self.pending_members and all(
             m.join_callback is not None for m in self.members.values()
         )
-        if now_ms >= self.rebalance_deadline_ms or (all_joined and now_ms >= self.initial_delay_until_ms):
+        if now_ms >= self.rebalance_deadline_ms or (
+            all_joined and now_ms >= self.initial_delay_until_ms
+        ):
             self._complete_join(now_ms)
 
     def _complete_join(self, now_ms: int) -> None:
         for member_id in [mid for mid, m in self.members.items() if m.join_callback is None]:
-            logger.info("group %s: member %s did not rejoin in time; removed", self.group_id, member_id)
+            logger.info(
+                "group %s: member %s did not rejoin in time; removed", self.group_id, member_id
+            )
             del self.members[member_id]
         self.pending_members.clear()
         self.generation_id += 1
@@ -416,7 +426,9 @@ class Group:
     def mark_dead(self) -> None:
         for member in list(self.members.values()):
             if member.join_callback is not None:
-                member.join_callback(JoinResult(ErrorCode.coordinator_not_available, member.member_id))
+                member.join_callback(
+                    JoinResult(ErrorCode.coordinator_not_available, member.member_id)
+                )
             if member.sync_callback is not None:
                 member.sync_callback(SyncResult(ErrorCode.coordinator_not_available))
         self.members.clear()

@@ -84,7 +84,9 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
             error_code=result.error,
             generation_id=result.generation_id,
             protocol_type=result.protocol_type,
-            protocol_name=result.protocol_name if ctx.api_version >= 7 else (result.protocol_name or ""),
+            protocol_name=result.protocol_name
+            if ctx.api_version >= 7
+            else (result.protocol_name or ""),
             leader=result.leader,
             member_id=result.member_id,
             members=tuple(
@@ -165,7 +167,9 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
     group = coord.groups.groups.get(request.group_id)
     now = coord.now_ms()
     if ctx.api_version < 3:
-        error = ErrorCode.unknown_member_id if group is None else group.leave(request.member_id, now)
+        error = (
+            ErrorCode.unknown_member_id if group is None else group.leave(request.member_id, now)
+        )
         return make(module.LeaveGroupResponse, throttle_time=_ZERO, error_code=error)
     results = []
     for identity in request.members:
@@ -181,7 +185,12 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
                 error_code=error,
             )
         )
-    return make(module.LeaveGroupResponse, throttle_time=_ZERO, error_code=ErrorCode.none, members=tuple(results))
+    return make(
+        module.LeaveGroupResponse,
+        throttle_time=_ZERO,
+        error_code=ErrorCode.none,
+        members=tuple(results),
+    )
 
 
 async def offset_commit(ctx: RequestContext, request: Any) -> Any:
@@ -200,14 +209,29 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
         parts = []
         for p in topic.partitions:
             perr = error
-            if perr is ErrorCode.none and p.committed_metadata is not None and len(p.committed_metadata) > _MAX_METADATA:
+            if (
+                perr is ErrorCode.none
+                and p.committed_metadata is not None
+                and len(p.committed_metadata) > _MAX_METADATA
+            ):
                 perr = ErrorCode.offset_metadata_too_large
             if perr is ErrorCode.none:
                 offsets[(topic.name, p.partition_index)] = CommittedOffset(
-                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata, now
+                    p.committed_offset,
+                    getattr(p, "committed_leader_epoch", -1),
+                    p.committed_metadata,
+                    now,
                 )
-            parts.append(make(module.OffsetCommitResponsePartition, partition_index=p.partition_index, error_code=perr))
-        topics.append(make(module.OffsetCommitResponseTopic, name=topic.name, partitions=tuple(parts)))
+            parts.append(
+                make(
+                    module.OffsetCommitResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=perr,
+                )
+            )
+        topics.append(
+            make(module.OffsetCommitResponseTopic, name=topic.name, partitions=tuple(parts))
+        )
     if offsets:
         coord.groups.commit_offsets(request.group_id, offsets, now_ms=now)
     if error is not ErrorCode.none:
@@ -246,13 +270,18 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
                 committed_offset=committed.offset if committed else -1,
                 committed_leader_epoch=-1,
                 metadata=(committed.metadata if committed else "") or "",
-                error_code=ErrorCode.unstable_offset_commit if (topic, partition) in unstable else ErrorCode.none,
+                error_code=ErrorCode.unstable_offset_commit
+                if (topic, partition) in unstable
+                else ErrorCode.none,
             )
         )
     topics = tuple(
-        make(module.OffsetFetchResponseTopic, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()
+        make(module.OffsetFetchResponseTopic, name=name, partitions=tuple(parts))
+        for name, parts in by_topic.items()
     )
-    return make(module.OffsetFetchResponse, throttle_time=_ZERO, topics=topics, error_code=ErrorCode.none)
+    return make(
+        module.OffsetFetchResponse, throttle_time=_ZERO, topics=topics, error_code=ErrorCode.none
+    )
 
 
 async def list_groups(ctx: RequestContext, request: Any) -> Any:
@@ -272,7 +301,9 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
         for group_id, protocol_type, state in coord.groups.list_groups(states)
         if not types or "classic" in types
     )
-    return make(module.ListGroupsResponse, throttle_time=_ZERO, error_code=ErrorCode.none, groups=groups)
+    return make(
+        module.ListGroupsResponse, throttle_time=_ZERO, error_code=ErrorCode.none, groups=groups
+    )
 
 
 async def describe_groups(ctx: RequestContext, request: Any) -> Any:

@@ -70,7 +70,10 @@ class GroupCoordinator:
                     offsets.pop((topic, partition), None)
                 else:
                     offsets[(topic, partition)] = CommittedOffset(
-                        value["offset"], value.get("epoch", -1), value.get("metadata"), value.get("ts", -1)
+                        value["offset"],
+                        value.get("epoch", -1),
+                        value.get("metadata"),
+                        value.get("ts", -1),
                     )
             elif key.get("t") == "g":
                 if value is None:
@@ -197,7 +200,12 @@ class GroupCoordinator:
                 [
                     (
                         {"t": "o", "g": group_id, "tp": [t, p]},
-                        {"offset": o.offset, "epoch": o.leader_epoch, "metadata": o.metadata, "ts": o.commit_timestamp_ms},
+                        {
+                            "offset": o.offset,
+                            "epoch": o.leader_epoch,
+                            "metadata": o.metadata,
+                            "ts": o.commit_timestamp_ms,
+                        },
                     )
                     for (t, p), o in offsets.items()
                 ],

@@ -82,7 +82,9 @@ class InternalLog:
             logger.info("created internal topic %s", topic)
         self._log = log_manager.get_log(topic, 0)
 
-    def append(self, records: list[tuple[dict[str, Any], dict[str, Any] | None]], *, now_ms: int) -> None:
+    def append(
+        self, records: list[tuple[dict[str, Any], dict[str, Any] | None]], *, now_ms: int
+    ) -> None:
         if not records:
             return
         encoded = [

@@ -77,7 +77,9 @@ def iter_batch_info(buf: bytes | memoryview) -> Iterator[BatchInfo]:
     """Header of every whole magic-2 batch in ``buf`` (a trailing partial batch is skipped)."""
     pos, end = 0, len(buf)
     while end - pos >= _HEADER.size:
-        (base, length, _, magic, _, attrs, lod, _, max_ts, pid, epoch, seq, count) = _HEADER.unpack_from(buf, pos)
+        (base, length, _, magic, _, attrs, lod, _, max_ts, pid, epoch, seq, count) = (
+            _HEADER.unpack_from(buf, pos)
+        )
         size = 12 + length
         if magic != 2 or length < _HEADER.size - 12 or end - pos < size:
             return
@@ -150,7 +152,9 @@ class PartitionProducers:
         for cached in entry.batches:
             if cached.first_seq == batch.base_sequence and cached.last_seq == batch.last_sequence:
                 return Duplicate(cached.first_offset)
-        expected = (entry.last_sequence + 1) % (_INT32_MAX + 1) if entry.batches else batch.base_sequence
+        expected = (
+            (entry.last_sequence + 1) % (_INT32_MAX + 1) if entry.batches else batch.base_sequence
+        )
         if entry.batches and batch.base_sequence != expected:
             return Rejected(
                 ErrorCode.out_of_order_sequence_number,
@@ -174,7 +178,9 @@ class PartitionProducers:
             self._open.pop(batch.producer_id, None)
             return
         if batch.base_sequence >= 0:
-            entry.batches.append(_CachedBatch(batch.base_sequence, batch.last_sequence, base_offset, last_offset))
+            entry.batches.append(
+                _CachedBatch(batch.base_sequence, batch.last_sequence, base_offset, last_offset)
+            )
         if batch.is_transactional:
             if entry.txn_first_offset is None:
                 entry.txn_first_offset = base_offset
@@ -183,8 +189,13 @@ class PartitionProducers:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            str(pid): [e.epoch, [[b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in e.batches],
-                       e.txn_first_offset, e.txn_last_offset, e.last_timestamp_ms]
+            str(pid): [
+                e.epoch,
+                [[b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in e.batches],
+                e.txn_first_offset,
+                e.txn_last_offset,
+                e.last_timestamp_ms,
+            ]
             for pid, e in self.entries.items()
         }
 
@@ -193,7 +204,9 @@ class PartitionProducers:
         state = cls()
         for pid, (epoch, batches, first, last, *rest) in data.items():
             ts = rest[0] if rest else -1
-            entry = ProducerEntry(epoch=epoch, txn_first_offset=first, txn_last_offset=last, last_timestamp_ms=ts)
+            entry = ProducerEntry(
+                epoch=epoch, txn_first_offset=first, txn_last_offset=last, last_timestamp_ms=ts
+            )
             entry.batches.extend(_CachedBatch(*b) for b in batches)
             state.entries[int(pid)] = entry
             if first is not None:
@@ -214,7 +227,9 @@ class PartitionProducers:
             del self.entries[pid]
         return len(idle)
 
-    def end_transaction(self, producer_id: int, epoch: int, now_ms: int = -1) -> tuple[int, int] | None:
+    def end_transaction(
+        self, producer_id: int, epoch: int, now_ms: int = -1
+    ) -> tuple[int, int] | None:
         """Close the producer's open transaction; ``(first, last)`` offsets of it, if any."""
         entry = self.entries.setdefault(producer_id, ProducerEntry())
         entry.last_timestamp_ms = max(entry.last_timestamp_ms, now_ms)
@@ -268,7 +283,9 @@ class ProducerStateManager:
             return state
         offset, end, n = log.log_start_offset, log.log_end_offset, 0
         snap = self._snapshots.pop((topic, partition), None)
-        if snap is not None and (snap[2] != self._topic_id(topic) or not log.log_start_offset <= snap[0] <= end):
+        if snap is not None and (
+            snap[2] != self._topic_id(topic) or not log.log_start_offset <= snap[0] <= end
+        ):
             snap = None  # of a deleted topic, or of a log that was truncated since
         if snap is not None:
             state = PartitionProducers.from_json(snap[1])
@@ -304,14 +321,25 @@ class ProducerStateManager:
             if log is None:
                 continue
             out.append(
-                {"topic": topic, "topic_id": self._topic_id(topic), "partition": partition,
-                 "end": log.log_end_offset, "state": state.to_json()}
+                {
+                    "topic": topic,
+                    "topic_id": self._topic_id(topic),
+                    "partition": partition,
+                    "end": log.log_end_offset,
+                    "state": state.to_json(),
+                }
             )
         # restored but never touched since: still valid up to their offset (a later load
         # scans whatever was appended after it), as long as the topic is the same one
         for (topic, partition), (end, state_json, topic_id) in self._snapshots.items():
             out.append(
-                {"topic": topic, "topic_id": topic_id, "partition": partition, "end": end, "state": state_json}
+                {
+                    "topic": topic,
+                    "topic_id": topic_id,
+                    "partition": partition,
+                    "end": end,
+                    "state": state_json,
+                }
             )
         return out
 
@@ -319,7 +347,11 @@ class ProducerStateManager:
         for item in snapshot:
             if item.get("topic_id") != self._topic_id(item["topic"]):
                 continue  # the topic was deleted (or deleted and created again) since
-            self._snapshots[(item["topic"], item["partition"])] = (item["end"], item["state"], item.get("topic_id"))
+            self._snapshots[(item["topic"], item["partition"])] = (
+                item["end"],
+                item["state"],
+                item.get("topic_id"),
+            )
 
     def forget(self, topic: str) -> None:
         """Drop every state of ``topic`` (deleted); a topic created again starts empty."""
@@ -328,7 +360,9 @@ class ProducerStateManager:
         for key in [k for k in self._snapshots if k[0] == topic]:
             del self._snapshots[key]
 
-    def check(self, topic: str, partition: int, records: bytes | memoryview) -> Duplicate | Rejected | None:
+    def check(
+        self, topic: str, partition: int, records: bytes | memoryview
+    ) -> Duplicate | Rejected | None:
         """Decide on a produce of ``records``: ``None`` to append, else ack the duplicate or reject."""
         batches = list(iter_batch_info(records))
         if all(b.producer_id < 0 and not b.is_control for b in batches):
@@ -349,16 +383,24 @@ class ProducerStateManager:
                 )
                 return verdict
             if isinstance(verdict, Duplicate):
-                return Rejected(ErrorCode.duplicate_sequence_number, "duplicate batch inside a multi-batch produce")
+                return Rejected(
+                    ErrorCode.duplicate_sequence_number,
+                    "duplicate batch inside a multi-batch produce",
+                )
             if verdict is not None:
                 logger.warning("%s-%d: produce rejected: %s", topic, partition, verdict.message)
                 return verdict
         return None
 
-    def on_appended(self, topic: str, partition: int, records: bytes | memoryview, base_offset: int) -> None:
+    def on_appended(
+        self, topic: str, partition: int, records: bytes | memoryview, base_offset: int
+    ) -> None:
         batches = list(iter_batch_info(records))
         if all(b.producer_id < 0 for b in batches):
-            if (topic, partition) not in self._partitions and (topic, partition) not in self._snapshots:
+            if (topic, partition) not in self._partitions and (
+                topic,
+                partition,
+            ) not in self._snapshots:
                 log = self._get_log(topic, partition) if self._get_log is not None else None
                 if log is not None and base_offset <= log.log_start_offset:
                     # the log held nothing before these batches: the state is known to be

@@ -42,7 +42,9 @@ def load_users(raw: Mapping[str, str]) -> dict[str, str]:
         user, sep, password = item.partition(":")
         if not sep or not user:
             raise SaslConfigError(
-                "sasl.users", user or item, "comma-separated `user:password` entries, e.g. `alice:secret,bob:pw`"
+                "sasl.users",
+                user or item,
+                "comma-separated `user:password` entries, e.g. `alice:secret,bob:pw`",
             )
         users[user] = password
     path = raw.get("sasl.users.file", "").strip()
@@ -50,7 +52,9 @@ def load_users(raw: Mapping[str, str]) -> dict[str, str]:
         try:
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as e:
-            raise SaslConfigError("sasl.users.file", path, f"a readable JSON file of users ({e})") from e
+            raise SaslConfigError(
+                "sasl.users.file", path, f"a readable JSON file of users ({e})"
+            ) from e
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
             raise SaslConfigError("sasl.users.file", path, 'a JSON object `{"user": "password"}`')
         users.update(data)
@@ -81,7 +85,11 @@ async def handle_handshake(ctx: RequestContext, request: Any) -> Any:
     if not users:
         return make(cls, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
     if request.mechanism != MECHANISM:
-        logger.info("connection %s asked for SASL mechanism %s; only PLAIN", ctx.connection.peer, request.mechanism)
+        logger.info(
+            "connection %s asked for SASL mechanism %s; only PLAIN",
+            ctx.connection.peer,
+            request.mechanism,
+        )
         return make(cls, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=(MECHANISM,))
     ctx.connection.attributes[_MECHANISM_KEY] = MECHANISM
     return make(cls, error_code=ErrorCode.none, mechanisms=(MECHANISM,))

@@ -136,7 +136,9 @@ class TransactionCoordinator:
         )
         for txn in list(self.txns.values()):
             if txn.state is TxnState.ONGOING:
-                logger.info("transaction %s was in flight at restart; aborting it", txn.transactional_id)
+                logger.info(
+                    "transaction %s was in flight at restart; aborting it", txn.transactional_id
+                )
                 self._bump_epoch(txn)
                 self._complete(txn, commit=False, now_ms=now_ms)
             elif txn.state is TxnState.PREPARE_COMMIT:
@@ -146,13 +148,17 @@ class TransactionCoordinator:
 
     def _persist(self, txn: TxnMetadata) -> None:
         if self._log is not None:
-            self._log.append([({"t": "txn", "id": txn.transactional_id}, txn.to_json())], now_ms=self._now_ms)
+            self._log.append(
+                [({"t": "txn", "id": txn.transactional_id}, txn.to_json())], now_ms=self._now_ms
+            )
 
     def allocate_producer_id(self) -> int:
         if self._next_pid >= self._pid_block_end:
             self._pid_block_end = self._next_pid + _PID_BLOCK
             if self._log is not None:
-                self._log.append([({"t": "pid"}, {"next": self._pid_block_end})], now_ms=self._now_ms)
+                self._log.append(
+                    [({"t": "pid"}, {"next": self._pid_block_end})], now_ms=self._now_ms
+                )
                 self._log.flush()  # an id must never be handed out twice, even after a crash
         pid = self._next_pid
         self._next_pid += 1
@@ -180,7 +186,9 @@ class TransactionCoordinator:
             txn = TxnMetadata(transactional_id, self.allocate_producer_id(), 0, timeout_ms)
             self.txns[transactional_id] = txn
             self._persist(txn)
-            logger.info("transactional id %s: producer id %d epoch 0", transactional_id, txn.producer_id)
+            logger.info(
+                "transactional id %s: producer id %d epoch 0", transactional_id, txn.producer_id
+            )
             return ErrorCode.none, txn.producer_id, txn.epoch
         if producer_id >= 0 and (producer_id, producer_epoch) != (txn.producer_id, txn.epoch):
             return ErrorCode.producer_fenced, -1, -1
@@ -197,7 +205,10 @@ class TransactionCoordinator:
         txn.state = TxnState.EMPTY
         self._persist(txn)
         logger.info(
-            "transactional id %s: producer id %d epoch %d", transactional_id, txn.producer_id, txn.epoch
+            "transactional id %s: producer id %d epoch %d",
+            transactional_id,
+            txn.producer_id,
+            txn.epoch,
         )
         return ErrorCode.none, txn.producer_id, txn.epoch
 
@@ -209,7 +220,9 @@ class TransactionCoordinator:
 
     # ---- transaction APIs ----------------------------------------------------
 
-    def _validate(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata | ErrorCode:
+    def _validate(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> TxnMetadata | ErrorCode:
         txn = self.txns.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping
@@ -248,7 +261,13 @@ class TransactionCoordinator:
         return ErrorCode.none
 
     def add_offsets(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, *, now_ms: int
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        group_id: str,
+        *,
+        now_ms: int,
     ) -> ErrorCode:
         self._now_ms = now_ms
         txn = self._validate(transactional_id, producer_id, producer_epoch)
@@ -287,7 +306,13 @@ class TransactionCoordinator:
         return ErrorCode.none
 
     def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *, now_ms: int
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        now_ms: int,
     ) -> ErrorCode:
         self._now_ms = now_ms
         prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
@@ -336,17 +361,27 @@ class TransactionCoordinator:
         txn.start_ms = -1
         self._persist(txn)
 
-    def _write_marker(self, txn: TxnMetadata, topic: str, partition: int, *, commit: bool, now_ms: int) -> None:
+    def _write_marker(
+        self, txn: TxnMetadata, topic: str, partition: int, *, commit: bool, now_ms: int
+    ) -> None:
         if self._log_manager is None:
             return
         try:
             log = self._log_manager.get_log(topic, partition)
         except Exception as e:  # the topic was deleted while the transaction was open
-            logger.warning("transaction %s: no log %s-%d for its marker: %s", txn.transactional_id, topic, partition, e)
+            logger.warning(
+                "transaction %s: no log %s-%d for its marker: %s",
+                txn.transactional_id,
+                topic,
+                partition,
+                e,
+            )
             return
         if log is None:
             return
-        span = self._producers.partition(topic, partition).end_transaction(txn.producer_id, txn.epoch, now_ms)
+        span = self._producers.partition(topic, partition).end_transaction(
+            txn.producer_id, txn.epoch, now_ms
+        )
         marker = log.append_control(txn.producer_id, txn.epoch, commit, now_ms)
         if not commit and span is not None:
             log.record_aborted(txn.producer_id, span[0], marker)
@@ -354,7 +389,12 @@ class TransactionCoordinator:
             try:
                 self._on_marker(topic, partition)
             except Exception:  # waking fetches is best effort; the marker is written
-                logger.exception("transaction %s: after-marker hook failed for %s-%d", txn.transactional_id, topic, partition)
+                logger.exception(
+                    "transaction %s: after-marker hook failed for %s-%d",
+                    txn.transactional_id,
+                    topic,
+                    partition,
+                )
 
     def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
         """Partitions of ``group_id`` with a transactional offset commit not yet ended."""

@@ -45,7 +45,13 @@ async def init_producer_id(ctx: RequestContext, request: Any) -> Any:
     )
     if error is ErrorCode.producer_fenced and ctx.api_version < 4:
         error = ErrorCode.invalid_producer_epoch  # PRODUCER_FENCED arrived with v4 (KIP-588)
-    return make(module.InitProducerIdResponse, throttle_time=_ZERO, error_code=error, producer_id=pid, producer_epoch=epoch)
+    return make(
+        module.InitProducerIdResponse,
+        throttle_time=_ZERO,
+        error_code=error,
+        producer_id=pid,
+        producer_epoch=epoch,
+    )
 
 
 def _fenced_code(error: ErrorCode) -> ErrorCode:
@@ -62,7 +68,12 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
         (t, p) for t, p in requested if not 0 <= p < (catalog.partition_count(ctx.broker, t) or 0)
     }
     if unknown:
-        errors = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted for tp in requested}
+        errors = {
+            tp: ErrorCode.unknown_topic_or_partition
+            if tp in unknown
+            else ErrorCode.operation_not_attempted
+            for tp in requested
+        }
     else:
         error = coord.txns.add_partitions(
             request.v3_and_below_transactional_id,
@@ -77,13 +88,21 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
             module.AddPartitionsToTxnTopicResult,
             name=t.name,
             results_by_partition=tuple(
-                make(module.AddPartitionsToTxnPartitionResult, partition_index=p, partition_error_code=errors[(t.name, p)])
+                make(
+                    module.AddPartitionsToTxnPartitionResult,
+                    partition_index=p,
+                    partition_error_code=errors[(t.name, p)],
+                )
                 for p in t.partitions
             ),
         )
         for t in request.v3_and_below_topics
     )
-    return make(module.AddPartitionsToTxnResponse, throttle_time=_ZERO, results_by_topic_v3_and_below=results)
+    return make(
+        module.AddPartitionsToTxnResponse,
+        throttle_time=_ZERO,
+        results_by_topic_v3_and_below=results,
+    )
 
 
 async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
@@ -91,7 +110,11 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     coord = _coord(ctx)
     assert coord.txns is not None
     error = coord.txns.add_offsets(
-        request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, now_ms=coord.now_ms()
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        request.group_id,
+        now_ms=coord.now_ms(),
     )
     return make(module.AddOffsetsToTxnResponse, throttle_time=_ZERO, error_code=_fenced_code(error))
 
@@ -124,7 +147,11 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
             module.TxnOffsetCommitResponseTopic,
             name=t.name,
             partitions=tuple(
-                make(module.TxnOffsetCommitResponsePartition, partition_index=p.partition_index, error_code=error)
+                make(
+                    module.TxnOffsetCommitResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=error,
+                )
                 for p in t.partitions
             ),
         )
