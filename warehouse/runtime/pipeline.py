@@ -16,6 +16,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -471,10 +472,16 @@ class Pipeline:
     ) -> list[RunResult]:
         results = []
         now = time.monotonic()
-        # Readers first, so that no query waits on an upstream that already stopped.
+        # All at once: each stop waits for its query's running batch, so one after the
+        # other takes the sum of twelve batches (over a minute on a busy 2-core machine).
+        if live:
+            with ThreadPoolExecutor(len(live), thread_name_prefix="warehouse-stop") as pool:
+                for done in [
+                    pool.submit(q.cq.stop_at_batch_boundary, q.query) for q in live.values()
+                ]:
+                    done.result()
         for name in reversed(list(live)):
             q = live[name]
-            q.cq.stop_at_batch_boundary(q.query)
             self._note_progress(q.cq, q.query)
             self._cleanup(q.cq)
             r = _add(
