@@ -82,7 +82,9 @@ def main(args: argparse.Namespace) -> int:
             "e.g. `warehouse demo --events 3000` or `warehouse demo --continuous --rate 20`."
         )
     project = Project.load(args.project, env=args.env)
-    _out(f"warehouse demo: project {project.path}, {len(project.tables)} tables, root {project.root}")
+    _out(
+        f"warehouse demo: project {project.path}, {len(project.tables)} tables, root {project.root}"
+    )
     with demo_broker(project) as (bootstrap, embedded):
         _out("starting Spark ...")
         if project.config.spark.master.startswith("local"):

@@ -2,10 +2,13 @@
 
 One generator timeline: its first `initial_events` events (event times just before
 now) are produced at once and run through every layer once, so that every table,
-and the dimension snapshots the DWD join reads, exist; then every query starts
-continuously while a producer thread sends the rest of the timeline at `rate`
-events per second, and a display thread reprints the ADS tables every few seconds,
-until Ctrl-C (or SIGTERM) stops the queries at a batch boundary.
+and the dimension snapshots the DWD join reads, exist; then the runtime's continuous
+runner starts every query (one at a time, upstream first, restarting one whose Python
+worker missed Spark's connect window) while a producer thread sends the rest of the
+timeline at `rate` events per second, and a display thread reprints the ADS tables
+every few seconds, until Ctrl-C (or SIGTERM) stops the queries at a batch boundary:
+the demo then prints what each query did and the summary, and exits 0. (Ctrl-C during
+the first run of every layer interrupts it: exit status 130.)
 
 The DWD order table joins the user and product dimensions as of its query's start
 (stream-static join): users created while it runs show as `unknown` city until the
@@ -14,6 +17,7 @@ next start.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import itertools
 import logging
@@ -45,7 +49,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def split_timeline(records: Iterator[Record], until: float) -> tuple[list[Record], Iterator[Record]]:
+def split_timeline(
+    records: Iterator[Record], until: float
+) -> tuple[list[Record], Iterator[Record]]:
     """The records up to `until` seconds, and an iterator over the rest."""
     head: list[Record] = []
     for rec in records:
@@ -58,8 +64,14 @@ def split_timeline(records: Iterator[Record], until: float) -> tuple[list[Record
 class Producer(threading.Thread):
     """Sends the rest of the timeline in real time until `stop` is set."""
 
-    def __init__(self, bootstrap: str, records: Iterator[Record], *, pace_from: float,
-                 client_config: dict[str, str]) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        records: Iterator[Record],
+        *,
+        pace_from: float,
+        client_config: dict[str, str],
+    ) -> None:
         super().__init__(name="demo-producer", daemon=True)
         self.bootstrap = bootstrap
         self.records = records
@@ -99,6 +111,9 @@ class Display(threading.Thread):
         self.out = out
         self.stop = threading.Event()
         self.started = time.monotonic()
+        self.events: collections.deque[str] = collections.deque(maxlen=3)
+        """The runner's latest lines (queries started, restarted); appended from its thread."""
+        self.running: set[str] = set()
 
     def run(self) -> None:
         while not self.stop.wait(self.every):
@@ -124,6 +139,8 @@ class Display(threading.Thread):
             if (Path(path) / "_delta_log").is_dir():
                 counts.append(f"{name} {table_info(str(path)).get('rows') or 0}")
         lines.append("rows: " + ", ".join(counts))
+        lines.append(f"queries running: {len(self.running)} of {len(self.project.tables)}")
+        lines += [f"  {line}" for line in list(self.events)]
         if self.producer.error is not None:
             lines.append(f"producer stopped: {self.producer.error}")
         return "\n".join(lines)
@@ -162,17 +179,38 @@ def run_continuous(
     out("running every layer once so that every table exists ...")
     t0 = time.monotonic()
     once = run_once(
-        project, spark, bootstrap=bootstrap,
+        project,
+        spark,
+        bootstrap=bootstrap,
         progress=lambda line: out(f"  {time.monotonic() - t0:6.1f}s  {line}"),
     )
 
-    producer = Producer(bootstrap, rest, pace_from=span + (time.monotonic() - t0), client_config=client)
+    producer = Producer(
+        bootstrap, rest, pace_from=span + (time.monotonic() - t0), client_config=client
+    )
     display = Display(project, producer, every=refresh, out=out)
     out(f"starting every query continuously; producing {rate:g} events/s; Ctrl-C stops")
     producer.start()
     display.start()
+
+    def progress(line: str) -> None:
+        logger.info("%s", line)
+        display.events.append(line)
+        table = line.split(" ", 1)[0].rstrip(":")
+        if ": started (" in line:
+            display.running.add(table)
+        elif "starting it again" in line:
+            display.running.discard(table)
+
+    # The runner starts the queries one at a time, upstream first, and restarts one whose
+    # Python worker missed Spark's connect window; the screen shows how far it got.
     pipeline = Pipeline(
-        project, spark, layer="all", bootstrap=bootstrap, progress=lambda line: logger.info("%s", line)
+        project,
+        spark,
+        layer="all",
+        bootstrap=bootstrap,
+        progress=progress,
+        batch_progress=lambda line: logger.debug("%s", line),
     )
     started = time.monotonic()
     try:
@@ -182,6 +220,9 @@ def run_continuous(
         display.stop.set()
         producer.join(timeout=30)
         display.join(timeout=30)
+    out("stopped: every query at a batch boundary; what each did while continuous:")
+    for r in results:
+        out(f"  {r.line()}")
     result = DemoResult(
         bootstrap=bootstrap,
         produced=ProduceStats(

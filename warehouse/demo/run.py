@@ -160,11 +160,6 @@ def run_demo(
     return result
 
 
-TRANSIENT = ("Python worker failed to connect back",)
-"""Failures of a query start that a retry cures: Spark waits a fixed 10 s for a new Python
-worker to connect, which a busy machine can miss."""
-
-
 def run_once(
     project: Project,
     spark: SparkSession,
@@ -174,28 +169,21 @@ def run_once(
     tables: list[str] | None = None,
     attempts: int = 5,
 ) -> list[RunResult]:
-    """Run every table once, in order; a table whose query start failed transiently is
-    started again after a pause (its checkpoint resumes where it stopped)."""
-    from warehouse.runtime.errors import QueryFailedError
-    from warehouse.runtime.pipeline import Pipeline
+    """Run every table (or `tables`) once, in dependency order; a query whose Python worker
+    missed Spark's connect window is started again after a pause (the runtime's
+    `RetryPolicy`; its checkpoint resumes where it stopped)."""
+    from warehouse.runtime.pipeline import Pipeline, RetryPolicy
 
-    results: list[RunResult] = []
-    for name in [t for t in project.tables if tables is None or t in tables]:
-        for attempt in range(1, attempts + 1):
-            pipeline = Pipeline(project, spark, tables=[name], progress=progress, bootstrap=bootstrap)
-            try:
-                results += pipeline.run(once=True)
-                break
-            except QueryFailedError as e:
-                if attempt == attempts or not any(t in str(e) for t in TRANSIENT):
-                    raise
-                pause = 10 * attempt
-                progress(
-                    f"{name}: query start failed ({TRANSIENT[0]}: the machine is busy); "
-                    f"trying again in {pause}s"
-                )
-                time.sleep(pause)
-    return results
+    pipeline = Pipeline(
+        project,
+        spark,
+        layer="all",
+        tables=tables,
+        progress=progress,
+        bootstrap=bootstrap,
+        retry=RetryPolicy(attempts=attempts, pause=10.0),
+    )
+    return pipeline.run(once=True)
 
 
 def ads_tables(project: Project) -> list[str]:
@@ -252,7 +240,12 @@ def render_table(title: str, rows: list[dict[str, Any]], *, limit: int = 20) -> 
     columns = [c for c in rows[0] if not c.startswith("_")]
     cells = [[_fmt(r.get(c)) for c in columns] for r in rows[:limit]]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(r.get(c), int | float) or hasattr(r.get(c), "as_tuple") for r in rows[:limit]) for c in columns]
+    numeric = [
+        all(
+            isinstance(r.get(c), int | float) or hasattr(r.get(c), "as_tuple") for r in rows[:limit]
+        )
+        for c in columns
+    ]
 
     def line(values: list[str]) -> str:
         return "  ".join(
@@ -280,7 +273,9 @@ def render_summary(project: Project, result: DemoResult) -> str:
     for r in skipped:
         lines.append(f"  skipped: {r.table} ({r.skipped})")
     per_layer = ", ".join(
-        f"{layer} {result.layer_seconds[layer]:.1f}s" for layer in LAYERS if layer in result.layer_seconds
+        f"{layer} {result.layer_seconds[layer]:.1f}s"
+        for layer in LAYERS
+        if layer in result.layer_seconds
     )
     lines.append(f"  time per layer: {per_layer}")
     for topic, keys in sorted(result.published.items()):
