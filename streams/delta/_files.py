@@ -25,6 +25,9 @@ FILES_SCHEMA = (
 )
 """What `mapInArrow` returns: one row per written file."""
 
+STAGING_DIR = "_warehouse_staging"
+"""Under a table root: one subdirectory per Spark-written attempt (`_spark_files`)."""
+
 STRING_STATS_MAX = 32
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from streams.delta._files import STAGING_DIR
 from streams.delta.errors import DeltaTableNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -180,6 +182,17 @@ def remove_orphans(
         rel_dir = Path(dirpath).relative_to(root)
         if rel_dir.parts and rel_dir.parts[0] == LOG_DIR:
             dirnames[:] = []
+            continue
+        if rel_dir.parts and rel_dir.parts[0] == STAGING_DIR:
+            # A write attempt's staging directory: nothing in it is ever committed
+            # from there (files are moved out first); gone once the attempt is old.
+            dirnames[:] = []
+            for name in sorted(os.listdir(dirpath)):
+                stage = Path(dirpath) / name
+                if stage.stat().st_mtime <= cutoff:
+                    orphans.append((rel_dir / name).as_posix() + "/")
+                    if not dry_run:
+                        shutil.rmtree(stage, ignore_errors=True)
             continue
         for name in filenames:
             rel = (rel_dir / name).as_posix()

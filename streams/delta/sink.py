@@ -21,7 +21,7 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from streams.delta import _schema
+from streams.delta import _schema, _spark_files
 from streams.delta._faults import crash_point
 from streams.delta._files import FILES_SCHEMA, file_writer
 from streams.delta.errors import DeltaWriteError
@@ -152,9 +152,8 @@ def _append(
     else:
         partition_by = list(target.partition_by)
     _schema.check_columns(df.columns, partition_by, path=target.path, what="partition columns")
-    writer = file_writer(target.path, schema, partition_by)
     try:
-        files = df.mapInArrow(writer, FILES_SCHEMA).collect()
+        files = _write_files(df, target.path, schema, partition_by)
     except Exception as e:  # Spark wraps executor errors in its own types
         raise DeltaWriteError(
             f"Delta table `{target.path}`: writing the files of batch {batch_id} failed: {e}. "
@@ -163,15 +162,8 @@ def _append(
             batch_id=batch_id,
         ) from e
     adds = [
-        AddAction(
-            r["path"],
-            r["size"],
-            json.loads(r["partition_values"]),
-            r["modification_time"],
-            True,
-            r["stats"],
-        )
-        for r in files
+        AddAction(path, size, values, mtime, True, stats)
+        for path, size, values, stats, mtime in files
     ]
     crash_point("before_commit")
     props = commit_properties(target, batch_id, commit_info)
@@ -194,6 +186,27 @@ def _append(
             batch_id=batch_id,
         ) from e
     return DeltaTable(target.path).version()
+
+
+def _write_files(
+    df: DataFrame, root: str, schema: pa.Schema, partition_by: list[str]
+) -> list[tuple[str, int, dict[str, str | None], str, int]]:
+    """The batch's data files, written by the executors: `(path, size, partition values,
+    stats, mtime)` each. Spark's Parquet writer when the partition types allow it (no
+    rows pass through Python), else the Arrow writer of `_files`."""
+    if _spark_files.supports(df, partition_by):
+        return _spark_files.write_files(df, root, schema, partition_by)
+    rows = df.mapInArrow(file_writer(root, schema, partition_by), FILES_SCHEMA).collect()
+    return [
+        (
+            r["path"],
+            r["size"],
+            json.loads(r["partition_values"]),
+            r["stats"],
+            r["modification_time"],
+        )
+        for r in rows
+    ]
 
 
 def dedupe_changes(df: DataFrame, target: DeltaTarget) -> DataFrame:

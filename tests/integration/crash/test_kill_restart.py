@@ -167,6 +167,7 @@ def test_sigkill_anywhere_loses_and_repeats_nothing(broker, unique, tmp_path: Pa
     # changes nothing in the tables.
     for path in (params["append_path"], params["upsert_path"]):
         remove_orphans(path, older_than_hours=0)
+        assert not list(Path(path).glob("_warehouse_staging/*"))
     assert _coordinates(params["append_path"]) == produced
     assert _latest(params["upsert_path"]) == _expected(n)
 

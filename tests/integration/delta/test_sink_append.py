@@ -165,3 +165,83 @@ def test_optimize_every_compacts_automatically(spark, tmp_path: Path) -> None:
     ops = [c["operation"] for c in reversed(DeltaTable(target.path).history())]
     assert ops == ["CREATE TABLE", "WRITE", "WRITE", "WRITE", "OPTIMIZE"]
     assert table_info(target.path)["rows"] == 20
+
+
+_TYPED = (
+    "id long, small smallint, name string, note string, amount double, score double, "
+    "price decimal(10,2), ok boolean, day date, ts timestamp, raw binary, "
+    "headers array<struct<key: string, value: binary>>"
+)
+
+
+def _typed_rows() -> list[tuple]:
+    return [
+        (1, 3, "bob", "short", 1.5, 2.5, None, True, dt.date(2024, 1, 2),
+         dt.datetime(2024, 1, 1, 10, 0, 0, 1500), b"x", None),
+        (2, None, None, "n" * 40, float("nan"), 0.5, None, None, dt.date(2024, 1, 1),
+         dt.datetime(2024, 1, 1, 9, 0, 0), None, [("k", b"v")]),
+        (3, -7, "al", None, None, None, None, False, None, None, b"", None),
+    ]  # fmt: skip
+
+
+def test_spark_writer_stats_match_the_arrow_writer(spark, tmp_path: Path, read_table) -> None:
+    """Appends go through Spark's Parquet writer (stats read back from the footers); the
+    stats must be exactly what the Arrow writer (`mapInArrow`) computes from the rows."""
+    from streams.delta._files import FILES_SCHEMA, file_writer
+    from streams.delta._schema import arrow_schema
+
+    df = spark.createDataFrame(_typed_rows(), _TYPED).repartition(1)
+    target = DeltaTarget(str(tmp_path / "fast"), app_id="a:q")
+    write_batch(df, 0, target)
+    leftovers = [p.name for p in Path(target.path).iterdir() if p.name != "_delta_log"]
+    assert all(n.endswith(".parquet") and not n.startswith((".", "_")) for n in leftovers)
+    log = (Path(target.path) / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
+    (got,) = [json.loads(a["add"]["stats"]) for a in map(json.loads, log) if "add" in a]
+    assert got == {
+        "numRecords": 3,
+        "minValues": {"id": 1, "small": -7, "name": "al", "score": 0.5,
+                      "day": "2024-01-01", "ts": "2024-01-01T09:00:00.000Z"},
+        "maxValues": {"id": 3, "small": 3, "name": "bob", "score": 2.5,
+                      "day": "2024-01-02", "ts": "2024-01-01T10:00:00.002Z"},
+        "nullCount": {"id": 0, "small": 1, "name": 1, "note": 1, "amount": 1, "score": 1,
+                      "price": 3, "ok": 1, "day": 1, "ts": 1, "raw": 1},
+    }  # fmt: skip
+    arrow = df.mapInArrow(
+        file_writer(str(tmp_path / "arrow"), arrow_schema(df.schema), []), FILES_SCHEMA
+    ).collect()
+    assert [json.loads(r["stats"]) for r in arrow] == [got]
+    rows = read_table(target.path).orderBy("id").collect()
+    assert [r.headers for r in rows] == [None, [Row(key="k", value=bytearray(b"v"))], None]
+    assert rows[0].ts == dt.datetime(2024, 1, 1, 10, 0, 0, 1500)
+
+
+def test_timestamp_partitions_take_the_arrow_writer(spark, tmp_path: Path, read_table) -> None:
+    """Spark formats timestamp directory names its own way; such tables keep the Delta
+    protocol's partition values through the Arrow writer."""
+    target = DeltaTarget(str(tmp_path / "t"), app_id="a:q", partition_by=["hour"])
+    ts = dt.datetime(2024, 1, 1, 10, 0)
+    write_batch(spark.createDataFrame([(1, ts), (2, None)], "id long, hour timestamp"), 0, target)
+    log = (Path(target.path) / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
+    values = [a["add"]["partitionValues"] for a in map(json.loads, log) if "add" in a]
+    assert sorted(values, key=str) == [{"hour": "2024-01-01 10:00:00.000000"}, {"hour": None}]
+    assert_rows(read_table(target.path), [Row(id=1, hour=ts), Row(id=2, hour=None)])
+
+
+def test_string_partition_values_with_special_characters(spark, tmp_path: Path, read_table) -> None:
+    target = DeltaTarget(str(tmp_path / "t"), app_id="a:q", partition_by=["city", "n"])
+    data = [(1, "São Paulo/Centro", 1), (2, "a=b%c d", None), (3, None, 2)]
+    write_batch(spark.createDataFrame(data, "id long, city string, n int"), 0, target)
+    log = (Path(target.path) / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
+    values = [a["add"]["partitionValues"] for a in map(json.loads, log) if "add" in a]
+    expected = [
+        {"city": "São Paulo/Centro", "n": "1"},
+        {"city": "a=b%c d", "n": None},
+        {"city": None, "n": "2"},
+    ]
+    assert sorted(values, key=lambda v: (str(v["city"]), str(v["n"]))) == sorted(
+        expected, key=lambda v: (str(v["city"]), str(v["n"]))
+    )
+    assert_rows(
+        read_table(target.path),
+        [Row(id=i, city=c, n=n) for i, c, n in data],
+    )

@@ -72,6 +72,21 @@ def test_remove_orphans_deletes_only_old_unreferenced_files(tmp_path: Path) -> N
     assert DeltaTable(str(tmp_path)).to_pyarrow_table().num_rows == 2
 
 
+def test_remove_orphans_deletes_old_staging_directories(tmp_path: Path) -> None:
+    """A killed Spark-written attempt leaves `_warehouse_staging/<attempt>/`; it goes
+    once older than the grace period, a running attempt's stays."""
+    _write(tmp_path, [1], 0, None)
+    old, fresh = (tmp_path / "_warehouse_staging" / n for n in ("old", "fresh"))
+    for d in (old, fresh):
+        (d / "_temporary" / "0").mkdir(parents=True)
+        (d / "_temporary" / "0" / "part-0.parquet").write_bytes(b"PAR1")
+    past = time.time() - 7200
+    os.utime(old, (past, past))
+    assert remove_orphans(tmp_path, older_than_hours=1) == ["_warehouse_staging/old/"]
+    assert not old.exists() and fresh.exists()
+    assert DeltaTable(str(tmp_path)).to_pyarrow_table().num_rows == 1
+
+
 def test_new_columns_are_added_but_type_changes_refused(tmp_path: Path) -> None:
     _write(tmp_path, [1], 0, None)
     dt = DeltaTable(str(tmp_path))
