@@ -119,8 +119,13 @@ class Display(threading.Thread):
         while not self.stop.wait(self.every):
             try:
                 self.out(self.screen())
-            except Exception as e:  # a table being rewritten mid-read: skip this refresh
-                logger.info("display refresh skipped: %s", e)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as e:
+                # A table being rewritten mid-read: skip this refresh. BaseException because
+                # delta-rs reports a Rust panic as pyo3's PanicException, which is not an
+                # Exception, and would end the screen for good.
+                logger.warning("display refresh skipped: %s: %s", type(e).__name__, e)
 
     def screen(self) -> str:
         from streams.delta import table_info

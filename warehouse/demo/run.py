@@ -167,7 +167,7 @@ def run_once(
     bootstrap: str,
     progress: Out,
     tables: list[str] | None = None,
-    attempts: int = 5,
+    attempts: int = 8,
 ) -> list[RunResult]:
     """Run every table (or `tables`) once, in dependency order; a query whose Python worker
     missed Spark's connect window is started again after a pause (the runtime's
