@@ -5,10 +5,10 @@
 
 Starts the bundled broker (unless `--bootstrap`), loads the repository's example
 project into a temporary warehouse root, produces a first slice of the generator's
-timeline and runs the order path (dimensions, `ods_orders`, `dwd_orders`,
-`dws_city_gmv_1m`, `ads_city_leaderboard`) once so its tables exist, then runs those
-four queries continuously while the generator produces `--rate` events per second in the
-background. Every `--probe-every` seconds it produces one probe order for a probe
+timeline and runs every table once so the tables exist, then runs all twelve queries
+continuously (`--chain-only`: only the order path `ods_orders`, `dwd_orders`,
+`dws_city_gmv_1m`, `ads_city_leaderboard`) while the generator produces `--rate` events
+per second in the background. Probing starts once every query has started. Every `--probe-every` seconds it produces one probe order for a probe
 user whose city exists only for probes; the probe's effect is the probe city's
 `orders` count in `ads_city_leaderboard` reaching the probe's number. Latency =
 the moment that count is seen minus the moment the probe order was produced, read
@@ -36,10 +36,9 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 REPO = Path(__file__).resolve().parents[1]
 CHAIN = ["ods_orders", "dwd_orders", "dws_city_gmv_1m", "ads_city_leaderboard"]
-"""The queries between an order and the leaderboard: the only ones run continuously (fewer
-Python workers to start at once on a small machine)."""
+"""The queries between an order and the leaderboard (`--chain-only`)."""
 DIMENSIONS = ["dim_users", "dim_products"]
-"""Run once first: `dwd_orders` joins their snapshots."""
+"""Run once first with `--chain-only`: `dwd_orders` joins their snapshots."""
 PROBE_USER = "u-probe"
 PROBE_CITY = "Probe City"
 
@@ -54,10 +53,20 @@ def percentile(values: list[float], q: float) -> float:
 
 def probe_user_record(now: dt.datetime) -> tuple[bytes, bytes]:
     ts = int(now.timestamp() * 1000)
-    row = {"user_id": PROBE_USER, "name": "probe", "city": PROBE_CITY, "tier": "basic",
-           "signup_date": now.date().isoformat()}
-    value = {"before": None, "after": row, "op": "c", "ts_ms": ts,
-             "source": {"db": "shop", "table": "users", "ts_ms": ts}}
+    row = {
+        "user_id": PROBE_USER,
+        "name": "probe",
+        "city": PROBE_CITY,
+        "tier": "basic",
+        "signup_date": now.date().isoformat(),
+    }
+    value = {
+        "before": None,
+        "after": row,
+        "op": "c",
+        "ts_ms": ts,
+        "source": {"db": "shop", "table": "users", "ts_ms": ts},
+    }
     return json.dumps({"user_id": PROBE_USER}).encode(), json.dumps(value).encode()
 
 
@@ -103,15 +112,17 @@ class TopicWatcher(threading.Thread):
     def run(self) -> None:
         from confluent_kafka import Consumer
 
-        consumer = Consumer({
-            "bootstrap.servers": self.bootstrap,
-            "group.id": f"latency-bench-{os.getpid()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "topic.metadata.refresh.interval.ms": 1000,
-            "fetch.wait.max.ms": 50,
-        })
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"latency-bench-{os.getpid()}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "topic.metadata.refresh.interval.ms": 1000,
+                "fetch.wait.max.ms": 50,
+            }
+        )
         consumer.subscribe([self.topic])
         try:
             while not self.stop.is_set():
@@ -135,6 +146,9 @@ def main() -> int:
     parser.add_argument("--initial-events", type=int, default=300)
     parser.add_argument("--bootstrap", default=None)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--chain-only", action="store_true", help="run only the four order-path queries"
+    )
     args = parser.parse_args()
 
     from confluent_kafka import Producer
@@ -155,14 +169,19 @@ def main() -> int:
         broker = BrokerProcess(work / "broker").start()
         bootstrap = broker.bootstrap
     try:
-        project = Project.load(REPO, warehouse_root=str(work / "wh"), kafka={"bootstrap": bootstrap})
+        project = Project.load(
+            REPO, warehouse_root=str(work / "wh"), kafka={"bootstrap": bootstrap}
+        )
         spark = get_session(project.config.spark, app_name="latency-bench")
         spark.sparkContext.setLogLevel("ERROR")
         ensure_topics(bootstrap)
         gap = 1.0 / args.rate
         span = args.initial_events * gap
-        gen = ShopGenerator(seed=args.seed, start=dt.datetime.now(dt.UTC) - dt.timedelta(seconds=span),
-                            seconds_per_event=gap)
+        gen = ShopGenerator(
+            seed=args.seed,
+            start=dt.datetime.now(dt.UTC) - dt.timedelta(seconds=span),
+            seconds_per_event=gap,
+        )
         head, rest = split_timeline(gen.records(), span)
         produce_records(bootstrap, head)
         probe = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
@@ -170,29 +189,62 @@ def main() -> int:
         probe.produce("shop.users", key=key, value=value)
         probe.flush(30)
         t0 = time.monotonic()
-        run_once(project, spark, bootstrap=bootstrap, tables=[*DIMENSIONS, *CHAIN],
-                 progress=lambda line: print(f"  once: {line}", flush=True))
+        run_once(
+            project,
+            spark,
+            bootstrap=bootstrap,
+            tables=[*DIMENSIONS, *CHAIN] if args.chain_only else None,
+            progress=lambda line: print(f"  once: {line}", flush=True),
+        )
         print(f"first run of every layer: {time.monotonic() - t0:.0f}s", flush=True)
 
-        pipeline = Pipeline(project, spark, tables=CHAIN, bootstrap=bootstrap,
-                            progress=lambda line: print(f"  continuous: {line}", flush=True))
+        started: list[str] = []
+
+        def progress(line: str) -> None:
+            if ": started (" in line:
+                started.append(line.split(" ", 1)[0])
+            print(f"  continuous: {line}", flush=True)
+
+        pipeline = Pipeline(
+            project,
+            spark,
+            layer="all",
+            tables=CHAIN if args.chain_only else None,
+            bootstrap=bootstrap,
+            progress=progress,
+            batch_progress=lambda line: None,
+        )
         runner = threading.Thread(target=pipeline.run, kwargs={"once": False}, daemon=True)
-        background = Background(bootstrap, rest, pace_from=span + (time.monotonic() - t0),
-                                client_config={})
+        background = Background(
+            bootstrap, rest, pace_from=span + (time.monotonic() - t0), client_config={}
+        )
         table_w = TableWatcher(project.table_path("ads_city_leaderboard"))
         topic_w = TopicWatcher(bootstrap, "mv.city_leaderboard")
         for t in (runner, background, table_w, topic_w):
             t.start()
+        t1 = time.monotonic()
+        while len(set(started)) < len(pipeline.names) and runner.is_alive():
+            time.sleep(0.5)
+        print(f"every query started: {time.monotonic() - t1:.0f}s", flush=True)
         sent: dict[int, float] = {}
         deadline = time.monotonic() + args.seconds
         n = 0
         while time.monotonic() < deadline:
             n += 1
             now = dt.datetime.now(dt.UTC)
-            order = {"order_id": f"probe-{n:05d}", "user_id": PROBE_USER, "product_id": "p001",
-                     "quantity": 1, "amount": 1.0, "currency": "EUR", "event_time": iso(now)}
+            order = {
+                "order_id": f"probe-{n:05d}",
+                "user_id": PROBE_USER,
+                "product_id": "p001",
+                "quantity": 1,
+                "amount": 1.0,
+                "currency": "EUR",
+                "event_time": iso(now),
+            }
             sent[n] = time.time()
-            probe.produce("orders", key=order["order_id"].encode(), value=json.dumps(order).encode())
+            probe.produce(
+                "orders", key=order["order_id"].encode(), value=json.dumps(order).encode()
+            )
             probe.flush(30)
             time.sleep(args.probe_every)
         # let the last probes through, then stop at a batch boundary
@@ -213,19 +265,27 @@ def main() -> int:
     return 0
 
 
-def report(sent: dict[int, float], table_seen: dict[int, float], topic_seen: dict[int, float],
-           args: argparse.Namespace) -> None:
-    print(f"\nprobes: {len(sent)} (one every {args.probe_every:g}s), background {args.rate:g} events/s, "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+def report(
+    sent: dict[int, float],
+    table_seen: dict[int, float],
+    topic_seen: dict[int, float],
+    args: argparse.Namespace,
+) -> None:
+    print(
+        f"\nprobes: {len(sent)} (one every {args.probe_every:g}s), background {args.rate:g} events/s, "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
+    )
     for name, seen in (("ADS Delta table", table_seen), ("published topic", topic_seen)):
         lat = [seen[n] - sent[n] for n in sent if n in seen]
         missing = len(sent) - len(lat)
         if not lat:
             print(f"{name}: no probe seen")
             continue
-        print(f"{name}: p50 {percentile(lat, 0.5):.1f}s  p99 {percentile(lat, 0.99):.1f}s  "
-              f"min {min(lat):.1f}s  max {max(lat):.1f}s  mean {statistics.mean(lat):.1f}s"
-              + (f"  ({missing} probe(s) never seen)" if missing else ""))
+        print(
+            f"{name}: p50 {percentile(lat, 0.5):.1f}s  p99 {percentile(lat, 0.99):.1f}s  "
+            f"min {min(lat):.1f}s  max {max(lat):.1f}s  mean {statistics.mean(lat):.1f}s"
+            + (f"  ({missing} probe(s) never seen)" if missing else "")
+        )
 
 
 if __name__ == "__main__":
