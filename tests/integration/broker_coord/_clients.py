@@ -20,22 +20,33 @@ FAST_GROUP = {
 
 def create_topic(bootstrap: str, topic: str, partitions: int, **conf: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, **conf})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1)]
+    )
     futures[topic].result(30)
 
 
-def produce(bootstrap: str, topic: str, values: Iterable[tuple[int, bytes]], **conf: object) -> None:
+def produce(
+    bootstrap: str, topic: str, values: Iterable[tuple[int, bytes]], **conf: object
+) -> None:
     """``values``: ``(partition, value)`` pairs; raises if any record is not acknowledged."""
     errors: list[object] = []
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
     for partition, value in values:
-        producer.produce(topic, value=value, partition=partition, on_delivery=lambda e, m: e and errors.append(e))
+        producer.produce(
+            topic, value=value, partition=partition, on_delivery=lambda e, m: e and errors.append(e)
+        )
     assert producer.flush(30) == 0, "records still in flight after 30 s"
     assert not errors, errors
 
 
 def read_all(
-    bootstrap: str, topic: str, partitions: int, *, isolation: str = "read_committed", timeout: float = 20
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    *,
+    isolation: str = "read_committed",
+    timeout: float = 20,
 ) -> list[tuple[int, int, bytes]]:
     """Every record of ``topic`` up to its current end, as ``(partition, offset, value)``."""
     consumer = Consumer(
@@ -50,13 +61,19 @@ def read_all(
     try:
         tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
         consumer.assign(tps)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        }
         out: list[tuple[int, int, bytes]] = []
         done: set[int] = set()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for p in range(partitions):
-                if p not in done and consumer.position([TopicPartition(topic, p)])[0].offset >= ends[p]:
+                if (
+                    p not in done
+                    and consumer.position([TopicPartition(topic, p)])[0].offset >= ends[p]
+                ):
                     done.add(p)
             if len(done) == partitions:
                 break
@@ -73,7 +90,10 @@ def read_all(
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-ends"})
     try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        }
     finally:
         consumer.close()
 

@@ -66,7 +66,9 @@ class WireClient:
         return buf
 
 
-def record_batch(pid: int, epoch: int, seq: int, values: list[bytes], *, transactional: bool = False) -> bytes:
+def record_batch(
+    pid: int, epoch: int, seq: int, values: list[bytes], *, transactional: bool = False
+) -> bytes:
     ts = datetime.datetime.now(datetime.UTC)
     buf = io.BytesIO()
     write_new_batch(

@@ -108,7 +108,13 @@ def test_three_members_join_and_leave_every_record_consumed_exactly_once(broker,
         members[1].start()
         produce(broker.bootstrap, topic, batch(0))
         _wait(lambda: total() == 120, "two members to consume the first 120 records")
-        _wait(lambda: len(members[0].owned | members[1].owned) == PARTITIONS and not (members[0].owned & members[1].owned), "a split of all partitions")
+        _wait(
+            lambda: (
+                len(members[0].owned | members[1].owned) == PARTITIONS
+                and not (members[0].owned & members[1].owned)
+            ),
+            "a split of all partitions",
+        )
 
         members[2].start()  # a third member joins: partitions move to it
         _wait(lambda: all(m.owned for m in members), "every member to own partitions")
@@ -131,7 +137,9 @@ def test_three_members_join_and_leave_every_record_consumed_exactly_once(broker,
     counts = Counter(v for m in members for v in m.records)
     assert sorted(counts) == sorted(v for _, v in batch(0) + batch(120) + batch(240))
     assert max(counts.values()) == 1, [v for v, n in counts.items() if n > 1]
-    assert committed(broker.bootstrap, group, topic, PARTITIONS) == end_offsets(broker.bootstrap, topic, PARTITIONS)
+    assert committed(broker.bootstrap, group, topic, PARTITIONS) == end_offsets(
+        broker.bootstrap, topic, PARTITIONS
+    )
 
 
 def test_group_is_listed_described_and_deleted(broker, unique):
@@ -141,7 +149,9 @@ def test_group_is_listed_described_and_deleted(broker, unique):
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **FAST_GROUP})
     consumer.subscribe([topic])
     try:
-        _wait(lambda: consumer.poll(0.1) is None and len(consumer.assignment()) == 2, "an assignment")
+        _wait(
+            lambda: consumer.poll(0.1) is None and len(consumer.assignment()) == 2, "an assignment"
+        )
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         listed = admin.list_consumer_groups().result(10)
         assert group in {g.group_id for g in listed.valid}
@@ -222,7 +232,8 @@ def test_a_member_that_dies_is_expired_after_its_session_timeout(broker, unique)
     topic, group = unique("crash"), unique("g")
     create_topic(broker.bootstrap, topic, 4)
     child = subprocess.Popen(
-        [sys.executable, "-c", _CRASHING_MEMBER, broker.bootstrap, group, topic], stdout=subprocess.PIPE
+        [sys.executable, "-c", _CRASHING_MEMBER, broker.bootstrap, group, topic],
+        stdout=subprocess.PIPE,
     )
     survivor = Member(broker.bootstrap, group, topic, "range")
     try:

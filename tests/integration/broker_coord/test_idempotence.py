@@ -25,7 +25,10 @@ pytestmark = pytest.mark.kafka
 def _init_pid(client: WireClient) -> tuple[int, int]:
     resp = client.call(
         InitProducerIdRequest(
-            transactional_id=None, transaction_timeout=timedelta(seconds=60), producer_id=-1, producer_epoch=-1
+            transactional_id=None,
+            transaction_timeout=timedelta(seconds=60),
+            producer_id=-1,
+            producer_epoch=-1,
         ),
         InitProducerIdResponse,
     )
@@ -39,7 +42,11 @@ def _produce(client: WireClient, topic: str, records: bytes) -> tuple[ErrorCode,
             transactional_id=None,
             acks=-1,
             timeout=timedelta(seconds=10),
-            topic_data=(TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=records),)),),
+            topic_data=(
+                TopicProduceData(
+                    name=topic, partition_data=(PartitionProduceData(index=0, records=records),)
+                ),
+            ),
         ),
         ProduceResponse,
     )
@@ -47,7 +54,9 @@ def _produce(client: WireClient, topic: str, records: bytes) -> tuple[ErrorCode,
     return part.error_code, part.base_offset
 
 
-def test_duplicate_batch_is_acked_at_its_offset_and_a_gap_is_refused_also_after_restart(broker_factory, unique, tmp_path):
+def test_duplicate_batch_is_acked_at_its_offset_and_a_gap_is_refused_also_after_restart(
+    broker_factory, unique, tmp_path
+):
     topic = unique("idem")
     data_dir = tmp_path / "b"
     first = broker_factory(data_dir)
@@ -67,7 +76,10 @@ def test_duplicate_batch_is_acked_at_its_offset_and_a_gap_is_refused_also_after_
     second = broker_factory(data_dir)  # producer state is rebuilt from the log's batch headers
     with WireClient(second.bootstrap) as c:
         assert _produce(c, topic, b1) == (ErrorCode.none, 3)
-        assert _produce(c, topic, record_batch(pid, epoch, 7, [b"z"]))[0] is ErrorCode.out_of_order_sequence_number
+        assert (
+            _produce(c, topic, record_batch(pid, epoch, 7, [b"z"]))[0]
+            is ErrorCode.out_of_order_sequence_number
+        )
         assert _produce(c, topic, record_batch(pid, epoch, 5, [b"f"])) == (ErrorCode.none, 5)
         other_pid, _ = _init_pid(c)
         assert other_pid != pid  # producer ids are never handed out twice across restarts
@@ -85,7 +97,9 @@ def test_fenced_epoch_is_refused(broker, unique):
         assert error is ErrorCode.invalid_producer_epoch
 
 
-def test_idempotent_producer_retrying_across_a_broker_kill_writes_each_record_once(tmp_path, unique):
+def test_idempotent_producer_retrying_across_a_broker_kill_writes_each_record_once(
+    tmp_path, unique
+):
     """librdkafka retries in-flight batches after the broker dies; none may land twice."""
     topic, n = unique("kill"), 4000
     proc = BrokerProcess(tmp_path / "d", config={"durability": "sync"}).start()
@@ -114,7 +128,9 @@ def test_idempotent_producer_retrying_across_a_broker_kill_writes_each_record_on
             for i in range(n):
                 while True:
                     try:
-                        producer.produce(topic, value=b"m%05d" % i, partition=i % 2, on_delivery=on_delivery)
+                        producer.produce(
+                            topic, value=b"m%05d" % i, partition=i % 2, on_delivery=on_delivery
+                        )
                         break
                     except BufferError:
                         producer.poll(0.05)
@@ -131,7 +147,9 @@ def test_idempotent_producer_retrying_across_a_broker_kill_writes_each_record_on
         assert producer.flush(60) == 0
         assert not errors, errors[:5]
         assert len(delivered) == n
-        values = [v for _, _, v in read_all(restarted.bootstrap, topic, 2, isolation="read_uncommitted")]
+        values = [
+            v for _, _, v in read_all(restarted.bootstrap, topic, 2, isolation="read_uncommitted")
+        ]
         counts = Counter(values)
         assert [v for v, c in counts.items() if c > 1] == []
         assert sorted(counts) == [b"m%05d" % i for i in range(n)]
@@ -146,12 +164,16 @@ def test_kafka_python_idempotent_producer_by_default(broker, unique):
 
     topic = unique("kpi")
     create_topic(broker.bootstrap, topic, 1)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True, acks="all")
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, enable_idempotence=True, acks="all"
+    )
     for i in range(20):
         producer.send(topic, value=b"p%02d" % i)
     producer.flush(30)
     producer.close()
-    assert [v for _, _, v in read_all(broker.bootstrap, topic, 1)] == [b"p%02d" % i for i in range(20)]
+    assert [v for _, _, v in read_all(broker.bootstrap, topic, 1)] == [
+        b"p%02d" % i for i in range(20)
+    ]
 
 
 def test_a_recreated_topic_starts_with_fresh_producer_state(broker, unique):

@@ -40,8 +40,12 @@ def test_sasl_plain_right_password_works_wrong_one_fails_cleanly(broker_factory,
 
     errors: list[KafkaError] = []
     bad = Producer(
-        {"bootstrap.servers": b.bootstrap, "message.timeout.ms": 3000, "error_cb": errors.append,
-         **_sasl("alice", "wrong")}
+        {
+            "bootstrap.servers": b.bootstrap,
+            "message.timeout.ms": 3000,
+            "error_cb": errors.append,
+            **_sasl("alice", "wrong"),
+        }
     )
     bad.produce(topic, value=b"nope", partition=0)
     bad.flush(10)
@@ -54,7 +58,9 @@ def test_sasl_plain_right_password_works_wrong_one_fails_cleanly(broker_factory,
             plain.list_topics(timeout=3)
     finally:
         plain.close()
-    assert [v for _, _, v in read_all_sasl(b.bootstrap, topic, _sasl("alice", "s3cret"))] == [b"hello"]
+    assert [v for _, _, v in read_all_sasl(b.bootstrap, topic, _sasl("alice", "s3cret"))] == [
+        b"hello"
+    ]
 
 
 def test_kafka_python_sasl_plain(broker_factory, unique, caplog):
@@ -63,17 +69,30 @@ def test_kafka_python_sasl_plain(broker_factory, unique, caplog):
 
     b = broker_factory(**{"sasl.users": "carol:pw"})
     topic = unique("ksasl")
-    conf = {"bootstrap_servers": b.bootstrap, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN"}
+    conf = {
+        "bootstrap_servers": b.bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+    }
     producer = KafkaProducer(sasl_plain_username="carol", sasl_plain_password="pw", **conf)
     producer.send(topic, value=b"kp").get(timeout=30)
     producer.close()
-    with pytest.raises(KafkaPythonError):  # kafka-python gives up bootstrapping, naming the cause in its log
-        KafkaProducer(sasl_plain_username="carol", sasl_plain_password="bad", bootstrap_timeout_ms=3000, **conf)
+    with pytest.raises(
+        KafkaPythonError
+    ):  # kafka-python gives up bootstrapping, naming the cause in its log
+        KafkaProducer(
+            sasl_plain_username="carol",
+            sasl_plain_password="bad",
+            bootstrap_timeout_ms=3000,
+            **conf,
+        )
     assert "SaslAuthenticationFailed" in caplog.text
 
 
 def read_all_sasl(bootstrap: str, topic: str, conf: dict[str, str]) -> list[tuple[int, int, bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "r", "enable.auto.commit": False, **conf})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "r", "enable.auto.commit": False, **conf}
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     out = []
     deadline = time.monotonic() + 15
@@ -90,7 +109,9 @@ def read_all_sasl(bootstrap: str, topic: str, conf: dict[str, str]) -> list[tupl
     return out
 
 
-def test_committed_offsets_survive_a_restart_and_a_new_member_resumes_after_them(broker_factory, unique, tmp_path):
+def test_committed_offsets_survive_a_restart_and_a_new_member_resumes_after_them(
+    broker_factory, unique, tmp_path
+):
     topic, group = unique("resume"), unique("g")
     data_dir = tmp_path / "b"
     first = broker_factory(data_dir)
@@ -106,7 +127,9 @@ def test_committed_offsets_survive_a_restart_and_a_new_member_resumes_after_them
         if msg is not None and not msg.error():
             seen.append(msg)
     # commit only half of each partition
-    consumer.commit(offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 6)], asynchronous=False)
+    consumer.commit(
+        offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 6)], asynchronous=False
+    )
     consumer.close()
     first.stop()
 

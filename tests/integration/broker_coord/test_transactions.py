@@ -20,7 +20,9 @@ pytestmark = pytest.mark.kafka
 
 
 def txn_producer(bootstrap: str, txn_id: str, **conf: object) -> Producer:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **conf})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **conf}
+    )
     producer.init_transactions(30)
     return producer
 
@@ -41,7 +43,9 @@ def test_committed_and_aborted_transactions_as_seen_by_both_isolation_levels(bro
 
     committed_values = sorted(v for _, _, v in read_all(broker.bootstrap, topic, 2))
     assert committed_values == sorted(f"{x}{i}".encode() for x in "ac" for i in range(6))
-    all_values = sorted(v for _, _, v in read_all(broker.bootstrap, topic, 2, isolation="read_uncommitted"))
+    all_values = sorted(
+        v for _, _, v in read_all(broker.bootstrap, topic, 2, isolation="read_uncommitted")
+    )
     assert all_values == sorted(f"{x}{i}".encode() for x in "abc" for i in range(6))
     # 3 data records + 1 marker per transaction and partition
     assert end_offsets(broker.bootstrap, topic, 2) == {0: 12, 1: 12}
@@ -57,8 +61,13 @@ def test_open_transaction_holds_back_read_committed_consumers_until_commit(broke
     producer.flush(30)  # appended, not committed
 
     consumer = Consumer(
-        {"bootstrap.servers": broker.bootstrap, "group.id": unique("g"), "isolation.level": "read_committed",
-         "enable.auto.commit": False, "fetch.wait.max.ms": 50}
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": unique("g"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50,
+        }
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
     try:
@@ -69,7 +78,9 @@ def test_open_transaction_holds_back_read_committed_consumers_until_commit(broke
             if msg is not None and not msg.error():
                 seen.append(msg.value())
         assert seen == [b"before"]  # the open transaction's record stays invisible
-        uncommitted = [v for _, _, v in read_all(broker.bootstrap, topic, 1, isolation="read_uncommitted")]
+        uncommitted = [
+            v for _, _, v in read_all(broker.bootstrap, topic, 1, isolation="read_uncommitted")
+        ]
         assert uncommitted == [b"before", b"pending"]
 
         producer.commit_transaction(30)
@@ -106,16 +117,20 @@ def test_consume_transform_produce_commits_offsets_with_the_output(broker, uniqu
         for msg in records:
             producer.produce(dst, value=b"aborted-" + msg.value(), partition=0)
         producer.flush(30)
-        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                             consumer.consumer_group_metadata(), 30)
+        producer.send_offsets_to_transaction(
+            consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
+        )
         producer.abort_transaction(30)
-        assert set(committed(broker.bootstrap, group, src, 2).values()) == {-1001}  # nothing committed
+        assert set(committed(broker.bootstrap, group, src, 2).values()) == {
+            -1001
+        }  # nothing committed
 
         producer.begin_transaction()
         for msg in records:
             producer.produce(dst, value=b"x" + msg.value(), partition=0)
-        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                             consumer.consumer_group_metadata(), 30)
+        producer.send_offsets_to_transaction(
+            consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
+        )
         producer.commit_transaction(30)
     finally:
         consumer.close()

@@ -23,7 +23,9 @@ from tests.integration.broker_coord._wire import WireClient
 pytestmark = pytest.mark.kafka
 
 
-def _join(group: str, session_ms: int, protocols: tuple = (("range", b""),), member_id: str = "") -> JoinGroupRequest:
+def _join(
+    group: str, session_ms: int, protocols: tuple = (("range", b""),), member_id: str = ""
+) -> JoinGroupRequest:
     return JoinGroupRequest(
         group_id=group,
         session_timeout=timedelta(milliseconds=session_ms),
@@ -39,29 +41,51 @@ def test_coordinator_lookups_and_group_errors_are_answered_in_the_response(broke
     group = unique("g")
     with WireClient(broker.bootstrap) as c:
         for key_type in (0, 1):
-            resp = c.call(FindCoordinatorRequest(key=group, key_type=key_type), FindCoordinatorResponse)
+            resp = c.call(
+                FindCoordinatorRequest(key=group, key_type=key_type), FindCoordinatorResponse
+            )
             assert (resp.error_code, resp.port) == (ErrorCode.none, broker.port)
         bad = c.call(FindCoordinatorRequest(key=group, key_type=7), FindCoordinatorResponse)
         assert bad.error_code is ErrorCode.invalid_request
 
-        assert c.call(_join(group, 10), JoinGroupResponse).error_code is ErrorCode.invalid_session_timeout
+        assert (
+            c.call(_join(group, 10), JoinGroupResponse).error_code
+            is ErrorCode.invalid_session_timeout
+        )
         assert c.call(_join("", 10_000), JoinGroupResponse).error_code is ErrorCode.invalid_group_id
-        assert c.call(_join(group, 10_000, ()), JoinGroupResponse).error_code is ErrorCode.inconsistent_group_protocol
-        assert c.call(_join(group, 10_000, member_id="ghost"), JoinGroupResponse).error_code is ErrorCode.unknown_member_id
+        assert (
+            c.call(_join(group, 10_000, ()), JoinGroupResponse).error_code
+            is ErrorCode.inconsistent_group_protocol
+        )
+        assert (
+            c.call(_join(group, 10_000, member_id="ghost"), JoinGroupResponse).error_code
+            is ErrorCode.unknown_member_id
+        )
 
         first = c.call(_join(group, 10_000), JoinGroupResponse)
         assert first.error_code is ErrorCode.member_id_required and first.member_id
         joined = c.call(_join(group, 10_000, member_id=first.member_id), JoinGroupResponse)
-        assert (joined.error_code, joined.generation_id, joined.leader) == (ErrorCode.none, 1, first.member_id)
+        assert (joined.error_code, joined.generation_id, joined.leader) == (
+            ErrorCode.none,
+            1,
+            first.member_id,
+        )
         other = c.call(_join(group, 10_000, (("roundrobin", b""),)), JoinGroupResponse)
         assert other.error_code is ErrorCode.inconsistent_group_protocol
 
-        beat = c.call(HeartbeatRequest(group_id=group, generation_id=1, member_id="ghost", group_instance_id=None),
-                      HeartbeatResponse)
+        beat = c.call(
+            HeartbeatRequest(
+                group_id=group, generation_id=1, member_id="ghost", group_instance_id=None
+            ),
+            HeartbeatResponse,
+        )
         assert beat.error_code is ErrorCode.unknown_member_id
 
         fetched = c.call(
-            OffsetFetchRequestV1(group_id=unique("nobody"), topics=(OffsetFetchTopicV1(name="t", partition_indexes=(0, 1)),)),
+            OffsetFetchRequestV1(
+                group_id=unique("nobody"),
+                topics=(OffsetFetchTopicV1(name="t", partition_indexes=(0, 1)),),
+            ),
             OffsetFetchResponseV1,
         )
         parts = fetched.topics[0].partitions
@@ -73,4 +97,9 @@ def test_coordinator_lookups_and_group_errors_are_answered_in_the_response(broke
         # SASL is off on this broker: a handshake is refused, the connection still works
         hs = c.call(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse)
         assert hs.error_code is ErrorCode.illegal_sasl_state
-        assert c.call(FindCoordinatorRequest(key=group, key_type=0), FindCoordinatorResponse).error_code is ErrorCode.none
+        assert (
+            c.call(
+                FindCoordinatorRequest(key=group, key_type=0), FindCoordinatorResponse
+            ).error_code
+            is ErrorCode.none
+        )

@@ -23,8 +23,16 @@ class Answers:
         self.syncs.append(result)
 
 
-def join(group: Group, answers: Answers, member_id: str = "", *, now: int = 0,
-         protocols=(("range", b"r"),), v4: bool = True, session: int = 10_000) -> None:
+def join(
+    group: Group,
+    answers: Answers,
+    member_id: str = "",
+    *,
+    now: int = 0,
+    protocols=(("range", b"r"),),
+    v4: bool = True,
+    session: int = 10_000,
+) -> None:
     group.join(
         member_id=member_id,
         group_instance_id=None,
@@ -61,7 +69,9 @@ def test_first_join_requires_member_id_then_single_member_becomes_leader():
     assert [m[0] for m in result.members] == [member]
     assert group.state is GroupState.COMPLETING_REBALANCE
 
-    group.sync(member_id=member, generation_id=1, assignments={member: b"A"}, now_ms=1, callback=a.sync_cb)
+    group.sync(
+        member_id=member, generation_id=1, assignments={member: b"A"}, now_ms=1, callback=a.sync_cb
+    )
     assert a.syncs == [SyncResult(ErrorCode.none, b"A", "consumer", "range")]
     assert group.state is GroupState.STABLE
 
@@ -76,13 +86,17 @@ def test_v3_join_assigns_member_id_without_the_extra_round():
 def test_second_member_triggers_rebalance_and_both_get_the_new_generation():
     group, a, b = Group("g"), Answers(), Answers()
     m1 = joined_member(group, a)
-    group.sync(member_id=m1, generation_id=1, assignments={m1: b"all"}, now_ms=0, callback=a.sync_cb)
+    group.sync(
+        member_id=m1, generation_id=1, assignments={m1: b"all"}, now_ms=0, callback=a.sync_cb
+    )
     a.joins.clear()
 
     m2 = joined_member(group, b, now=10)
     assert group.state is GroupState.PREPARING_REBALANCE
     assert b.joins == []  # waits for m1 to rejoin
-    assert group.heartbeat(member_id=m1, generation_id=1, now_ms=20) is ErrorCode.rebalance_in_progress
+    assert (
+        group.heartbeat(member_id=m1, generation_id=1, now_ms=20) is ErrorCode.rebalance_in_progress
+    )
 
     join(group, a, m1, now=30)
     assert group.state is GroupState.COMPLETING_REBALANCE
@@ -94,7 +108,13 @@ def test_second_member_triggers_rebalance_and_both_get_the_new_generation():
     # the follower's sync waits for the leader's assignment
     group.sync(member_id=m2, generation_id=2, assignments={}, now_ms=40, callback=b.sync_cb)
     assert b.syncs == []
-    group.sync(member_id=m1, generation_id=2, assignments={m1: b"x", m2: b"y"}, now_ms=41, callback=a.sync_cb)
+    group.sync(
+        member_id=m1,
+        generation_id=2,
+        assignments={m1: b"x", m2: b"y"},
+        now_ms=41,
+        callback=a.sync_cb,
+    )
     assert [s.assignment for s in a.syncs[1:]] == [b"x"]
     assert [s.assignment for s in b.syncs] == [b"y"]
     assert group.state is GroupState.STABLE
@@ -225,7 +245,9 @@ def test_restarted_static_member_replaces_its_old_incarnation():
 
     static_join(group, a2, "inst-a", now=5)  # the instance restarted without leaving
     assert old_a not in group.members
-    assert group.heartbeat(member_id=old_a, generation_id=2, now_ms=6) is ErrorCode.unknown_member_id
+    assert (
+        group.heartbeat(member_id=old_a, generation_id=2, now_ms=6) is ErrorCode.unknown_member_id
+    )
     join(group, b, m_b, now=7)
     new_a = a2.joins[-1].member_id
     assert a2.joins[-1].generation_id == 3 and set(group.members) == {new_a, m_b}
@@ -241,8 +263,16 @@ class Client:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["join", "sync", "heartbeat", "leave", "tick"]),
-                          st.integers(0, 3), st.integers(0, 4_000)), max_size=60))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["join", "sync", "heartbeat", "leave", "tick"]),
+            st.integers(0, 3),
+            st.integers(0, 4_000),
+        ),
+        max_size=60,
+    )
+)
 def test_random_member_behaviour_keeps_the_group_consistent(actions):
     group, now = Group("g"), 0
     clients = [Client(f"c{i}") for i in range(4)]
@@ -256,8 +286,13 @@ def test_random_member_behaviour_keeps_the_group_consistent(actions):
             if c.answers.joins and c.answers.joins[-1].error is ErrorCode.member_id_required:
                 c.member_id = c.answers.joins[-1].member_id
         elif action == "sync" and c.member_id:
-            group.sync(member_id=c.member_id, generation_id=c.generation, now_ms=now, callback=c.answers.sync_cb,
-                       assignments={m: m.encode() for m in group.members})
+            group.sync(
+                member_id=c.member_id,
+                generation_id=c.generation,
+                now_ms=now,
+                callback=c.answers.sync_cb,
+                assignments={m: m.encode() for m in group.members},
+            )
         elif action == "heartbeat" and c.member_id:
             group.heartbeat(member_id=c.member_id, generation_id=c.generation, now_ms=now)
         elif action == "leave" and c.member_id:

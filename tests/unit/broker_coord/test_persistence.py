@@ -36,7 +36,9 @@ def append(logs: LogManager, producers: ProducerStateManager, topic: str, data: 
 def test_committed_offsets_and_generation_survive_reopen_and_deletes_stick(tmp_path):
     logs = open_logs(tmp_path)
     groups = GroupCoordinator(logs)
-    groups.commit_offsets("g1", {("t", 0): CommittedOffset(5, -1, "m"), ("t", 1): CommittedOffset(7)}, now_ms=1)
+    groups.commit_offsets(
+        "g1", {("t", 0): CommittedOffset(5, -1, "m"), ("t", 1): CommittedOffset(7)}, now_ms=1
+    )
     groups.commit_offsets("g1", {("t", 0): CommittedOffset(9)}, now_ms=2)
     groups.commit_offsets("g2", {("t", 0): CommittedOffset(1)}, now_ms=3)
     groups.get_or_create("g1").generation_id = 4
@@ -47,7 +49,10 @@ def test_committed_offsets_and_generation_survive_reopen_and_deletes_stick(tmp_p
     logs = open_logs(tmp_path)
     assert CONSUMER_OFFSETS in logs.topics() and TRANSACTION_STATE not in logs.topics()
     again = GroupCoordinator(logs)
-    assert {tp: o.offset for tp, o in again.fetch_offsets("g1", None).items()} == {("t", 0): 9, ("t", 1): 7}
+    assert {tp: o.offset for tp, o in again.fetch_offsets("g1", None).items()} == {
+        ("t", 0): 9,
+        ("t", 1): 7,
+    }
     assert again.fetch_offsets("g2", None) == {}
     assert again.groups["g1"].generation_id == 4
     assert again.groups["g1"].state is GroupState.EMPTY  # members must rejoin after a restart
@@ -62,16 +67,30 @@ def test_commit_validation_follows_membership(tmp_path):
     assert groups.validate_commit("new", "m", 3) is ErrorCode.illegal_generation
     group = groups.get_or_create("g")
     answers = []
-    group.join(member_id="", group_instance_id=None, client_id="c", client_host="h", session_timeout_ms=10_000,
-               rebalance_timeout_ms=10_000, protocol_type="consumer", protocols=[("range", b"")],
-               require_known_member_id=False, now_ms=0, callback=answers.append)
+    group.join(
+        member_id="",
+        group_instance_id=None,
+        client_id="c",
+        client_host="h",
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        protocol_type="consumer",
+        protocols=[("range", b"")],
+        require_known_member_id=False,
+        now_ms=0,
+        callback=answers.append,
+    )
     member = answers[0].member_id
-    assert groups.validate_commit("g", member, 1) is ErrorCode.rebalance_in_progress  # awaiting sync
+    assert (
+        groups.validate_commit("g", member, 1) is ErrorCode.rebalance_in_progress
+    )  # awaiting sync
     group.sync(member_id=member, generation_id=1, assignments={}, now_ms=0, callback=answers.append)
     assert groups.validate_commit("g", member, 1) is ErrorCode.none
     assert groups.validate_commit("g", member, 0) is ErrorCode.illegal_generation
     assert groups.validate_commit("g", "stranger", 1) is ErrorCode.unknown_member_id
-    assert groups.validate_commit("g", "", -1) is ErrorCode.unknown_member_id  # group has live members
+    assert (
+        groups.validate_commit("g", "", -1) is ErrorCode.unknown_member_id
+    )  # group has live members
 
 
 def test_commit_and_abort_write_markers_track_lso_and_index_the_abort(tmp_path):
@@ -108,7 +127,12 @@ def test_ongoing_transaction_is_aborted_on_reopen_and_pending_offsets_dropped(tm
     _, pid, epoch = txns.init_producer_id("tx", 60_000, now_ms=1_000)
     txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_000)
     txns.add_offsets("tx", pid, epoch, "g", now_ms=1_000)
-    assert txns.txn_offset_commit("tx", pid, epoch, "g", {("in", 0): CommittedOffset(42)}, now_ms=1_000) is ErrorCode.none
+    assert (
+        txns.txn_offset_commit(
+            "tx", pid, epoch, "g", {("in", 0): CommittedOffset(42)}, now_ms=1_000
+        )
+        is ErrorCode.none
+    )
     assert txns.pending_offsets("g") == {("in", 0)}
     append(logs, producers, "t", batch(pid, epoch, 0, 2, transactional=True))
     logs.close()  # the broker dies with the transaction open
@@ -131,7 +155,10 @@ def test_committed_transaction_applies_its_offsets(tmp_path):
     logs = open_logs(tmp_path)
     producers, groups, txns = make(logs)
     _, pid, epoch = txns.init_producer_id("tx", 60_000, now_ms=1_000)
-    assert txns.txn_offset_commit("tx", pid, epoch, "g", {("in", 0): CommittedOffset(1)}, now_ms=1_000) is ErrorCode.invalid_txn_state
+    assert (
+        txns.txn_offset_commit("tx", pid, epoch, "g", {("in", 0): CommittedOffset(1)}, now_ms=1_000)
+        is ErrorCode.invalid_txn_state
+    )
     txns.add_offsets("tx", pid, epoch, "g", now_ms=1_000)
     txns.txn_offset_commit("tx", pid, epoch, "g", {("in", 0): CommittedOffset(42)}, now_ms=1_000)
     assert groups.fetch_offsets("g", None) == {}
@@ -152,7 +179,9 @@ def test_transaction_timeout_aborts_and_fences(tmp_path):
     assert txns.txns["tx"].state is TxnState.ONGOING
     txns.tick(1_501)
     assert txns.txns["tx"].state is TxnState.COMPLETE_ABORT
-    assert txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_502) is ErrorCode.producer_fenced
+    assert (
+        txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_502) is ErrorCode.producer_fenced
+    )
     assert logs.get_log("t", 0).aborted_transactions(0, 2) == [(pid, 0)]
     logs.close()
 
@@ -175,7 +204,9 @@ def test_producer_state_snapshot_restores_without_scanning_and_rejects_stale_one
     logs.create_topic("t", 1, {})
 
     def manager() -> ProducerStateManager:
-        return ProducerStateManager(logs.get_log, topic_id=lambda t: t in logs.topics() and logs.topics()[t].topic_id)
+        return ProducerStateManager(
+            logs.get_log, topic_id=lambda t: t in logs.topics() and logs.topics()[t].topic_id
+        )
 
     producers = manager()
     append(logs, producers, "t", batch(5, 0, 0, 2))
@@ -183,7 +214,13 @@ def test_producer_state_snapshot_restores_without_scanning_and_rejects_stale_one
     snap = producers.snapshot()
     topic_id = logs.topics()["t"].topic_id
     assert snap == [
-        {"topic": "t", "topic_id": topic_id, "partition": 0, "end": 3, "state": producers.partition("t", 0).to_json()}
+        {
+            "topic": "t",
+            "topic_id": topic_id,
+            "partition": 0,
+            "end": 3,
+            "state": producers.partition("t", 0).to_json(),
+        }
     ]
 
     restored = manager()
@@ -221,7 +258,10 @@ def _stuck_in(tmp_path, state: TxnState):
 
 def test_end_txn_retry_finishes_a_half_done_commit(tmp_path):
     logs, producers, txns, pid, epoch = _stuck_in(tmp_path, TxnState.PREPARE_COMMIT)
-    assert txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_001) is ErrorCode.concurrent_transactions
+    assert (
+        txns.add_partitions("tx", pid, epoch, [("t", 0)], now_ms=1_001)
+        is ErrorCode.concurrent_transactions
+    )
     assert txns.end_txn("tx", pid, epoch, False, now_ms=1_002) is ErrorCode.concurrent_transactions
     assert txns.end_txn("tx", pid, epoch, True, now_ms=1_003) is ErrorCode.none
     assert txns.txns["tx"].state is TxnState.COMPLETE_COMMIT

@@ -33,7 +33,14 @@ def batch(pid: int, epoch: int, seq: int, n: int = 1, *, transactional: bool = F
             base_sequence=i32(seq),
             attributes=i16(0x10 if transactional else 0),
             records=tuple(
-                Record(attributes=i8(0), timestamp=_TS, offset=i64(i), key=None, value=b"v%d" % i, headers=())
+                Record(
+                    attributes=i8(0),
+                    timestamp=_TS,
+                    offset=i64(i),
+                    key=None,
+                    value=b"v%d" % i,
+                    headers=(),
+                )
                 for i in range(n)
             ),
         ),
@@ -122,7 +129,9 @@ def test_open_transaction_holds_the_last_stable_offset_until_its_marker():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4)), min_size=1, max_size=30), st.data())
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4)), min_size=1, max_size=30), st.data()
+)
 def test_retries_never_append_twice(sends, data):
     """Any interleaving of producers with random retries of recent batches appends each batch once."""
     log = Log(ProducerStateManager(None))
