@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import logging
 import sys
 from pathlib import Path
@@ -16,6 +18,31 @@ def _pair(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"`{text}` is not key=value (e.g. num.partitions=3)")
     return key.strip(), value.strip()
+
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def _tune_allocator() -> None:
+    """Keep freed request buffers in the heap (glibc only; a no-op elsewhere).
+
+    Every produce request allocates its frame (~1 MB) and kio's copy of the
+    record batches (~1 MB). With glibc's defaults those come from fresh mmap or
+    trimmed heap pages, so each one is page-faulted in again: ~470 minor faults
+    per MB produced, about 40% of the broker's CPU per MB on this VM. With
+    allocations up to 32 MB served from the heap and up to 128 MB of free heap
+    kept, the pages are reused (measured: 0 faults/MB, 2.6-3.9 -> 1.5-2.3 ms/MB).
+    """
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return
+    try:
+        mallopt = ctypes.CDLL(libc_name).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024)
+    mallopt(_M_TRIM_THRESHOLD, 128 * 1024 * 1024)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from streams.broker.storage import StorageError
 
+    _tune_allocator()
     try:
         run(config, port_file=args.port_file, pid_file=args.pid_file)
     except (BrokerLockedError, StorageError, ConfigError) as e:
