@@ -6,6 +6,11 @@ frame that does not fit gets a buffer of its exact size and the kernel writes
 the rest of it there directly, so a megabyte of produced records is copied once
 (by kio, into the request entity) between the socket and the segment file.
 
+Responses go out as `Broker.dispatch` encoded them: buffers through the
+transport, record sets left in segment files (`FileRecords`, from fetches)
+with `loop.sendfile`, which hands the file ranges to the kernel (`os.sendfile`)
+once the transport's buffer has drained, so fetched bytes never enter Python.
+
 Requests of one connection are handled one at a time, in order, by a task per
 connection (Kafka mutes a channel while a request is in flight); frames that
 arrive meanwhile are queued, and reading pauses when the queue holds more than
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from streams.broker.extension import Connection
 from streams.broker.protocol import FrameError, frame_size
+from streams.broker.storage import FileRecords
 
 if TYPE_CHECKING:
     from streams.broker.server import Broker
@@ -39,6 +45,10 @@ _RECEIVE_BUFFER = 64 * 1024
 _MAX_QUEUED = 8 * 1024 * 1024
 _SOCKET_BUFFER = 4 * 1024 * 1024
 _WRITE_HIGH_WATER = 1024 * 1024
+
+
+class _ShortSendError(Exception):
+    """A record set could not be sent whole; the connection is closed."""
 
 
 def _tune_socket(transport: asyncio.BaseTransport) -> None:
@@ -177,11 +187,21 @@ class ClientConnection(asyncio.BufferedProtocol):
                     continue
                 transport = self._transport
                 assert transport is not None
-                for chunk in chunks:
-                    transport.write(chunk)
+                try:
+                    for chunk in chunks:
+                        if isinstance(chunk, FileRecords):
+                            await self._send_file(transport, chunk)
+                        else:
+                            transport.write(chunk)
+                finally:
+                    for chunk in chunks:
+                        if isinstance(chunk, FileRecords):
+                            chunk.close()
                 await self._writable.wait()
         except FrameError as e:
             logger.warning("closing connection %s: %s", peer, e)
+        except (ConnectionError, _ShortSendError) as e:
+            logger.info("closing connection %s while sending a fetch response: %s", peer, e)
         except asyncio.CancelledError:
             pass
         except Exception:
@@ -189,6 +209,20 @@ class ClientConnection(asyncio.BufferedProtocol):
         finally:
             self._broker._connections.discard(asyncio.current_task())  # type: ignore[arg-type]
             self._close(abort=False)
+
+    async def _send_file(self, transport: asyncio.Transport, records: FileRecords) -> None:
+        loop = asyncio.get_running_loop()
+        for r in records.ranges:
+            if self._lost or transport.is_closing():
+                raise ConnectionError("connection closed")
+            with open(r.fd, "rb", buffering=0, closefd=False) as file:
+                sent = await loop.sendfile(transport, file, r.position, r.size)
+            if sent != r.size:
+                # the frame's size prefix is already out: the stream cannot be repaired
+                raise _ShortSendError(
+                    f"segment file ended after `{sent}` of `{r.size}` bytes at position "
+                    f"`{r.position}` (truncated while being sent)"
+                )
 
     def _close(self, *, abort: bool) -> None:
         self._frames.clear()

@@ -147,21 +147,28 @@ def parse_request(frame: bytes | memoryview, api_key: int, version: int) -> Requ
     )
 
 
+_BUFFERS = (bytes, bytearray, memoryview)
+
+
 class _Chunks:
     """kio's output buffer: small writes are coalesced, large payloads (record sets)
-    are kept by reference, so a fetched record set is never copied while encoding."""
+    are kept by reference, so a fetched record set is never copied while encoding.
+
+    A record set that is not a buffer (`storage.FileRecords`: ranges of segment
+    files, anything with `__len__` and `__bytes__`) is kept as its own chunk for
+    the connection to send with `sendfile`."""
 
     __slots__ = ("chunks", "small", "size")
     LARGE = 32 * 1024
 
     def __init__(self) -> None:
-        self.chunks: list[bytes | bytearray | memoryview] = []
+        self.chunks: list[Any] = []
         self.small = bytearray()
         self.size = 0
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:
+    def write(self, data: Any) -> int:
         n = len(data)
-        if n >= self.LARGE:
+        if n >= self.LARGE or not isinstance(data, _BUFFERS):
             if self.small:
                 self.chunks.append(self.small)
                 self.small = bytearray()
@@ -171,17 +178,16 @@ class _Chunks:
         self.size += n
         return n
 
-    def finish(self) -> list[bytes | bytearray | memoryview]:
+    def finish(self) -> list[Any]:
         if self.small:
             self.chunks.append(self.small)
             self.small = bytearray()
         return self.chunks
 
 
-def encode_response_chunks(
-    correlation_id: int, response: Any
-) -> list[bytes | bytearray | memoryview]:
-    """A complete response frame as buffers to write in order (no copy of record sets)."""
+def encode_response_chunks(correlation_id: int, response: Any) -> list[Any]:
+    """A complete response frame as chunks to send in order (no copy of record sets):
+    buffers, and record sets given as non-buffer objects (see `_Chunks`) as they are."""
     cls = type(response)
     out = _Chunks()
     out.write(b"\0\0\0\0")
@@ -198,7 +204,8 @@ def encode_response_chunks(
 
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """A complete response frame: size prefix, response header, kio-encoded body."""
-    return b"".join(encode_response_chunks(correlation_id, response))
+    chunks = encode_response_chunks(correlation_id, response)
+    return b"".join(c if isinstance(c, _BUFFERS) else bytes(c) for c in chunks)
 
 
 @functools.cache

@@ -7,6 +7,8 @@ Public API (see each module's docstring):
 - `LogManager(data_dir, *, default_config)`: every partition under a data dir,
   topic metadata and configs in `topics.json`, flush/retention/compaction drivers.
 - `LogConfig`: per-topic settings from Kafka-style `dict[str, str]`.
+- `FileRecords`: what `PartitionLog.read_records` returns, batches left in the
+  segment files for a zero-copy send.
 - `LogSegment`, `OffsetIndex`, `TimeIndex`, `TransactionIndex`, `LogLoader`.
 - Batch helpers: `BatchHeader`, `parse_batch_header`, `iter_batches`,
   `validate_batches`, `build_control_batch`; `decode_records` (off the hot path).
@@ -36,6 +38,7 @@ from streams.broker.storage.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from streams.broker.storage.file_records import FileRecords
 from streams.broker.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from streams.broker.storage.loader import LogLoader
 from streams.broker.storage.log import AppendInfo, PartitionLog
@@ -48,6 +51,7 @@ __all__ = [
     "AppendInfo",
     "BatchHeader",
     "CorruptRecordError",
+    "FileRecords",
     "InvalidConfigError",
     "InvalidPartitionsError",
     "InvalidTopicError",

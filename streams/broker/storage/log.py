@@ -48,6 +48,7 @@ from streams.broker.storage.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
+from streams.broker.storage.file_records import FileRecords, Slice, slice_segments
 from streams.broker.storage.files import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_FILE,
@@ -313,30 +314,29 @@ class PartitionLog:
     # -- read ---------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
-        """Whole batches from the one containing `offset`, up to `max_bytes`.
+        """Whole batches from the one holding `offset`, up to `max_bytes` (file_records.py).
 
-        The first batch is returned even if it is larger than `max_bytes` and
-        may start before `offset` (as in Kafka: the client skips). Batches whose
-        last offset is >= `max_offset` (the high watermark or last stable
-        offset) are left out. Reads come from one segment. Raises
-        `OffsetOutOfRangeError` outside [log_start_offset, log_end_offset].
+        The first batch is returned even if larger and may start before `offset`
+        (as in Kafka: the client skips); batches at or past `max_offset` (high
+        watermark or last stable offset) are left out. Raises `OffsetOutOfRangeError`
+        outside [log_start_offset, log_end_offset]; later segments fill the budget.
         """
         with self._lock:
-            self._check_open()
-            if offset < self._log_start_offset or offset > self._next_offset:
-                raise OffsetOutOfRangeError(
-                    f"Log `{self.name}`: offset `{offset}` is outside the log's range "
-                    f"[{self._log_start_offset}, {self._next_offset}]; reset to the start or end.",
-                )
-            limit = self._next_offset if max_offset is None else min(max_offset, self._next_offset)
-            if offset >= limit:
-                return b""
-            i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-            for seg in self._segments[i:]:
-                first = seg.find_batch(offset)
-                if first is not None:
-                    return seg.read_batches(first, max_bytes, limit)
-            return b""
+            return b"".join(
+                s.read_at(a, b - a) for s, a, b in self._slices(offset, max_bytes, max_offset)
+            )
+
+    def read_records(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None
+    ) -> FileRecords:
+        """What `read` returns, as file ranges for a zero-copy send; close it once sent."""
+        with self._lock:
+            return FileRecords.of(self._slices(offset, max_bytes, max_offset))
+
+    def _slices(self, offset: int, max_bytes: int, max_offset: int | None) -> list[Slice]:
+        self._check_open()
+        limit = self._next_offset if max_offset is None else min(max_offset, self._next_offset)
+        return slice_segments(self._segments, self._bases, offset, max_bytes, limit, log=self)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """The first offset whose record timestamp is >= `timestamp_ms`, with that

@@ -138,6 +138,11 @@ class LogSegment:
     def read_at(self, position: int, size: int) -> bytes:
         return os.pread(self._fd, size, position)
 
+    def dup_fd(self) -> int:
+        """A new descriptor of the `.log` file: it stays readable after the segment
+        is closed or deleted (zero-copy sends outlive the lock they were sliced under)."""
+        return os.dup(self._fd)
+
     def header_at(self, position: int) -> BatchHeader | None:
         raw = os.pread(self._fd, HEADER_SIZE, position)
         if len(raw) < HEADER_SIZE:
@@ -185,13 +190,18 @@ class LogSegment:
         return None
 
     def read_batches(self, first: BatchHeader, max_bytes: int, limit: int) -> bytes:
-        """Whole batches from `first` up to `max_bytes` (at least `first`), all below `limit`.
+        """Whole batches from `first` up to `max_bytes` (at least `first`), all below `limit`."""
+        start, end = self.batch_range(first, max_bytes, limit)
+        return self.read_at(start, end - start) if end > start else b""
 
-        One pread for the data; batch boundaries come from the offset index plus
-        a short header scan, never from reading the records.
+    def batch_range(self, first: BatchHeader, max_bytes: int, limit: int) -> tuple[int, int]:
+        """File positions [start, end) of the batches `read_batches` would return.
+
+        Batch boundaries come from the offset index plus a short header scan,
+        never from reading the records.
         """
         if first.last_offset >= limit:
-            return b""
+            return first.position, first.position
         start = first.position
         end = self.size
         if limit < self.next_offset:
@@ -210,7 +220,7 @@ class LogSegment:
                     break
                 cut = nxt
             end = max(cut, start + first.size)
-        return self.read_at(start, end - start)
+        return start, end
 
     def find_timestamp(self, timestamp_ms: int, min_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after `timestamp_ms` here."""
