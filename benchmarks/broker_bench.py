@@ -44,6 +44,10 @@ class Result:
     # 1000 / ms_per_mb is the MB/s one core of the broker could sustain
     produce_cpu_ms_per_mb: float | None = None
     consume_cpu_ms_per_mb: float | None = None
+    # this (client) process's CPU per MB, librdkafka threads included: when
+    # 1000 / client ms/MB is near the MB/s reached, the client is what caps
+    client_produce_cpu_ms_per_mb: float = 0.0
+    client_consume_cpu_ms_per_mb: float = 0.0
 
 
 def _cpu_seconds(pid: int | None) -> float | None:
@@ -143,11 +147,11 @@ def run_case(bootstrap: str, target: str, name: str, mb: float, pid: int | None 
     n = int(mb * 1024 * 1024 / size)
     topic = f"bench-{name}-{uuid.uuid4().hex[:6]}"
     _create(bootstrap, topic, partitions)
-    c0 = _cpu_seconds(pid)
+    c0, k0 = _cpu_seconds(pid), time.process_time()
     t_produce = _produce(bootstrap, topic, n, size, acks)
-    c1 = _cpu_seconds(pid)
+    c1, k1 = _cpu_seconds(pid), time.process_time()
     t_consume = _consume(bootstrap, topic, partitions, n)
-    c2 = _cpu_seconds(pid)
+    c2, k2 = _cpu_seconds(pid), time.process_time()
     volume = n * size / 1e6
 
     def per_mb(a: float | None, b: float | None) -> float | None:
@@ -163,6 +167,8 @@ def run_case(bootstrap: str, target: str, name: str, mb: float, pid: int | None 
         consume_msgs_s=round(n / t_consume),
         produce_cpu_ms_per_mb=per_mb(c0, c1),
         consume_cpu_ms_per_mb=per_mb(c1, c2),
+        client_produce_cpu_ms_per_mb=round((k1 - k0) * 1000 / volume, 2),
+        client_consume_cpu_ms_per_mb=round((k2 - k1) * 1000 / volume, 2),
     )
 
 
@@ -218,9 +224,10 @@ def _row(r: Result) -> str:
     cpu = ""
     if r.produce_cpu_ms_per_mb is not None and r.consume_cpu_ms_per_mb is not None:
         cpu = f" | broker cpu ms/MB {r.produce_cpu_ms_per_mb:5.2f} {r.consume_cpu_ms_per_mb:5.2f}"
+    client = f" | client cpu ms/MB {r.client_produce_cpu_ms_per_mb:5.2f} {r.client_consume_cpu_ms_per_mb:5.2f}"
     return (
         f"{r.case:18s} {r.target:15s} produce {r.produce_mb_s:7.1f} MB/s {r.produce_msgs_s:9d} msg/s"
-        f" | consume {r.consume_mb_s:7.1f} MB/s {r.consume_msgs_s:9d} msg/s{cpu}"
+        f" | consume {r.consume_mb_s:7.1f} MB/s {r.consume_msgs_s:9d} msg/s{cpu}{client}"
     )
 
 
