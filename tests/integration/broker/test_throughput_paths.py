@@ -4,6 +4,9 @@ aborted transactions), and produce requests that do not page-fault their buffers
 
 from __future__ import annotations
 
+import os
+import socket
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,7 +21,7 @@ from kio.schema.produce.v9.response import ProduceResponse
 from streams.broker.handlers.fetch import SENDFILE_MIN_BYTES
 from streams.broker.storage import iter_batches
 from tests.integration.broker.clients import consume_all, create_topic, produce
-from tests.integration.broker.wire import Wire, record_batch
+from tests.integration.broker.wire import Wire, encode_request, record_batch
 from tests.integration.broker_coord._clients import read_all
 
 pytestmark = [pytest.mark.kafka]
@@ -65,23 +68,7 @@ def test_one_fetch_fills_its_budget_across_segments(broker, unique) -> None:
     topic = unique("fill")
     create_topic(broker.bootstrap, topic, partitions=1, config={"segment.bytes": str(SEGMENT)})
     produce(broker.bootstrap, topic, _records(1500), partition=0, batch_size=64_000)
-    request = fetch_req.FetchRequest(
-        max_wait=timedelta(0),
-        min_bytes=0,
-        max_bytes=4 << 20,
-        isolation_level=0,
-        forgotten_topics_data=(),
-        topics=(
-            fetch_req.FetchTopic(
-                topic=topic,
-                partitions=(
-                    fetch_req.FetchPartition(
-                        partition=0, fetch_offset=0, partition_max_bytes=1 << 20
-                    ),
-                ),
-            ),
-        ),
-    )
+    request = _fetch(topic, partition_max_bytes=1 << 20, max_bytes=4 << 20)
     with Wire(broker.bootstrap) as wire:
         response = wire.call(request, FetchResponse)
     (part,) = response.responses[0].partitions
@@ -95,6 +82,58 @@ def test_one_fetch_fills_its_budget_across_segments(broker, unique) -> None:
     assert headers[0].base_offset == 0
     assert all(a.next_offset == b.base_offset for a, b in zip(headers, headers[1:], strict=False))
     assert sum(h.size for h in headers) == len(data)
+
+
+def test_a_segment_truncated_mid_send_closes_the_connection(broker_factory, unique) -> None:
+    """The size prefix is already out when sendfile finds the file shorter: the
+    broker must close the connection, never leave the client waiting for bytes
+    or send a frame of the wrong length."""
+    proc = broker_factory()
+    topic = unique("shrink")
+    create_topic(proc.bootstrap, topic, partitions=1)
+    batch = record_batch([b"s" * 1000] * 1000)
+    with Wire(proc.bootstrap) as wire:
+        for i in range(16):  # ~16 MB: more than the broker's socket buffers hold
+            answer = wire.call(_produce(topic, batch), ProduceResponse, i + 1)
+            assert answer.responses[0].partition_responses[0].error_code == ErrorCode.none
+    host, port = proc.bootstrap.rsplit(":", 1)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)  # before connect
+    sock.settimeout(20)
+    try:
+        sock.connect((host, int(port)))
+        sock.sendall(
+            encode_request(_fetch(topic, partition_max_bytes=32 << 20, max_bytes=64 << 20))
+        )
+        time.sleep(1.0)  # the broker fills the socket and waits inside sendfile
+        (segment,) = (proc.data_dir / f"{topic}-0").glob("*.log")
+        os.truncate(segment, 1 << 20)
+        received = 0
+        while chunk := sock.recv(1 << 20):  # until the broker closes (a timeout fails)
+            received += len(chunk)
+    finally:
+        sock.close()
+    assert 1 << 20 < received < 16_000_000
+
+
+def _fetch(topic: str, *, partition_max_bytes: int, max_bytes: int) -> fetch_req.FetchRequest:
+    return fetch_req.FetchRequest(
+        max_wait=timedelta(0),
+        min_bytes=0,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        forgotten_topics_data=(),
+        topics=(
+            fetch_req.FetchTopic(
+                topic=topic,
+                partitions=(
+                    fetch_req.FetchPartition(
+                        partition=0, fetch_offset=0, partition_max_bytes=partition_max_bytes
+                    ),
+                ),
+            ),
+        ),
+    )
 
 
 def test_read_committed_skips_aborted_transactions_in_sendfile_fetches(broker, unique) -> None:
