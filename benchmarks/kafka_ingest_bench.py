@@ -9,6 +9,8 @@ one run measures on the same topic:
   (b) read_kafka_stream -> `noop` sink, Trigger.AvailableNow,
   (c) read_kafka_stream -> Delta through streams.delta.write_batch in foreachBatch,
   (d) delta-rs `write_deltalake` of the same records as one Arrow table, no Spark,
+  (e) the framework itself: an ODS table spec (JSON with a schema, malformed records to
+      quarantine) compiled and run once (`Pipeline(project, spark, layer="ods")`),
 and prints rows/s and the ratio of each to (a). Not a test: nothing is asserted.
 """
 
@@ -154,6 +156,42 @@ def run_stream(
     return dt, rows, busy
 
 
+ODS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "order_id": {"type": "integer"},
+        "user_id": {"type": "integer"},
+        "amount": {"type": "number"},
+        "city": {"type": "string"},
+        "note": {"type": "string"},
+    },
+    "required": ["order_id"],
+}
+
+
+def framework_ods(spark, bootstrap: str, topic: str, work: Path) -> tuple[float, int, None]:
+    """(e): what a user's ODS table does: `layers/ods/<t>.yml`, run once by the runner."""
+    from warehouse import Project
+    from warehouse.runtime.pipeline import Pipeline
+
+    root = work / f"project-{topic}"
+    (root / "conf").mkdir(parents=True)
+    (root / "schemas").mkdir()
+    (root / "layers" / "ods").mkdir(parents=True)
+    (root / "conf" / "local.yml").write_text(
+        f'warehouse_root: {work / ("wh-" + topic)}\nkafka:\n  bootstrap: "{bootstrap}"\n'
+    )
+    (root / "schemas" / "bench.json").write_text(json.dumps(ODS_SCHEMA))
+    (root / "layers" / "ods" / "bench.yml").write_text(
+        f"table: ods_bench\nsource:\n  kafka: {{topic: {topic}, format: json, schema: bench}}\n"
+        "sink: {mode: append}\n"
+    )
+    project = Project.load(root)
+    t0 = time.perf_counter()
+    (result,) = Pipeline(project, spark, layer="ods").run(once=True)
+    return time.perf_counter() - t0, result.rows_written, None
+
+
 def delta_rs_only(bootstrap: str, topic: str, partitions: int, work: Path) -> tuple[float, int]:
     """(d): read everything into one Arrow table first (not timed), then time delta-rs."""
     import pyarrow as pa
@@ -224,7 +262,11 @@ def main() -> None:
         from streams.kafka import register_source
 
         register_source(spark)
-        labels = {"b": "Kafka source -> noop", "c": "Kafka source -> Delta (write_batch)"}
+        labels = {
+            "b": "Kafka source -> noop",
+            "c": "Kafka source -> Delta (write_batch)",
+            "e": "framework ODS table (json, once)",
+        }
         if args.warmup:
             # The first query of a session pays for JVM warm-up and Python worker start;
             # a long-running stream does not, so both sinks run once on a small topic.
@@ -233,10 +275,16 @@ def main() -> None:
             for sink in ("noop", "delta"):
                 dt, rows, _ = run_stream(spark, bootstrap, warm, work, sink, args.split_offsets)
                 print(f"    warm-up {sink}: {rows:,} rows in {dt:.1f}s", flush=True)
-        for case, sink in (("b", "noop"), ("c", "delta")):
+            if "e" not in skip:
+                dt, rows, _ = framework_ods(spark, bootstrap, warm, work)
+                print(f"    warm-up framework: {rows:,} rows in {dt:.1f}s", flush=True)
+        for case, sink in (("b", "noop"), ("c", "delta"), ("e", "framework")):
             if case in skip:
                 continue
-            dt, rows, busy = run_stream(spark, bootstrap, topic, work, sink, args.split_offsets)
+            if sink == "framework":
+                dt, rows, busy = framework_ods(spark, bootstrap, topic, work)
+            else:
+                dt, rows, busy = run_stream(spark, bootstrap, topic, work, sink, args.split_offsets)
             results[case] = (dt, rows)
             print(
                 f"({case}) {labels[case]:<34} {rows / dt:>10,.0f} rows/s  "
@@ -245,6 +293,8 @@ def main() -> None:
                 flush=True,
             )
             base = args.records / results["a"][0]
+            if busy is None:
+                continue
             print(
                 f"    same, time in addBatch only (no query start): {rows / busy:,.0f} rows/s, "
                 f"ratio to (a): {(rows / busy) / base:.2f}",

@@ -9,7 +9,7 @@ clean batch pays for one JSON parse.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, NamedTuple
 
 from pyspark.sql import Column, DataFrame
@@ -24,9 +24,15 @@ Format = Literal["json", "raw", "debezium-json", "upsert-json"]
 FORMATS: tuple[str, ...] = ("json", "raw", "debezium-json", "upsert-json")
 
 COORDINATES = ("_topic", "_partition", "_offset", "_timestamp")
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
+"""What `parse_kafka` reads of the source's columns."""
 BAD_COLUMNS = ("key", "value", *COORDINATES, "_error")
 _CORRUPT = "_corrupt_record"
 _DEBEZIUM_OPS = ("c", "u", "d", "r")
+
+
+Persist = Callable[[DataFrame], DataFrame]
+"""`persist` hook of `parse_kafka`: given every record of the batch once, flat and flagged."""
 
 
 class ParsedFrames(NamedTuple):
@@ -122,17 +128,54 @@ def _required_missing(typed: Column, required: Sequence[str]) -> Column:
     return cond
 
 
+class _Stage(NamedTuple):
+    persist: Persist
+    reparse: Callable[[DataFrame], ParsedFrames]
+
+
+_RAW = "__wh_raw_"
+_FLAG, _KEEP = "__wh_flagged", "__wh_keep"
+
+
 def _split(
-    df: DataFrame, good_cols: list[Column], error: Column, keep: Column | None = None
+    staged: DataFrame,
+    good_cols: list[Column],
+    flagged: Column,
+    explain: Column,
+    stage: _Stage | None,
+    keep: Column | None = None,
 ) -> ParsedFrames:
-    staged = df.withColumn("_error", error)
-    if keep is not None:
-        staged = staged.where(keep)
-    good = staged.where(F.col("_error").isNull()).select(*good_cols)
-    bad = staged.where(F.col("_error").isNotNull()).select(
-        F.col("key"), F.col("value"), *_coordinates(staged), F.col("_error")
+    """`good`/`bad` of a parsed frame. Only the flag is computed for every record: the
+    explanation (a second, VARIANT parse of the text) runs on the flagged rows alone,
+    after the filter, where it costs nothing for a clean batch.
+
+    With a `stage`, what gets persisted is flat: the Kafka columns, the good columns
+    already extracted and the flags; no `_parsed` struct and no `headers` (Spark caches
+    nested values one by one, several times slower than the parse itself). The
+    explanation of the bad rows is then computed by parsing those few rows again."""
+    flag = F.coalesce(flagged, F.lit(False))
+    keep = F.lit(True) if keep is None else keep
+    if stage is None:
+        s = staged.withColumn(_FLAG, flag).where(keep)
+        good = s.where(~F.col(_FLAG)).select(*good_cols)
+        bad = s.where(F.col(_FLAG)).select(
+            F.col("key"), F.col("value"), *_coordinates(s), explain.alias("_error")
+        )
+        return ParsedFrames(good, bad)
+    flat = stage.persist(
+        staged.select(
+            *[F.col(c).alias(_RAW + c) for c in KAFKA_COLUMNS],
+            *good_cols,
+            flag.alias(_FLAG),
+            keep.alias(_KEEP),
+        )
     )
-    return ParsedFrames(good, bad)
+    names = [c for c in flat.columns if c not in (_FLAG, _KEEP) and not c.startswith(_RAW)]
+    good = flat.where(F.col(_KEEP) & ~F.col(_FLAG)).select(*names)
+    flagged_raw = flat.where(F.col(_KEEP) & F.col(_FLAG)).select(
+        *[F.col(_RAW + c).alias(c) for c in KAFKA_COLUMNS]
+    )
+    return ParsedFrames(good, stage.reparse(flagged_raw).bad)
 
 
 def _check_required(schema: StructType, required: Sequence[str]) -> None:
@@ -153,19 +196,23 @@ def _from_json(text: Column, schema: StructType) -> Column:
     return F.from_json(text, _with_corrupt(schema), {"columnNameOfCorruptRecord": _CORRUPT})
 
 
-def _parse_json(df: DataFrame, schema: StructType, required: Sequence[str]) -> ParsedFrames:
+def _parse_json(
+    df: DataFrame, schema: StructType, required: Sequence[str], stage: _Stage | None
+) -> ParsedFrames:
     text = F.col("value").cast("string")
     staged = df.withColumn("_parsed", _from_json(text, schema))
     typed = F.col("_parsed")
     flagged = (
         text.isNull() | typed.getField(_CORRUPT).isNotNull() | _required_missing(typed, required)
     )
-    error = F.when(flagged, _explain(text, schema, typed, required))
     cols = [typed.getField(f.name).alias(f.name) for f in schema.fields]
-    return _split(staged, [*cols, *_coordinates(staged)], error)
+    explain = _explain(text, schema, typed, required)
+    return _split(staged, [*cols, *_coordinates(staged)], flagged, explain, stage)
 
 
-def _parse_raw(df: DataFrame) -> ParsedFrames:
+def _parse_raw(df: DataFrame, stage: _Stage | None) -> ParsedFrames:
+    if stage is not None:
+        df = stage.persist(df)
     cols = [F.col("key"), F.col("value")]
     if "headers" in df.columns:
         cols.append(F.col("headers"))
@@ -176,7 +223,9 @@ def _parse_raw(df: DataFrame) -> ParsedFrames:
     return ParsedFrames(good, bad)
 
 
-def _parse_debezium(df: DataFrame, schema: StructType, required: Sequence[str]) -> ParsedFrames:
+def _parse_debezium(
+    df: DataFrame, schema: StructType, required: Sequence[str], stage: _Stage | None
+) -> ParsedFrames:
     envelope = StructType.fromJson(
         {
             "type": "struct",
@@ -249,15 +298,16 @@ def _parse_debezium(df: DataFrame, schema: StructType, required: Sequence[str]) 
         | img.isNull()
         | _required_missing(img, required)
     )
-    error = F.when(flagged, explain)
     cols = [img.getField(f.name).alias(f.name) for f in schema.fields]
     source_ts = F.coalesce(e.getField("source").getField("ts_ms"), e.getField("ts_ms"))
     good_cols = [*cols, op.alias("_op"), source_ts.alias("_source_ts_ms"), *_coordinates(staged)]
     # Tombstones follow deletes for compaction; they carry no row image.
-    return _split(staged, good_cols, error, keep=F.col("value").isNotNull())
+    return _split(staged, good_cols, flagged, explain, stage, keep=F.col("value").isNotNull())
 
 
-def _parse_upsert(df: DataFrame, schema: StructType, required: Sequence[str]) -> ParsedFrames:
+def _parse_upsert(
+    df: DataFrame, schema: StructType, required: Sequence[str], stage: _Stage | None
+) -> ParsedFrames:
     text = F.col("value").cast("string")
     key_text = F.col("key").cast("string")
     staged = df.withColumn("_parsed", _from_json(text, schema)).withColumn(
@@ -275,9 +325,8 @@ def _parse_upsert(df: DataFrame, schema: StructType, required: Sequence[str]) ->
         .when(k.getField(_CORRUPT).isNotNull(), F.lit("tombstone key does not match the schema"))
     )
     value_flag = v.getField(_CORRUPT).isNotNull() | _required_missing(v, required)
-    error = F.when(deleted, key_bad).otherwise(
-        F.when(value_flag, _explain(text, schema, v, required))
-    )
+    flagged = F.when(deleted, key_bad.isNotNull()).otherwise(value_flag)
+    explain = F.when(deleted, key_bad).otherwise(_explain(text, schema, v, required))
     cols = [
         F.when(deleted, k.getField(f.name)).otherwise(v.getField(f.name)).alias(f.name)
         for f in schema.fields
@@ -288,7 +337,7 @@ def _parse_upsert(df: DataFrame, schema: StructType, required: Sequence[str]) ->
         F.col("key").alias("_key"),
         *_coordinates(staged),
     ]
-    return _split(staged, good_cols, error)
+    return _split(staged, good_cols, flagged, explain, stage)
 
 
 def parse_kafka(
@@ -297,23 +346,31 @@ def parse_kafka(
     format: Format,
     schema: StructType | str | None = None,
     required: Sequence[str] = (),
+    persist: Persist | None = None,
 ) -> ParsedFrames:
     """Split Kafka records (`key, value, topic, partition, offset, timestamp`) into typed
     `good` rows and `bad` rows with an `_error` reason. `required` names fields that must
-    be present and non-null. Works on batch and streaming frames."""
-    missing = [
-        c
-        for c in ("key", "value", "topic", "partition", "offset", "timestamp")
-        if c not in df.columns
-    ]
+    be present and non-null. Works on batch and streaming frames.
+
+    `persist` (batch frames): called once with the parsed and flagged frame both
+    results derive from; returning it persisted lets `good` and `bad` share one read
+    and one parse of the records instead of two."""
+    missing = [c for c in KAFKA_COLUMNS if c not in df.columns]
     if missing:
         raise KafkaConfigError(
             f"parse_kafka needs the Kafka columns; `{missing[0]}` is missing from "
             f"({', '.join(df.columns)}). Pass the frame from read_kafka_stream.",
             option="df",
         )
+    stage = None
+    if persist is not None:
+
+        def reparse(frame: DataFrame) -> ParsedFrames:
+            return parse_kafka(frame, format=format, schema=schema, required=required)
+
+        stage = _Stage(persist, reparse)
     if format == "raw":
-        return _parse_raw(df)
+        return _parse_raw(df, stage)
     if format not in FORMATS:
         raise KafkaConfigError(
             f"Unknown Kafka format `{format}`; expected one of {', '.join(f'`{x}`' for x in FORMATS)}.",
@@ -322,7 +379,7 @@ def parse_kafka(
     struct = _as_struct(schema, format)
     _check_required(struct, required)
     if format == "json":
-        return _parse_json(df, struct, required)
+        return _parse_json(df, struct, required, stage)
     if format == "debezium-json":
-        return _parse_debezium(df, struct, required)
-    return _parse_upsert(df, struct, required)
+        return _parse_debezium(df, struct, required, stage)
+    return _parse_upsert(df, struct, required, stage)

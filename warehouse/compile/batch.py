@@ -117,19 +117,32 @@ class BatchWriter:
             cached.append(frame)
             return frame
 
-        df = cache(batch_df)  # the source is read once; every count below reuses it
+        kafka = self.defn.spec.source.kafka
+        # The source is read once: a Kafka batch is cached parsed (both the good rows and
+        # the quarantine derive from it, one read and one parse), any other as it comes.
+        df = batch_df if kafka is not None else cache(batch_df)
         checked = None
         try:
-            rows_in = df.count()
             quarantine: list[DataFrame] = []
             good = df
-            if self.defn.spec.source.kafka is not None:
+            if kafka is None:
+                rows_in = df.count()
+            else:
                 from streams.kafka import parse_kafka
 
-                k = self.defn.spec.source.kafka
+                staged: list[DataFrame] = []
+
+                def stage(frame: DataFrame) -> DataFrame:
+                    staged.append(cache(frame))
+                    return staged[-1]
+
                 parsed = parse_kafka(
-                    df, format=k.format, schema=payload_schema(self.project, self.defn)
+                    df,
+                    format=kafka.format,
+                    schema=payload_schema(self.project, self.defn),
+                    persist=stage,
                 )
+                rows_in = staged[0].count()
                 quarantine.append(self._parse_quarantine(parsed.bad, batch_id))
                 good = cache(
                     apply_transform(

@@ -202,3 +202,28 @@ def test_parse_errors_name_the_problem(spark) -> None:
         parse_kafka(df, format="json", schema=ORDERS, required=["id"])
     with pytest.raises(KafkaConfigError, match="`value` is missing"):
         parse_kafka(df.drop("value"), format="json", schema=ORDERS)
+
+
+@pytest.mark.parametrize("fmt", ["json", "raw", "debezium-json", "upsert-json"])
+def test_persist_hook_sees_every_record_once_and_feeds_both_results(spark, fmt: str) -> None:
+    records = [
+        ("k1", '{"order_id": 1, "amount": 2.0}'),
+        ("k2", "not json"),
+        ("k3", None),
+    ]
+    schema = None if fmt == "raw" else ORDERS
+    plain = parse_kafka(kafka_frame(spark, records), format=fmt, schema=schema)
+    seen: list[DataFrame] = []
+
+    def persist(frame: DataFrame) -> DataFrame:
+        seen.append(frame.persist())
+        return seen[-1]
+
+    hooked = parse_kafka(kafka_frame(spark, records), format=fmt, schema=schema, persist=persist)
+    try:
+        assert len(seen) == 1 and seen[0].count() == len(records)
+        assert sorted(hooked.good.collect()) == sorted(plain.good.collect())
+        assert sorted(hooked.bad.collect()) == sorted(plain.bad.collect())
+        assert seen[0].storageLevel.useMemory
+    finally:
+        seen[0].unpersist()
