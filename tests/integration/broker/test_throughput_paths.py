@@ -7,21 +7,24 @@ from __future__ import annotations
 import os
 import socket
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.fetch.v12.response import FetchResponse
-from kio.schema.produce.v9 import request as produce_req
 from kio.schema.produce.v9.response import ProduceResponse
 
 from streams.broker.handlers.fetch import SENDFILE_MIN_BYTES
 from streams.broker.storage import iter_batches
 from tests.integration.broker.clients import consume_all, create_topic, produce
-from tests.integration.broker.wire import Wire, encode_request, record_batch
+from tests.integration.broker.wire import (
+    Wire,
+    encode_request,
+    fetch_request,
+    produce_request,
+    record_batch,
+)
 from tests.integration.broker_coord._clients import read_all
 
 pytestmark = [pytest.mark.kafka]
@@ -68,7 +71,7 @@ def test_one_fetch_fills_its_budget_across_segments(broker, unique) -> None:
     topic = unique("fill")
     create_topic(broker.bootstrap, topic, partitions=1, config={"segment.bytes": str(SEGMENT)})
     produce(broker.bootstrap, topic, _records(1500), partition=0, batch_size=64_000)
-    request = _fetch(topic, partition_max_bytes=1 << 20, max_bytes=4 << 20)
+    request = fetch_request(topic, [0], partition_max_bytes=1 << 20, max_bytes=4 << 20)
     with Wire(broker.bootstrap) as wire:
         response = wire.call(request, FetchResponse)
     (part,) = response.responses[0].partitions
@@ -94,7 +97,7 @@ def test_a_segment_truncated_mid_send_closes_the_connection(broker_factory, uniq
     batch = record_batch([b"s" * 1000] * 1000)
     with Wire(proc.bootstrap) as wire:
         for i in range(16):  # ~16 MB: more than the broker's socket buffers hold
-            answer = wire.call(_produce(topic, batch), ProduceResponse, i + 1)
+            answer = wire.call(produce_request(topic, 0, batch), ProduceResponse, i + 1)
             assert answer.responses[0].partition_responses[0].error_code == ErrorCode.none
     host, port = proc.bootstrap.rsplit(":", 1)
     sock = socket.socket()
@@ -103,7 +106,9 @@ def test_a_segment_truncated_mid_send_closes_the_connection(broker_factory, uniq
     try:
         sock.connect((host, int(port)))
         sock.sendall(
-            encode_request(_fetch(topic, partition_max_bytes=32 << 20, max_bytes=64 << 20))
+            encode_request(
+                fetch_request(topic, [0], partition_max_bytes=32 << 20, max_bytes=64 << 20)
+            )
         )
         time.sleep(1.0)  # the broker fills the socket and waits inside sendfile
         (segment,) = (proc.data_dir / f"{topic}-0").glob("*.log")
@@ -114,26 +119,6 @@ def test_a_segment_truncated_mid_send_closes_the_connection(broker_factory, uniq
     finally:
         sock.close()
     assert 1 << 20 < received < 16_000_000
-
-
-def _fetch(topic: str, *, partition_max_bytes: int, max_bytes: int) -> fetch_req.FetchRequest:
-    return fetch_req.FetchRequest(
-        max_wait=timedelta(0),
-        min_bytes=0,
-        max_bytes=max_bytes,
-        isolation_level=0,
-        forgotten_topics_data=(),
-        topics=(
-            fetch_req.FetchTopic(
-                topic=topic,
-                partitions=(
-                    fetch_req.FetchPartition(
-                        partition=0, fetch_offset=0, partition_max_bytes=partition_max_bytes
-                    ),
-                ),
-            ),
-        ),
-    )
 
 
 def test_read_committed_skips_aborted_transactions_in_sendfile_fetches(broker, unique) -> None:
@@ -174,7 +159,7 @@ def test_produce_requests_reuse_heap_pages(broker_factory, unique) -> None:
 
     def send(n: int, first_id: int) -> None:
         for i in range(n):
-            answer = wire.call(_produce(topic, batch), ProduceResponse, first_id + i)
+            answer = wire.call(produce_request(topic, 0, batch), ProduceResponse, first_id + i)
             assert answer.responses[0].partition_responses[0].error_code == ErrorCode.none
 
     with Wire(proc.bootstrap) as wire:
@@ -183,20 +168,6 @@ def test_produce_requests_reuse_heap_pages(broker_factory, unique) -> None:
         send(16, 100)
         per_mb = (_minor_faults(proc.pid) - before) / 16
     assert per_mb < 120, f"{per_mb:.0f} minor page faults per MB produced"
-
-
-def _produce(topic: str, records: bytes) -> produce_req.ProduceRequest:
-    return produce_req.ProduceRequest(
-        transactional_id=None,
-        acks=1,
-        timeout=timedelta(seconds=5),
-        topic_data=(
-            produce_req.TopicProduceData(
-                name=topic,
-                partition_data=(produce_req.PartitionProduceData(index=0, records=records),),
-            ),
-        ),
-    )
 
 
 def _minor_faults(pid: int) -> int:

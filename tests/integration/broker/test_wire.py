@@ -19,7 +19,7 @@ from kio.schema.metadata.v12.response import MetadataResponse
 from kio.serial import entity_reader
 
 from tests.integration.broker.clients import create_topic, produce
-from tests.integration.broker.wire import Wire, encode_request, record_batch
+from tests.integration.broker.wire import Wire, encode_request, produce_request, record_batch
 
 pytestmark = [pytest.mark.kafka]
 
@@ -116,24 +116,9 @@ def test_unknown_api_key_closes_the_connection(broker) -> None:
 
 
 def test_disconnect_mid_request_leaves_no_partial_state(broker, unique) -> None:
-    from kio.schema.produce.v9 import request as produce_req
-
     topic = unique("partial")
     create_topic(broker.bootstrap, topic)
-    records = record_batch([b"half"] * 10)
-    frame = encode_request(
-        produce_req.ProduceRequest(
-            transactional_id=None,
-            acks=1,
-            timeout=timedelta(seconds=5),
-            topic_data=(
-                produce_req.TopicProduceData(
-                    name=topic,
-                    partition_data=(produce_req.PartitionProduceData(index=0, records=records),),
-                ),
-            ),
-        )
-    )
+    frame = encode_request(produce_request(topic, 0, record_batch([b"half"] * 10)))
     with Wire(broker.bootstrap) as wire:
         wire.send_raw(frame[: len(frame) // 2])
     with Wire(broker.bootstrap) as wire:

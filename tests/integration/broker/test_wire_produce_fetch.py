@@ -6,15 +6,13 @@ from datetime import timedelta
 
 import pytest
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.fetch.v12.response import FetchResponse
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v12.response import MetadataResponse
-from kio.schema.produce.v9 import request as produce_req
 from kio.schema.produce.v9.response import ProduceResponse
 
 from tests.integration.broker.clients import create_topic
-from tests.integration.broker.wire import Wire, record_batch
+from tests.integration.broker.wire import Wire, fetch_request, produce_request, record_batch
 
 pytestmark = [pytest.mark.kafka]
 
@@ -23,59 +21,22 @@ def _batch(count: int, value_size: int) -> bytes:
     return record_batch([b"v" * value_size] * count)
 
 
-def _produce(topic: str, partition: int, records: bytes, acks: int = 1):
-    return produce_req.ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout=timedelta(seconds=5),
-        topic_data=(
-            produce_req.TopicProduceData(
-                name=topic,
-                partition_data=(
-                    produce_req.PartitionProduceData(index=partition, records=records),
-                ),
-            ),
-        ),
-    )
-
-
-def _fetch(topic: str, partitions: list[int], *, max_bytes: int, partition_max_bytes: int):
-    return fetch_req.FetchRequest(
-        max_wait=timedelta(0),
-        min_bytes=0,
-        max_bytes=max_bytes,
-        isolation_level=0,
-        forgotten_topics_data=(),
-        topics=(
-            fetch_req.FetchTopic(
-                topic=topic,
-                partitions=tuple(
-                    fetch_req.FetchPartition(
-                        partition=p, fetch_offset=0, partition_max_bytes=partition_max_bytes
-                    )
-                    for p in partitions
-                ),
-            ),
-        ),
-    )
-
-
 def test_produce_errors_are_per_partition(broker, unique) -> None:
     topic = unique("perr")
     create_topic(broker.bootstrap, topic, partitions=1)
     with Wire(broker.bootstrap) as wire:
-        bad_acks = wire.call(_produce(topic, 0, _batch(1, 10), acks=2), ProduceResponse, 1)
+        bad_acks = wire.call(produce_request(topic, 0, _batch(1, 10), acks=2), ProduceResponse, 1)
         part = bad_acks.responses[0].partition_responses[0]
         assert part.error_code == ErrorCode.invalid_required_acks
-        missing = wire.call(_produce(topic, 7, _batch(1, 10)), ProduceResponse, 2)
+        missing = wire.call(produce_request(topic, 7, _batch(1, 10)), ProduceResponse, 2)
         assert missing.responses[0].partition_responses[0].error_code == (
             ErrorCode.unknown_topic_or_partition
         )
         corrupt = bytearray(_batch(3, 10))
         corrupt[-1] ^= 0xFF  # breaks the CRC
-        bad = wire.call(_produce(topic, 0, bytes(corrupt)), ProduceResponse, 3)
+        bad = wire.call(produce_request(topic, 0, bytes(corrupt)), ProduceResponse, 3)
         assert bad.responses[0].partition_responses[0].error_code == ErrorCode.corrupt_message
-        good = wire.call(_produce(topic, 0, _batch(3, 10)), ProduceResponse, 4)
+        good = wire.call(produce_request(topic, 0, _batch(3, 10)), ProduceResponse, 4)
         part = good.responses[0].partition_responses[0]
         assert part.error_code == ErrorCode.none and part.base_offset == 0  # nothing else landed
 
@@ -86,26 +47,30 @@ def test_fetch_byte_limits_first_batch_always_returned(broker, unique) -> None:
     with Wire(broker.bootstrap) as wire:
         for p in (0, 1):
             for i in range(3):  # three ~10 KB batches per partition
-                response = wire.call(_produce(topic, p, _batch(10, 1000)), ProduceResponse, 10 + i)
+                response = wire.call(
+                    produce_request(topic, p, _batch(10, 1000)), ProduceResponse, 10 + i
+                )
                 assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
         one = len(_batch(10, 1000))
 
         tiny = wire.call(
-            _fetch(topic, [0, 1], max_bytes=100, partition_max_bytes=100), FetchResponse
+            fetch_request(topic, [0, 1], max_bytes=100, partition_max_bytes=100), FetchResponse
         )
         first, second = tiny.responses[0].partitions
         assert len(first.records) == one  # over both limits, still one whole batch
         assert len(second.records) == 0  # the response budget is spent
 
         per_partition = wire.call(
-            _fetch(topic, [0, 1], max_bytes=1 << 20, partition_max_bytes=2 * one + 10),
+            fetch_request(topic, [0, 1], max_bytes=1 << 20, partition_max_bytes=2 * one + 10),
             FetchResponse,
             2,
         )
         assert [len(p.records) for p in per_partition.responses[0].partitions] == [2 * one, 2 * one]
 
         total = wire.call(
-            _fetch(topic, [0, 1], max_bytes=4 * one, partition_max_bytes=1 << 20), FetchResponse, 3
+            fetch_request(topic, [0, 1], max_bytes=4 * one, partition_max_bytes=1 << 20),
+            FetchResponse,
+            3,
         )
         assert [len(p.records) for p in total.responses[0].partitions] == [3 * one, one]
 
@@ -145,7 +110,7 @@ def test_clients_cannot_write_or_delete_internal_topics(broker) -> None:
         if not internal:
             pytest.skip("this broker runs without a coordinator: no internal topics")
         name = internal[0]
-        produced = wire.call(_produce(name, 0, _batch(1, 10)), ProduceResponse, 2)
+        produced = wire.call(produce_request(name, 0, _batch(1, 10)), ProduceResponse, 2)
         assert produced.responses[0].partition_responses[0].error_code == (
             ErrorCode.invalid_topic_exception
         )
@@ -164,7 +129,7 @@ def _frame_of_size(topic: str, total: int, correlation_id: int) -> bytes:
     """A valid Produce frame of exactly `total` bytes (prefix included), padded via client_id."""
     from tests.integration.broker.wire import encode_request
 
-    request = _produce(topic, 0, _batch(1, max(0, total - 400)))
+    request = produce_request(topic, 0, _batch(1, max(0, total - 400)))
     base = encode_request(request, correlation_id, client_id="")
     pad = total - len(base)
     assert 0 <= pad < 300, pad

@@ -10,8 +10,11 @@ import io
 import socket
 import struct
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
+from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.produce.v9 import request as produce_req
 from kio.serial import entity_reader, entity_writer
 
 
@@ -114,3 +117,46 @@ class Wire:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def produce_request(
+    topic: str, partition: int, records: bytes, acks: int = 1
+) -> produce_req.ProduceRequest:
+    """Produce v9 of one record set to one partition."""
+    return produce_req.ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout=timedelta(seconds=5),
+        topic_data=(
+            produce_req.TopicProduceData(
+                name=topic,
+                partition_data=(
+                    produce_req.PartitionProduceData(index=partition, records=records),
+                ),
+            ),
+        ),
+    )
+
+
+def fetch_request(
+    topic: str, partitions: Sequence[int], *, max_bytes: int, partition_max_bytes: int
+) -> fetch_req.FetchRequest:
+    """Fetch v12 from offset 0 of `partitions`, no wait."""
+    return fetch_req.FetchRequest(
+        max_wait=timedelta(0),
+        min_bytes=0,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        forgotten_topics_data=(),
+        topics=(
+            fetch_req.FetchTopic(
+                topic=topic,
+                partitions=tuple(
+                    fetch_req.FetchPartition(
+                        partition=p, fetch_offset=0, partition_max_bytes=partition_max_bytes
+                    )
+                    for p in partitions
+                ),
+            ),
+        ),
+    )

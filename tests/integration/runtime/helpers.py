@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +33,17 @@ def version(path: Path) -> int | None:
 
 def at(minute: int) -> dt.datetime:
     return T0 + dt.timedelta(minutes=minute)
+
+
+def wait_for(predicate, *, timeout: float, what: str, log: Path, proc: subprocess.Popen) -> None:
+    """Poll `predicate` every second while `proc` runs; fail with the run log's tail."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if predicate():
+            return
+        time.sleep(1)
+    tail = "\n".join(
+        line for line in log.read_text().splitlines() if not line.startswith(("\tat ", "["))
+    )[-4000:]
+    state = "timed out" if proc.poll() is None else f"run exited with {proc.returncode}"
+    raise AssertionError(f"{state} waiting for {what}; run log:\n{tail}")

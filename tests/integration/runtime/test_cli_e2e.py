@@ -13,14 +13,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from streams.kafka.admin import ensure_topic, produce
-from tests.integration.runtime.helpers import at, order, rows
+from tests.integration.runtime.helpers import at, order, rows, wait_for
 from tests.unit.runtime.projects import write_project
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
@@ -37,19 +36,6 @@ def cli(project: Path, *args: str, timeout: float = 600) -> subprocess.Completed
         cwd=REPO,
         timeout=timeout,
     )
-
-
-def wait_for(predicate, *, timeout: float, what: str, log: Path, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        if predicate():
-            return
-        time.sleep(1)
-    tail = "\n".join(
-        line for line in log.read_text().splitlines() if not line.startswith(("\tat ", "["))
-    )[-4000:]
-    state = "timed out" if proc.poll() is None else f"run exited with {proc.returncode}"
-    raise AssertionError(f"{state} waiting for {what}; run log:\n{tail}")
 
 
 def test_run_once_status_then_continuous_run_stopped_by_sigterm(broker, unique, tmp_path: Path) -> None:

@@ -14,13 +14,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from streams.kafka.admin import ensure_topic, produce
-from tests.integration.runtime.helpers import order, rows
+from tests.integration.runtime.helpers import order, rows, wait_for
 from tests.unit.runtime.projects import write_project
 from warehouse import Project
 from warehouse.runtime.errors import QueryFailedError
@@ -99,11 +98,13 @@ def test_a_worker_that_misses_the_connect_window_is_started_again(
         env={**os.environ, "PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": str(python)},
     )
     try:
-        deadline = time.monotonic() + 400
-        while time.monotonic() < deadline and proc.poll() is None:
-            if (dwd / "_delta_log").is_dir() and rows(dwd, ["order_id"]) == [("o1",)]:
-                break
-            time.sleep(1)
+        wait_for(
+            lambda: (dwd / "_delta_log").is_dir() and rows(dwd, ["order_id"]) == [("o1",)],
+            timeout=400,
+            what="o1 in dwd_orders",
+            log=log_path,
+            proc=proc,
+        )
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=180)
     finally:
