@@ -103,14 +103,19 @@ class _Stats:
                     self.dropped.add(name)
                     continue
             mm = pc.min_max(col)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
-            if kind == "string" and (len(lo) > STRING_STATS_MAX or len(hi) > STRING_STATS_MAX):
-                self.dropped.add(name)
-                continue
-            if name not in self.mins or lo < self.mins[name]:
-                self.mins[name] = lo
-            if name not in self.maxs or hi > self.maxs[name]:
-                self.maxs[name] = hi
+            self.bound(name, mm["min"].as_py(), mm["max"].as_py())
+
+    def bound(self, name: str, lo: Any, hi: Any) -> None:
+        """Widen `name`'s min/max by the bounds of some of its non-null values."""
+        if self.kinds[name] == "string" and (
+            len(lo) > STRING_STATS_MAX or len(hi) > STRING_STATS_MAX
+        ):
+            self.dropped.add(name)
+            return
+        if name not in self.mins or lo < self.mins[name]:
+            self.mins[name] = lo
+        if name not in self.maxs or hi > self.maxs[name]:
+            self.maxs[name] = hi
 
     def to_json(self) -> str:
         def fmt(name: str, v: Any, *, up: bool) -> Any:

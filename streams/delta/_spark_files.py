@@ -12,13 +12,11 @@ file's Parquet footer). A file moved but never committed is an orphan like any o
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -34,7 +32,7 @@ from pyspark.sql.types import (
     StringType,
 )
 
-from streams.delta._files import HIVE_NULL, STAGING_DIR, STRING_STATS_MAX, _iso, _stat_kind
+from streams.delta._files import HIVE_NULL, STAGING_DIR, _Stats
 
 # Partition columns whose hive directory value *is* the Delta partition value. Others
 # (timestamps, floats, decimals, binary) are formatted differently by Spark's writer and
@@ -128,58 +126,32 @@ def footer_stats(meta: pq.FileMetaData, schema: pa.Schema) -> str:
     a floating column with NaN gets none either (Parquet writers leave such bounds
     out); timestamp maxima are rounded up to the millisecond.
     """
-    kinds = {f.name: _stat_kind(f.type) for f in schema}
-    columns: dict[str, int] = {}
-    for i in range(meta.num_columns):
-        path = meta.schema.column(i).path
-        if path in kinds and kinds[path] is not None:
-            columns[path] = i
-    nulls: dict[str, int | None] = {}
-    mins: dict[str, Any] = {}
-    maxs: dict[str, Any] = {}
-    dropped: set[str] = set()
+    stats = _Stats(schema)
+    stats.rows = meta.num_rows
+    columns = {
+        meta.schema.column(i).path: i
+        for i in range(meta.num_columns)
+        if stats.kinds.get(meta.schema.column(i).path) is not None
+    }
+    for name in [n for n in stats.nulls if n not in columns]:
+        del stats.nulls[name]  # not a top-level leaf of this file
     for name, i in columns.items():
-        kind = kinds[name]
-        nulls[name] = 0
         for g in range(meta.num_row_groups):
             st = meta.row_group(g).column(i).statistics
             if st is None or not st.has_null_count:
-                nulls[name] = None
-                dropped.add(name)
+                stats.nulls.pop(name, None)
+                stats.dropped.add(name)
                 continue
-            if nulls[name] is not None:
-                nulls[name] += st.null_count
-            if kind == "none":
+            if name in stats.nulls:
+                stats.nulls[name] += st.null_count
+            if stats.kinds[name] == "none":
                 continue
             if not st.has_min_max:
                 if st.null_count != meta.row_group(g).num_rows:
-                    dropped.add(name)  # values without bounds: no min/max is honest
+                    stats.dropped.add(name)  # values without bounds: no min/max is honest
                 continue
-            lo, hi = st.min, st.max
-            if lo != lo or hi != hi:  # NaN bounds order nothing
-                dropped.add(name)
+            if st.min != st.min or st.max != st.max:  # NaN bounds order nothing
+                stats.dropped.add(name)
                 continue
-            if kind == "string" and (len(lo) > STRING_STATS_MAX or len(hi) > STRING_STATS_MAX):
-                dropped.add(name)
-                continue
-            if name not in mins or lo < mins[name]:
-                mins[name] = lo
-            if name not in maxs or hi > maxs[name]:
-                maxs[name] = hi
-
-    def fmt(name: str, v: Any, *, up: bool) -> Any:
-        if kinds[name] == "timestamp":
-            return _iso(v, round_up=up)
-        if kinds[name] == "date":
-            return v.isoformat()
-        return v
-
-    keep = [n for n in mins if n not in dropped]
-    return json.dumps(
-        {
-            "numRecords": meta.num_rows,
-            "minValues": {n: fmt(n, mins[n], up=False) for n in keep},
-            "maxValues": {n: fmt(n, maxs[n], up=True) for n in keep},
-            "nullCount": {n: c for n, c in nulls.items() if c is not None},
-        }
-    )
+            stats.bound(name, st.min, st.max)
+    return stats.to_json()
