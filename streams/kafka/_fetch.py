@@ -85,14 +85,6 @@ def _to_batch(msgs: list[Message], topic: str, partition: int, schema: pa.Schema
         missing = pc.equal(ts_type, 0)
         ts_ms = pc.if_else(missing, pa.scalar(None, pa.int64()), ts_ms)
     timestamps = pc.multiply(ts_ms, 1000).cast(pa.timestamp("us", tz="UTC"))
-    hdrs = list(map(_headers, msgs))
-    if any(hdrs):
-        headers = pa.array(
-            [None if h is None else [{"key": k, "value": v} for k, v in h] for h in hdrs],
-            HEADER_TYPE,
-        )
-    else:
-        headers = pa.nulls(n, HEADER_TYPE)
     arrays = [
         pa.array(list(map(_key, msgs)), pa.binary()),
         pa.array(list(map(_value, msgs)), pa.binary()),
@@ -101,8 +93,17 @@ def _to_batch(msgs: list[Message], topic: str, partition: int, schema: pa.Schema
         pa.array(list(map(_offset, msgs)), pa.int64()),
         timestamps,
         pc.subtract(ts_type, 1),
-        headers,
     ]
+    if len(schema) > len(arrays):  # the source's `headers` column (include_headers)
+        hdrs = list(map(_headers, msgs))
+        if any(hdrs):
+            headers = pa.array(
+                [None if h is None else [{"key": k, "value": v} for k, v in h] for h in hdrs],
+                HEADER_TYPE,
+            )
+        else:
+            headers = pa.nulls(n, HEADER_TYPE)
+        arrays.append(headers)
     return pa.RecordBatch.from_arrays(
         [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, schema, strict=True)],
         schema=schema,

@@ -74,6 +74,9 @@ SCHEMA = StructType(
     ]
 )
 
+SCHEMA_WITHOUT_HEADERS = StructType([f for f in SCHEMA.fields if f.name != "headers"])
+"""`include_headers=false`: reading and handing over headers costs even when all null."""
+
 DEFAULT_SPLIT_OFFSETS = 200_000
 _CLIENT_PREFIX = "kafka."
 
@@ -139,6 +142,13 @@ class _Options:
                 option="isolation_level",
             )
         self.isolation_level = level
+        headers = opts.get("include_headers") or opts.get("includeheaders") or "true"
+        if headers.lower() not in ("true", "false"):
+            raise KafkaConfigError(
+                f"include_headers must be `true` or `false`, got `{headers}`.",
+                option="include_headers",
+            )
+        self.include_headers = headers.lower() == "true"
         client: dict[str, Any] = json.loads(opts.get("client_config", "{}") or "{}")
         for k, v in options.items():
             if k.lower().startswith(_CLIENT_PREFIX) and k.lower() != "kafka.bootstrap.servers":
@@ -173,7 +183,7 @@ class KafkaDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        return SCHEMA
+        return SCHEMA if _Options(self.options).include_headers else SCHEMA_WITHOUT_HEADERS
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
         return KafkaStreamReader(self.options, schema)

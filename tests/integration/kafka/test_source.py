@@ -231,3 +231,49 @@ def test_parse_kafka_on_the_stream_itself(spark, broker, unique, tmp_path) -> No
     assert query.awaitTermination(240), "query did not finish in 240 s"
     assert query.exception() is None
     assert seen == [(1, 2.5, 0)]
+
+
+def test_headers_are_read_or_left_out(spark, broker, unique, tmp_path) -> None:
+    from pyspark.sql import Row
+
+    topic = unique("headers")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, value=b"v0", headers=[("trace", b"t-0"), ("n", None)])
+    producer.produce(topic, value=b"v1")
+    assert producer.flush(30) == 0
+
+    def read(include: bool) -> tuple[list[str], list[tuple]]:
+        got: list[tuple[list[str], list[tuple]]] = []
+
+        def sink(batch, _batch_id: int) -> None:
+            cols = batch.columns
+            picked = ["offset", "value"] + (["headers"] if "headers" in cols else [])
+            got.append((cols, [tuple(r) for r in batch.select(*picked).collect()]))
+
+        df = read_kafka_stream(
+            spark, bootstrap=broker.bootstrap, topics=topic, include_headers=include
+        )
+        query = (
+            df.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / f"cp-{include}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(240)
+        assert query.exception() is None
+        return got[0][0], sorted(r for _, rows in got for r in rows)
+
+    cols, rows = read(True)
+    assert cols[-1] == "headers"
+    assert [(o, bytes(v), h) for o, v, h in rows] == [
+        (0, b"v0", [Row(key="trace", value=bytearray(b"t-0")), Row(key="n", value=None)]),
+        (1, b"v1", None),
+    ]
+    cols, rows = read(False)
+    assert "headers" not in cols and len(cols) == 7
+    assert [(o, bytes(v)) for o, v in rows] == [(0, b"v0"), (1, b"v1")]
+    with pytest.raises(Exception, match="include_headers must be `true` or `false`"):
+        spark.readStream.format("warehouse_kafka").option("bootstrap", broker.bootstrap).option(
+            "topics", topic
+        ).option("include_headers", "sometimes").load()
