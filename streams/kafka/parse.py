@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Literal, NamedTuple
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
@@ -129,8 +129,9 @@ def _required_missing(typed: Column, required: Sequence[str]) -> Column:
 
 
 class _Stage(NamedTuple):
-    persist: Persist
+    persist: Persist | None
     reparse: Callable[[DataFrame], ParsedFrames]
+    observe: Observation | None
 
 
 _RAW = "__wh_raw_"
@@ -142,7 +143,7 @@ def _split(
     good_cols: list[Column],
     flagged: Column,
     explain: Column,
-    stage: _Stage | None,
+    stage: _Stage,
     keep: Column | None = None,
 ) -> ParsedFrames:
     """`good`/`bad` of a parsed frame. Only the flag is computed for every record: the
@@ -155,8 +156,9 @@ def _split(
     explanation of the bad rows is then computed by parsing those few rows again."""
     flag = F.coalesce(flagged, F.lit(False))
     keep = F.lit(True) if keep is None else keep
-    if stage is None:
-        s = staged.withColumn(_FLAG, flag).where(keep)
+    if stage.persist is None:
+        s = _observed(staged.withColumn(_FLAG, flag), stage.observe, F.col(_FLAG) & keep)
+        s = s.where(keep)
         good = s.where(~F.col(_FLAG)).select(*good_cols)
         bad = s.where(F.col(_FLAG)).select(
             F.col("key"), F.col("value"), *_coordinates(s), explain.alias("_error")
@@ -170,12 +172,24 @@ def _split(
             keep.alias(_KEEP),
         )
     )
+    flat = _observed(flat, stage.observe, F.col(_KEEP) & F.col(_FLAG))
     names = [c for c in flat.columns if c not in (_FLAG, _KEEP) and not c.startswith(_RAW)]
     good = flat.where(F.col(_KEEP) & ~F.col(_FLAG)).select(*names)
     flagged_raw = flat.where(F.col(_KEEP) & F.col(_FLAG)).select(
         *[F.col(_RAW + c).alias(c) for c in KAFKA_COLUMNS]
     )
     return ParsedFrames(good, stage.reparse(flagged_raw).bad)
+
+
+def _observed(df: DataFrame, observe: Observation | None, flagged: Column) -> DataFrame:
+    """`df` reporting `records` (every record) and `flagged` (those bound for `bad`)."""
+    if observe is None:
+        return df
+    return df.observe(
+        observe,
+        F.count(F.lit(1)).alias("records"),
+        F.coalesce(F.sum(flagged.cast("long")), F.lit(0)).alias("flagged"),
+    )
 
 
 def _check_required(schema: StructType, required: Sequence[str]) -> None:
@@ -197,7 +211,7 @@ def _from_json(text: Column, schema: StructType) -> Column:
 
 
 def _parse_json(
-    df: DataFrame, schema: StructType, required: Sequence[str], stage: _Stage | None
+    df: DataFrame, schema: StructType, required: Sequence[str], stage: _Stage
 ) -> ParsedFrames:
     text = F.col("value").cast("string")
     staged = df.withColumn("_parsed", _from_json(text, schema))
@@ -210,9 +224,10 @@ def _parse_json(
     return _split(staged, [*cols, *_coordinates(staged)], flagged, explain, stage)
 
 
-def _parse_raw(df: DataFrame, stage: _Stage | None) -> ParsedFrames:
-    if stage is not None:
+def _parse_raw(df: DataFrame, stage: _Stage) -> ParsedFrames:
+    if stage.persist is not None:
         df = stage.persist(df)
+    df = _observed(df, stage.observe, F.lit(False))
     cols = [F.col("key"), F.col("value")]
     if "headers" in df.columns:
         cols.append(F.col("headers"))
@@ -224,7 +239,7 @@ def _parse_raw(df: DataFrame, stage: _Stage | None) -> ParsedFrames:
 
 
 def _parse_debezium(
-    df: DataFrame, schema: StructType, required: Sequence[str], stage: _Stage | None
+    df: DataFrame, schema: StructType, required: Sequence[str], stage: _Stage
 ) -> ParsedFrames:
     envelope = StructType.fromJson(
         {
@@ -306,7 +321,7 @@ def _parse_debezium(
 
 
 def _parse_upsert(
-    df: DataFrame, schema: StructType, required: Sequence[str], stage: _Stage | None
+    df: DataFrame, schema: StructType, required: Sequence[str], stage: _Stage
 ) -> ParsedFrames:
     text = F.col("value").cast("string")
     key_text = F.col("key").cast("string")
@@ -347,6 +362,7 @@ def parse_kafka(
     schema: StructType | str | None = None,
     required: Sequence[str] = (),
     persist: Persist | None = None,
+    observe: Observation | None = None,
 ) -> ParsedFrames:
     """Split Kafka records (`key, value, topic, partition, offset, timestamp`) into typed
     `good` rows and `bad` rows with an `_error` reason. `required` names fields that must
@@ -354,7 +370,11 @@ def parse_kafka(
 
     `persist` (batch frames): called once with the parsed and flagged frame both
     results derive from; returning it persisted lets `good` and `bad` share one read
-    and one parse of the records instead of two."""
+    and one parse of the records instead of two.
+
+    `observe`: an unused `Observation` that collects `records` (every record of `df`)
+    and `flagged` (how many go to `bad`) during the first action over `good` or `bad`;
+    it lets a caller write `good` in one pass and read `bad` only when it is not empty."""
     missing = [c for c in KAFKA_COLUMNS if c not in df.columns]
     if missing:
         raise KafkaConfigError(
@@ -362,13 +382,11 @@ def parse_kafka(
             f"({', '.join(df.columns)}). Pass the frame from read_kafka_stream.",
             option="df",
         )
-    stage = None
-    if persist is not None:
 
-        def reparse(frame: DataFrame) -> ParsedFrames:
-            return parse_kafka(frame, format=format, schema=schema, required=required)
+    def reparse(frame: DataFrame) -> ParsedFrames:
+        return parse_kafka(frame, format=format, schema=schema, required=required)
 
-        stage = _Stage(persist, reparse)
+    stage = _Stage(persist, reparse, observe)
     if format == "raw":
         return _parse_raw(df, stage)
     if format not in FORMATS:

@@ -227,3 +227,46 @@ def test_persist_hook_sees_every_record_once_and_feeds_both_results(spark, fmt: 
         assert seen[0].storageLevel.useMemory
     finally:
         seen[0].unpersist()
+
+
+@pytest.mark.parametrize("fmt", ["json", "raw", "debezium-json", "upsert-json"])
+@pytest.mark.parametrize("persisted", [False, True])
+def test_observe_counts_records_and_flagged_in_the_first_action(
+    spark, fmt: str, persisted: bool
+) -> None:
+    from pyspark.sql import Observation
+
+    records = [
+        ("k1", '{"order_id": 1, "amount": 2.0}'),
+        ("k2", "not json"),
+        ("k3", None),
+        ('{"order_id": 3}', '{"order_id": "three"}'),
+    ]
+    schema = None if fmt == "raw" else ORDERS
+    plain = parse_kafka(kafka_frame(spark, records), format=fmt, schema=schema)
+    cached: list[DataFrame] = []
+
+    def persist(frame: DataFrame) -> DataFrame:
+        cached.append(frame.persist())
+        return cached[-1]
+
+    seen = Observation(f"parse-{fmt}-{persisted}")
+    observed = parse_kafka(
+        kafka_frame(spark, records),
+        format=fmt,
+        schema=schema,
+        observe=seen,
+        persist=persist if persisted else None,
+    )
+    try:
+        # Writing `good` alone is what the runtime does; the counts cover `bad` too.
+        good = observed.good.collect()
+        assert seen.get == {"records": len(records), "flagged": plain.bad.count()}
+        assert sorted(good) == sorted(plain.good.collect())
+        assert sorted(observed.bad.collect()) == sorted(plain.bad.collect())
+        # raw flags nothing; the others flag the three records that are not a good row
+        # (a Debezium tombstone is neither good nor bad, but it is a record).
+        assert seen.get["flagged"] == (0 if fmt == "raw" else 3)
+    finally:
+        for frame in cached:
+            frame.unpersist()
