@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -260,6 +260,12 @@ class RowChecks:
             checks.append(RowCheck(id=eid, expectation=exp, applies=applies, passes=passes))
         return cls(checks, table=table)
 
+    @property
+    def fail_fast(self) -> bool:
+        """Whether a violation can fail the batch: then the batch must be judged whole
+        before anything is written (`apply`), not while it is written (`observe`)."""
+        return any(c.on_violation == "fail" for c in self.checks)
+
     def apply(self, batch_df: DataFrame, *, table: str, batch_id: int) -> CheckedBatch:
         """Judge one batch: counts per expectation, then warn / drop / quarantine / fail."""
         if not self.checks:
@@ -275,19 +281,81 @@ class RowChecks:
                 persisted.unpersist()
             raise
 
-    def _apply(
-        self, batch_df: DataFrame, persisted: DataFrame | None, *, table: str, batch_id: int
-    ) -> CheckedBatch:
+    def observe(self, batch_df: DataFrame, observation: Observation) -> DataFrame:
+        """`batch_df` without the rows a `drop` or `quarantine` expectation removes, judged
+        row by row as the rows pass: one pass, nothing persisted.
+
+        `observation` (unused) collects the counts of the first action over the result;
+        read them with `observed_metrics`. The quarantined rows are not in the result:
+        build them with `quarantined` from a frame of the same batch, only when
+        `observed_metrics` says there are any. Not for `fail_fast` checks, which must
+        see the whole batch before any row is written."""
+        if self.fail_fast:
+            raise QualityError(
+                f"Table `{self.table or '?'}`: expectations with on_violation `fail` are "
+                "judged before the write (RowChecks.apply), not while writing"
+            )
         data_cols = batch_df.columns
-        flags = [f"{_FLAG}{i}" for i in range(len(self.checks))]
-        flagged = batch_df.select(
+        flags = self._flag_names()
+        flagged = self._flagged(batch_df, flags)
+        removed = self._any(
+            [f for c, f in zip(self.checks, flags, strict=True) if c.on_violation != "warn"]
+        )
+        quarantined = self._any(
+            [f for c, f in zip(self.checks, flags, strict=True) if c.on_violation == "quarantine"]
+        )
+        observed = flagged.observe(
+            observation,
+            F.count(F.lit(1)).alias("rows"),
+            F.coalesce(F.sum(removed.cast("long")), F.lit(0)).alias("removed"),
+            F.coalesce(F.sum(quarantined.cast("long")), F.lit(0)).alias("quarantined"),
+            *self._aggregates(flags),
+        )
+        return observed.filter(~removed).select(*data_cols)
+
+    def observed_metrics(
+        self, observed: dict[str, Any], *, table: str, batch_id: int
+    ) -> list[dict[str, Any]]:
+        """The per-expectation metrics (as `CheckedBatch.metrics`) of an `observe` pass."""
+        return self._metrics(observed, self._flag_names(), table=table, batch_id=batch_id)
+
+    def quarantined(self, batch_df: DataFrame, *, batch_id: int) -> DataFrame:
+        """The rows of `batch_df` that a `quarantine` expectation sends to quarantine, as
+        quarantine rows (`QUARANTINE_SCHEMA`); the counterpart of `observe`."""
+        flags = self._flag_names()
+        q = [f for c, f in zip(self.checks, flags, strict=True) if c.on_violation == "quarantine"]
+        return self._quarantine(
+            self._flagged(batch_df, flags), q, batch_df.columns, flags, batch_id=batch_id
+        )
+
+    # -- shared by apply and observe -----------------------------------------
+
+    def _flag_names(self) -> list[str]:
+        return [f"{_FLAG}{i}" for i in range(len(self.checks))]
+
+    def _flagged(self, batch_df: DataFrame, flags: list[str]) -> DataFrame:
+        return batch_df.select(
             "*", *[c.failed_column().alias(f) for c, f in zip(self.checks, flags, strict=True)]
         )
+
+    def _aggregates(self, flags: list[str]) -> list[Column]:
         aggs = []
         for c, f in zip(self.checks, flags, strict=True):
-            aggs.append(F.sum(F.when(c.applies, 1).otherwise(0)).alias(f"{f}_checked"))
-            aggs.append(F.sum(F.col(f).cast("long")).alias(f"{f}_failed"))
-        row = flagged.agg(*aggs).collect()[0]
+            aggs.append(
+                F.coalesce(F.sum(F.when(c.applies, 1).otherwise(0)), F.lit(0)).alias(f"{f}_checked")
+            )
+            aggs.append(F.coalesce(F.sum(F.col(f).cast("long")), F.lit(0)).alias(f"{f}_failed"))
+        return aggs
+
+    @staticmethod
+    def _any(flags: list[str]) -> Column:
+        if not flags:
+            return F.lit(False)
+        return F.greatest(*[F.col(f) for f in flags]) if len(flags) > 1 else F.col(flags[0])
+
+    def _metrics(
+        self, row: Any, flags: list[str], *, table: str, batch_id: int
+    ) -> list[dict[str, Any]]:
         metrics: list[dict[str, Any]] = []
         for c, f in zip(self.checks, flags, strict=True):
             checked = int(row[f"{f}_checked"] or 0)
@@ -320,6 +388,42 @@ class RowChecks:
                     checked,
                     c.on_violation,
                 )
+        return metrics
+
+    def _quarantine(
+        self,
+        flagged: DataFrame,
+        quarantine_flags: list[str],
+        data_cols: list[str],
+        flags: list[str],
+        *,
+        batch_id: int,
+    ) -> DataFrame:
+        names = F.filter(
+            F.array(
+                *[F.when(F.col(f), F.lit(c.id)) for c, f in zip(self.checks, flags, strict=True)]
+            ),
+            lambda x: x.isNotNull(),
+        )
+        q = flagged.filter(self._any(quarantine_flags)).withColumn("__failed_names", names)
+        return _to_quarantine(
+            q,
+            data_cols=data_cols,
+            reason=F.concat(F.lit("failed expectations: "), F.concat_ws(", ", "__failed_names")),
+            failed=F.col("__failed_names"),
+            batch_id=batch_id,
+            raw_key=None,
+            raw_value=None,
+        )
+
+    def _apply(
+        self, batch_df: DataFrame, persisted: DataFrame | None, *, table: str, batch_id: int
+    ) -> CheckedBatch:
+        data_cols = batch_df.columns
+        flags = self._flag_names()
+        flagged = self._flagged(batch_df, flags)
+        row = flagged.agg(*self._aggregates(flags)).collect()[0]
+        metrics = self._metrics(row, flags, table=table, batch_id=batch_id)
         for c, f, m in zip(self.checks, flags, metrics, strict=True):
             if c.on_violation == "fail" and not m["success"]:
                 rows = flagged.filter(F.col(f)).select(*data_cols).limit(MAX_SHOWN_ROWS).collect()
@@ -345,37 +449,11 @@ class RowChecks:
         if not removed:
             keep = batch_df
         else:
-            any_removed = (
-                F.greatest(*[F.col(f) for f in removed]) if len(removed) > 1 else F.col(removed[0])
-            )
-            keep = flagged.filter(~any_removed).select(*data_cols)
+            keep = flagged.filter(~self._any(removed)).select(*data_cols)
         quarantine = None
         if quarantine_flags:
-            any_q = (
-                F.greatest(*[F.col(f) for f in quarantine_flags])
-                if len(quarantine_flags) > 1
-                else F.col(quarantine_flags[0])
-            )
-            names = F.filter(
-                F.array(
-                    *[
-                        F.when(F.col(f), F.lit(c.id))
-                        for c, f in zip(self.checks, flags, strict=True)
-                    ]
-                ),
-                lambda x: x.isNotNull(),
-            )
-            q = flagged.filter(any_q).withColumn("__failed_names", names)
-            quarantine = _to_quarantine(
-                q,
-                data_cols=data_cols,
-                reason=F.concat(
-                    F.lit("failed expectations: "), F.concat_ws(", ", "__failed_names")
-                ),
-                failed=F.col("__failed_names"),
-                batch_id=batch_id,
-                raw_key=None,
-                raw_value=None,
+            quarantine = self._quarantine(
+                flagged, quarantine_flags, data_cols, flags, batch_id=batch_id
             )
         return CheckedBatch(keep=keep, quarantine=quarantine, metrics=metrics, _persisted=persisted)
 

@@ -261,3 +261,54 @@ def test_quality_events_frame_has_the_events_schema(spark, orders):
              expectation="expect_column_values_to_not_be_null(order_id)", on_violation="warn",
              checked=6, passed=4, failed=2, recorded_at=now)],
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "docs",
+    [
+        [not_null("quarantine"), positive("drop"), status_known("warn")],
+        [not_null("drop"), positive("quarantine"), status_known("quarantine")],
+        [positive("warn")],
+        [
+            {
+                "expect_column_values_to_be_between": {
+                    "column": "amount",
+                    "min_value": 0,
+                    "mostly": 0.5,
+                },
+                "on_violation": "quarantine",
+            }
+        ],
+    ],
+)
+def test_observe_in_one_pass_gives_what_apply_gives(orders, docs):
+    from pyspark.sql import Observation
+
+    checks = RowChecks.compile(exps(*docs), orders.schema, table="ods_orders")
+    seen = Observation(f"checks-{len(docs)}-{docs[0]['on_violation']}")
+    keep = checks.observe(orders, seen)
+    kept = keep.collect()  # the one pass: the write
+    with checks.apply(orders, table="ods_orders", batch_id=4) as whole:
+        assertDataFrameEqual(keep, whole.keep)
+        assert len(kept) == whole.keep.count()
+        observed = seen.get
+        metrics = checks.observed_metrics(observed, table="ods_orders", batch_id=4)
+        assert metrics == whole.metrics
+        quarantined = checks.quarantined(orders, batch_id=4)
+        n_quarantined = 0 if whole.quarantine is None else whole.quarantine.count()
+        assert observed["rows"] == orders.count()
+        assert observed["quarantined"] == n_quarantined == quarantined.count()
+        assert observed["removed"] == orders.count() - len(kept)
+        if whole.quarantine is not None:
+            cols = [c for c in QUARANTINE_SCHEMA.fieldNames() if c != "quarantined_at"]
+            assertDataFrameEqual(quarantined.select(cols), whole.quarantine.select(cols))
+
+
+def test_observe_refuses_checks_that_can_fail_the_batch(orders):
+    from pyspark.sql import Observation
+
+    checks = RowChecks.compile(exps(not_null("fail"), positive("quarantine")), orders.schema)
+    assert checks.fail_fast
+    with pytest.raises(QualityError, match="judged before the write"):
+        checks.observe(orders, Observation("never"))
+    assert not RowChecks.compile(exps(positive("quarantine")), orders.schema).fail_fast
