@@ -23,7 +23,7 @@ from streams.delta.maintenance import (
     vacuum,
 )
 from streams.delta.native import native_delta_available
-from streams.delta.sink import write_batch
+from streams.delta.sink import committed, write_batch
 from streams.delta.source import read_delta_stream
 from streams.delta.target import INTERNAL_COLUMNS, DeltaTarget, commit_properties
 
@@ -40,6 +40,7 @@ __all__ = [
     "batch_end_offsets",
     "checkpoint_query_id",
     "commit_properties",
+    "committed",
     "native_delta_available",
     "optimize",
     "read_delta_stream",

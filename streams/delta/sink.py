@@ -92,6 +92,14 @@ def write_batch(
     return version
 
 
+def committed(target: DeltaTarget, batch_id: int) -> bool:
+    """Whether `write_batch` would skip this batch: the table's app transaction of
+    `target.app_id` is at `batch_id` or later (embedded engine)."""
+    table = load_table(target.path)
+    done = None if table is None else table.transaction_version(target.app_id)
+    return done is not None and done >= batch_id
+
+
 def evolve_schema(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -> DeltaTable:
     _schema.check_partitioning(table, target.partition_by, path=target.path)
     added = _schema.new_columns(table, incoming, path=target.path)
@@ -333,4 +341,4 @@ def _scd2(
     return apply_scd2(df, batch_id, target, commit_info=commit_info)
 
 
-__all__ = ["dedupe_changes", "load_table", "merge_arrow", "write_batch"]
+__all__ = ["committed", "dedupe_changes", "load_table", "merge_arrow", "write_batch"]

@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -32,7 +33,8 @@ class BatchStats:
     rows_in: int = 0
     """Rows handed to foreachBatch (after the streaming operators)."""
     input_rows: dict[int, int] = field(default_factory=dict)
-    """Source rows per batch id, from the query progress (the runner fills it)."""
+    """Source rows per batch id: the records a Kafka batch held (the writer), else the
+    query progress's numInputRows (the runner fills it)."""
     rows_written: int = 0
     quarantined: int = 0
     dropped: int = 0
@@ -44,6 +46,31 @@ class BatchStats:
     error: BaseException | None = None
     published: int = 0
     notes: list[str] = field(default_factory=list)
+
+
+class _Outcome(NamedTuple):
+    rows_in: int
+    written: int
+    quarantined: int
+    dropped: int
+    version: int | None
+
+
+def _observed(observation: Any, *, wait: float = 10.0) -> dict[str, Any] | None:
+    """An `Observation`'s metrics once an action has reported them, waiting up to `wait`
+    seconds; else None. (`Observation.get` would block forever when no action ran the
+    observed plan.)"""
+    if observation is None:
+        return None
+    jo = getattr(observation, "_jo", None)
+    if jo is None:
+        return None
+    deadline = time.monotonic() + wait
+    while not jo.future().isCompleted():
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+    return observation.get
 
 
 class StopRequested(Exception):
@@ -104,13 +131,207 @@ class BatchWriter:
     # -- the batch -----------------------------------------------------------
 
     def _run(self, batch_df: DataFrame, batch_id: int) -> None:
-        from warehouse.compile.query import apply_transform, payload_schema, recover_file
+        from warehouse.compile.query import recover_file
 
         started = time.monotonic()
-        table = self.defn.name
         spark = batch_df.sparkSession
-        registered: list[str] = []
         cached: list[DataFrame] = []
+        registered: list[str] = []
+        try:
+            one_pass = self._one_pass(batch_id)
+            if one_pass:
+                out = self._write_one_pass(batch_df, batch_id, cached)
+            else:
+                out = self._write_cached(batch_df, batch_id, cached, registered)
+            if self.defn.spec.publish is not None:
+                self._publish(batch_id)
+            f = recover_file(self.plan.checkpoint_path)
+            if f.exists():
+                f.unlink()  # the new checkpoint now owns the position
+        finally:
+            for frame in reversed(cached):
+                frame.unpersist()
+            for view in registered:
+                spark.catalog.dropTempView(view)
+        s = self.stats
+        s.batches += 1
+        s.rows_in += out.rows_in
+        if self.defn.spec.source.kafka is not None:
+            # Exact records of the batch. Spark's numInputRows counts a source read twice
+            # when a batch reads its records again (the quarantine pass of `_one_pass`).
+            s.input_rows[batch_id] = out.rows_in
+        s.rows_written += out.written
+        s.quarantined += out.quarantined
+        s.dropped += out.dropped
+        s.last_batch = batch_id
+        if out.version is None:
+            s.skipped += 1
+        else:
+            s.last_version = out.version
+        elapsed = time.monotonic() - started
+        s.batch_seconds += elapsed
+        logger.info(
+            "table %s: batch %d%s: %d rows in, %d written, %d quarantined, %d dropped, "
+            "version %s, %.1fs",
+            self.defn.name,
+            batch_id,
+            " (one pass)" if one_pass else "",
+            out.rows_in,
+            out.written,
+            out.quarantined,
+            out.dropped,
+            "skipped (already committed)" if out.version is None else out.version,
+            elapsed,
+        )
+
+    def _one_pass(self, batch_id: int) -> bool:
+        """Whether this batch is written as it is read, without persisting it.
+
+        For a Kafka-sourced table without a transform (a landing table, the high-volume
+        case) whose expectations cannot fail the batch, appended or upserted by the
+        embedded engine: the good rows are parsed, judged and written in one pass, and
+        the counts are observed during that write. The records are read again only
+        when that pass saw a malformed or quarantined one (a Kafka range reads the same
+        records twice). Persisting a batch costs Spark more than parsing it.
+
+        A replayed batch (already in the table) takes the persisted path: its write is
+        skipped, so nothing would observe it.
+        """
+        spec = self.defn.spec
+        if (
+            spec.source.kafka is None
+            or spec.transform is not None
+            or self.defn.sql is not None
+            or spec.sink.mode not in ("append", "upsert")
+            or self.engines["delta"] == "native"
+        ):
+            return False
+        from warehouse.quality import is_row_level
+
+        if any(is_row_level(e) and e.on_violation == "fail" for e in spec.expectations):
+            return False  # judged whole before the write (RowChecks.fail_fast)
+        from streams.delta import committed
+
+        return not committed(self._target(quarantine=False), batch_id)
+
+    def _write_one_pass(self, df: DataFrame, batch_id: int, cached: list[DataFrame]) -> _Outcome:
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        from streams.kafka import parse_kafka
+        from warehouse.compile.query import payload_schema
+
+        kafka = self.defn.spec.source.kafka
+        assert kafka is not None
+        schema = payload_schema(self.project, self.defn)
+        tag = f"{self.defn.name}_{batch_id}_{uuid.uuid4().hex[:8]}"
+        parse_seen = Observation(f"wh_parse_{tag}")
+        parsed = parse_kafka(df, format=kafka.format, schema=schema, observe=parse_seen)
+        checks = self._compiled_checks(parsed.good)
+        good, checks_seen = parsed.good, None
+        if checks is not None:
+            checks_seen = Observation(f"wh_checks_{tag}")
+            good = checks.observe(good, checks_seen)
+        written_seen = Observation(f"wh_written_{tag}")
+        good = good.observe(written_seen, F.count(F.lit(1)).alias("rows"))
+        info = self._commit_info(batch_id)
+        version = self._write(good, batch_id, self.plan.table_path, info, quarantine=False)
+
+        wait = 10.0 if version is not None else 0.0  # a skipped write ran nothing
+        p, c, w = (_observed(o, wait=wait) for o in (parse_seen, checks_seen, written_seen))
+        known = p is not None and w is not None and (checks is None or c is not None)
+        if not known:
+            # Nothing lost if the write did not report its counts: read everything again.
+            logger.warning(
+                "table %s: batch %d: the write reported no counts; re-reading the batch "
+                "for its quarantine",
+                self.defn.name,
+                batch_id,
+            )
+        want_parse = not known or bool(p and p["flagged"])
+        want_checks = checks is not None and (not known or bool(c and c["quarantined"]))
+        quarantined = 0
+        if want_parse or want_checks:
+            quarantined = self._quarantine_again(
+                df, batch_id, info, cached, checks, want_parse=want_parse, want_checks=want_checks
+            )
+        metrics = []
+        if checks is not None and c is not None:
+            metrics = checks.observed_metrics(c, table=self.defn.name, batch_id=batch_id)
+            self._quality_events(df.sparkSession, batch_id, metrics)
+        written = int(w["rows"]) if w else 0
+        return _Outcome(
+            rows_in=int(p["records"]) if p else written + quarantined,
+            written=written,
+            quarantined=quarantined,
+            dropped=int(c["removed"]) - int(c["quarantined"]) if c else 0,
+            version=version,
+        )
+
+    def _quarantine_again(
+        self,
+        df: DataFrame,
+        batch_id: int,
+        info: dict[str, Any],
+        cached: list[DataFrame],
+        checks: Any,
+        *,
+        want_parse: bool,
+        want_checks: bool,
+    ) -> int:
+        """Second pass of `_write_one_pass`: the batch's quarantine rows, read again."""
+        from streams.kafka import parse_kafka
+        from warehouse.compile.query import payload_schema
+
+        kafka = self.defn.spec.source.kafka
+        assert kafka is not None
+
+        def cache(frame: DataFrame) -> DataFrame:
+            frame = frame.persist()
+            cached.append(frame)
+            return frame
+
+        # Both kinds come from one parse: persist it, or the union would read twice.
+        both = want_parse and want_checks
+        parsed = parse_kafka(
+            df,
+            format=kafka.format,
+            schema=payload_schema(self.project, self.defn),
+            persist=cache if both else None,
+        )
+        parts = []
+        if want_parse:
+            parts.append(self._parse_quarantine(parsed.bad, batch_id))
+        if want_checks:
+            parts.append(checks.quarantined(parsed.good, batch_id=batch_id))
+        return self._write_quarantine(parts, batch_id, info, cache)
+
+    def _write_quarantine(
+        self,
+        parts: list[DataFrame],
+        batch_id: int,
+        info: dict[str, Any],
+        cache: Callable[[DataFrame], DataFrame],
+    ) -> int:
+        """Union the quarantine frames, write them if there is any row; the row count."""
+        q = parts[0]
+        for other in parts[1:]:
+            q = q.unionByName(other)
+        q = cache(q)
+        n = q.count()
+        if n:
+            self._write(q, batch_id, self.plan.quarantine_path, info, quarantine=True)
+        return n
+
+    def _write_cached(
+        self, batch_df: DataFrame, batch_id: int, cached: list[DataFrame], registered: list[str]
+    ) -> _Outcome:
+        """The general path: the batch is persisted once parsed, transformed, judged
+        whole (expectations that fail the batch do so before anything is written), then
+        written, then its quarantine."""
+        from warehouse.compile.query import apply_transform, payload_schema
+
+        spark = batch_df.sparkSession
 
         def cache(frame: DataFrame) -> DataFrame:
             frame = frame.persist()
@@ -168,55 +389,16 @@ class BatchWriter:
             version = self._write(good, batch_id, self.plan.table_path, info, quarantine=False)
             quarantined = checks_quarantined = 0
             if quarantine:
-                q = quarantine[0]
-                for other in quarantine[1:]:
-                    q = q.unionByName(other)
-                q = cache(q)
-                quarantined = q.count()
-                if quarantined:
-                    self._write(q, batch_id, self.plan.quarantine_path, info, quarantine=True)
+                quarantined = self._write_quarantine(quarantine, batch_id, info, cache)
             if checked is not None:
                 if checked.quarantine is not None:
                     checks_quarantined = checked.quarantine.count()
                 dropped = max(0, before - written - checks_quarantined)
                 self._quality_events(spark, batch_id, checked.metrics)
-            if self.defn.spec.publish is not None:
-                self._publish(batch_id)
-            f = recover_file(self.plan.checkpoint_path)
-            if f.exists():
-                f.unlink()  # the new checkpoint now owns the position
         finally:
             if checked is not None:
                 checked.unpersist()
-            for frame in reversed(cached):
-                frame.unpersist()
-            for view in registered:
-                spark.catalog.dropTempView(view)
-        s = self.stats
-        s.batches += 1
-        s.rows_in += rows_in
-        s.rows_written += written
-        s.quarantined += quarantined
-        s.dropped += dropped
-        s.last_batch = batch_id
-        if version is None:
-            s.skipped += 1
-        else:
-            s.last_version = version
-        elapsed = time.monotonic() - started
-        s.batch_seconds += elapsed
-        logger.info(
-            "table %s: batch %d: %d rows in, %d written, %d quarantined, %d dropped, "
-            "version %s, %.1fs",
-            table,
-            batch_id,
-            rows_in,
-            written,
-            quarantined,
-            dropped,
-            "skipped (already committed)" if version is None else version,
-            elapsed,
-        )
+        return _Outcome(rows_in, written, quarantined, dropped, version)
 
     # -- pieces ----------------------------------------------------------------
 
@@ -244,32 +426,36 @@ class BatchWriter:
             "warehouse.table": self.defn.name,
         }
 
-    def _write(
-        self, df: DataFrame, batch_id: int, path: str, info: dict[str, Any], *, quarantine: bool
-    ) -> int | None:
-        from streams.delta import DeltaTarget, write_batch
+    def _target(self, *, quarantine: bool) -> Any:
+        from streams.delta import DeltaTarget
 
         sink = self.defn.spec.sink
-        name = self.defn.name + ("__quarantine" if quarantine else "")
         if quarantine:
-            target = DeltaTarget(
-                path,
+            return DeltaTarget(
+                self.plan.quarantine_path,
                 mode="append",
                 app_id=f"{self._app_id()}:quarantine",
                 engine=self.engines["delta"],  # type: ignore[arg-type]
-                table=name,
+                table=self.defn.name + "__quarantine",
             )
-        else:
-            target = DeltaTarget(
-                path,
-                mode=sink.mode,
-                keys=list(getattr(sink, "keys", []) or []),
-                sequence_by=getattr(sink, "sequence_by", None),
-                partition_by=list(sink.partition_by),
-                app_id=self._app_id(),
-                engine=self.engines["delta"],  # type: ignore[arg-type]
-                table=name,
-            )
+        return DeltaTarget(
+            self.plan.table_path,
+            mode=sink.mode,
+            keys=list(getattr(sink, "keys", []) or []),
+            sequence_by=getattr(sink, "sequence_by", None),
+            partition_by=list(sink.partition_by),
+            app_id=self._app_id(),
+            engine=self.engines["delta"],  # type: ignore[arg-type]
+            table=self.defn.name,
+        )
+
+    def _write(
+        self, df: DataFrame, batch_id: int, path: str, info: dict[str, Any], *, quarantine: bool
+    ) -> int | None:
+        from streams.delta import write_batch
+
+        target = self._target(quarantine=quarantine)
+        assert target.path == path
         return write_batch(df, batch_id, target, commit_info=info)
 
     def _parse_quarantine(self, bad: DataFrame, batch_id: int) -> DataFrame:
@@ -277,8 +463,9 @@ class BatchWriter:
 
         return quarantine_from_parse_errors(bad, batch_id=batch_id)
 
-    def _row_checks(self, df: DataFrame, batch_id: int) -> Any:
-        """Row-level expectations (warehouse.quality): a `CheckedBatch`, or None without any."""
+    def _compiled_checks(self, df: DataFrame) -> Any:
+        """The table's row-level expectations compiled against `df`'s columns (once), or
+        None without any."""
         if not self.defn.spec.expectations:
             return None
         if self._checks is None:
@@ -287,9 +474,14 @@ class BatchWriter:
             self._checks = compile_row_checks(
                 self.defn.spec.expectations, df.schema, table=self.defn.name
             )
-        if self._checks.empty:
+        return None if self._checks.empty else self._checks
+
+    def _row_checks(self, df: DataFrame, batch_id: int) -> Any:
+        """Row-level expectations (warehouse.quality): a `CheckedBatch`, or None without any."""
+        checks = self._compiled_checks(df)
+        if checks is None:
             return None
-        return self._checks.apply(df, table=self.defn.name, batch_id=batch_id)
+        return checks.apply(df, table=self.defn.name, batch_id=batch_id)
 
     def _quality_events(self, spark: Any, batch_id: int, metrics: Any) -> None:
         from warehouse.quality import write_quality_events

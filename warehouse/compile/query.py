@@ -59,7 +59,9 @@ class CompiledQuery:
         return self.batch.stats
 
     def start(self) -> StreamingQuery:
-        logger.info("table %s: starting query (checkpoint %s)", self.plan.name, self.plan.checkpoint_path)
+        logger.info(
+            "table %s: starting query (checkpoint %s)", self.plan.name, self.plan.checkpoint_path
+        )
         return self.writer.start()
 
     def stop_at_batch_boundary(self, query: StreamingQuery, *, timeout: float = 120) -> None:
@@ -101,7 +103,9 @@ def starting_offsets(plan: TablePlan, configured: Any) -> Any:
     f = recover_file(plan.checkpoint_path)
     if f.is_file() and checkpoint_is_new(plan.checkpoint_path):
         data = json.loads(f.read_text())
-        logger.info("table %s: starting from recovered offsets %s", plan.name, data["starting_offsets"])
+        logger.info(
+            "table %s: starting from recovered offsets %s", plan.name, data["starting_offsets"]
+        )
         return data["starting_offsets"]
     return configured
 
@@ -157,7 +161,9 @@ def apply_transform(
     spark = df.sparkSession
     if spec.transform is not None and spec.transform.python:
         fn = load_callable(project, spec.transform.python, table=table, layer=layer)
-        ctx = TransformContext(spark=spark, table=table, layer=layer, project=project, batch_id=batch_id)
+        ctx = TransformContext(
+            spark=spark, table=table, layer=layer, project=project, batch_id=batch_id
+        )
         try:
             out = fn(df, ctx)
         except Exception as e:
@@ -224,9 +230,7 @@ def _window_aggregate(df: DataFrame, defn: TableDefinition) -> DataFrame:
         return df.groupBy(*groups).agg(*measures)
     w = agg.window
     win = (
-        F.window(F.col(w.column), w.size, w.slide)
-        if w.slide
-        else F.window(F.col(w.column), w.size)
+        F.window(F.col(w.column), w.size, w.slide) if w.slide else F.window(F.col(w.column), w.size)
     )
     out = df.groupBy(win.alias("_window"), *groups).agg(*measures)
     return out.select(
@@ -346,6 +350,8 @@ def build_query(
             on_data_loss=k.on_data_loss,
             client_config=kafka_client_config(project, dict(k.options)),
             engine=engines["kafka"],
+            # Only `raw` keeps headers in the table; the parsed formats drop them.
+            include_headers=k.format == "raw",
         )
         out = stream  # parse + stateless transform run per batch (bad rows to quarantine)
     else:
@@ -373,7 +379,9 @@ def build_query(
             registered.append(view)
         missing_joins = [n for n in join_names if n not in views]
         assert not missing_joins
-        out = apply_transform(upstream, project=project, defn=defn, views=views, registered=registered)
+        out = apply_transform(
+            upstream, project=project, defn=defn, views=views, registered=registered
+        )
         out = _stateful(out, defn, watermark_done=wm_first)
 
     stats_writer = BatchWriter(

@@ -248,7 +248,8 @@ class Pipeline:
     def _note_progress(cq: CompiledQuery, query: StreamingQuery) -> None:
         """Remember each batch's source row count (Spark keeps only the recent progress)."""
         for p in query.recentProgress:
-            cq.stats.input_rows[int(p.batchId)] = int(p.numInputRows)
+            # The writer's own count wins: it knows the records of a Kafka batch.
+            cq.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
 
     def _result(self, cq: CompiledQuery, seconds: float) -> RunResult:
         s = cq.stats
