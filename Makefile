@@ -14,9 +14,27 @@ PYTEST_ARGS ?=
 demo: install java
 	$(BIN)/warehouse demo
 
+# The whole suite runs as two pytest processes side by side: the crash test (20+ lives
+# of a child process, each a fresh Spark start-up) and the standalone-cluster tests in
+# one, everything else in the other. Alone it takes ~28 min on 2 cores; together ~20.
+# The second process's output is printed when both are done; the target fails if either
+# does. PYTEST_ARGS given: one pytest process with exactly those arguments.
+SIDE_TESTS := tests/integration/crash tests/integration/cluster
+
 test: install java
 	@scripts/ensure-test-tools.sh
+ifeq ($(strip $(PYTEST_ARGS)),)
+	@side_log=$$(mktemp); \
+	$(BIN)/python -m pytest -p no:cacheprovider $(SIDE_TESTS) >"$$side_log" 2>&1 & side=$$!; \
+	$(BIN)/python -m pytest $(addprefix --ignore=,$(SIDE_TESTS)); main_rc=$$?; \
+	wait $$side; side_rc=$$?; \
+	echo "==== pytest $(SIDE_TESTS) (ran beside the run above) ===="; \
+	cat "$$side_log"; rm -f "$$side_log"; \
+	echo "==== exit status: rest of the suite $$main_rc, $(SIDE_TESTS) $$side_rc ===="; \
+	test $$main_rc = 0 && test $$side_rc = 0
+else
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+endif
 
 lint: install
 	$(BIN)/ruff check .
