@@ -137,12 +137,19 @@ class BatchWriter:
         spark = batch_df.sparkSession
         cached: list[DataFrame] = []
         registered: list[str] = []
+
+        def cache(frame: DataFrame) -> DataFrame:
+            """Persist `frame` for the rest of the batch (unpersisted when it ends)."""
+            frame = frame.persist()
+            cached.append(frame)
+            return frame
+
         try:
             one_pass = self._one_pass(batch_id)
             if one_pass:
-                out = self._write_one_pass(batch_df, batch_id, cached)
+                out = self._write_one_pass(batch_df, batch_id, cache)
             else:
-                out = self._write_cached(batch_df, batch_id, cached, registered)
+                out = self._write_cached(batch_df, batch_id, cache, registered)
             if self.defn.spec.publish is not None:
                 self._publish(batch_id)
             f = recover_file(self.plan.checkpoint_path)
@@ -214,7 +221,9 @@ class BatchWriter:
 
         return not committed(self._target(quarantine=False), batch_id)
 
-    def _write_one_pass(self, df: DataFrame, batch_id: int, cached: list[DataFrame]) -> _Outcome:
+    def _write_one_pass(
+        self, df: DataFrame, batch_id: int, cache: Callable[[DataFrame], DataFrame]
+    ) -> _Outcome:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -235,7 +244,7 @@ class BatchWriter:
         written_seen = Observation(f"wh_written_{tag}")
         good = good.observe(written_seen, F.count(F.lit(1)).alias("rows"))
         info = self._commit_info(batch_id)
-        version = self._write(good, batch_id, self.plan.table_path, info, quarantine=False)
+        version = self._write(good, batch_id, info, quarantine=False)
 
         wait = 10.0 if version is not None else 0.0  # a skipped write ran nothing
         p, c, w = (_observed(o, wait=wait) for o in (parse_seen, checks_seen, written_seen))
@@ -253,7 +262,7 @@ class BatchWriter:
         quarantined = 0
         if want_parse or want_checks:
             quarantined = self._quarantine_again(
-                df, batch_id, info, cached, checks, want_parse=want_parse, want_checks=want_checks
+                df, batch_id, info, cache, checks, want_parse=want_parse, want_checks=want_checks
             )
         metrics = []
         if checks is not None and c is not None:
@@ -273,7 +282,7 @@ class BatchWriter:
         df: DataFrame,
         batch_id: int,
         info: dict[str, Any],
-        cached: list[DataFrame],
+        cache: Callable[[DataFrame], DataFrame],
         checks: Any,
         *,
         want_parse: bool,
@@ -285,12 +294,6 @@ class BatchWriter:
 
         kafka = self.defn.spec.source.kafka
         assert kafka is not None
-
-        def cache(frame: DataFrame) -> DataFrame:
-            frame = frame.persist()
-            cached.append(frame)
-            return frame
-
         # Both kinds come from one parse: persist it, or the union would read twice.
         both = want_parse and want_checks
         parsed = parse_kafka(
@@ -320,11 +323,15 @@ class BatchWriter:
         q = cache(q)
         n = q.count()
         if n:
-            self._write(q, batch_id, self.plan.quarantine_path, info, quarantine=True)
+            self._write(q, batch_id, info, quarantine=True)
         return n
 
     def _write_cached(
-        self, batch_df: DataFrame, batch_id: int, cached: list[DataFrame], registered: list[str]
+        self,
+        batch_df: DataFrame,
+        batch_id: int,
+        cache: Callable[[DataFrame], DataFrame],
+        registered: list[str],
     ) -> _Outcome:
         """The general path: the batch is persisted once parsed, transformed, judged
         whole (expectations that fail the batch do so before anything is written), then
@@ -332,12 +339,6 @@ class BatchWriter:
         from warehouse.compile.query import apply_transform, payload_schema
 
         spark = batch_df.sparkSession
-
-        def cache(frame: DataFrame) -> DataFrame:
-            frame = frame.persist()
-            cached.append(frame)
-            return frame
-
         kafka = self.defn.spec.source.kafka
         # The source is read once: a Kafka batch is cached parsed (both the good rows and
         # the quarantine derive from it, one read and one parse), any other as it comes.
@@ -386,7 +387,7 @@ class BatchWriter:
                 if checked.quarantine is not None:
                     quarantine.append(checked.quarantine)
             info = self._commit_info(batch_id)
-            version = self._write(good, batch_id, self.plan.table_path, info, quarantine=False)
+            version = self._write(good, batch_id, info, quarantine=False)
             quarantined = checks_quarantined = 0
             if quarantine:
                 quarantined = self._write_quarantine(quarantine, batch_id, info, cache)
@@ -450,12 +451,12 @@ class BatchWriter:
         )
 
     def _write(
-        self, df: DataFrame, batch_id: int, path: str, info: dict[str, Any], *, quarantine: bool
+        self, df: DataFrame, batch_id: int, info: dict[str, Any], *, quarantine: bool
     ) -> int | None:
+        """Write `df` as this batch's commit to the table (or its quarantine table)."""
         from streams.delta import write_batch
 
         target = self._target(quarantine=quarantine)
-        assert target.path == path
         return write_batch(df, batch_id, target, commit_info=info)
 
     def _parse_quarantine(self, bad: DataFrame, batch_id: int) -> DataFrame:
