@@ -88,8 +88,8 @@ def _to_batch(msgs: list[Message], topic: str, partition: int, schema: pa.Schema
     arrays = [
         pa.array(list(map(_key, msgs)), pa.binary()),
         pa.array(list(map(_value, msgs)), pa.binary()),
-        pa.array([topic] * n, pa.string()),
-        pa.array([partition] * n, pa.int32()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),  # constant per run: no per-row objects
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.array(list(map(_offset, msgs)), pa.int64()),
         timestamps,
         pc.subtract(ts_type, 1),
@@ -219,7 +219,10 @@ def _read_round(
             events = [m for m in msgs if m.error() is not None]
             msgs = [m for m in msgs if m.error() is None]
         if msgs:
-            for key, i, j in _runs(msgs, multi_topic):
+            # One range in the round: every record is of its partition (nothing else is
+            # assigned), so the per-record partition lookup of `_runs` is not needed.
+            runs = [(next(iter(cursors)), 0, len(msgs))] if len(cursors) == 1 else None
+            for key, i, j in runs or _runs(msgs, multi_topic):
                 cur = cursors.get(key)
                 if cur is None or cur.done:
                     continue  # prefetched past a finished range
