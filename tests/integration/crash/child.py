@@ -20,6 +20,9 @@ STARTED_MARKER = "CRASH-CHILD-QUERY-STARTED"
 
 def main(params: dict) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    log = logging.getLogger("crash-child")
+    log.info("child python started")
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -31,7 +34,7 @@ def main(params: dict) -> None:
     )
     from streams.kafka import read_kafka_stream
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    log.info("imports done; starting the SparkSession")
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("crash-child")
@@ -42,6 +45,7 @@ def main(params: dict) -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    log.info("SparkSession ready")
     ckpt = params["checkpoint"]
     source = read_kafka_stream(
         spark,
@@ -58,6 +62,7 @@ def main(params: dict) -> None:
         F.col("offset").alias("_offset"),
     )
 
+    log.info("Kafka source loaded")
     first = params.get("starting_offsets") or {}
 
     def write(batch, batch_id: int) -> None:
@@ -69,6 +74,7 @@ def main(params: dict) -> None:
         want = sum(
             o - int(start.get(t, {}).get(p, 0)) for t, ps in end.items() for p, o in ps.items()
         )
+        log.info("batch %d: foreachBatch called", batch_id)
         got = batch.count()
         if got != want:
             print(
@@ -102,6 +108,7 @@ def main(params: dict) -> None:
         .trigger(availableNow=True)
         .start()
     )
+    log.info("streaming query started")
     print(STARTED_MARKER, flush=True)
     query.awaitTermination()
     spark.stop()
