@@ -9,6 +9,7 @@ clean batch pays for one JSON parse.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Literal, NamedTuple
 
@@ -157,7 +158,13 @@ def _split(
     flag = F.coalesce(flagged, F.lit(False))
     keep = F.lit(True) if keep is None else keep
     if stage.persist is None:
-        s = _observed(staged.withColumn(_FLAG, flag), stage.observe, F.col(_FLAG) & keep)
+        s = staged.withColumn(_FLAG, flag)
+        # Without an observer in between, Spark pushes the good/bad filter below the
+        # projection that parses and inlines the parse into it: every record would be
+        # parsed twice (measured: 4.0-4.9 s against 2.6 s per 1M). Observed metrics are
+        # a node filters do not cross, so one of our own is always there.
+        observe = stage.observe or f"__wh_parse_{uuid.uuid4().hex}"
+        s = _observed(s, observe, F.col(_FLAG) & keep)
         s = s.where(keep)
         good = s.where(~F.col(_FLAG)).select(*good_cols)
         bad = s.where(F.col(_FLAG)).select(
@@ -181,8 +188,9 @@ def _split(
     return ParsedFrames(good, stage.reparse(flagged_raw).bad)
 
 
-def _observed(df: DataFrame, observe: Observation | None, flagged: Column) -> DataFrame:
-    """`df` reporting `records` (every record) and `flagged` (those bound for `bad`)."""
+def _observed(df: DataFrame, observe: Observation | str | None, flagged: Column) -> DataFrame:
+    """`df` reporting `records` (every record) and `flagged` (those bound for `bad`) to
+    `observe` (an `Observation`, or a name for `df.observe`)."""
     if observe is None:
         return df
     return df.observe(

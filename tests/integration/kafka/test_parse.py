@@ -270,3 +270,31 @@ def test_observe_counts_records_and_flagged_in_the_first_action(
     finally:
         for frame in cached:
             frame.unpersist()
+
+
+@pytest.mark.parametrize("fmt", ["json", "debezium-json", "upsert-json"])
+def test_each_record_is_parsed_once(spark, fmt: str) -> None:
+    # Spark pushes a filter below the projection it filters on and inlines what the
+    # condition references: without a barrier between them, `good` and `bad` would each
+    # parse every record twice (once in the filter, once in the projection).
+    records = [("k1", '{"order_id": 1, "amount": 2.0}'), ("k2", "not json"), ("k3", None)]
+    parsed = parse_kafka(kafka_frame(spark, records), format=fmt, schema=ORDERS)
+    parses = 2 if fmt == "upsert-json" else 1  # upsert-json parses the key as well
+    for name, frame in (("good", parsed.good), ("bad", parsed.bad)):
+        plan = frame._jdf.queryExecution().executedPlan().toString()
+        assert plan.count("from_json(") == parses, f"{name}:\n{plan}"
+    # Same rows as the persisted path, which parses once into the cache.
+    cached: list[DataFrame] = []
+
+    def persist(frame: DataFrame) -> DataFrame:
+        cached.append(frame.persist())
+        return cached[-1]
+
+    ref = parse_kafka(kafka_frame(spark, records), format=fmt, schema=ORDERS, persist=persist)
+    try:
+        assert sorted(parsed.good.collect()) == sorted(ref.good.collect())
+        assert sorted(parsed.bad.collect()) == sorted(ref.bad.collect())
+        assert parsed.bad.count() >= 1
+    finally:
+        for frame in cached:
+            frame.unpersist()
