@@ -60,17 +60,16 @@ def write_batch(
 
         return write_batch_native(df, batch_id, target, commit_info=commit_info)
     table = load_table(target.path)
-    if table is not None:
-        done = table.transaction_version(target.app_id)
-        if done is not None and done >= batch_id:
-            logger.info(
-                "Delta table %s: batch %d of app `%s` already committed (txn version %d); skipping",
-                target.name,
-                batch_id,
-                target.app_id,
-                done,
-            )
-            return None
+    done = _committed_at(table, target, batch_id)
+    if done is not None:
+        logger.info(
+            "Delta table %s: batch %d of app `%s` already committed (txn version %d); skipping",
+            target.name,
+            batch_id,
+            target.app_id,
+            done,
+        )
+        return None
     if target.mode == "append":
         version = _append(df, batch_id, target, table, commit_info)
     elif target.mode == "upsert":
@@ -95,9 +94,14 @@ def write_batch(
 def committed(target: DeltaTarget, batch_id: int) -> bool:
     """Whether `write_batch` would skip this batch: the table's app transaction of
     `target.app_id` is at `batch_id` or later (embedded engine)."""
-    table = load_table(target.path)
+    return _committed_at(load_table(target.path), target, batch_id) is not None
+
+
+def _committed_at(table: DeltaTable | None, target: DeltaTarget, batch_id: int) -> int | None:
+    """The app transaction version of `target.app_id` in `table` when it covers
+    `batch_id` (the batch is already in the table), else None."""
     done = None if table is None else table.transaction_version(target.app_id)
-    return done is not None and done >= batch_id
+    return done if done is not None and done >= batch_id else None
 
 
 def evolve_schema(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -> DeltaTable:

@@ -262,9 +262,15 @@ class BatchWriter:
         quarantined = 0
         if want_parse or want_checks:
             quarantined = self._quarantine_again(
-                df, batch_id, info, cache, checks, want_parse=want_parse, want_checks=want_checks
+                df,
+                batch_id,
+                info,
+                cache,
+                schema,
+                checks,
+                want_parse=want_parse,
+                want_checks=want_checks,
             )
-        metrics = []
         if checks is not None and c is not None:
             metrics = checks.observed_metrics(c, table=self.defn.name, batch_id=batch_id)
             self._quality_events(df.sparkSession, batch_id, metrics)
@@ -283,24 +289,22 @@ class BatchWriter:
         batch_id: int,
         info: dict[str, Any],
         cache: Callable[[DataFrame], DataFrame],
+        schema: Any,
         checks: Any,
         *,
         want_parse: bool,
         want_checks: bool,
     ) -> int:
-        """Second pass of `_write_one_pass`: the batch's quarantine rows, read again."""
+        """Second pass of `_write_one_pass`: the batch's quarantine rows, read again and
+        parsed with the same payload `schema`."""
         from streams.kafka import parse_kafka
-        from warehouse.compile.query import payload_schema
 
         kafka = self.defn.spec.source.kafka
         assert kafka is not None
         # Both kinds come from one parse: persist it, or the union would read twice.
         both = want_parse and want_checks
         parsed = parse_kafka(
-            df,
-            format=kafka.format,
-            schema=payload_schema(self.project, self.defn),
-            persist=cache if both else None,
+            df, format=kafka.format, schema=schema, persist=cache if both else None
         )
         parts = []
         if want_parse:

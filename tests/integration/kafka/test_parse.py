@@ -31,6 +31,21 @@ def kafka_frame(spark, records: list[tuple[bytes | str | None, bytes | str | Non
 ORDERS = "order_id bigint, amount double, city string"
 
 
+class Persisting:
+    """A `persist` hook for parse_kafka that keeps what it persisted, to unpersist after."""
+
+    def __init__(self) -> None:
+        self.frames: list[DataFrame] = []
+
+    def __call__(self, frame: DataFrame) -> DataFrame:
+        self.frames.append(frame.persist())
+        return self.frames[-1]
+
+    def unpersist(self) -> None:
+        for frame in self.frames:
+            frame.unpersist()
+
+
 def test_json_good_and_bad_with_reasons(spark) -> None:
     df = kafka_frame(
         spark,
@@ -213,20 +228,16 @@ def test_persist_hook_sees_every_record_once_and_feeds_both_results(spark, fmt: 
     ]
     schema = None if fmt == "raw" else ORDERS
     plain = parse_kafka(kafka_frame(spark, records), format=fmt, schema=schema)
-    seen: list[DataFrame] = []
-
-    def persist(frame: DataFrame) -> DataFrame:
-        seen.append(frame.persist())
-        return seen[-1]
-
+    persist = Persisting()
     hooked = parse_kafka(kafka_frame(spark, records), format=fmt, schema=schema, persist=persist)
+    seen = persist.frames
     try:
         assert len(seen) == 1 and seen[0].count() == len(records)
         assert sorted(hooked.good.collect()) == sorted(plain.good.collect())
         assert sorted(hooked.bad.collect()) == sorted(plain.bad.collect())
         assert seen[0].storageLevel.useMemory
     finally:
-        seen[0].unpersist()
+        persist.unpersist()
 
 
 @pytest.mark.parametrize("fmt", ["json", "raw", "debezium-json", "upsert-json"])
@@ -244,12 +255,7 @@ def test_observe_counts_records_and_flagged_in_the_first_action(
     ]
     schema = None if fmt == "raw" else ORDERS
     plain = parse_kafka(kafka_frame(spark, records), format=fmt, schema=schema)
-    cached: list[DataFrame] = []
-
-    def persist(frame: DataFrame) -> DataFrame:
-        cached.append(frame.persist())
-        return cached[-1]
-
+    persist = Persisting()
     seen = Observation(f"parse-{fmt}-{persisted}")
     observed = parse_kafka(
         kafka_frame(spark, records),
@@ -268,8 +274,7 @@ def test_observe_counts_records_and_flagged_in_the_first_action(
         # (a Debezium tombstone is neither good nor bad, but it is a record).
         assert seen.get["flagged"] == (0 if fmt == "raw" else 3)
     finally:
-        for frame in cached:
-            frame.unpersist()
+        persist.unpersist()
 
 
 @pytest.mark.parametrize("fmt", ["json", "debezium-json", "upsert-json"])
@@ -284,17 +289,11 @@ def test_each_record_is_parsed_once(spark, fmt: str) -> None:
         plan = frame._jdf.queryExecution().executedPlan().toString()
         assert plan.count("from_json(") == parses, f"{name}:\n{plan}"
     # Same rows as the persisted path, which parses once into the cache.
-    cached: list[DataFrame] = []
-
-    def persist(frame: DataFrame) -> DataFrame:
-        cached.append(frame.persist())
-        return cached[-1]
-
+    persist = Persisting()
     ref = parse_kafka(kafka_frame(spark, records), format=fmt, schema=ORDERS, persist=persist)
     try:
         assert sorted(parsed.good.collect()) == sorted(ref.good.collect())
         assert sorted(parsed.bad.collect()) == sorted(ref.bad.collect())
         assert parsed.bad.count() >= 1
     finally:
-        for frame in cached:
-            frame.unpersist()
+        persist.unpersist()
