@@ -193,15 +193,19 @@ def bare_consumer(bootstrap: str, topic: str, partitions: int, total: int) -> tu
 def spark_session():
     from pyspark.sql import SparkSession
 
-    return (
+    from warehouse.runtime.spark_home import launching
+
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("kafka-ingest-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
     )
+    # Launched as the CLI launches its sessions (warehouse.runtime.spark_home).
+    with launching("local[2]"):
+        return builder.getOrCreate()
 
 
 def run_stream(

@@ -34,8 +34,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     """The one local SparkSession of the test run; never stop or reconfigure it per test."""
     from pyspark.sql import SparkSession
 
+    from warehouse.runtime.spark_home import launching
+
     warehouse_dir = tmp_path_factory.mktemp("spark-warehouse")
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("warehouse-tests")
         .config("spark.ui.enabled", "false")
@@ -45,8 +47,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         .config("spark.sql.warehouse.dir", str(warehouse_dir))
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.driver.extraJavaOptions", "-Dderby.system.home=" + str(warehouse_dir))
-        .getOrCreate()
     )
+    with launching("local[2]"):  # as the CLI's sessions: workers import pyspark compiled
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     yield session
     session.stop()

@@ -12,6 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from warehouse.runtime.spark_home import launching
 from warehouse.spec.config import SparkSettings
 
 if TYPE_CHECKING:
@@ -66,7 +67,11 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
     for key, value in conf.items():
         builder = builder.config(key, value)
     logger.info("starting a SparkSession: master=%s app=%s", config.master, app_name)
-    session = builder.getOrCreate()
+    if _submitted():
+        session = builder.getOrCreate()
+    else:
+        with launching(config.master):  # workers import pyspark compiled, see spark_home
+            session = builder.getOrCreate()
     session.sparkContext.setLogLevel(conf.get("warehouse.logLevel", "WARN"))
     return session
 

@@ -35,15 +35,18 @@ def main(params: dict) -> None:
     from streams.kafka import read_kafka_stream
 
     log.info("imports done; starting the SparkSession")
-    spark = (
+    from warehouse.runtime.spark_home import launching
+
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("crash-child")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    with launching("local[2]"):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     log.info("SparkSession ready")
     ckpt = params["checkpoint"]

@@ -47,3 +47,15 @@ def test_native_probe_sees_classes_that_are_on_the_class_path(spark) -> None:
     finally:
         engines.NATIVE_CLASSES.clear()
         engines.NATIVE_CLASSES.update(saved)
+
+
+def test_python_workers_import_the_installed_pyspark_not_the_source_zip(spark) -> None:
+    # The session fixture is launched as the CLI launches its own (spark_home.launching):
+    # a worker importing pyspark from python/lib/pyspark.zip compiles it from source, a
+    # second per worker, paid again by every streaming query's Python source.
+    from warehouse.runtime.spark_home import installed_home
+
+    if installed_home() is None:
+        pytest.skip("pyspark is not pip-installed here: Spark's own python/ folder is used")
+    files = spark.range(2).rdd.map(lambda _: __import__("pyspark").__file__).collect()
+    assert files and all(".zip" not in f for f in files), files

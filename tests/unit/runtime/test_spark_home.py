@@ -1,0 +1,104 @@
+"""The SPARK_HOME of locally launched sessions: links to the installed pyspark minus its
+source-only zip (no Spark started here; the worker side is in
+tests/integration/runtime/test_session.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+from warehouse.runtime.spark_home import installed_home, launch_home, launching, shadow_home
+
+
+def _fake_home(root: Path) -> Path:
+    home = root / "pyspark"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "spark-submit").write_text("#!/bin/sh\n")
+    (home / "jars").mkdir()
+    (home / "jars" / "spark-core.jar").write_bytes(b"jar")
+    (home / "python" / "lib").mkdir(parents=True)
+    (home / "python" / "lib" / "pyspark.zip").write_bytes(b"zip")
+    (home / "python" / "lib" / "py4j-src.zip").write_bytes(b"zip")
+    (home / "python" / "pyspark").mkdir()
+    (home / "__init__.py").write_text("")
+    return home
+
+
+def test_shadow_links_everything_but_the_source_zip(tmp_path: Path) -> None:
+    home = _fake_home(tmp_path)
+    shadow = shadow_home(home, tmp_path / "cache")
+    assert shadow is not None
+    assert (shadow / "bin" / "spark-submit").read_text() == "#!/bin/sh\n"
+    assert (shadow / "jars" / "spark-core.jar").read_bytes() == b"jar"
+    assert (shadow / "python" / "lib" / "py4j-src.zip").is_symlink()
+    assert (shadow / "python" / "pyspark").is_symlink()
+    assert (shadow / "__init__.py").is_symlink()
+    assert not (shadow / "python" / "lib" / "pyspark.zip").exists()
+    # Made once: the second call finds it and leaves no temporary copies behind.
+    assert shadow_home(home, tmp_path / "cache") == shadow
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [shadow.name]
+
+
+def test_a_pyspark_with_other_files_gets_its_own_directory(tmp_path: Path) -> None:
+    home = _fake_home(tmp_path)
+    first = shadow_home(home, tmp_path / "cache")
+    (home / "python" / "lib" / "py4j-src.zip").rename(home / "python" / "lib" / "py4j-2.zip")
+    second = shadow_home(home, tmp_path / "cache")
+    assert second is not None and second != first
+    assert (second / "python" / "lib" / "py4j-2.zip").is_symlink()
+    # The first is left as it was: a running JVM may load classes through it.
+    assert (first / "python" / "lib" / "py4j-src.zip").is_symlink()
+
+
+def test_an_incomplete_directory_is_not_used(tmp_path: Path) -> None:
+    home = _fake_home(tmp_path)
+    shadow = shadow_home(home, tmp_path / "cache")
+    assert shadow is not None
+    (shadow / "jars").unlink()
+    assert shadow_home(home, tmp_path / "cache") is None
+
+
+def test_processes_making_it_at_once_agree(tmp_path: Path) -> None:
+    home = _fake_home(tmp_path)
+    got: list[Path | None] = []
+    threads = [
+        threading.Thread(target=lambda: got.append(shadow_home(home, tmp_path / "cache")))
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(got)) == 1 and got[0] is not None
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+
+
+def test_spark_default_is_kept_when_something_else_decides(tmp_path: Path) -> None:
+    env = {"PYSPARK_PYTHON": sys.executable}
+    cache = tmp_path / "cache"
+    assert (
+        launch_home("local[2]", environ={**env, "SPARK_HOME": "/opt/spark"}, cache_dir=cache)
+        is None
+    )
+    assert launch_home("spark://host:7077", environ=env, cache_dir=cache) is None
+    assert launch_home("local[2]", environ={}, cache_dir=cache) is None
+    other = tmp_path / "python3"
+    other.write_text("#!/bin/sh\n")
+    other.chmod(0o755)
+    assert launch_home("local[2]", environ={"PYSPARK_PYTHON": str(other)}, cache_dir=cache) is None
+    assert not cache.exists()
+
+
+def test_launching_sets_spark_home_only_inside_the_block(tmp_path: Path, monkeypatch) -> None:
+    if installed_home() is None:
+        # pyspark installed from a Spark distribution's python/ folder, not from PyPI
+        assert launch_home("local[2]", environ={"PYSPARK_PYTHON": sys.executable}) is None
+        return
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    with launching("local[2]", cache_dir=tmp_path / "cache") as home:
+        assert home is not None and os.environ["SPARK_HOME"] == str(home)
+        assert (home / "jars").is_dir() and not (home / "python" / "lib" / "pyspark.zip").exists()
+    assert "SPARK_HOME" not in os.environ

@@ -1,0 +1,153 @@
+"""A SPARK_HOME for local sessions whose Python workers import the installed pyspark.
+
+Spark starts each Python worker with `$SPARK_HOME/python/lib/pyspark.zip` first on its
+`PYTHONPATH`. A pip-installed pyspark ships that zip with sources only, and Python
+cannot cache bytecode inside a zip, so every new worker compiles pyspark from source:
+importing the streaming source runner took 1.5 s from the zip against 0.5 s from the
+installed, pre-compiled package. Spark starts a new worker for each streaming query's
+Python source (`createSimpleWorker`), so every query start paid that second (measured
+on a 20k-record ODS run: 3.6-4.3 s before, 2.7 s after).
+
+The fix is local to sessions this framework launches itself: SPARK_HOME points to a
+directory of links to the installed pyspark's own files (bin, jars, ...) with everything
+but `python/lib/pyspark.zip`, so workers find pyspark on the interpreter's own path,
+compiled. It applies only when nothing else decides: no SPARK_HOME set, a local master,
+workers on this very interpreter (which has the same pyspark installed), and pyspark
+installed as a package that carries the zip. Anything unusual keeps Spark's default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+_ZIP = "pyspark.zip"
+
+
+def installed_home() -> Path | None:
+    """The pip-installed pyspark package when it is a complete SPARK_HOME carrying
+    `python/lib/pyspark.zip`; else None."""
+    import pyspark
+
+    home = Path(pyspark.__file__).resolve().parent
+    ok = (
+        (home / "bin" / "spark-submit").is_file()
+        and (home / "jars").is_dir()
+        and (home / "python" / "lib" / _ZIP).is_file()
+    )
+    return home if ok else None
+
+
+def _links(home: Path) -> dict[str, Path]:
+    """Relative path in the shadow home -> what it links to."""
+    out: dict[str, Path] = {}
+    for entry in sorted(home.iterdir()):
+        if entry.name != "python":
+            out[entry.name] = entry
+    python = home / "python"
+    for entry in sorted(python.iterdir()):
+        if entry.name != "lib":
+            out[f"python/{entry.name}"] = entry
+    for entry in sorted((python / "lib").iterdir()):
+        if entry.name != _ZIP:
+            out[f"python/lib/{entry.name}"] = entry
+    return out
+
+
+def _is_current(shadow: Path, links: Mapping[str, Path]) -> bool:
+    for rel, target in links.items():
+        p = shadow / rel
+        if not p.is_symlink() or Path(os.readlink(p)) != target:
+            return False
+    return not (shadow / "python" / "lib" / _ZIP).exists()
+
+
+def shadow_home(home: Path, cache_dir: Path) -> Path | None:
+    """The links directory for `home` under `cache_dir`, made once and reused; None
+    when a directory of that name exists but is not a complete one.
+
+    A running JVM loads classes through the links, so a directory is never changed once
+    made: its name is a hash of `home` and of every linked name, and a pyspark whose
+    files differ by name gets a directory of its own (links are by path, so one upgraded
+    in place with the same names is still linked right). Safe against other processes
+    doing the same at the same time: each builds its own copy and renames it into
+    place; a loser removes its copy and uses the winner's."""
+    links = _links(home)
+    key = hashlib.sha256("\n".join([str(home), *links]).encode()).hexdigest()[:16]
+    shadow = cache_dir / f"spark-home-{key}"
+    if shadow.exists():
+        return shadow if _is_current(shadow, links) else None
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cache_dir / f".spark-home-{key}-{uuid.uuid4().hex}"
+    try:
+        (tmp / "python" / "lib").mkdir(parents=True)
+        for rel, target in links.items():
+            (tmp / rel).symlink_to(target)
+        try:
+            tmp.rename(shadow)
+        except OSError:
+            if not _is_current(shadow, links):
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return shadow
+
+
+def default_cache_dir(environ: Mapping[str, str]) -> Path:
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "spark-warehouse"
+
+
+def launch_home(
+    master: str, *, environ: Mapping[str, str], cache_dir: Path | None = None
+) -> Path | None:
+    """The SPARK_HOME to launch a session's JVM with, or None for Spark's default.
+
+    `environ`: the variables the JVM will inherit (`PYSPARK_PYTHON` decides which
+    interpreter runs the workers)."""
+    if "SPARK_HOME" in environ or not master.startswith("local"):
+        return None
+    python = environ.get("PYSPARK_PYTHON", "")
+    if not python or shutil.which(python) is None:
+        return None
+    if os.path.realpath(shutil.which(python) or "") != os.path.realpath(sys.executable):
+        return None  # another interpreter may not have pyspark installed: keep the zip
+    home = installed_home()
+    if home is None:
+        return None
+    cache = cache_dir or default_cache_dir(environ)
+    try:
+        shadow = shadow_home(home, cache)
+    except OSError as e:  # no symlinks, a read-only cache: Spark's default still works
+        logger.info(
+            "keeping Spark's default SPARK_HOME (could not prepare one in %s): %s", cache, e
+        )
+        return None
+    if shadow is None:
+        logger.info("keeping Spark's default SPARK_HOME: %s holds an incomplete copy", cache)
+    return shadow
+
+
+@contextmanager
+def launching(master: str, *, cache_dir: Path | None = None) -> Iterator[Path | None]:
+    """Set SPARK_HOME (see `launch_home`) while a session's JVM is launched in the block;
+    restored after. Yields the home used, or None."""
+    home = launch_home(master, environ=os.environ, cache_dir=cache_dir)
+    if home is None:
+        yield None
+        return
+    os.environ["SPARK_HOME"] = str(home)
+    logger.debug("launching Spark with SPARK_HOME=%s", home)
+    try:
+        yield home
+    finally:
+        os.environ.pop("SPARK_HOME", None)
