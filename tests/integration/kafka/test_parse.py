@@ -297,3 +297,35 @@ def test_each_record_is_parsed_once(spark, fmt: str) -> None:
         assert parsed.bad.count() >= 1
     finally:
         persist.unpersist()
+
+
+def test_expressions_are_built_once_and_serve_every_frame(spark) -> None:
+    # Building the parse's Columns is ~1500 Py4J calls; a stream parses every batch with
+    # the same format and schema, so they are built once and applied to each new frame.
+    from streams.kafka import parse as parse_module
+
+    schema = "order_id bigint, note string"  # used by no other test: a fresh entry
+    before = parse_module._exprs.cache_info()
+    first = parse_kafka(
+        kafka_frame(spark, [(None, '{"order_id": 1, "note": "a"}'), (None, "{bad")]),
+        format="json",
+        schema=schema,
+        required=["order_id"],
+    )
+    second = parse_kafka(
+        kafka_frame(spark, [(None, '{"order_id": 2}'), (None, '{"note": "no id"}')]),
+        format="json",
+        schema=schema,
+        required=["order_id"],
+    )
+    other = parse_kafka(
+        kafka_frame(spark, [(None, '{"note": "no id"}')]), format="json", schema=schema
+    )
+    after = parse_module._exprs.cache_info()
+    assert after.misses - before.misses == 2  # (schema, required) and (schema, no required)
+    assert after.hits - before.hits == 1
+    assert [(r.order_id, r.note) for r in first.good.collect()] == [(1, "a")]
+    assert [r._error for r in first.bad.collect()] == ["invalid JSON"]
+    assert [(r.order_id, r.note) for r in second.good.collect()] == [(2, None)]
+    assert [r._error for r in second.bad.collect()] == ["missing required field `order_id`"]
+    assert [(r.order_id, r.note) for r in other.good.collect()] == [(None, "no id")]
