@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -103,7 +104,12 @@ def shadow_home(home: Path, cache_dir: Path) -> Path | None:
 
 
 def default_cache_dir(environ: Mapping[str, str]) -> Path:
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home directory known for this user
+            base = tempfile.gettempdir()
     return Path(base) / "spark-warehouse"
 
 
@@ -116,11 +122,12 @@ def launch_home(
     interpreter runs the workers)."""
     if "SPARK_HOME" in environ or not master.startswith("local"):
         return None
-    python = environ.get("PYSPARK_PYTHON", "")
-    if not python or shutil.which(python) is None:
+    python = environ.get("PYSPARK_PYTHON")
+    found = shutil.which(python) if python else None
+    # Compared as paths, not resolved: two virtualenvs link to one base interpreter, and
+    # the other one may not have pyspark installed (only the zip would give it one).
+    if found is None or os.path.abspath(found) != os.path.abspath(sys.executable):
         return None
-    if os.path.realpath(shutil.which(python) or "") != os.path.realpath(sys.executable):
-        return None  # another interpreter may not have pyspark installed: keep the zip
     home = installed_home()
     if home is None:
         return None

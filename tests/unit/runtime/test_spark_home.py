@@ -88,6 +88,12 @@ def test_spark_default_is_kept_when_something_else_decides(tmp_path: Path) -> No
     other.write_text("#!/bin/sh\n")
     other.chmod(0o755)
     assert launch_home("local[2]", environ={"PYSPARK_PYTHON": str(other)}, cache_dir=cache) is None
+    # Another virtualenv's python links to the same base interpreter but may lack pyspark.
+    venv_python = tmp_path / "venv" / "bin" / "python"
+    venv_python.parent.mkdir(parents=True)
+    venv_python.symlink_to(os.path.realpath(sys.executable))
+    env = {"PYSPARK_PYTHON": str(venv_python)}
+    assert launch_home("local[2]", environ=env, cache_dir=cache) is None
     assert not cache.exists()
 
 
