@@ -16,8 +16,9 @@ demo: install java
 
 # The whole suite runs as two pytest processes side by side: the crash test (20+ lives
 # of a child process, each a fresh Spark start-up) and the standalone-cluster tests in
-# one, everything else in the other. Side by side both take ~17 min on 2 cores (C1-only
-# JIT and serial GC for every test JVM, tests/conftest.py; ~22 min before).
+# one, everything else in the other. Side by side both take ~15 min on 2 cores (C1-only
+# JIT and serial GC for every test JVM, tests/conftest.py; Python workers importing the
+# compiled pyspark, warehouse/runtime/spark_home.py; ~22 min before both).
 # The second process's output is printed when both are done; the target fails if either
 # does. PYTEST_ARGS given: one pytest process with exactly those arguments.
 SIDE_TESTS := tests/integration/crash tests/integration/cluster
