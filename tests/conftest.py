@@ -46,6 +46,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.warehouse.dir", str(warehouse_dir))
         .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.sql.streaming.pollingDelay", "500ms")  # as get_session's sessions
         .config("spark.driver.extraJavaOptions", "-Dderby.system.home=" + str(warehouse_dir))
     )
     with launching("local[2]"):  # as the CLI's sessions: workers import pyspark compiled
