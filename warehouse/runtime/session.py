@@ -31,9 +31,8 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # How long an idle query waits before asking its source for new data again (Spark's
     # default 10 ms). Each ask of a Python source is a round trip to its Python worker
     # and, for Kafka, offset requests to the broker: an idle Kafka query used 0.46 of a
-    # core at 10 ms and 0.04 at 500 ms, and the continuous demo's twelve queries kept
-    # two cores busy doing nothing. A query that has data still runs batches back to
-    # back; a new record waits at most this long more.
+    # core at 10 ms and 0.04 at 500 ms. A query that has data still runs batches back to
+    # back; a record arriving at an idle query waits at most this long more.
     "spark.sql.streaming.pollingDelay": "500ms",
 }
 
