@@ -191,21 +191,12 @@ def bare_consumer(bootstrap: str, topic: str, partitions: int, total: int) -> tu
 
 
 def spark_session():
-    from pyspark.sql import SparkSession
+    from warehouse.runtime.session import get_session
+    from warehouse.spec.config import SparkSettings
 
-    from warehouse.runtime.spark_home import launching
-
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafka-ingest-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    # Launched as the CLI launches its sessions (warehouse.runtime.spark_home).
-    with launching("local[2]"):
-        return builder.getOrCreate()
+    # Launched as the CLI launches its sessions (local defaults, compiled pyspark workers).
+    conf = {"spark.sql.shuffle.partitions": "2"}
+    return get_session(SparkSettings(master="local[2]", conf=conf), app_name="kafka-ingest-bench")
 
 
 def run_stream(

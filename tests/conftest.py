@@ -32,26 +32,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):
     """The one local SparkSession of the test run; never stop or reconfigure it per test."""
-    from pyspark.sql import SparkSession
-
-    from warehouse.runtime.spark_home import launching
+    from warehouse.runtime.session import get_session
+    from warehouse.spec.config import SparkSettings
 
     warehouse_dir = tmp_path_factory.mktemp("spark-warehouse")
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("warehouse-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.warehouse.dir", str(warehouse_dir))
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .config("spark.sql.streaming.pollingDelay", "500ms")  # as get_session's sessions
-        .config("spark.driver.extraJavaOptions", "-Dderby.system.home=" + str(warehouse_dir))
-    )
-    with launching("local[2]"):  # as the CLI's sessions: workers import pyspark compiled
-        session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
+    # Launched as the CLI launches its sessions: its local defaults (UI off, UTC, polling
+    # delay) and Python workers importing compiled pyspark (warehouse.runtime.spark_home).
+    conf = {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.warehouse.dir": str(warehouse_dir),
+        "spark.sql.streaming.stopTimeout": "30s",
+        "spark.driver.extraJavaOptions": "-Dderby.system.home=" + str(warehouse_dir),
+        "warehouse.logLevel": "WARN",
+    }
+    session = get_session(SparkSettings(master="local[2]", conf=conf), app_name="warehouse-tests")
     yield session
     session.stop()
 

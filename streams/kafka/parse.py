@@ -177,11 +177,12 @@ def _make_exprs(
     keep: Column | None = None,
 ) -> _Exprs:
     keep = F.lit(True) if keep is None else keep
+    flag = F.coalesce(flagged, F.lit(False))
     flag_col, keep_col = F.col(_FLAG), F.col(_KEEP)
     return _Exprs(
         staged=tuple(staged),
         good=tuple(good_cols),
-        flag=F.coalesce(flagged, F.lit(False)),
+        flag=flag,
         keep=keep,
         observe_plain=_metrics(flag_col & keep),
         observe_persisted=_metrics(keep_col & flag_col),
@@ -193,7 +194,7 @@ def _make_exprs(
         flat=(
             *[F.col(c).alias(_RAW + c) for c in KAFKA_COLUMNS],
             *good_cols,
-            F.coalesce(flagged, F.lit(False)).alias(_FLAG),
+            flag.alias(_FLAG),
             keep.alias(_KEEP),
         ),
         raw_back=tuple(F.col(_RAW + c).alias(c) for c in KAFKA_COLUMNS),

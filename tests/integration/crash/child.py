@@ -23,7 +23,6 @@ def main(params: dict) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     log = logging.getLogger("crash-child")
     log.info("child python started")
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     from streams.delta import (
@@ -33,21 +32,17 @@ def main(params: dict) -> None:
         write_batch,
     )
     from streams.kafka import read_kafka_stream
+    from warehouse.runtime.session import get_session
+    from warehouse.spec.config import SparkSettings
 
     log.info("imports done; starting the SparkSession")
-    from warehouse.runtime.spark_home import launching
-
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("crash-child")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-    )
-    with launching("local[2]"):
-        spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    # Launched as the CLI launches its sessions (local defaults, compiled pyspark workers).
+    conf = {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "warehouse.logLevel": "ERROR",
+    }
+    spark = get_session(SparkSettings(master="local[2]", conf=conf), app_name="crash-child")
     log.info("SparkSession ready")
     ckpt = params["checkpoint"]
     source = read_kafka_stream(
