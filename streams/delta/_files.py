@@ -28,6 +28,13 @@ FILES_SCHEMA = (
 STAGING_DIR = "_warehouse_staging"
 """Under a table root: one subdirectory per Spark-written attempt (`_spark_files`)."""
 
+CODEC = "zstd"
+ZSTD_LEVEL = 1
+"""How data files are compressed unless the session says otherwise. Measured on 1M rows of
+the ingest benchmark's shape with Spark's writer (benchmarks.md, "Parquet settings"):
+zstd level 1 halves the files of snappy (Spark's default) and costs less CPU with
+random text as well as with repetitive; level 3 compresses no smaller there."""
+
 STRING_STATS_MAX = 32
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
@@ -138,12 +145,26 @@ class _Stats:
 
 
 class _OpenFile:
-    def __init__(self, root: str, rel: str, schema: pa.Schema, values: dict[str, str | None]):
+    def __init__(
+        self,
+        root: str,
+        rel: str,
+        schema: pa.Schema,
+        values: dict[str, str | None],
+        unique_columns: Sequence[str] = (),
+    ):
         self.rel = rel
         self.full = os.path.join(root, rel)
         os.makedirs(os.path.dirname(self.full), exist_ok=True)
         self.values = values
-        self.writer = pq.ParquetWriter(self.full, schema, compression="snappy")
+        dictionary = [n for n in schema.names if n not in unique_columns]
+        self.writer = pq.ParquetWriter(
+            self.full,
+            schema,
+            compression=CODEC,
+            compression_level=ZSTD_LEVEL,
+            use_dictionary=dictionary if unique_columns else True,
+        )
         self.stats = _Stats(schema)
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -184,10 +205,12 @@ def _split(batch: pa.RecordBatch, partition_by: Sequence[str]):
 
 
 def file_writer(
-    root: str, schema: pa.Schema, partition_by: Sequence[str]
+    root: str, schema: pa.Schema, partition_by: Sequence[str], unique_columns: Sequence[str] = ()
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The `mapInArrow` function writing a task's batches under `root` (see module doc)."""
+    """The `mapInArrow` function writing a task's batches under `root` (see module doc).
+    `unique_columns` are written without a dictionary (`DeltaTarget.unique_columns`)."""
     partition_by = list(partition_by)
+    unique_columns = tuple(unique_columns)
     file_schema = pa.schema([f for f in schema if f.name not in partition_by])
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -204,10 +227,14 @@ def file_writer(
                     rel_dir = "/".join(
                         f"{c}={_escape(v)}" for c, v in zip(partition_by, key, strict=True)
                     )
-                    name = f"part-{len(files):05d}-{task}.snappy.parquet"
+                    name = f"part-{len(files):05d}-{task}.{CODEC}.parquet"
                     rel = f"{rel_dir}/{name}" if rel_dir else name
                     f = files[key] = _OpenFile(
-                        root, rel, file_schema, dict(zip(partition_by, key, strict=True))
+                        root,
+                        rel,
+                        file_schema,
+                        dict(zip(partition_by, key, strict=True)),
+                        unique_columns,
                     )
                 f.write(part)
         rows = [f.close() for f in files.values()]

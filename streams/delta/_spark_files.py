@@ -32,7 +32,7 @@ from pyspark.sql.types import (
     StringType,
 )
 
-from streams.delta._files import HIVE_NULL, STAGING_DIR, _Stats
+from streams.delta._files import CODEC, HIVE_NULL, STAGING_DIR, ZSTD_LEVEL, _Stats
 
 # Partition columns whose hive directory value *is* the Delta partition value. Others
 # (timestamps, floats, decimals, binary) are formatted differently by Spark's writer and
@@ -47,6 +47,7 @@ _PLAIN_PARTITION_TYPES = (
     BooleanType,
 )
 _TIMESTAMP_TYPE_CONF = "spark.sql.parquet.outputTimestampType"
+_CODEC_CONF = "spark.sql.parquet.compression.codec"
 
 
 def supports(df: DataFrame, partition_by: Sequence[str]) -> bool:
@@ -56,10 +57,18 @@ def supports(df: DataFrame, partition_by: Sequence[str]) -> bool:
 
 
 def write_files(
-    df: DataFrame, root: str, schema: pa.Schema, partition_by: Sequence[str]
+    df: DataFrame,
+    root: str,
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    unique_columns: Sequence[str] = (),
 ) -> list[tuple[str, int, dict[str, str | None], str, int]]:
     """Write `df` as Parquet files of the table at `root`; return one
-    `(path, size, partition values, stats json, mtime ms)` per file, not yet committed."""
+    `(path, size, partition values, stats json, mtime ms)` per file, not yet committed.
+
+    Compressed with `_files.CODEC` unless the session sets its own codec; the
+    `unique_columns` present are written without a dictionary (Parquet's per-column
+    `parquet.enable.dictionary#<column>`)."""
     # INT96 (Spark's default) carries no min/max in the footer and is a legacy
     # encoding; Delta readers expect INT64 microseconds.
     spark = df.sparkSession
@@ -69,6 +78,13 @@ def write_files(
     writer = df.write.mode("errorifexists").option(
         "mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"
     )
+    if spark.conf.get(_CODEC_CONF, None) is None:
+        writer = writer.option("compression", CODEC).option(
+            "parquet.compression.codec.zstd.level", str(ZSTD_LEVEL)
+        )
+    for name in unique_columns:
+        if name in df.columns:
+            writer = writer.option(f"parquet.enable.dictionary#{name}", "false")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.parquet(stage)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -165,7 +165,7 @@ def _append(
         partition_by = list(target.partition_by)
     _schema.check_columns(df.columns, partition_by, path=target.path, what="partition columns")
     try:
-        files = _write_files(df, target.path, schema, partition_by)
+        files = _write_files(df, target.path, schema, partition_by, target.unique_columns)
     except Exception as e:  # Spark wraps executor errors in its own types
         raise DeltaWriteError(
             f"Delta table `{target.path}`: writing the files of batch {batch_id} failed: {e}. "
@@ -201,14 +201,20 @@ def _append(
 
 
 def _write_files(
-    df: DataFrame, root: str, schema: pa.Schema, partition_by: list[str]
+    df: DataFrame,
+    root: str,
+    schema: pa.Schema,
+    partition_by: list[str],
+    unique_columns: Sequence[str] = (),
 ) -> list[tuple[str, int, dict[str, str | None], str, int]]:
     """The batch's data files, written by the executors: `(path, size, partition values,
     stats, mtime)` each. Spark's Parquet writer when the partition types allow it (no
     rows pass through Python), else the Arrow writer of `_files`."""
     if _spark_files.supports(df, partition_by):
-        return _spark_files.write_files(df, root, schema, partition_by)
-    rows = df.mapInArrow(file_writer(root, schema, partition_by), FILES_SCHEMA).collect()
+        return _spark_files.write_files(df, root, schema, partition_by, unique_columns)
+    rows = df.mapInArrow(
+        file_writer(root, schema, partition_by, unique_columns), FILES_SCHEMA
+    ).collect()
     return [
         (
             r["path"],

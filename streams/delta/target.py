@@ -28,7 +28,9 @@ class DeltaTarget:
     `app_id` identifies the writer in the Delta log's app transactions; the runtime
     uses `"<table>:<checkpoint query id>"`, stable across restarts of one checkpoint.
     `optimize_every`: compact small files after every N-th table version written
-    by this sink (None: never automatically).
+    by this sink (None: never automatically). `unique_columns`: columns whose values
+    are all or nearly all distinct, such as Kafka offsets; their Parquet column chunks
+    are written without a dictionary, which for them costs time and saves no space.
     """
 
     path: str
@@ -41,9 +43,11 @@ class DeltaTarget:
     optimize_every: int | None = None
     table: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
+    unique_columns: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", str(self.path))
+        object.__setattr__(self, "unique_columns", tuple(self.unique_columns))
         object.__setattr__(self, "keys", tuple(self.keys))
         object.__setattr__(self, "partition_by", tuple(self.partition_by))
         if not self.app_id:

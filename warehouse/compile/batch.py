@@ -435,6 +435,9 @@ class BatchWriter:
         from streams.delta import DeltaTarget
 
         sink = self.defn.spec.sink
+        # A Kafka offset is unique within its partition: a Parquet dictionary of them
+        # only costs the writer time (benchmarks.md, "Parquet settings").
+        unique = ("_offset",) if self.defn.spec.source.kafka is not None else ()
         if quarantine:
             return DeltaTarget(
                 self.plan.quarantine_path,
@@ -442,6 +445,7 @@ class BatchWriter:
                 app_id=f"{self._app_id()}:quarantine",
                 engine=self.engines["delta"],  # type: ignore[arg-type]
                 table=self.defn.name + "__quarantine",
+                unique_columns=unique,
             )
         return DeltaTarget(
             self.plan.table_path,
@@ -452,6 +456,7 @@ class BatchWriter:
             app_id=self._app_id(),
             engine=self.engines["delta"],  # type: ignore[arg-type]
             table=self.defn.name,
+            unique_columns=unique,
         )
 
     def _write(

@@ -245,3 +245,52 @@ def test_string_partition_values_with_special_characters(spark, tmp_path: Path, 
         read_table(target.path),
         [Row(id=i, city=c, n=n) for i, c, n in data],
     )
+
+
+def _column_chunks(root: str) -> dict[str, set[tuple[str, bool]]]:
+    """{column: {(compression, has a dictionary page)}} over every data file of the table."""
+    import pyarrow.parquet as pq
+
+    out: dict[str, set[tuple[str, bool]]] = {}
+    for f in DeltaTable(root).file_uris():
+        meta = pq.read_metadata(f)
+        for g in range(meta.num_row_groups):
+            for i in range(meta.num_columns):
+                c = meta.row_group(g).column(i)
+                out.setdefault(c.path_in_schema, set()).add(
+                    (c.compression, c.dictionary_page_offset is not None)
+                )
+    return out
+
+
+@pytest.mark.parametrize("writer", ["spark", "arrow"])
+def test_files_are_zstd_and_unique_columns_have_no_dictionary(
+    spark, tmp_path: Path, read_table, writer: str
+) -> None:
+    """Both writers (Spark's for plain partition types, Arrow's for timestamp partitions)
+    compress with zstd and write `unique_columns` without a dictionary."""
+    df = spark.createDataFrame(
+        [(i, i % 3, dt.datetime(2024, 1, 1)) for i in range(50)],
+        "_offset long, n long, hour timestamp",
+    )
+    target = DeltaTarget(
+        str(tmp_path / "t"),
+        app_id="a:q",
+        partition_by=["hour"] if writer == "arrow" else [],
+        unique_columns=["_offset", "not_a_column"],
+    )
+    write_batch(df, 0, target)
+    chunks = _column_chunks(target.path)
+    assert chunks["_offset"] == {("ZSTD", False)}
+    assert chunks["n"] == {("ZSTD", True)}
+    assert read_table(target.path).count() == 50
+
+
+def test_a_codec_set_in_the_session_is_kept(spark, tmp_path: Path) -> None:
+    spark.conf.set("spark.sql.parquet.compression.codec", "snappy")
+    try:
+        target = DeltaTarget(str(tmp_path / "t"), app_id="a:q")
+        write_batch(_orders(spark, range(5)), 0, target)
+    finally:
+        spark.conf.unset("spark.sql.parquet.compression.codec")
+    assert {c for cs in _column_chunks(target.path).values() for c, _ in cs} == {"SNAPPY"}
