@@ -1,7 +1,7 @@
 """Kafka -> Spark/Delta ingest benchmark: the framework's source against a bare consumer.
 
     .venv/bin/python benchmarks/kafka_ingest_bench.py [--records 1000000] [--size 200]
-        [--partitions 4] [--bootstrap HOST:PORT] [--rounds 2] [--skip d]
+        [--partitions 4] [--bootstrap HOST:PORT] [--rounds 2] [--skip d] [--jvm-threads]
 
 Starts the bundled broker (unless `--bootstrap`), produces the records once, then in
 one run measures on the same topic:
@@ -20,7 +20,11 @@ Beside each wall-clock rate it prints the CPU the case used (user + system secon
 this process and every process under it, read from /proc: the JVM, Spark's Python
 workers, librdkafka's threads; the broker's separately), per million records. CPU per
 record moves much less with the machine's load than wall time, and says what a case
-would need on a given number of cores.
+would need on a given number of cores. `--jvm-threads` splits the JVM's CPU by thread:
+Spark's tasks, the JIT compilers, the garbage collector, the rest.
+`BENCH_JAVA_OPTIONS` in the environment is passed to the JVM
+(`spark.driver.extraJavaOptions`), e.g. `-XX:StartFlightRecording=filename=e.jfr,settings=profile`
+for a profile of where the tasks spend their time (`jfr print --events jdk.ExecutionSample`).
 """
 
 from __future__ import annotations
@@ -78,11 +82,52 @@ def cpu_by_process(root: int) -> dict[int, tuple[str, float]]:
     return out
 
 
+_THREAD_GROUPS = (
+    ("Executor task", "tasks"),
+    ("GC Thread", "gc"),
+    ("G1 ", "gc"),
+    ("C1 Compiler", "jit"),
+    ("C2 Compiler", "jit"),
+    ("stream execut", "query thread"),
+)
+
+
+def jvm_threads(pids: list[int]) -> dict[tuple[int, int], tuple[str, float]]:
+    """{(pid, tid): (group, cpu seconds)} of the JVMs' threads, grouped by name."""
+    out: dict[tuple[int, int], tuple[str, float]] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2 :].split()
+            group = next((g for prefix, g in _THREAD_GROUPS if name.startswith(prefix)), "other")
+            out[(pid, int(tid))] = (group, (int(fields[11]) + int(fields[12])) / _HZ)
+    return out
+
+
 class CpuMeter:
-    """CPU seconds by kind of process between `start()` and `stop()`."""
+    """CPU seconds by kind of process between `start()` and `stop()`; with `threads`,
+    the JVM's also by thread group (tasks, gc, jit, query thread, other)."""
+
+    def __init__(self, threads: bool = False) -> None:
+        self.threads = threads
+        self.jvm: dict[str, float] = {}
+
+    def _jvm_pids(self, procs: dict[int, tuple[str, float]]) -> list[int]:
+        return [p for p, (kind, _) in procs.items() if kind == "jvm"]
 
     def start(self) -> CpuMeter:
         self._before = cpu_by_process(os.getpid())
+        if self.threads:
+            self._threads = jvm_threads(self._jvm_pids(self._before))
         return self
 
     def stop(self) -> dict[str, float]:
@@ -90,6 +135,11 @@ class CpuMeter:
         used: dict[str, float] = {}
         for pid, (kind, cpu) in after.items():
             used[kind] = used.get(kind, 0.0) + cpu - self._before.get(pid, (kind, 0.0))[1]
+        if self.threads:
+            self.jvm = {}
+            for key, (group, cpu) in jvm_threads(self._jvm_pids(after)).items():
+                was = self._threads.get(key, (group, 0.0))[1]
+                self.jvm[group] = self.jvm.get(group, 0.0) + cpu - was
         return used
 
 
@@ -196,6 +246,8 @@ def spark_session():
 
     # Launched as the CLI launches its sessions (local defaults, compiled pyspark workers).
     conf = {"spark.sql.shuffle.partitions": "2"}
+    if os.environ.get("BENCH_JAVA_OPTIONS"):
+        conf["spark.driver.extraJavaOptions"] = os.environ["BENCH_JAVA_OPTIONS"]
     return get_session(SparkSettings(master="local[2]", conf=conf), app_name="kafka-ingest-bench")
 
 
@@ -342,6 +394,11 @@ def main() -> None:
         default=2,
         help="runs of (b), (c), (e) over the whole topic; the JVM's JIT is warm from round 2",
     )
+    ap.add_argument(
+        "--jvm-threads",
+        action="store_true",
+        help="also print the JVM's CPU by thread group (tasks, gc, jit, ...) per case",
+    )
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
@@ -402,7 +459,7 @@ def main() -> None:
             for case, sink in (("b", "noop"), ("c", "delta"), ("e", "framework")):
                 if case in skip:
                     continue
-                meter = CpuMeter().start()
+                meter = CpuMeter(threads=args.jvm_threads).start()
                 if sink == "framework":
                     (work / f"round{rnd}").mkdir(exist_ok=True)
                     dt, rows, busy = framework_ods(spark, bootstrap, topic, work / f"round{rnd}")
@@ -418,6 +475,16 @@ def main() -> None:
                     f"{(rows / dt) / base:.2f}\n    {cpu_line(used, rows)}",
                     flush=True,
                 )
+                if meter.jvm:
+                    per_m = 1_000_000 / rows
+                    print(
+                        "    jvm by thread: "
+                        + ", ".join(
+                            f"{g} {v * per_m:.1f}"
+                            for g, v in sorted(meter.jvm.items(), key=lambda kv: -kv[1])
+                        ),
+                        flush=True,
+                    )
                 if busy is None:
                     continue
                 print(
