@@ -144,6 +144,21 @@ class _Stats:
         )
 
 
+def _leaf_paths(name: str, t: pa.DataType) -> list[str]:
+    """The Parquet column paths of an Arrow field, as `use_dictionary` names them
+    (`headers.list.element.key`): a nested column's own name matches none of them."""
+    if pa.types.is_struct(t):
+        return [p for f in t for p in _leaf_paths(f"{name}.{f.name}", f.type)]
+    if pa.types.is_map(t):
+        return [
+            *_leaf_paths(f"{name}.key_value.key", t.key_type),
+            *_leaf_paths(f"{name}.key_value.value", t.item_type),
+        ]
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _leaf_paths(f"{name}.list.element", t.value_type)
+    return [name]
+
+
 class _OpenFile:
     def __init__(
         self,
@@ -157,13 +172,20 @@ class _OpenFile:
         self.full = os.path.join(root, rel)
         os.makedirs(os.path.dirname(self.full), exist_ok=True)
         self.values = values
-        dictionary = [n for n in schema.names if n not in unique_columns]
+        dictionary: bool | list[str] = True
+        if unique_columns:
+            dictionary = [
+                path
+                for f in schema
+                if f.name not in unique_columns
+                for path in _leaf_paths(f.name, f.type)
+            ]
         self.writer = pq.ParquetWriter(
             self.full,
             schema,
             compression=CODEC,
             compression_level=ZSTD_LEVEL,
-            use_dictionary=dictionary if unique_columns else True,
+            use_dictionary=dictionary,
         )
         self.stats = _Stats(schema)
 

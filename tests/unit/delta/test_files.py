@@ -89,3 +89,34 @@ def test_an_empty_task_writes_no_file(tmp_path: Path) -> None:
 )
 def test_partition_values_follow_the_delta_protocol(value: object, expected: str | None) -> None:
     assert partition_value(value) == expected
+
+
+def test_unique_columns_lose_their_dictionary_and_nested_columns_keep_theirs(
+    tmp_path: Path,
+) -> None:
+    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    batch = pa.record_batch(
+        {
+            "_offset": pa.array([1, 2, 3], pa.int64()),
+            "headers": pa.array([[{"key": "a", "value": b"b"}], None, []], pa.list_(header)),
+            "tags": pa.array([{"k": 1}, None, {"k": 2}], pa.map_(pa.string(), pa.int64())),
+            "s": ["x", "y", "x"],
+        }
+    )
+    out = list(file_writer(str(tmp_path), batch.schema, [], ["_offset"])(iter([batch])))
+    [row] = pa.Table.from_batches(out).to_pylist()
+    meta = pq.read_metadata(tmp_path / row["path"])
+    chunks = {
+        meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i)
+        for i in range(meta.num_columns)
+    }
+    assert {p: c.dictionary_page_offset is not None for p, c in chunks.items()} == {
+        "_offset": False,
+        "headers.list.element.key": True,
+        "headers.list.element.value": True,
+        "tags.key_value.key": True,
+        "tags.key_value.value": True,
+        "s": True,
+    }
+    assert {c.compression for c in chunks.values()} == {"ZSTD"}
+    assert row["path"].endswith(".zstd.parquet")
