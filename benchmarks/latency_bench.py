@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/latency_bench.py [--seconds 180] [--rate 10]
         [--probe-every 5] [--initial-events 300] [--bootstrap HOST:PORT]
+        [--chain-only] [--trigger "5 seconds"]
 
 Starts the bundled broker (unless `--bootstrap`), loads the repository's example
 project into a temporary warehouse root, produces a first slice of the generator's
@@ -149,6 +150,12 @@ def main() -> int:
     parser.add_argument(
         "--chain-only", action="store_true", help="run only the four order-path queries"
     )
+    parser.add_argument(
+        "--trigger",
+        default=None,
+        help="run every query on this processing-time interval (`5 seconds`) instead of "
+        "what its spec says",
+    )
     args = parser.parse_args()
 
     from confluent_kafka import Producer
@@ -172,6 +179,12 @@ def main() -> int:
         project = Project.load(
             REPO, warehouse_root=str(work / "wh"), kafka={"bootstrap": bootstrap}
         )
+        if args.trigger:
+            from warehouse.spec.table import Trigger
+
+            for name, defn in project.tables.items():
+                spec = defn.spec.model_copy(update={"trigger": Trigger(interval=args.trigger)})
+                project.tables[name] = defn.model_copy(update={"spec": spec})
         spark = get_session(project.config.spark, app_name="latency-bench")
         spark.sparkContext.setLogLevel("ERROR")
         ensure_topics(bootstrap)
