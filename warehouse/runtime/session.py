@@ -34,6 +34,13 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # core at 10 ms and 0.04 at 500 ms. A query that has data still runs batches back to
     # back; a record arriving at an idle query waits at most this long more.
     "spark.sql.streaming.pollingDelay": "500ms",
+    # Spark keeps the classes it generates for plans in an LRU of this many (default 100)
+    # and compiles a plan's code again whenever it fell out. The example warehouse's
+    # four order-path queries alone generate 134 distinct pieces of code per round of
+    # batches, so at 100 every batch compiled again what the last one had: 420 of 677
+    # compilations in a 40 s continuous run were of code compiled before, and the JIT
+    # then compiled each new class again (benchmarks.md, "End-to-end latency").
+    "spark.sql.codegen.cache.maxEntries": "1000",
 }
 
 

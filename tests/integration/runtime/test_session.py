@@ -23,6 +23,17 @@ def test_get_session_returns_the_active_session_and_never_a_second(spark) -> Non
     assert got.conf.get("spark.sql.shuffle.partitions") == "2"
 
 
+def test_local_defaults_reach_the_launched_jvm(spark) -> None:
+    """`LOCAL_DEFAULTS` hold static confs (read once, when the JVM starts): they must be
+    in the launched session, not set on it afterwards."""
+    from warehouse.runtime.session import LOCAL_DEFAULTS
+
+    jconf = spark.sparkContext._jsc.sc().conf()
+    for key in ("spark.sql.codegen.cache.maxEntries", "spark.sql.session.timeZone"):
+        assert jconf.get(key) == LOCAL_DEFAULTS[key]
+    assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == "1000"
+
+
 def test_engines_resolve_to_python_without_the_native_jars(spark) -> None:
     # This JVM has no spark-sql-kafka / delta-spark jars (pip-only environment).
     has_kafka = native_available(spark, "kafka")
