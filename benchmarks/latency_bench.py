@@ -83,6 +83,8 @@ class TableWatcher(threading.Thread):
     def run(self) -> None:
         from deltalake import DeltaTable
 
+        from streams.delta.arrow import read_table
+
         table = None
         while not self.stop.wait(0.2):
             try:
@@ -90,7 +92,7 @@ class TableWatcher(threading.Thread):
                     table = DeltaTable(str(self.path))
                 else:
                     table.update_incremental()
-                rows = table.to_pyarrow_table(columns=["city", "orders"]).to_pylist()
+                rows = read_table(table, columns=["city", "orders"]).to_pylist()
             except Exception:  # not created yet, or a version being written
                 continue
             now = time.time()

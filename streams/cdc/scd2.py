@@ -45,6 +45,7 @@ from pyspark.sql import functions as F
 
 from streams.delta import _schema
 from streams.delta._faults import crash_point
+from streams.delta.arrow import read_table
 from streams.delta.errors import DeltaSchemaError, DeltaWriteError
 from streams.delta.sink import commit_empty, evolve_schema
 from streams.delta.target import (
@@ -218,8 +219,8 @@ def load_state(
     if not touched:
         return {}
     columns = [*keys, sequence_by, VALID_FROM, VALID_TO, IS_CURRENT]
-    dataset = table.to_pyarrow_dataset()
-    missing = [c for c in columns if c not in dataset.schema.names]
+    present = {f.name for f in table.schema().fields}
+    missing = [c for c in columns if c not in present]
     if missing:
         raise DeltaSchemaError(
             f"Delta table `{table.table_uri}`: mode `scd2` needs the columns "
@@ -229,7 +230,7 @@ def load_state(
             path=table.table_uri,
             column=missing[0],
         )
-    found = _touched_rows(dataset.to_table(columns=columns), keys, touched)
+    found = _touched_rows(read_table(table, columns=columns), keys, touched)
     state: dict[Key, KeyState] = {}
     for row in found.to_pylist():
         key = tuple(row[k] for k in keys)

@@ -209,9 +209,9 @@ def read_snapshot(spark: SparkSession, path: str, *, engine: str) -> DataFrame:
     """The latest version of a Delta table as a static DataFrame (stream–static joins)."""
     if engine == "native":
         return spark.read.format("delta").load(path)
-    from deltalake import DeltaTable
+    from streams.delta.arrow import read_table
 
-    arrow = DeltaTable(path).to_pyarrow_table()
+    arrow = read_table(path)
     return spark.createDataFrame(arrow)
 
 

@@ -192,12 +192,12 @@ def ads_tables(project: Project) -> list[str]:
 
 def ads_rows(project: Project, name: str) -> list[dict[str, Any]]:
     """An ADS table's rows, sorted as the demo shows them (without internal columns)."""
-    from deltalake import DeltaTable
+    from streams.delta.arrow import read_table
 
     path = project.table_path(name)
     if not (Path(path) / "_delta_log").is_dir():
         return []
-    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    rows = read_table(path).to_pylist()
     column, desc = ADS_ORDER.get(name, (None, False))
     if column is not None:
         rows.sort(key=lambda r: (r.get(column) is None, r.get(column) or 0), reverse=desc)

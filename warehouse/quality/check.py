@@ -210,6 +210,8 @@ def _read_rows(
     """(rows, current version, first version read); rows is None when there is nothing new."""
     from deltalake import DeltaTable
 
+    from streams.delta.arrow import read_table
+
     dt = DeltaTable(str(path))
     version = dt.version()
     if since is None or since > version:
@@ -217,8 +219,8 @@ def _read_rows(
             # Only what is judged is loaded; a missing column is left for GX to report.
             present = {f.name for f in dt.schema().fields}
             if set(columns) <= present:
-                return dt.to_pyarrow_table(columns=columns), version, None
-        return dt.to_pyarrow_table(), version, None
+                return read_table(dt, columns=columns), version, None
+        return read_table(dt), version, None
     if since == version:
         return None, version, since + 1
     try:

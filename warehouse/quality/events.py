@@ -156,7 +156,9 @@ def read_quality_events(root: str | Path, *, table: str | None = None) -> pa.Tab
     path = events_path(root)
     if not DeltaTable.is_deltatable(str(path)):
         return None
-    data = DeltaTable(str(path)).to_pyarrow_table()
+    from streams.delta.arrow import read_table
+
+    data = read_table(path)
     if table is not None:
         import pyarrow.compute as pc
 
