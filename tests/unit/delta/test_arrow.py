@@ -25,6 +25,13 @@ def test_rows_columns_and_a_loaded_version(tmp_path: Path) -> None:
     assert sorted(read_table(old).column("a").to_pylist()) == [0, 10]
 
 
+def test_partition_values_with_special_characters(tmp_path: Path) -> None:
+    data = pa.table({"id": [1, 2, 3], "city": ["São Paulo/Centro", "a=b%c d", None]})
+    write_deltalake(str(tmp_path / "t"), data, partition_by=["city"])
+    got = sorted(read_table(tmp_path / "t").to_pylist(), key=lambda r: r["id"])
+    assert got == sorted(data.to_pylist(), key=lambda r: r["id"])
+
+
 def test_local_roots() -> None:
     assert _local_root("file:///tmp/a%20b/t/") == "/tmp/a b/t"
     assert _local_root("/tmp/t") == "/tmp/t"
