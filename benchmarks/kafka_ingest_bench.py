@@ -46,6 +46,18 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 _HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
+def proc_stat(path: str) -> tuple[str, list[str]]:
+    """(name, fields after the name) of a /proc `stat` file; OSError when it is gone."""
+    with open(path) as f:
+        stat = f.read()
+    return stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+
+
+def _cpu(fields: list[str]) -> float:
+    """User + system CPU seconds from the fields of `proc_stat`."""
+    return (int(fields[11]) + int(fields[12])) / _HZ
+
+
 def cpu_by_process(root: int) -> dict[int, tuple[str, float]]:
     """{pid: (kind, cpu seconds)} for `root` and every process under it (Linux /proc).
     kind: "jvm", "broker", "python workers" (Spark's) or "driver" (this process)."""
@@ -54,15 +66,12 @@ def cpu_by_process(root: int) -> dict[int, tuple[str, float]]:
         if not d.isdigit():
             continue
         try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
+            comm, fields = proc_stat(f"/proc/{d}/stat")
             with open(f"/proc/{d}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue  # exited meanwhile
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        ppid, cpu = int(fields[1]), (int(fields[11]) + int(fields[12])) / _HZ
+        ppid, cpu = int(fields[1]), _cpu(fields)
         if int(d) == root:
             kind = "driver"
         elif comm == "java":
@@ -102,14 +111,11 @@ def jvm_threads(pids: list[int]) -> dict[tuple[int, int], tuple[str, float]]:
             continue
         for tid in tids:
             try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    stat = f.read()
+                name, fields = proc_stat(f"/proc/{pid}/task/{tid}/stat")
             except OSError:
                 continue
-            name = stat[stat.index("(") + 1 : stat.rindex(")")]
-            fields = stat[stat.rindex(")") + 2 :].split()
             group = next((g for prefix, g in _THREAD_GROUPS if name.startswith(prefix)), "other")
-            out[(pid, int(tid))] = (group, (int(fields[11]) + int(fields[12])) / _HZ)
+            out[(pid, int(tid))] = (group, _cpu(fields))
     return out
 
 

@@ -4,7 +4,7 @@
 
 Writes the same cached frame (the ODS table of benchmarks/kafka_ingest_bench.py: five
 payload fields plus the Kafka coordinates) once per setting and prints the JVM's CPU
-seconds (user + system, from /proc) and the size of the files, for two payloads: the
+seconds (user + system, from /proc, `kafka_ingest_bench.CpuMeter`) and the size of the files, for two payloads: the
 ingest benchmark's (a repeated note and city) and one of random text (hashes). Each
 line is the fastest of `--reps` writes after one discarded; `noop` is the same frame
 written nowhere, the cost of reading the cache. Not a test: nothing is asserted.
@@ -19,8 +19,10 @@ import sys
 import tempfile
 import time
 
+# Run as a script, this directory is on the path: the ingest benchmark's CPU meter.
+from kafka_ingest_bench import CpuMeter
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-_HZ = os.sysconf("SC_CLK_TCK")
 
 SETTINGS: dict[str, dict[str, str]] = {
     "snappy (Spark's default)": {},
@@ -37,28 +39,6 @@ SETTINGS: dict[str, dict[str, str]] = {
         "parquet.enable.dictionary#_offset": "false",
     },
 }
-
-
-def jvm_cpu(jvm_pid: int) -> float:
-    with open(f"/proc/{jvm_pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _HZ
-
-
-def find_jvm() -> int:
-    """The JVM this process started (its child named `java`)."""
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        if comm == "java" and int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
-            return int(d)
-    raise SystemExit("no JVM under this process")
 
 
 def frame(spark, rows: int, payload: str):
@@ -98,7 +78,6 @@ def main() -> None:
     conf = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
     spark = get_session(SparkSettings(master="local[2]", conf=conf), app_name="parquet-bench")
     spark.sparkContext.setLogLevel("ERROR")
-    jvm = find_jvm()
     work = tempfile.mkdtemp(prefix="parquet-bench-")
     per_m = 1_000_000 / args.rows
     try:
@@ -112,7 +91,7 @@ def main() -> None:
                 size = 0
                 for rep in range(args.reps + 1):
                     path = os.path.join(work, f"{payload}-{len(cpu)}-{time.monotonic_ns()}")
-                    before = jvm_cpu(jvm)
+                    meter = CpuMeter().start()
                     if options is None:
                         df.write.format("noop").mode("overwrite").save()
                     else:
@@ -128,7 +107,7 @@ def main() -> None:
                         )
                         shutil.rmtree(path)
                     if rep:  # the first write of each setting warms its code paths
-                        cpu.append(jvm_cpu(jvm) - before)
+                        cpu.append(meter.stop().get("jvm", 0.0))
                 print(
                     f"  {label:<55} jvm cpu {min(cpu) * per_m:5.2f} s per 1M rows"
                     + (f", {size / 1e6:6.1f} MB" if options is not None else ""),

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from streams.kafka.errors import DataLossError, KafkaReadError
@@ -98,12 +97,11 @@ def _to_batch(msgs: list[Message], topic: str, partition: int, schema: pa.Schema
     ts = np.fromiter(
         chain.from_iterable(map(_timestamp, msgs)), dtype=np.int64, count=2 * n
     ).reshape(n, 2)
-    ts_type = pa.array(ts[:, 0].astype(np.int32))
-    ts_ms = pa.array(ts[:, 1])
-    if pc.any(pc.equal(ts_type, 0)).as_py():
-        missing = pc.equal(ts_type, 0)
-        ts_ms = pc.if_else(missing, pa.scalar(None, pa.int64()), ts_ms)
-    timestamps = pc.multiply(ts_ms, 1000).cast(pa.timestamp("us", tz="UTC"))
+    kind, ms = ts[:, 0], ts[:, 1]
+    missing = kind == 0  # librdkafka: no timestamp
+    timestamps = pa.array(
+        ms * 1000, pa.timestamp("us", tz="UTC"), mask=missing if missing.any() else None
+    )
     arrays = [
         pa.array(list(map(_key, msgs)), pa.binary()),
         pa.array(list(map(_value, msgs)), pa.binary()),
@@ -111,7 +109,7 @@ def _to_batch(msgs: list[Message], topic: str, partition: int, schema: pa.Schema
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         _offsets(msgs),
         timestamps,
-        pc.subtract(ts_type, 1),
+        pa.array((kind - 1).astype(np.int32)),
     ]
     if len(schema) > len(arrays):  # the source's `headers` column (include_headers)
         hdrs = list(map(_headers, msgs))
