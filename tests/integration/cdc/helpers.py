@@ -12,6 +12,8 @@ from chispa import assert_df_equality
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, Row, SparkSession
 
+from streams.delta.arrow import read_table as read_arrow
+
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp"
 )
@@ -57,7 +59,7 @@ def kafka_frame(
 
 
 def read_table(spark: SparkSession, path: str, columns: Sequence[str]) -> DataFrame:
-    data = pa.table(DeltaTable(str(path)).to_pyarrow_table(columns=list(columns)))
+    data = pa.table(read_arrow(str(path), columns=list(columns)))
     return spark.createDataFrame(data)
 
 
@@ -110,7 +112,7 @@ def snapshot(path: str, version: int, keys: Sequence[str]) -> dict[str, dict[str
     """The table at `version` as `{key JSON: row}` (rows in published JSON form)."""
     from streams.cdc.publish import encode_json
 
-    rows = DeltaTable(str(path), version=version).to_pyarrow_table().to_pylist()
+    rows = read_arrow(DeltaTable(str(path), version=version)).to_pylist()
     return {encode_json({k: r[k] for k in keys}).decode(): json.loads(encode_json(r)) for r in rows}
 
 

@@ -15,6 +15,7 @@ from deltalake import DeltaTable
 
 from streams.cdc import apply_scd2_arrow
 from streams.delta import DeltaSchemaError, DeltaTarget, DeltaWriteError
+from streams.delta.arrow import read_table
 
 UTC = dt.UTC
 
@@ -35,7 +36,7 @@ def batch(rows: list[dict]) -> pa.Table:
 
 
 def rows_of(path: str, columns: list[str]) -> list[tuple]:
-    data = DeltaTable(path).to_pyarrow_table(columns=columns).to_pylist()
+    data = read_table(path, columns=columns).to_pylist()
     return sorted((tuple(r[c] for c in columns) for r in data), key=repr)
 
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
 
 from streams.delta import recorded_offsets, remove_orphans
+from streams.delta.arrow import read_table
 from streams.kafka.admin import ensure_topic, produce
 from tests.integration.crash.child import STARTED_MARKER
 
@@ -118,12 +118,12 @@ def _finish(params: dict, log: Path) -> None:
 
 
 def _coordinates(path: str) -> list[tuple[str, int, int]]:
-    t = pa.table(DeltaTable(path).to_pyarrow_table(columns=["_topic", "_partition", "_offset"]))
+    t = pa.table(read_table(path, columns=["_topic", "_partition", "_offset"]))
     return sorted(zip(*(t.column(c).to_pylist() for c in t.column_names), strict=True))
 
 
 def _latest(path: str) -> dict[str, int]:
-    t = pa.table(DeltaTable(path).to_pyarrow_table(columns=["k", "seq"]))
+    t = pa.table(read_table(path, columns=["k", "seq"]))
     keys, seqs = t.column("k").to_pylist(), t.column("seq").to_pylist()
     assert len(keys) == len(set(keys)), "upsert table holds a key twice"
     return dict(zip(keys, seqs, strict=True))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+
+from streams.delta.arrow import read_table as read_arrow
 
 
 @pytest.fixture
@@ -12,7 +13,7 @@ def read_table(spark):
     """`read_table(path)` -> a Spark DataFrame of the table's current snapshot (via delta-rs)."""
 
     def read(path) -> object:
-        data = pa.table(DeltaTable(str(path)).to_pyarrow_table())
+        data = pa.table(read_arrow(str(path)))
         return spark.createDataFrame(data)
 
     return read

@@ -22,8 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from deltalake import DeltaTable
 
+from streams.delta.arrow import read_table
 from warehouse.demo.continuous import split_timeline
 from warehouse.generate import ShopGenerator
 
@@ -182,13 +182,13 @@ def test_continuous_demo_refreshes_until_ctrl_c(tmp_path: Path) -> None:
     # What the demo left in Delta: the ADS rows, and the malformed records in quarantine
     # (at least those of the first slice of the timeline, produced before the once pass).
     for name in ADS:
-        assert DeltaTable(str(root / "tables" / name)).to_pyarrow_table().num_rows > 0, name
+        assert read_table(str(root / "tables" / name)).num_rows > 0, name
     gen = ShopGenerator(seed=SEED, start=dt.datetime.now(dt.UTC), seconds_per_event=1 / RATE)
     head, _ = split_timeline(gen.records(), EVENTS / RATE)
     malformed = Counter(f"ods_{r.topic}" for r in head if r.kind == "malformed")
     assert malformed
     for table, n in malformed.items():
-        quarantine = DeltaTable(str(root / "tables" / f"{table}__quarantine")).to_pyarrow_table()
+        quarantine = read_table(str(root / "tables" / f"{table}__quarantine"))
         assert quarantine.num_rows >= n, (table, quarantine.num_rows, n)
 
     # Nothing left running: the broker it started, its JVM, the Python workers.

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deltalake import DeltaTable
 
 from streams.cdc.ktable import latest_values
+from streams.delta.arrow import read_table
 from tests.integration.demo.expected import compute
 from warehouse import Project
 from warehouse.demo import run_demo
@@ -29,10 +29,12 @@ SEED = 11
 
 
 def table(project: Project, name: str) -> list[dict[str, Any]]:
-    return DeltaTable(str(project.table_path(name))).to_pyarrow_table().to_pylist()
+    return read_table(str(project.table_path(name))).to_pylist()
 
 
-def test_demo_results_equal_an_independent_computation(spark, broker_factory, tmp_path: Path) -> None:
+def test_demo_results_equal_an_independent_computation(
+    spark, broker_factory, tmp_path: Path
+) -> None:
     broker = broker_factory()
     project = Project.load(
         REPO,
@@ -61,9 +63,9 @@ def test_demo_results_equal_an_independent_computation(spark, broker_factory, tm
     assert {r["product_id"]: r["category"] for r in table(project, "dim_products")} == {
         p: row["category"] for p, row in exp.products.items()
     }
-    assert sorted((r["order_id"], r["city"], r["amount"]) for r in table(project, "dwd_orders")) == sorted(
-        (o["order_id"], o["city"], o["amount"]) for o in exp.orders.values()
-    )
+    assert sorted(
+        (r["order_id"], r["city"], r["amount"]) for r in table(project, "dwd_orders")
+    ) == sorted((o["order_id"], o["city"], o["amount"]) for o in exp.orders.values())
 
     gmv = {
         (r["window_start"], r["city"]): (r["gmv"], r["orders"])

@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 
 from streams.delta import DeltaTarget, write_batch
+from streams.delta.arrow import read_table
 from warehouse.quality.events import quality_summary, read_quality_events, write_quality_events
 from warehouse.quality.rows import RowChecks
 from warehouse.spec.table import Expectation
@@ -103,10 +103,10 @@ def test_quarantine_drop_and_warn_in_a_stream_with_quality_events(spark, tmp_pat
         ],
         table="ods_orders",
     )  # fmt: skip
-    kept = DeltaTable(str(tmp_path / "tables" / "ods_orders")).to_pyarrow_table()
+    kept = read_table(str(tmp_path / "tables" / "ods_orders"))
     assert sorted(kept.column("order_id").to_pylist()) == ["a", "d"]
 
-    q = DeltaTable(str(tmp_path / "tables" / "ods_orders__quarantine")).to_pyarrow_table()
+    q = read_table(str(tmp_path / "tables" / "ods_orders__quarantine"))
     got = sorted(
         (r["batch_id"], r["source_partition"], r["source_offset"], tuple(r["failed_expectations"]),
          r["source_topic"], r["row"], r["reason"])
@@ -156,5 +156,5 @@ def test_fail_stops_the_query_naming_table_expectation_and_rows(spark, tmp_path)
     assert f"`{POSITIVE}` failed for 1 of 2 rows in batch 1" in text
     assert "'order_id': 'bad'" in text and "'_offset': 13" in text
     # Batch 0 was committed; the failing batch 1 was not.
-    kept = DeltaTable(str(tmp_path / "tables" / "ods_orders")).to_pyarrow_table()
+    kept = read_table(str(tmp_path / "tables" / "ods_orders"))
     assert sorted(kept.column("order_id").to_pylist()) == ["a", "b"]

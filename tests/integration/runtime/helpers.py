@@ -11,6 +11,8 @@ from typing import Any
 
 from deltalake import DeltaTable
 
+from streams.delta.arrow import read_table
+
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
@@ -23,7 +25,7 @@ def order(order_id: str | None, user: str, amount: float, minute: int) -> str:
 
 def rows(path: Path, columns: list[str]) -> list[tuple[Any, ...]]:
     """The table's rows as sorted tuples of `columns`."""
-    table = DeltaTable(str(path)).to_pyarrow_table(columns=columns)
+    table = read_table(str(path), columns=columns)
     return sorted(tuple(r[c] for c in columns) for r in table.to_pylist())
 
 

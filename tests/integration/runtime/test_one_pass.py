@@ -12,8 +12,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from deltalake import DeltaTable
 
+from streams.delta.arrow import read_table
 from streams.kafka.admin import ensure_topic, produce
 from tests.integration.runtime.helpers import order, rows, version
 from tests.unit.runtime.projects import write_project
@@ -57,7 +57,7 @@ def _tables(root: Path, topic: str) -> None:
 
 
 def _events(project: Project, table: str) -> list[tuple]:
-    t = DeltaTable(str(events_path(warehouse_root(project)))).to_pyarrow_table()
+    t = read_table(events_path(warehouse_root(project)))
     return sorted(
         (r["batch_id"], r["expectation"], r["checked"], r["passed"], r["failed"])
         for r in t.to_pylist()
