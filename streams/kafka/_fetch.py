@@ -173,12 +173,14 @@ def read_ranges(
     on_data_loss: str = "fail",
     batch_records: int = 10000,
     stall_timeout: float = 120.0,
+    poll_timeout: float = 1.0,
 ) -> Iterator[pa.RecordBatch]:
     """Yield exactly the records of each range (`[start, end)` per partition) as Arrow
     batches, one consumer for all of them. Gaps (compaction, transaction markers,
     aborted records under read_committed) are skipped; a range ends when a record at
     or past its end arrives, or the client reports the partition's end or position
-    at or past it."""
+    at or past it. `poll_timeout`: the longest one `consume` call waits for records;
+    only a range whose tail is gaps waits it out before the position check ends it."""
     from streams.kafka.offsets import rounds
 
     # One consumer per round: a partition read twice by one task (two pieces of a
@@ -187,7 +189,7 @@ def read_ranges(
         consumer = Consumer(dict(conf))
         try:
             yield from _read_round(
-                consumer, rnd, schema, on_data_loss, batch_records, stall_timeout
+                consumer, rnd, schema, on_data_loss, batch_records, stall_timeout, poll_timeout
             )
         finally:
             consumer.close()
@@ -207,6 +209,7 @@ def _read_round(
     on_data_loss: str,
     batch_records: int,
     stall_timeout: float,
+    poll_timeout: float = 1.0,
 ) -> Iterator[pa.RecordBatch]:
     multi_topic = len({r.topic for r in rnd}) > 1
     cursors = {((r.topic, r.partition) if multi_topic else r.partition): _Cursor(r) for r in rnd}
@@ -230,7 +233,16 @@ def _read_round(
         return (m.topic(), m.partition()) if multi_topic else m.partition()
 
     while left > 0:
-        msgs = consumer.consume(num_messages=batch_records, timeout=1.0)
+        # Never ask for more records than the ranges have left: `consume` returns once it
+        # has `num_messages` or after its timeout, and a range that ends at the log's
+        # end has nothing after it to fill the batch, so every task reading up to the
+        # high watermark (each micro-batch's last range of a partition) waited the whole
+        # second (measured: 1.1-1.3 s for the last 62.5k or 125k records of a partition,
+        # 0.2-0.35 s for the same number of records ending before the log's end).
+        want = sum(c.rng.end - c.pos for c in cursors.values() if not c.done)
+        msgs = consumer.consume(
+            num_messages=max(1, min(batch_records, want)), timeout=poll_timeout
+        )
         events: list[Message] = []
         if msgs and any(map(_error, msgs)):
             events = [m for m in msgs if m.error() is not None]
