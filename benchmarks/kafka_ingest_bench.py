@@ -13,8 +13,10 @@ one run measures on the same topic:
       quarantine) compiled and run once (`Pipeline(project, spark, layer="ods")`),
 and prints rows/s and the ratio of each to (a). (b), (c) and (e) run `--rounds` times
 each over the whole topic: round 1 is the JVM's first full-size run of each (its JIT still
-compiling), later rounds are the steady state of a long-running stream. Not a test:
-nothing is asserted.
+compiling), later rounds are the steady state of a long-running stream. (a) runs again before
+each later round, and every case's ratio is to its own round's (a): the bare
+consumer's rate drifts by up to a quarter between runs minutes apart here. Not a
+test: nothing is asserted.
 
 Beside each wall-clock rate it prints the CPU the case used (user + system seconds of
 this process and every process under it, read from /proc: the JVM, Spark's Python
@@ -460,8 +462,23 @@ def main() -> None:
         # compiling the parse and write paths (measured: (e) used 16-19 s of JVM CPU per
         # 1M in round 1, 9-10 from round 2 on). A stream that runs for hours is in the
         # later state; both are printed.
+        a_rates: list[float] = []
         for rnd in range(1, args.rounds + 1):
             print(f"-- round {rnd} of {args.rounds}", flush=True)
+            if rnd > 1:
+                # The bare consumer's rate drifts by up to a quarter between runs a few
+                # minutes apart on this machine (measured: 292-388k rows/s), so each
+                # round is compared with an (a) run just before it, in the same state
+                # (the JVM alive and idle) as the cases it is compared with.
+                meter = CpuMeter().start()
+                dt, _ = bare_consumer(bootstrap, topic, args.partitions, args.records)
+                results["a"] = (dt, args.records)
+                print(
+                    f"(a) again: {args.records / dt:>10,.0f} rows/s\n"
+                    f"    {cpu_line(meter.stop(), args.records)}",
+                    flush=True,
+                )
+            a_rates.append(args.records / results["a"][0])
             for case, sink in (("b", "noop"), ("c", "delta"), ("e", "framework")):
                 if case in skip:
                     continue
@@ -499,11 +516,16 @@ def main() -> None:
                     flush=True,
                 )
         spark.stop()
+        print(
+            "(a) by round: " + ", ".join(f"{r:,.0f}" for r in a_rates) + " rows/s; each "
+            "case's ratio above is to its own round's (a)",
+            flush=True,
+        )
         if "d" not in skip:
             dt, rows = delta_rs_only(bootstrap, topic, args.partitions, work)
             print(
                 f"(d) delta-rs write_deltalake alone: {rows / dt:>10,.0f} rows/s  ratio to (a): "
-                f"{(rows / dt) / (args.records / results['a'][0]):.2f}",
+                f"{(rows / dt) / a_rates[0]:.2f} (to the first (a))",
                 flush=True,
             )
     finally:
