@@ -155,7 +155,7 @@ def cpu_line(used: dict[str, float], records: int) -> str:
     """`cpu 12.3 s per 1M records (jvm 9.0, python workers 2.9, driver 0.4; broker 0.3)`."""
     per_m = 1_000_000 / records
     own = {k: v for k, v in used.items() if k != "broker"}
-    parts = ", ".join(f"{k} {v * per_m:.1f}" for k, v in sorted(own.items()) if v >= 0.05)
+    parts = ", ".join(f"{k} {v * per_m:.1f}" for k, v in sorted(own.items()) if v * per_m >= 0.05)
     return (
         f"cpu {sum(own.values()) * per_m:.1f} s per 1M records ({parts}; "
         f"broker {used.get('broker', 0.0) * per_m:.1f})"
@@ -246,6 +246,18 @@ def bare_consumer(bootstrap: str, topic: str, partitions: int, total: int) -> tu
     c.close()
     assert n == total, f"bare consumer read {n} records, expected {total}"
     return dt, nbytes
+
+
+def run_bare(bootstrap: str, topic: str, args: argparse.Namespace, label: str) -> float:
+    """(a) once, printed with its CPU; its seconds."""
+    meter = CpuMeter().start()
+    dt, nbytes = bare_consumer(bootstrap, topic, args.partitions, args.records)
+    print(
+        f"(a) {label}: {args.records / dt:>10,.0f} rows/s ({nbytes / args.records:.0f} "
+        f"B/record)\n    {cpu_line(meter.stop(), args.records)}",
+        flush=True,
+    )
+    return dt
 
 
 def spark_session():
@@ -428,15 +440,7 @@ def main() -> None:
                 flush=True,
             )
         skip = set(args.skip.split(","))
-        results: dict[str, tuple[float, int]] = {}
-        meter = CpuMeter().start()
-        dt, nbytes = bare_consumer(bootstrap, topic, args.partitions, args.records)
-        results["a"] = (dt, args.records)
-        print(
-            f"(a) bare confluent-kafka consumer: {args.records / dt:>10,.0f} rows/s "
-            f"({nbytes / args.records:.0f} B/record)\n    {cpu_line(meter.stop(), args.records)}",
-            flush=True,
-        )
+        a_seconds = run_bare(bootstrap, topic, args, "bare confluent-kafka consumer")
         spark = spark_session()
         spark.sparkContext.setLogLevel("ERROR")
         from streams.kafka import register_source
@@ -470,15 +474,8 @@ def main() -> None:
                 # minutes apart on this machine (measured: 292-388k rows/s), so each
                 # round is compared with an (a) run just before it, in the same state
                 # (the JVM alive and idle) as the cases it is compared with.
-                meter = CpuMeter().start()
-                dt, _ = bare_consumer(bootstrap, topic, args.partitions, args.records)
-                results["a"] = (dt, args.records)
-                print(
-                    f"(a) again: {args.records / dt:>10,.0f} rows/s\n"
-                    f"    {cpu_line(meter.stop(), args.records)}",
-                    flush=True,
-                )
-            a_rates.append(args.records / results["a"][0])
+                a_seconds = run_bare(bootstrap, topic, args, "again")
+            a_rates.append(args.records / a_seconds)
             for case, sink in (("b", "noop"), ("c", "delta"), ("e", "framework")):
                 if case in skip:
                     continue
@@ -491,7 +488,7 @@ def main() -> None:
                         spark, bootstrap, topic, work, sink, args.split_offsets
                     )
                 used = meter.stop()
-                base = args.records / results["a"][0]
+                base = a_rates[-1]
                 print(
                     f"({case}) {labels[case]:<34} {rows / dt:>10,.0f} rows/s  "
                     f"({rows:,} rows, {dt:.1f}s incl. query start)  ratio to (a): "
