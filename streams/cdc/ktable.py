@@ -33,8 +33,11 @@ def latest_values(
     isolation: Literal["read_committed", "read_uncommitted"] = "read_committed",
     client_config: Mapping[str, Any] | None = None,
     timeout: float = 60.0,
+    poll_timeout: float = 0.5,
 ) -> dict[bytes, bytes]:
-    """`{key: value}` of the topic: the last record per key, tombstoned keys removed."""
+    """`{key: value}` of the topic: the last record per key, tombstoned keys removed.
+    `poll_timeout`: the longest one `consume` call waits; only a partition whose tail is
+    transaction markers waits it out before its position ends it."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -68,6 +71,7 @@ def latest_values(
         consumer.assign(starts)
         deadline = time.monotonic() + timeout
         pending = dict(ends)
+        at = {tp.partition: tp.offset for tp in starts}  # next offset expected
         while pending:
             if time.monotonic() > deadline:
                 raise KTableError(
@@ -76,13 +80,17 @@ def latest_values(
                     "transaction left open on the topic?",
                     topic=topic,
                 )
-            for msg in consumer.consume(1000, timeout=0.5):
+            # At most what is left: `consume` returns when it has that many or after its
+            # timeout, and nothing follows the end offsets to fill a larger request.
+            want = sum(max(0, end - at[p]) for p, end in pending.items())
+            for msg in consumer.consume(max(1, min(1000, want)), timeout=poll_timeout):
                 if msg.error() is not None:
                     raise KTableError(
                         f"topic `{topic}`: reading partition {msg.partition()} failed: "
                         f"{msg.error().str()}",
                         topic=topic,
                     )
+                at[msg.partition()] = msg.offset() + 1
                 key = msg.key()
                 if key is None:
                     continue  # a changelog record without a key has no row to be
