@@ -134,7 +134,11 @@ def _expected(produced: int) -> dict[str, int]:
 
 
 def test_sigkill_anywhere_loses_and_repeats_nothing(broker, unique, tmp_path: Path) -> None:
-    rng = random.Random(os.environ.get("CRASH_SEED", time.time_ns()))
+    seed = os.environ.get("CRASH_SEED") or str(time.time_ns())
+    # Shown with a failure's captured output: the same seed replays the same choices of
+    # kill points and timer delays (the machine's timing still moves where a timer hits).
+    print(f"CRASH_SEED={seed}")
+    rng = random.Random(seed)
     topic = unique("crash")
     ensure_topic(broker.bootstrap, topic, partitions=2)
     n = 2000
