@@ -37,7 +37,7 @@ def latest_values(
 ) -> dict[bytes, bytes]:
     """`{key: value}` of the topic: the last record per key, tombstoned keys removed.
     `poll_timeout`: the longest one `consume` call waits; only a partition whose tail is
-    transaction markers waits it out before its position ends it."""
+    transaction markers or aborted records waits it out before its position ends it."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
