@@ -184,9 +184,8 @@ def main() -> None:
         arrow_ods(spark, bootstrap, "warm", args.partitions, str(work / "warm-f"), args.splits)
         kb.framework_ods(spark, bootstrap, "warm", work)
         for rnd in range(1, args.rounds + 1):
-            dt, _ = kb.bare_consumer(bootstrap, topic, args.partitions, args.records)
-            base = args.records / dt
-            print(f"-- round {rnd}: (a) bare consumer {base:,.0f} rows/s", flush=True)
+            print(f"-- round {rnd}", flush=True)
+            base = args.records / kb.run_bare(bootstrap, topic, args, "bare consumer")
             (work / f"e{rnd}").mkdir()
             meter = kb.CpuMeter().start()
             dt, rows, _ = kb.framework_ods(spark, bootstrap, topic, work / f"e{rnd}")

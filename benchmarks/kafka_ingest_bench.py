@@ -13,9 +13,9 @@ one run measures on the same topic:
       quarantine) compiled and run once (`Pipeline(project, spark, layer="ods")`),
 and prints rows/s and the ratio of each to (a). (b), (c) and (e) run `--rounds` times
 each over the whole topic: round 1 is the JVM's first full-size run of each (its JIT still
-compiling), later rounds are the steady state of a long-running stream. (a) runs again before
-each later round, and every case's ratio is to its own round's (a): the bare
-consumer's rate drifts by up to a quarter between runs minutes apart here. Not a
+compiling), later rounds are the steady state of a long-running stream. (a) runs
+again before each later round, and every case's ratio is to its own round's (a): the
+bare consumer's rate drifts by up to a quarter between runs minutes apart here. Not a
 test: nothing is asserted.
 
 Beside each wall-clock rate it prints the CPU the case used (user + system seconds of

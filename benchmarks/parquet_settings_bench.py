@@ -4,10 +4,11 @@
 
 Writes the same cached frame (the ODS table of benchmarks/kafka_ingest_bench.py: five
 payload fields plus the Kafka coordinates) once per setting and prints the JVM's CPU
-seconds (user + system, from /proc, `kafka_ingest_bench.CpuMeter`) and the size of the files, for two payloads: the
-ingest benchmark's (a repeated note and city) and one of random text (hashes). Each
-line is the fastest of `--reps` writes after one discarded; `noop` is the same frame
-written nowhere, the cost of reading the cache. Not a test: nothing is asserted.
+seconds (user + system, from /proc, `kafka_ingest_bench.CpuMeter`) and the size of the
+files, for two payloads: the ingest benchmark's (a repeated note and city) and one of
+random text (hashes). Each line is the fastest of `--reps` writes after one discarded;
+`noop` is the same frame written nowhere, the cost of reading the cache. Not a test:
+nothing is asserted.
 """
 
 from __future__ import annotations

@@ -209,7 +209,7 @@ def _read_round(
     on_data_loss: str,
     batch_records: int,
     stall_timeout: float,
-    poll_timeout: float = 1.0,
+    poll_timeout: float,
 ) -> Iterator[pa.RecordBatch]:
     multi_topic = len({r.topic for r in rnd}) > 1
     cursors = {((r.topic, r.partition) if multi_topic else r.partition): _Cursor(r) for r in rnd}
@@ -240,9 +240,7 @@ def _read_round(
         # second (measured: 1.1-1.3 s for the last 62.5k or 125k records of a partition,
         # 0.2-0.35 s for the same number of records ending before the log's end).
         want = sum(c.rng.end - c.pos for c in cursors.values() if not c.done)
-        msgs = consumer.consume(
-            num_messages=max(1, min(batch_records, want)), timeout=poll_timeout
-        )
+        msgs = consumer.consume(num_messages=max(1, min(batch_records, want)), timeout=poll_timeout)
         events: list[Message] = []
         if msgs and any(map(_error, msgs)):
             events = [m for m in msgs if m.error() is not None]

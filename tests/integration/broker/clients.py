@@ -52,6 +52,30 @@ def produce(
     return [r for r in results if r is not None]
 
 
+def produce_transactions(
+    bootstrap: str,
+    txn_id: str,
+    topic: str,
+    transactions: Iterable[tuple[Iterable[tuple[str | None, str]], bool]],
+    *,
+    partition: int = 0,
+) -> None:
+    """One transactional producer writes each `(records, commit)` in turn into
+    `partition` as one transaction, committed or aborted (flushed first, so aborted
+    records reach the log and a reader must skip them)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(30)
+    for records, commit in transactions:
+        producer.begin_transaction()
+        for key, value in records:
+            producer.produce(topic, key=key, value=value, partition=partition)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+
 def consume_all(
     bootstrap: str,
     topic: str,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Producer
 
 from streams.cdc import latest_values
 from streams.kafka.admin import ensure_topic, produce
+from tests.integration.broker.clients import produce_transactions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -31,11 +31,7 @@ def test_reading_up_to_the_end_offsets_does_not_wait_for_more_records(broker, un
 def test_a_partition_ending_in_a_transaction_marker_ends_at_its_position(broker, unique) -> None:
     topic = unique("ktable-tx")
     ensure_topic(broker.bootstrap, topic, partitions=1)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("tx")})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(10):
-        producer.produce(topic, key=f"k{i}", value=f"v{i}", partition=0)
-    producer.commit_transaction(30)
+    records = [(f"k{i}", f"v{i}") for i in range(10)]
+    produce_transactions(broker.bootstrap, unique("tx"), topic, [(records, True)])
     got = latest_values(broker.bootstrap, topic, poll_timeout=0.2)
     assert got == {f"k{i}".encode(): f"v{i}".encode() for i in range(10)}

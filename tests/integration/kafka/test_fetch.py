@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Producer
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from streams.kafka._fetch import consumer_config, read_range
 from streams.kafka.admin import end_offsets, ensure_topic, produce
 from streams.kafka.offsets import OffsetRange
 from streams.kafka.source import SCHEMA
+from tests.integration.broker.clients import produce_transactions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -46,12 +46,9 @@ def test_a_range_whose_tail_is_a_transaction_marker_ends_at_its_position(broker,
     # range ends through the consumer's position once a poll comes back empty.
     topic = unique("marker")
     ensure_topic(broker.bootstrap, topic, partitions=1)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("tx")})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(20):
-        producer.produce(topic, value=f"t{i}", partition=0)
-    producer.commit_transaction(30)
+    produce_transactions(
+        broker.bootstrap, unique("tx"), topic, [([(None, f"t{i}") for i in range(20)], True)]
+    )
     end = end_offsets(broker.bootstrap, topic)[topic][0]
     assert end == 21  # 20 records and the marker
     got = _read(broker.bootstrap, OffsetRange(topic, 0, 0, end), poll_timeout=0.2)

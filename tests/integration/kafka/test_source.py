@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 from streams.kafka import DataLossError, native_kafka_available, read_kafka_stream
 from streams.kafka.admin import add_partitions, end_offsets, ensure_topic, produce
+from tests.integration.broker.clients import produce_transactions
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -177,16 +178,11 @@ def test_data_loss_fails_or_skips(spark, broker_factory, unique, tmp_path) -> No
 def test_read_committed_skips_aborted_records(spark, broker, unique, tmp_path) -> None:
     topic = unique("txn")
     ensure_topic(broker.bootstrap, topic, partitions=1)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("tx")})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(3):
-        producer.produce(topic, value=f"aborted-{i}".encode(), partition=0)
-    producer.abort_transaction(30)
-    producer.begin_transaction()
-    for i in range(4):
-        producer.produce(topic, value=f"committed-{i}".encode(), partition=0)
-    producer.commit_transaction(30)
+    aborted = [(None, f"aborted-{i}") for i in range(3)]
+    committed = [(None, f"committed-{i}") for i in range(4)]
+    produce_transactions(
+        broker.bootstrap, unique("tx"), topic, [(aborted, False), (committed, True)]
+    )
     # The range ends on a commit marker: the read must still terminate.
     rows = Run(spark, tmp_path / "cp")(bootstrap=broker.bootstrap, topics=topic)
     assert sorted(v for *_, v in rows) == [f"committed-{i}".encode() for i in range(4)]
