@@ -1,0 +1,257 @@
+"""The Arrow parse (`streams.kafka.arrow_json`) against Spark's (`parse_kafka`).
+
+The contract: a record Arrow types must come out exactly as Spark types it (bit for
+bit, -0.0 and NaN included), and every other record goes back raw for Spark's parse.
+Arrow may hand back a record Spark would have accepted; it may never keep one Spark
+would have quarantined, nor type one differently. Generated values (hypothesis) mix
+well-formed records with the inputs the two parsers are known to treat differently.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import struct
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streams.kafka import parse_kafka
+from streams.kafka.arrow_json import payload_schema, split_block
+from streams.kafka.source import SCHEMA
+
+pytestmark = pytest.mark.spark
+
+FIELDS = [("i", "bigint"), ("j", "int"), ("d", "double"), ("s", "string"), ("b", "boolean")]
+DDL = ", ".join(f"{n} {t}" for n, t in FIELDS)
+ARROW = payload_schema(FIELDS)
+TS = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+
+
+def _batch(values: list[bytes | None]) -> pa.RecordBatch:
+    n = len(values)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([None] * n, pa.binary()),
+            pa.array(values, pa.binary()),
+            pa.array(["t"] * n),
+            pa.array([0] * n, pa.int32()),
+            pa.array(range(n), pa.int64()),
+            pa.array([TS] * n, pa.timestamp("us", tz="UTC")),
+        ],
+        names=["key", "value", "topic", "partition", "offset", "timestamp"],
+    )
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return struct.pack("<d", a) == struct.pack("<d", b) or (math.isnan(a) and math.isnan(b))
+    return a == b and type(a) is type(b)
+
+
+def _spark_parse(spark, values: list[bytes | None], required: tuple[str, ...]):
+    rows = [(None, v, "t", 0, i, TS, 0, None) for i, v in enumerate(values)]
+    df = spark.createDataFrame(rows, SCHEMA)
+    parsed = parse_kafka(df, format="json", schema=DDL, required=required)
+    names = [n for n, _ in FIELDS]
+    good = {r["_offset"]: tuple(r[n] for n in names) for r in parsed.good.collect()}
+    bad = {r["_offset"] for r in parsed.bad.select("_offset").collect()}
+    return good, bad
+
+
+def check_against_spark(
+    spark, values: list[bytes | None], required: tuple[str, ...] = (), **limits: int
+):
+    """Assert the contract; return (offsets Arrow typed, offsets it handed back).
+    `limits`: `split_block`'s bisection limits."""
+    good, bad = _spark_parse(spark, values, required)
+    assert set(good) | bad == set(range(len(values))) and not set(good) & bad
+    out = split_block(_batch(values), ARROW, required, **limits)
+    typed = out.rows.to_pylist()
+    back = out.fallback.column("offset").to_pylist()
+    kept = [r["_offset"] for r in typed]
+    assert sorted(kept + back) == list(range(len(values))), "a record lost or doubled"
+    assert out.fallback.column("value").to_pylist() == [values[o] for o in back]
+    for r in typed:
+        o = r["_offset"]
+        assert o in good, f"Arrow typed {values[o]!r}, which Spark quarantines"
+        mine = tuple(r[n] for n, _ in FIELDS)
+        assert all(_same(a, b) for a, b in zip(mine, good[o], strict=True)), (
+            f"{values[o]!r}: Arrow {mine}, Spark {good[o]}"
+        )
+        assert (r["_topic"], r["_partition"], r["_timestamp"]) == ("t", 0, TS)
+    return kept, back
+
+
+# -- generated values ---------------------------------------------------------------
+
+_EDGE_NUMBERS = st.sampled_from(
+    [
+        "-0",
+        "-0.0",
+        "0",
+        "1.0",
+        "1e2",
+        "1E-400",
+        "1e400",
+        "01",
+        "+1",
+        ".5",
+        "5.",
+        "-0e0",
+        "-0.5",
+        "NaN",
+        "Infinity",
+        "9223372036854775807",
+        "9223372036854775808",
+        "2147483648",
+        "-2147483648",
+        "4.9e-324",
+        "123456789012345678901234567890",
+        "0.1",
+        "-12",
+    ]
+)
+_NUMBERS = st.one_of(
+    _EDGE_NUMBERS,
+    st.integers(-(2**70), 2**70).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+)
+_BAD_BYTE = "\ue000"
+"""Stands for a byte that is not UTF-8 (0xff) until the value is encoded."""
+_TEXT = st.lists(
+    st.one_of(
+        st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")).filter(
+            lambda c: c not in '"\\'
+        ),
+        st.sampled_from(
+            [
+                '\\"',
+                "\\\\",
+                "\\n",
+                "\\u0000",
+                "\\ud800",
+                "\\ud83d\\ude00",
+                "\t",
+                "\x01",
+                "'",
+                _BAD_BYTE,
+            ]
+        ),
+    ),
+    max_size=12,
+).map(lambda parts: '"' + "".join(parts) + '"')
+_SCALAR = st.one_of(_NUMBERS, _TEXT, st.sampled_from(["true", "false", "null", "True"]))
+_VALUE = st.recursive(
+    _SCALAR,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda xs: "[" + ",".join(xs) + "]"),
+        st.lists(st.tuples(st.sampled_from(["a", "i", "s"]), inner), max_size=3).map(
+            lambda kv: "{" + ",".join(f'"{k}":{v}' for k, v in kv) + "}"
+        ),
+    ),
+    max_leaves=5,
+)
+_TYPED = {
+    "i": st.one_of(st.integers(-(2**63), 2**63 - 1).map(str), _EDGE_NUMBERS),
+    "j": st.one_of(st.integers(-(2**31), 2**31 - 1).map(str), _EDGE_NUMBERS),
+    "d": st.one_of(
+        st.floats(allow_nan=False, allow_infinity=False).map(repr),
+        st.integers().map(str),
+        _EDGE_NUMBERS,
+    ),
+    "s": _TEXT,
+    "b": st.sampled_from(["true", "false"]),
+}
+_OTHER_NAMES = st.sampled_from(["I", "S", "\\u0069", "x", ""])
+_SPACE = st.sampled_from(["", "", "", "", " ", " ", "\t", "\n"])
+_RARE_SPACE = st.sampled_from([""] * 9 + [" ", "\t", "\n"])
+
+
+@st.composite
+def member(draw) -> tuple[str, str]:
+    """A name and a value: mostly a schema field with a value of its kind (edge cases
+    included), sometimes any value, or another name."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(_OTHER_NAMES), draw(_VALUE)
+    name = draw(st.sampled_from(sorted(_TYPED)))
+    how = draw(st.integers(0, 7))
+    value = draw(_VALUE) if how == 0 else "null" if how == 1 else draw(_TYPED[name])
+    return name, value
+
+
+@st.composite
+def json_value(draw) -> bytes | None:
+    kind = draw(st.sampled_from(["object"] * 12 + ["other", "null", "mutated"]))
+    if kind == "null":
+        return None
+    if kind == "other":
+        text = draw(_VALUE)
+    else:
+        dupes = draw(st.integers(0, 9)) == 0  # a repeated name, now and then
+        members = draw(st.lists(member(), max_size=6, unique_by=None if dupes else lambda m: m[0]))
+        sp = draw(_SPACE)
+        text = "{" + ",".join(f'{sp}"{k}"{sp}:{sp}{v}' for k, v in members) + "}"
+        text = draw(_RARE_SPACE) + text + draw(_RARE_SPACE)
+    if kind == "mutated":
+        how = draw(st.sampled_from(["twice", "trailing", "single", "cut", "bom"]))
+        text = {
+            "twice": text + " " + text,
+            "trailing": text + "x",
+            "single": text.replace('"', "'"),
+            "cut": text[: max(1, len(text) // 2)],
+            "bom": "\ufeff" + text,
+        }[how]
+    return text.encode().replace(_BAD_BYTE.encode(), b"\xff")
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(values=st.lists(json_value(), min_size=40, max_size=120), required=st.booleans())
+def test_generated_values_agree_with_spark(spark, values, required) -> None:
+    # Bisected down to single values: Arrow gets to type every value it accepts, so
+    # each generated value is compared (with the defaults, one refused value sends its
+    # neighbours back too, and they would go untested).
+    check_against_spark(
+        spark, values, ("i",) if required else (), min_piece=1, max_parses=100 * len(values)
+    )
+
+
+def test_known_differences_fall_back(spark) -> None:
+    values = [
+        b'{"d": -0}',  # Arrow -0.0, Spark 0.0
+        b'{"i": 1}{"i": 2}',  # two rows for Arrow
+        b'{"s": "\xff"}',  # Arrow keeps invalid UTF-8
+        b'{"s": 5}',  # Spark: "5"; Arrow refuses
+        b"{'i': 1}",  # Spark allows single quotes
+        b'{"i": 1,\n"d": 2}',  # a newline splits a line-delimited read
+        b"null",  # crashes pyarrow 26's reader (apache/arrow#47409)
+        b'{"d": NaN}',
+        b'{"i": 1, "i": 2}',  # Spark keeps the last
+    ]
+    kept, back = check_against_spark(spark, values)
+    assert kept == [] and back == list(range(len(values)))
+
+
+def test_plain_values_are_typed_by_arrow(spark) -> None:
+    values = [
+        (
+            b'{"i": %d, "j": %d, "d": %r, "s": "v%d \\u00e9\\n", "b": %s, "extra": [1, {"x": null}]}'
+            % (k * 7919, -k, k / 3, k, b"true" if k % 2 else b"false")
+        )
+        for k in range(500)
+    ]
+    values[250] = b'{"i": "not a number"}'
+    kept, back = check_against_spark(spark, values)
+    assert 250 in back and len(kept) >= 480  # one bad value costs a few neighbours at most
+
+
+def test_required_null_falls_back(spark) -> None:
+    values = [b'{"i": 1}', b'{"d": 1.5}', b'{"i": null}', b'{"i": 2}']
+    kept, back = check_against_spark(spark, values, ("i",))
+    assert kept == [0, 3] and back == [1, 2]
