@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -60,15 +60,7 @@ def write_batch(
 
         return write_batch_native(df, batch_id, target, commit_info=commit_info)
     table = load_table(target.path)
-    done = _committed_at(table, target, batch_id)
-    if done is not None:
-        logger.info(
-            "Delta table %s: batch %d of app `%s` already committed (txn version %d); skipping",
-            target.name,
-            batch_id,
-            target.app_id,
-            done,
-        )
+    if _already_committed(table, target, batch_id):
         return None
     if target.mode == "append":
         version = _append(df, batch_id, target, table, commit_info)
@@ -76,6 +68,38 @@ def write_batch(
         version = _upsert(df, batch_id, target, table, commit_info)
     else:
         version = _scd2(df, batch_id, target, commit_info)
+    _committed(target, batch_id, version)
+    return version
+
+
+FileEntry = tuple[str, int, dict[str, str | None], str, int]
+"""A data file written for a commit: `(path, size, partition values, stats json, mtime ms)`."""
+
+
+def append_files(
+    target: DeltaTarget,
+    batch_id: int,
+    schema: pa.Schema,
+    write: Callable[[list[str]], list[FileEntry]],
+    *,
+    commit_info: Mapping[str, Any] | None = None,
+) -> int | None:
+    """Append, as batch `batch_id`, the files `write(partition_by)` writes under the
+    table root (for a caller that writes its own files, e.g. `kafka_json`), with the
+    guard, schema evolution, commit and crash points of `write_batch`. Returns the new
+    version, or None when the batch is already committed (`write` is then not called)."""
+    table = load_table(target.path)
+    if _already_committed(table, target, batch_id):
+        return None
+    table, partition_by = _prepare_append(table, schema, target)
+    files = write(partition_by)
+    version = _commit_files(files, batch_id, target, table, schema, partition_by, commit_info)
+    _committed(target, batch_id, version)
+    return version
+
+
+def _committed(target: DeltaTarget, batch_id: int, version: int | None) -> None:
+    """After a batch's commit: the crash point, the log line, automatic compaction."""
     crash_point("after_commit")
     logger.info(
         "Delta table %s: batch %d of app `%s` committed as version %s",
@@ -88,13 +112,26 @@ def write_batch(
         from streams.delta.maintenance import optimize
 
         optimize(target.path)
-    return version
 
 
 def committed(target: DeltaTarget, batch_id: int) -> bool:
     """Whether `write_batch` would skip this batch: the table's app transaction of
     `target.app_id` is at `batch_id` or later (embedded engine)."""
     return _committed_at(load_table(target.path), target, batch_id) is not None
+
+
+def _already_committed(table: DeltaTable | None, target: DeltaTarget, batch_id: int) -> bool:
+    """Whether the batch is in `table` already (and so skipped), logged."""
+    done = _committed_at(table, target, batch_id)
+    if done is not None:
+        logger.info(
+            "Delta table %s: batch %d of app `%s` already committed (txn version %d); skipping",
+            target.name,
+            batch_id,
+            target.app_id,
+            done,
+        )
+    return done is not None
 
 
 def _committed_at(table: DeltaTable | None, target: DeltaTarget, batch_id: int) -> int | None:
@@ -150,6 +187,19 @@ def _create(
     )
 
 
+def _prepare_append(
+    table: DeltaTable | None, schema: pa.Schema, target: DeltaTarget
+) -> tuple[DeltaTable | None, list[str]]:
+    """The table with `schema`'s new columns added, and its partition columns."""
+    if table is not None:
+        table = evolve_schema(table, schema, target)
+        partition_by = list(table.metadata().partition_columns)
+    else:
+        partition_by = list(target.partition_by)
+    _schema.check_columns(schema.names, partition_by, path=target.path, what="partition columns")
+    return table, partition_by
+
+
 def _append(
     df: DataFrame,
     batch_id: int,
@@ -158,14 +208,9 @@ def _append(
     commit_info: Mapping[str, Any] | None,
 ) -> int:
     schema = _schema.arrow_schema(df.schema)
-    if table is not None:
-        table = evolve_schema(table, schema, target)
-        partition_by = list(table.metadata().partition_columns)
-    else:
-        partition_by = list(target.partition_by)
-    _schema.check_columns(df.columns, partition_by, path=target.path, what="partition columns")
+    table, partition_by = _prepare_append(table, schema, target)
     try:
-        files = _write_files(df, target.path, schema, partition_by, target.unique_columns)
+        files = write_files(df, target.path, schema, partition_by, target.unique_columns)
     except Exception as e:  # Spark wraps executor errors in its own types
         raise DeltaWriteError(
             f"Delta table `{target.path}`: writing the files of batch {batch_id} failed: {e}. "
@@ -173,6 +218,19 @@ def _append(
             path=target.path,
             batch_id=batch_id,
         ) from e
+    return _commit_files(files, batch_id, target, table, schema, partition_by, commit_info)
+
+
+def _commit_files(
+    files: list[FileEntry],
+    batch_id: int,
+    target: DeltaTarget,
+    table: DeltaTable | None,
+    schema: pa.Schema,
+    partition_by: list[str],
+    commit_info: Mapping[str, Any] | None,
+) -> int:
+    """One Delta commit adding `files`, with the app transaction of `batch_id`."""
     adds = [
         AddAction(path, size, values, mtime, True, stats)
         for path, size, values, stats, mtime in files
@@ -200,13 +258,13 @@ def _append(
     return DeltaTable(target.path).version()
 
 
-def _write_files(
+def write_files(
     df: DataFrame,
     root: str,
     schema: pa.Schema,
     partition_by: list[str],
     unique_columns: Sequence[str] = (),
-) -> list[tuple[str, int, dict[str, str | None], str, int]]:
+) -> list[FileEntry]:
     """The batch's data files, written by the executors: `(path, size, partition values,
     stats, mtime)` each. Spark's Parquet writer when the partition types allow it (no
     rows pass through Python), else the Arrow writer of `_files`."""
@@ -351,4 +409,12 @@ def _scd2(
     return apply_scd2(df, batch_id, target, commit_info=commit_info)
 
 
-__all__ = ["committed", "dedupe_changes", "load_table", "merge_arrow", "write_batch"]
+__all__ = [
+    "append_files",
+    "committed",
+    "dedupe_changes",
+    "load_table",
+    "merge_arrow",
+    "write_batch",
+    "write_files",
+]

@@ -51,7 +51,8 @@ def _from_ddl(ddl: str) -> DataType:
     return DataType.fromDDL(ddl)
 
 
-def _as_struct(schema: StructType | str | None, fmt: str) -> StructType:
+def as_struct(schema: StructType | str | None, fmt: str) -> StructType:
+    """`schema` (a StructType or DDL) as a StructType; a clear error for format `fmt`."""
     if schema is None:
         raise KafkaConfigError(
             f"Format `{fmt}` needs a schema (a StructType or a DDL string such as "
@@ -442,7 +443,7 @@ def parse_kafka(
             f"Unknown Kafka format `{format}`; expected one of {', '.join(f'`{x}`' for x in FORMATS)}.",
             option="format",
         )
-    struct = _as_struct(schema, format)
+    struct = as_struct(schema, format)
     _check_required(struct, required)
     jvm = getattr(df.sparkSession, "_jvm", None)  # None under Spark Connect
     return _split(df, _exprs(jvm, format, struct.json(), tuple(required)), stage)

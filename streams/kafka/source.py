@@ -12,8 +12,10 @@ import json
 import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -81,12 +83,51 @@ DEFAULT_SPLIT_OFFSETS = 200_000
 _CLIENT_PREFIX = "kafka."
 
 
-class KafkaInputPartition(InputPartition):
-    """The `[start, end)` ranges one Spark task reads with one consumer."""
+@dataclass(frozen=True)
+class FetchOptions:
+    """How a task reads its ranges: what `read()` needs besides the ranges."""
 
-    def __init__(self, ranges: Sequence[OffsetRange]) -> None:
+    bootstrap: str
+    client_config: Mapping[str, Any]
+    isolation_level: str
+    on_data_loss: str
+    batch_records: int
+
+
+class KafkaInputPartition(InputPartition):
+    """The `[start, end)` ranges one Spark task reads with one consumer, and how.
+
+    Carrying the fetch options makes a planned partition readable on its own, also
+    outside `read()`: `streams.delta.kafka_json` reads the partitions Spark planned for
+    a micro-batch (`planned_partitions`) in its own tasks."""
+
+    def __init__(self, ranges: Sequence[OffsetRange], fetch: FetchOptions | None = None) -> None:
         super().__init__(tuple(ranges))
         self.ranges = tuple(ranges)
+        self.fetch = fetch
+
+
+def read_partition(partition: KafkaInputPartition, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The records of `partition`'s ranges as Arrow batches of `schema` (a subset of the
+    source's columns, in its order)."""
+    from streams.kafka._fetch import consumer_config, read_ranges
+
+    fetch = partition.fetch
+    if fetch is None:
+        raise KafkaConfigError("A Kafka input partition without fetch options.", option="fetch")
+    conf = consumer_config(
+        fetch.bootstrap,
+        dict(fetch.client_config),
+        isolation_level=fetch.isolation_level,
+        size=max(r.size for r in partition.ranges),
+    )
+    return read_ranges(
+        list(partition.ranges),
+        conf,
+        schema,
+        on_data_loss=fetch.on_data_loss,
+        batch_records=fetch.batch_records,
+    )
 
 
 class _Options:
@@ -337,7 +378,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             len(groups),
             sum(r.size for r in ranges),
         )
-        return [KafkaInputPartition(g) for g in groups]
+        fetch = FetchOptions(
+            self._opts.bootstrap,
+            dict(self._opts.client_config),
+            self._opts.isolation_level,
+            self._opts.on_data_loss,
+            self._opts.batch_records,
+        )
+        return [KafkaInputPartition(g, fetch) for g in groups]
 
     def commit(self, end: dict) -> None:
         return None
@@ -349,20 +397,5 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from streams.kafka._fetch import consumer_config, read_ranges
-
-        ranges: tuple[OffsetRange, ...] = partition.ranges  # type: ignore[attr-defined]
-        conf = consumer_config(
-            self._opts.bootstrap,
-            self._opts.client_config,
-            isolation_level=self._opts.isolation_level,
-            size=max(r.size for r in ranges),
-        )
-        schema = to_arrow_schema(self._schema, timezone="UTC")
-        return read_ranges(
-            list(ranges),
-            conf,
-            schema,
-            on_data_loss=self._opts.on_data_loss,
-            batch_records=self._opts.batch_records,
-        )
+        assert isinstance(partition, KafkaInputPartition)
+        return read_partition(partition, to_arrow_schema(self._schema, timezone="UTC"))
