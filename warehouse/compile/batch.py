@@ -109,6 +109,7 @@ class BatchWriter:
         self.stats = BatchStats()
         self._query_id: str | None = None
         self._checks: Any = None
+        self._arrow: tuple[Any] | None = None
         self.lock = threading.Lock()
         self.stopping = False
         self.on_batch: Callable[[int], None] | None = None
@@ -146,9 +147,16 @@ class BatchWriter:
 
         try:
             one_pass = self._one_pass(batch_id)
-            if one_pass:
+            out = None
+            if one_pass and self._arrow_payload() is not None:
+                out = self._write_arrow(batch_df, batch_id, cache)
+            if out is not None:
+                path = "Arrow"
+            elif one_pass:
+                path = "one pass"
                 out = self._write_one_pass(batch_df, batch_id, cache)
             else:
+                path = ""
                 out = self._write_cached(batch_df, batch_id, cache, registered)
             if self.defn.spec.publish is not None:
                 self._publish(batch_id)
@@ -182,7 +190,7 @@ class BatchWriter:
             "version %s, %.1fs",
             self.defn.name,
             batch_id,
-            " (one pass)" if one_pass else "",
+            f" ({path})" if path else "",
             out.rows_in,
             out.written,
             out.quarantined,
@@ -220,6 +228,74 @@ class BatchWriter:
         from streams.delta import committed
 
         return not committed(self._target(quarantine=False), batch_id)
+
+    def _arrow_payload(self) -> Any:
+        """The payload as a StructType when this table's batches may take the Arrow path
+        (`streams.delta.kafka_json`), else None: on top of `_one_pass`, JSON appended
+        through the Python Kafka source, no expectations, flat payload types Arrow
+        parses as Spark does, and `engines.parse` not `spark`. Decided once."""
+        if self._arrow is None:
+            self._arrow = (self._arrow_struct(),)
+        return self._arrow[0]
+
+    def _arrow_struct(self) -> Any:
+        spec = self.defn.spec
+        kafka = spec.source.kafka
+        if (
+            kafka is None
+            or kafka.format != "json"
+            or spec.sink.mode != "append"
+            or spec.expectations
+            or self.engines.get("parse", "arrow") != "arrow"
+            or self.engines.get("kafka") == "native"
+        ):
+            return None
+        from streams.delta.kafka_json import arrow_payload
+        from streams.kafka.parse import as_struct
+        from warehouse.compile.query import payload_schema
+
+        schema = payload_schema(self.project, self.defn)
+        if schema is None:
+            return None
+        struct = as_struct(schema, "json")
+        return struct if arrow_payload(struct) is not None else None
+
+    def _write_arrow(
+        self, df: DataFrame, batch_id: int, cache: Callable[[DataFrame], DataFrame]
+    ) -> _Outcome | None:
+        """The batch through `streams.delta.kafka_json`: Kafka read, parsed and written
+        in Arrow in Spark's tasks, records Arrow hands back parsed by Spark (their bad
+        ones quarantined). None when that path cannot take this batch (its ranges are
+        not readable from the plan, or its tasks failed): nothing was committed."""
+        from streams.delta.kafka_json import kafka_json_append
+        from streams.kafka.planned import planned_partitions
+
+        partitions = planned_partitions(df)
+        if partitions is None:
+            return None
+        info = self._commit_info(batch_id)
+        with kafka_json_append(
+            df.sparkSession,
+            partitions,
+            self._target(quarantine=False),
+            batch_id,
+            payload=self._arrow_payload(),
+            commit_info=info,
+        ) as done:
+            if done is None:
+                return None
+            quarantined = 0
+            if done.bad is not None:
+                parts = [self._parse_quarantine(done.bad, batch_id)]
+                quarantined = self._write_quarantine(parts, batch_id, info, cache)
+            logger.debug(
+                "table %s: batch %d: %d of %d records typed by Arrow",
+                self.defn.name,
+                batch_id,
+                done.typed,
+                done.records,
+            )
+            return _Outcome(done.records, done.written, quarantined, 0, done.version)
 
     def _write_one_pass(
         self, df: DataFrame, batch_id: int, cache: Callable[[DataFrame], DataFrame]

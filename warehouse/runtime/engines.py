@@ -65,9 +65,11 @@ def resolve_engine(spark: SparkSession, kind: EngineKind, setting: str) -> Liter
     return "native" if available else "python"
 
 
-def resolve_engines(spark: SparkSession, engines: Engines) -> dict[str, Literal["python", "native"]]:
-    """Both engines of an environment, resolved once per run."""
+def resolve_engines(spark: SparkSession, engines: Engines) -> dict[str, str]:
+    """The engines of an environment, resolved once per run: `kafka` and `delta`
+    (`python` or `native`), and `parse` (`arrow` where a table allows it, or `spark`)."""
     return {
         "kafka": resolve_engine(spark, "kafka", engines.kafka),
         "delta": resolve_engine(spark, "delta", engines.delta),
+        "parse": "spark" if engines.parse == "spark" else "arrow",
     }

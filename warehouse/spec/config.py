@@ -79,6 +79,10 @@ class KafkaSettings(Settings):
 class Engines(Settings):
     kafka: Engine = "auto"
     delta: Engine = "auto"
+    parse: Literal["auto", "spark"] = "auto"
+    """How Kafka JSON is parsed: `auto` types flat JSON in Arrow inside Spark's tasks
+    where a table allows it (docs/architecture.md, "The Arrow path"), `spark` always
+    with Spark's `from_json`."""
 
 
 class SparkSettings(Settings):

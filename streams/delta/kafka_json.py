@@ -1,0 +1,253 @@
+"""Land Kafka JSON in a Delta table without a JVM row: read, parse and write in Arrow.
+
+The general path (`parse_kafka` then `write_batch`) turns every record into a JVM row
+twice over: Spark's `from_json` types it, Spark's Parquet writer writes it. For an
+append of flat JSON (integers, numbers, strings, booleans), this path does the same
+work in Arrow, inside Spark tasks: each task reads one of the Kafka input partitions
+Spark planned for the batch (`streams.kafka.planned`), types the values with
+`streams.kafka.arrow_json.split_block` and writes Parquet with the sink's Arrow
+writer; the driver commits every file in one Delta commit with the batch's app
+transaction (`sink.append_files`), exactly like `write_batch`.
+
+Records Arrow does not type exactly as Spark would (`split_block`'s fallback) are
+never dropped: the tasks stage them raw in Parquet under the table's staging
+directory, and the driver parses those with `parse_kafka`, so their good rows join
+the same commit (written by Spark) and their bad rows go back to the caller for
+quarantine, with Spark's reasons. A table gets the same rows either way.
+
+If the tasks fail (a broker error, or a Python worker killed by a crash in Arrow's
+C++ reader on some input nobody foresaw), nothing is committed: `kafka_json_append`
+yields None and the caller parses the batch the general way. A poison record can
+slow a batch down, never stop the table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from streams.delta import _schema
+from streams.delta._files import STAGING_DIR, file_writer
+from streams.delta.sink import FileEntry, append_files, write_files
+from streams.delta.target import DeltaTarget
+from streams.kafka.arrow_json import payload_schema
+
+logger = logging.getLogger(__name__)
+
+COORDINATES = StructType(
+    [
+        StructField("_topic", StringType()),
+        StructField("_partition", IntegerType()),
+        StructField("_offset", LongType()),
+        StructField("_timestamp", TimestampType()),
+    ]
+)
+
+
+def arrow_payload(payload: StructType) -> pa.Schema | None:
+    """The Arrow schema `split_block` parses `payload` with, or None when a field's type
+    is not one Arrow types like Spark (then this path does not apply)."""
+    return payload_schema([(f.name, f.dataType.simpleString()) for f in payload.fields])
+
+
+class KafkaJsonAppend(NamedTuple):
+    """What one batch did. `bad`: Spark's `bad` frame (`parse_kafka`) of the records
+    Arrow handed back, for the caller's quarantine; readable until the context ends."""
+
+    version: int | None
+    records: int
+    written: int
+    typed: int
+    bad: DataFrame | None
+
+
+@dataclass(frozen=True)
+class _Task:
+    root: str
+    stage: str
+    table: pa.Schema
+    payload: pa.Schema
+    required: tuple[str, ...]
+    partition_by: tuple[str, ...]
+    unique_columns: tuple[str, ...]
+
+
+def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]]:
+    """One Spark task: read, type, write; yields one dict per data file, one for the
+    staged fallback file (if any) and one with the counts."""
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from streams.delta._faults import crash_point
+    from streams.kafka.arrow_json import RAW_COLUMNS, split_block
+    from streams.kafka.source import SCHEMA_WITHOUT_HEADERS, read_partition
+
+    crash_point("arrow_task")  # kills this Python worker: the tests' stand-in for a crash
+    source = to_arrow_schema(SCHEMA_WITHOUT_HEADERS, timezone="UTC")
+    counts = {"kind": "counts", "records": 0, "typed": 0, "fallback": 0}
+    staged: dict[str, Any] = {}
+
+    def typed() -> Iterator[pa.RecordBatch]:
+        for part in partitions:
+            for batch in read_partition(part, source):
+                counts["records"] += batch.num_rows
+                out = split_block(batch, spec.payload, spec.required)
+                if out.fallback.num_rows:
+                    if "writer" not in staged:
+                        os.makedirs(spec.stage, exist_ok=True)
+                        staged["path"] = os.path.join(spec.stage, f"{uuid.uuid4().hex}.parquet")
+                        staged["writer"] = pq.ParquetWriter(
+                            staged["path"], pa.schema([source.field(c) for c in RAW_COLUMNS])
+                        )
+                    staged["writer"].write_batch(out.fallback)
+                    counts["fallback"] += out.fallback.num_rows
+                if out.rows.num_rows:
+                    counts["typed"] += out.rows.num_rows
+                    yield out.rows
+
+    write = file_writer(spec.root, spec.table, spec.partition_by, spec.unique_columns)
+    try:
+        for files in write(typed()):
+            for row in files.to_pylist():
+                yield {"kind": "file", **row}
+    finally:
+        if "writer" in staged:
+            staged["writer"].close()
+    if "path" in staged:
+        yield {"kind": "fallback", "path": staged["path"]}
+    yield counts
+
+
+class _TasksFailed(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def kafka_json_append(
+    spark: SparkSession,
+    partitions: Sequence[Any],
+    target: DeltaTarget,
+    batch_id: int,
+    *,
+    payload: StructType,
+    required: Sequence[str] = (),
+    commit_info: dict[str, Any] | None = None,
+) -> Iterator[KafkaJsonAppend | None]:
+    """Append the JSON records of `partitions` (`planned_partitions` of the batch) to
+    the table of `target` (embedded engine, append mode) as batch `batch_id`.
+
+    Yields the outcome, or None when the tasks failed and nothing was committed (the
+    caller then writes the batch the general way). Staged records and cached frames
+    are released when the context ends."""
+    from streams.kafka import parse_kafka
+
+    parsed_payload = arrow_payload(payload)
+    if parsed_payload is None:
+        raise ValueError(f"payload `{payload.simpleString()}` has types Arrow does not parse")
+    table_schema = _schema.arrow_schema(StructType([*payload.fields, *COORDINATES.fields]))
+    stage = os.path.join(target.path, STAGING_DIR, f"kafka-json-{uuid.uuid4().hex}")
+    cached: list[DataFrame] = []
+    seen: dict[str, Any] = {"records": 0, "typed": 0, "written": 0, "bad": None}
+
+    def cache(frame: DataFrame) -> DataFrame:
+        cached.append(frame.persist())
+        return cached[-1]
+
+    def write(partition_by: list[str]) -> list[FileEntry]:
+        spec = _Task(
+            target.path,
+            stage,
+            table_schema,
+            parsed_payload,
+            tuple(required),
+            tuple(partition_by),
+            tuple(target.unique_columns),
+        )
+        try:
+            rows = _collect(spark, partitions, spec)
+        except Exception as e:  # any task failure, a crashed Python worker included
+            raise _TasksFailed(str(e)) from e
+        files: list[FileEntry] = [
+            (
+                r["path"],
+                r["size"],
+                json.loads(r["partition_values"]),
+                r["stats"],
+                r["modification_time"],
+            )
+            for r in rows
+            if r["kind"] == "file"
+        ]
+        counts = [r for r in rows if r["kind"] == "counts"]
+        seen["records"] = sum(c["records"] for c in counts)
+        seen["typed"] = seen["written"] = sum(c["typed"] for c in counts)
+        staged = [r["path"] for r in rows if r["kind"] == "fallback"]
+        if staged:
+            parsed = parse_kafka(
+                spark.read.parquet(*staged),
+                format="json",
+                schema=payload,
+                required=required,
+                persist=cache,
+            )
+            more = write_files(
+                parsed.good, target.path, table_schema, partition_by, target.unique_columns
+            )
+            files += more
+            seen["written"] += sum(json.loads(f[3])["numRecords"] for f in more)
+            seen["bad"] = parsed.bad
+        return files
+
+    try:
+        try:
+            version = append_files(target, batch_id, table_schema, write, commit_info=commit_info)
+        except _TasksFailed as e:
+            logger.warning(
+                "Delta table %s: batch %d: the Arrow tasks failed (%s); nothing was "
+                "committed, the batch is parsed by Spark instead",
+                target.name,
+                batch_id,
+                _reason(e),
+            )
+            yield None
+            return
+        yield KafkaJsonAppend(version, seen["records"], seen["written"], seen["typed"], seen["bad"])
+    finally:
+        for frame in reversed(cached):
+            frame.unpersist()
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _reason(e: BaseException) -> str:
+    """The line that says what went wrong in a failed job's long message: the last
+    `SomethingError: ...` line of the Python traceback Spark forwards, if any."""
+    lines = [ln.strip() for ln in str(e.__cause__ or e).splitlines() if ln.strip()]
+    named = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b.*", ln)]
+    return (named or lines or [type(e).__name__])[-1 if named else 0][:300]
+
+
+def _collect(spark: SparkSession, partitions: Sequence[Any], spec: _Task) -> list[dict[str, Any]]:
+    if not partitions:
+        return []
+    sc = spark.sparkContext
+    rdd = sc.parallelize(list(partitions), len(partitions))
+    return rdd.mapPartitions(lambda parts: _run_task(spec, parts)).collect()

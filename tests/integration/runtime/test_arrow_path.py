@@ -1,0 +1,206 @@
+"""A landing table on the Arrow path gives what Spark's parse gives.
+
+Two ODS tables read the same topic with the same flat schema and no expectations:
+`ods_arrow` takes the Arrow path (`streams.delta.kafka_json`); `ods_spark` has an
+identity SQL transform, which keeps it on Spark's parse. Rows, quarantine and counts
+must be equal over two batches, including the records Arrow hands back to Spark (a
+number in a string field, `-0`, two objects in one value, invalid UTF-8) and those
+Spark quarantines. A batch replayed after its commit changes nothing. Then
+`engines.parse: spark` turns the path off. Real broker, real Spark, real Delta.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streams.kafka.admin import ensure_topic, produce
+from streams.delta.arrow import read_table
+from tests.integration.runtime.helpers import version
+from warehouse import Project
+from warehouse.runtime.pipeline import Pipeline
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+REPO = Path(__file__).resolve().parents[3]
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "qty": {"type": "integer", "format": "int32"},
+        "amount": {"type": "number"},
+        "city": {"type": "string"},
+        "paid": {"type": "boolean"},
+    },
+    "required": ["id"],
+}
+COLS = ["id", "qty", "amount", "city", "paid", "_topic", "_partition", "_offset", "_timestamp"]
+QUARANTINE_COLS = ["reason", "batch_id", "source_partition", "source_offset", "raw_value"]
+
+
+def rows(path: Path, columns: list[str]) -> list[tuple]:
+    """The table's rows as tuples of `columns`, in a stable order (nulls included)."""
+    table = read_table(str(path), columns=columns)
+    return sorted((tuple(r[c] for c in columns) for r in table.to_pylist()), key=repr)
+
+
+def _project(root: Path, topic: str, bootstrap: str, parse: str = "auto") -> Project:
+    (root / "conf").mkdir(parents=True)
+    (root / "schemas").mkdir()
+    ods = root / "layers" / "ods"
+    ods.mkdir(parents=True)
+    (root / "conf" / "local.yml").write_text(
+        f"warehouse_root: {root / '.warehouse'}\n"
+        f'kafka:\n  bootstrap: "{bootstrap}"\n'
+        f"engines: {{kafka: auto, delta: auto, parse: {parse}}}\n"
+        'spark:\n  master: "local[2]"\n  conf:\n    spark.sql.shuffle.partitions: "2"\n'
+    )
+    (root / "schemas" / "flat.json").write_text(json.dumps(SCHEMA))
+    source = f"source:\n  kafka: {{topic: {topic}, format: json, schema: flat}}\n"
+    (ods / "arrow.yml").write_text(f"table: ods_arrow\n{source}sink: {{mode: append}}\n")
+    (ods / "spark.yml").write_text(
+        f"table: ods_spark\n{source}transform:\n  sql: SELECT * FROM source\n"
+        "sink: {mode: append}\n"
+    )
+    return Project.load(root)
+
+
+def _good(i: int) -> str:
+    return json.dumps(
+        {"id": i, "qty": i % 7, "amount": i / 4, "city": f"c{i % 5} é", "paid": i % 2 == 0}
+    )
+
+
+ODD = [
+    '{"id": 1, "city": 42}',  # Spark: "42"; Arrow refuses
+    '{"id": 2, "amount": -0}',  # Arrow -0.0, Spark 0.0
+    '{"id": 3}{"id": 4}',  # two rows for Arrow
+    b'{"id": 5, "city": "\xff"}',  # invalid UTF-8 inside a string
+    "{'id': 6}",  # single quotes: Spark accepts
+    '{"id": 7, "qty": 3000000000}',  # int overflow: quarantined
+    "not json",  # quarantined
+    "[1, 2]",  # not an object: quarantined
+    '{"id": "eight"}',  # wrong type: quarantined
+    '{"id": 9, "extra": {"nested": [1, null]}}',
+]
+
+
+def _records(first: int, n: int) -> list[tuple[str, str | bytes]]:
+    out: list[tuple[str, str | bytes]] = [(f"k{i}", _good(i)) for i in range(first, first + n)]
+    for j, value in enumerate(ODD):
+        out.insert(37 * (j + 1), (f"odd{j}", value))
+    return out
+
+
+def test_arrow_path_equals_spark_parse_and_replays_nothing(
+    spark, broker, unique, tmp_path: Path, caplog
+) -> None:
+    topic = unique("arrow")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    project = _project(tmp_path / "proj", topic, broker.bootstrap)
+    caplog.set_level(logging.INFO, logger="warehouse.compile.batch")
+
+    def run() -> dict[str, object]:
+        return {r.table: r for r in Pipeline(project, spark, layer="ods").run(once=True)}
+
+    results = []
+    for first in (0, 1000):
+        produce(broker.bootstrap, topic, _records(first, 600))
+        results.append(run())
+
+    arrow, plain = project.table_path("ods_arrow"), project.table_path("ods_spark")
+    assert rows(arrow, COLS) == rows(plain, COLS)
+    assert len(rows(arrow, COLS)) == 2 * (600 + 6)
+    q_arrow, q_plain = (project.quarantine_path(t) for t in ("ods_arrow", "ods_spark"))
+    assert rows(q_arrow, QUARANTINE_COLS) == rows(q_plain, QUARANTINE_COLS)
+    assert len(rows(q_arrow, QUARANTINE_COLS)) == 2 * 4
+    for res in results:
+        a, b = res["ods_arrow"], res["ods_spark"]
+        assert (
+            (a.rows_read, a.rows_written, a.quarantined)
+            == (
+                b.rows_read,
+                b.rows_written,
+                b.quarantined,
+            )
+            == (610, 606, 4)
+        )
+    lines = [r.getMessage() for r in caplog.records if "rows in" in r.getMessage()]
+    assert sum("ods_arrow: batch" in m and "(Arrow)" in m for m in lines) == 2
+    assert not any("ods_spark: batch" in m and "(Arrow)" in m for m in lines)
+    assert not list(arrow.glob("_warehouse_staging/*")), "staged records left behind"
+
+    # Spark forgets it finished the last batch (as after a crash between the Delta commit
+    # and its commit log): the replay finds the batch in the table and writes nothing.
+    before = {p: version(p) for p in (arrow, q_arrow)}
+    commits = project.checkpoint_path("ods_arrow") / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+    caplog.clear()
+    run()
+    assert {p: version(p) for p in (arrow, q_arrow)} == before
+    replayed = [r.getMessage() for r in caplog.records if "ods_arrow: batch" in r.getMessage()]
+    assert any("skipped (already committed)" in m for m in replayed)
+    assert rows(arrow, COLS) == rows(plain, COLS)
+
+
+def test_parse_spark_turns_the_arrow_path_off(
+    spark, broker, unique, tmp_path: Path, caplog
+) -> None:
+    topic = unique("arrow-off")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    project = _project(tmp_path / "proj", topic, broker.bootstrap, parse="spark")
+    caplog.set_level(logging.INFO, logger="warehouse.compile.batch")
+    produce(broker.bootstrap, topic, _records(0, 100))
+    (res,) = Pipeline(project, spark, layer="ods", tables=["ods_arrow"]).run(once=True)
+    assert (res.rows_read, res.rows_written, res.quarantined) == (110, 106, 4)
+    lines = [r.getMessage() for r in caplog.records if "ods_arrow: batch" in r.getMessage()]
+    assert lines and all("(one pass)" in m for m in lines if "rows in" in m)
+
+
+def test_a_crashed_arrow_task_falls_back_to_spark(broker, unique, tmp_path: Path) -> None:
+    """Every Arrow task's Python worker is SIGKILLed (as a crash inside Arrow's C++
+    reader would): the batch is parsed by Spark instead, and the table is complete."""
+    topic = unique("arrow-crash")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    project = _project(tmp_path / "proj", topic, broker.bootstrap)
+    produce(broker.bootstrap, topic, _records(0, 300))
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYTHONPATH": str(REPO),
+        "WAREHOUSE_CRASH_POINT": "arrow_task",
+    }
+    log = tmp_path / "run.log"
+    with log.open("w") as out:
+        rc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "warehouse",
+                "--project",
+                str(tmp_path / "proj"),
+                "run",
+                "--table",
+                "ods_arrow",
+                "--once",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=300,
+        ).returncode
+    text = log.read_text()
+    assert rc == 0, text[-4000:]
+    assert "the Arrow tasks failed" in text, text[-4000:]
+    got = rows(project.table_path("ods_arrow"), ["id", "_offset"])
+    assert len(got) == 306
+    q = rows(project.quarantine_path("ods_arrow"), ["source_offset"])
+    assert len(q) == 4
