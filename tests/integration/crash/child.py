@@ -2,7 +2,8 @@
 
 Run as `python child.py '<json params>'`. It reads the topic with the real
 `streams.kafka.read_kafka_stream` and writes every micro-batch through
-`streams.delta.write_batch` into two tables, exactly as the runtime does: app id
+`streams.delta.write_batch` into two tables, exactly as the runtime does, and through
+the Arrow path (`streams.delta.kafka_json`) into a third: app id
 `<table>:<checkpoint query id>`, commit info with the batch's end offsets from the
 checkpoint's offset log. Trigger.AvailableNow: it exits 0 when the topic is drained.
 Crash points are armed by the parent through `WAREHOUSE_CRASH_POINT`.
@@ -31,10 +32,15 @@ def main(params: dict) -> None:
         checkpoint_query_id,
         write_batch,
     )
+    from streams.delta.kafka_json import kafka_json_append
     from streams.kafka import read_kafka_stream
+    from streams.kafka.planned import planned_partitions
     from warehouse.runtime.session import get_session
     from warehouse.spec.config import SparkSettings
 
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    PAYLOAD = StructType([StructField("i", LongType()), StructField("s", StringType())])
     log.info("imports done; starting the SparkSession")
     # Launched as the CLI launches its sessions (local defaults, compiled pyspark workers).
     conf = {
@@ -85,6 +91,25 @@ def main(params: dict) -> None:
             "warehouse.sourceOffsets": json.dumps(end),
             "warehouse.batchId": batch_id,
         }
+        # The Arrow path (streams.delta.kafka_json): reads the batch's planned ranges
+        # itself; the records with a number in `s` go back to Spark's parse and their
+        # files join the same commit.
+        parts = planned_partitions(batch)
+        if parts is None:
+            print(f"NO-PLANNED-PARTITIONS batch {batch_id}", flush=True)
+            os._exit(4)
+        arrow = DeltaTarget(params["arrow_path"], app_id=f"arrow:{qid}", table="arrow")
+        with kafka_json_append(
+            spark,
+            parts,
+            arrow,
+            batch_id,
+            payload=PAYLOAD,
+            commit_info={**info, "warehouse.table": "arrow"},
+        ) as done:
+            if done is None or (done.bad is not None and done.bad.count()):
+                print(f"ARROW-PATH-FAILED batch {batch_id}: {done}", flush=True)
+                os._exit(5)
         for name, target in (
             ("events", DeltaTarget(params["append_path"], app_id=f"events:{qid}")),
             (

@@ -39,8 +39,14 @@ LIFE_TIMEOUT_S = 240
 MAX_LIVES = 60
 
 
+def _value(i: int) -> str:
+    # Every 50th has a number in its string field `s`: Spark types it ("<i>"), Arrow
+    # refuses it, so the Arrow path's fallback runs in most batches.
+    return json.dumps({"i": i, "s": i} if i % 50 == 0 else {"i": i})
+
+
 def _records(first: int, n: int) -> list[tuple[str, str]]:
-    return [(f"k{i % N_KEYS}", json.dumps({"i": i})) for i in range(first, first + n)]
+    return [(f"k{i % N_KEYS}", _value(i)) for i in range(first, first + n)]
 
 
 class Child:
@@ -129,6 +135,14 @@ def _latest(path: str) -> dict[str, int]:
     return dict(zip(keys, seqs, strict=True))
 
 
+def _arrow_rows(path: str) -> list[tuple[str, int, int]]:
+    """The Arrow path's table: coordinates, and each row's `s` as Spark types it."""
+    t = pa.table(read_table(path, columns=["_topic", "_partition", "_offset", "i", "s"]))
+    for i, s in zip(t.column("i").to_pylist(), t.column("s").to_pylist(), strict=True):
+        assert s == (str(i) if i % 50 == 0 else None), (i, s)
+    return _coordinates(path)
+
+
 def _expected(produced: int) -> dict[str, int]:
     return {f"k{i % N_KEYS}": i for i in range(produced)}
 
@@ -151,6 +165,7 @@ def test_sigkill_anywhere_loses_and_repeats_nothing(broker, unique, tmp_path: Pa
         "checkpoint": str(tmp_path / "ckpt"),
         "append_path": str(tmp_path / "events"),
         "upsert_path": str(tmp_path / "latest"),
+        "arrow_path": str(tmp_path / "arrow"),
         "max_offsets_per_trigger": 200,
     }
 
@@ -167,17 +182,20 @@ def test_sigkill_anywhere_loses_and_repeats_nothing(broker, unique, tmp_path: Pa
     assert len(produced) == n
     assert _coordinates(params["append_path"]) == produced
     assert _latest(params["upsert_path"]) == _expected(n)
+    assert _arrow_rows(params["arrow_path"]) == produced
     # Files of attempts killed before their commit are unreferenced; removing them
     # changes nothing in the tables.
-    for path in (params["append_path"], params["upsert_path"]):
+    for path in (params["append_path"], params["upsert_path"], params["arrow_path"]):
         remove_orphans(path, older_than_hours=0)
         assert not list(Path(path).glob("_warehouse_staging/*"))
     assert _coordinates(params["append_path"]) == produced
     assert _latest(params["upsert_path"]) == _expected(n)
+    assert _arrow_rows(params["arrow_path"]) == produced
 
     # Checkpoint lost: a new query starts from the offsets the table recorded.
     offsets = recorded_offsets(params["append_path"], table="events")
     assert offsets == recorded_offsets(params["upsert_path"], table="latest")
+    assert offsets == recorded_offsets(params["arrow_path"], table="arrow")
     assert sum(offsets[topic].values()) == n
     m = 500
     assert produce(broker.bootstrap, topic, _records(n, m)) == m
@@ -187,6 +205,7 @@ def test_sigkill_anywhere_loses_and_repeats_nothing(broker, unique, tmp_path: Pa
     assert len(produced) == n + m
     assert _coordinates(params["append_path"]) == produced
     assert _latest(params["upsert_path"]) == _expected(n + m)
+    assert _arrow_rows(params["arrow_path"]) == produced
 
 
 def _offsets_of(broker, topic: str) -> list[tuple[int, int]]:
