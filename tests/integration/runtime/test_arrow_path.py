@@ -63,10 +63,11 @@ def _project(root: Path, topic: str, bootstrap: str, parse: str = "auto") -> Pro
     )
     (root / "schemas" / "flat.json").write_text(json.dumps(SCHEMA))
     source = f"source:\n  kafka: {{topic: {topic}, format: json, schema: flat}}\n"
-    (ods / "arrow.yml").write_text(f"table: ods_arrow\n{source}sink: {{mode: append}}\n")
+    # Partitioned, so that both writers' partition values are compared too.
+    sink = "sink: {mode: append, partition_by: [paid]}\n"
+    (ods / "arrow.yml").write_text(f"table: ods_arrow\n{source}{sink}")
     (ods / "spark.yml").write_text(
-        f"table: ods_spark\n{source}transform:\n  sql: SELECT * FROM source\n"
-        "sink: {mode: append}\n"
+        f"table: ods_spark\n{source}transform:\n  sql: SELECT * FROM source\n{sink}"
     )
     return Project.load(root)
 
