@@ -47,7 +47,7 @@ from pyspark.sql.types import (
 
 from streams.delta import _schema
 from streams.delta._files import STAGING_DIR, file_writer
-from streams.delta.sink import FileEntry, append_files, write_files
+from streams.delta.sink import FileEntry, append_files, file_entry, write_files
 from streams.delta.target import DeltaTarget
 from streams.kafka.arrow_json import payload_schema
 
@@ -186,17 +186,7 @@ def kafka_json_append(
             rows = _collect(spark, partitions, spec)
         except Exception as e:  # any task failure, a crashed Python worker included
             raise _TasksFailed(str(e)) from e
-        files: list[FileEntry] = [
-            (
-                r["path"],
-                r["size"],
-                json.loads(r["partition_values"]),
-                r["stats"],
-                r["modification_time"],
-            )
-            for r in rows
-            if r["kind"] == "file"
-        ]
+        files = [file_entry(r) for r in rows if r["kind"] == "file"]
         counts = [r for r in rows if r["kind"] == "counts"]
         seen["records"] = sum(c["records"] for c in counts)
         seen["typed"] = seen["written"] = sum(c["typed"] for c in counts)

@@ -273,16 +273,18 @@ def write_files(
     rows = df.mapInArrow(
         file_writer(root, schema, partition_by, unique_columns), FILES_SCHEMA
     ).collect()
-    return [
-        (
-            r["path"],
-            r["size"],
-            json.loads(r["partition_values"]),
-            r["stats"],
-            r["modification_time"],
-        )
-        for r in rows
-    ]
+    return [file_entry(r) for r in rows]
+
+
+def file_entry(row: Any) -> FileEntry:
+    """A `FileEntry` from one row (or dict) of `_files.file_writer`'s output."""
+    return (
+        row["path"],
+        row["size"],
+        json.loads(row["partition_values"]),
+        row["stats"],
+        row["modification_time"],
+    )
 
 
 def dedupe_changes(df: DataFrame, target: DeltaTarget) -> DataFrame:

@@ -25,6 +25,7 @@ def main(params: dict) -> None:
     log = logging.getLogger("crash-child")
     log.info("child python started")
     from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     from streams.delta import (
         DeltaTarget,
@@ -38,9 +39,7 @@ def main(params: dict) -> None:
     from warehouse.runtime.session import get_session
     from warehouse.spec.config import SparkSettings
 
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-    PAYLOAD = StructType([StructField("i", LongType()), StructField("s", StringType())])
+    payload = StructType([StructField("i", LongType()), StructField("s", StringType())])
     log.info("imports done; starting the SparkSession")
     # Launched as the CLI launches its sessions (local defaults, compiled pyspark workers).
     conf = {
@@ -104,7 +103,7 @@ def main(params: dict) -> None:
             parts,
             arrow,
             batch_id,
-            payload=PAYLOAD,
+            payload=payload,
             commit_info={**info, "warehouse.table": "arrow"},
         ) as done:
             if done is None or (done.bad is not None and done.bad.count()):

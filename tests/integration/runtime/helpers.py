@@ -33,6 +33,15 @@ def version(path: Path) -> int | None:
     return DeltaTable(str(path)).version() if (path / "_delta_log").is_dir() else None
 
 
+def forget_last_batch(checkpoint: Path) -> None:
+    """Make Spark forget it finished the last batch, as after a crash between the
+    Delta commit and its commit log: the next run replays that batch."""
+    commits = checkpoint / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+
+
 def at(minute: int) -> dt.datetime:
     return T0 + dt.timedelta(minutes=minute)
 

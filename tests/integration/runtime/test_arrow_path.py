@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.kafka.admin import ensure_topic, produce
 from streams.delta.arrow import read_table
-from tests.integration.runtime.helpers import version
+from streams.kafka.admin import ensure_topic, produce
+from tests.integration.runtime.helpers import forget_last_batch, version
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
 
@@ -140,10 +140,7 @@ def test_arrow_path_equals_spark_parse_and_replays_nothing(
     # Spark forgets it finished the last batch (as after a crash between the Delta commit
     # and its commit log): the replay finds the batch in the table and writes nothing.
     before = {p: version(p) for p in (arrow, q_arrow)}
-    commits = project.checkpoint_path("ods_arrow") / "commits"
-    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-    (commits / str(last)).unlink()
-    (commits / f".{last}.crc").unlink(missing_ok=True)
+    forget_last_batch(project.checkpoint_path("ods_arrow"))
     caplog.clear()
     run()
     assert {p: version(p) for p in (arrow, q_arrow)} == before

@@ -15,7 +15,7 @@ import pytest
 
 from streams.delta.arrow import read_table
 from streams.kafka.admin import ensure_topic, produce
-from tests.integration.runtime.helpers import order, rows, version
+from tests.integration.runtime.helpers import forget_last_batch, order, rows, version
 from tests.unit.runtime.projects import write_project
 from warehouse import Project
 from warehouse.quality.events import events_path
@@ -119,10 +119,7 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
     # Spark forgets it finished the last batch (as after a crash between the Delta commit
     # and its commit log): the replay finds the batch in the table and writes nothing.
     before = {p: version(p) for p in (one, q_one)}
-    commits = project.checkpoint_path("ods_one") / "commits"
-    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-    (commits / str(last)).unlink()
-    (commits / f".{last}.crc").unlink(missing_ok=True)
+    forget_last_batch(project.checkpoint_path("ods_one"))
     caplog.clear()
     run()
     assert {p: version(p) for p in (one, q_one)} == before
