@@ -19,7 +19,9 @@ quarantine exactly as it would have. In order:
 2. the rest is parsed as one line-delimited buffer; a parse that fails, returns
    another row count, or yields invalid UTF-8 is bisected until the failing values
    are isolated (or a bisection budget is spent: then the rest falls back);
-3. rows with a required field null fall back (Spark flags them).
+3. rows with a required field null fall back (Spark flags them), and so do rows with a
+   timestamp not in the strict form `_ISO_INSTANT` (an invalid date in that form fails
+   the piece's conversion and is bisected out like a parse error).
 
 A differential property test (tests/unit/kafka/test_arrow_json_differential.py)
 checks the contract on generated values: a row typed here equals Spark's row.
@@ -42,8 +44,12 @@ SPARK_TYPES: dict[str, pa.DataType] = {
     "double": pa.float64(),
     "string": pa.string(),
     "boolean": pa.bool_(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
 }
-"""The Spark field types Arrow types like `from_json` does (by the differential test)."""
+"""The Spark field types Arrow types like `from_json` does (by the differential test).
+A timestamp is read as a string and converted only in the strict form `_ISO_INSTANT`
+(an ISO 8601 instant with an explicit offset): Spark reads other forms too, and reads
+a bare date-time in the session's time zone, so those go back to Spark."""
 
 RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 """The Kafka columns a fallback record keeps: what `parse_kafka` reads."""
@@ -54,6 +60,12 @@ MAX_PARSES = 256
 """Parses one block may spend bisecting; past it, what is left falls back."""
 
 _CONTROL = r"[\x00-\x1f]"
+_ISO_INSTANT = (
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?"
+    r"(Z|[+-](0\d|1[0-7]):[0-5]\d|[+-]18:00)$"
+)
+"""Spark refuses offsets beyond ±18:00, Arrow does not; Arrow refuses more than six
+digits of fraction, Spark truncates them."""
 _BARE_MINUS_ZERO = r"-0([^.eE0-9]|$)"
 
 
@@ -68,7 +80,7 @@ class ArrowParse(NamedTuple):
 
 def payload_schema(fields: Sequence[tuple[str, str]]) -> pa.Schema | None:
     """The Arrow schema of a payload given as `(name, Spark simple type)` pairs, or None
-    when a type is one this parser does not cover (timestamps, decimals, nested)."""
+    when a type is one this parser does not cover (dates, decimals, nested, ...)."""
     out = []
     for name, kind in fields:
         t = SPARK_TYPES.get(kind)
@@ -106,10 +118,16 @@ class _Parser:
         self.schema = schema
         self.required = tuple(required)
         self.has_double = any(pa.types.is_floating(f.type) for f in schema)
-        self.options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+        self.timestamps = [f.name for f in schema if pa.types.is_timestamp(f.type)]
+        read = pa.schema(
+            [pa.field(f.name, pa.string()) if f.name in self.timestamps else f for f in schema]
+        )
+        self.options = pj.ParseOptions(explicit_schema=read, unexpected_field_behavior="ignore")
 
-    def parse(self, values: pa.Array) -> pa.Table | None:
-        """The typed rows of `values`, or None if Arrow refuses or disagrees on the count."""
+    def parse(self, values: pa.Array) -> tuple[pa.Table, pa.Array | None] | None:
+        """The typed rows of `values` and a mask of those that must still fall back (a
+        timestamp not in the strict form; None: none), or None if Arrow refuses the
+        piece or disagrees on the row count."""
         buf = _lines(values)
         read = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, buf.size + 1))
         try:
@@ -118,35 +136,45 @@ class _Parser:
                 return None  # two objects in one value, say
             t = t.select(self.schema.names).combine_chunks()
             t.validate(full=True)  # Arrow does not check UTF-8 inside strings
+            reject = None
+            for name in self.timestamps:
+                text = t.column(name)
+                strict = pc.match_substring_regex(text, _ISO_INSTANT)
+                bad = pc.invert(pc.fill_null(strict, True))
+                reject = bad if reject is None else pc.or_(reject, bad)
+                kept = pc.if_else(strict, text, pa.scalar(None, pa.string()))
+                t = t.set_column(
+                    t.schema.get_field_index(name),
+                    name,
+                    kept.cast(self.schema.field(name).type),  # raises on Feb 30, hour 24
+                )
         except (pa.ArrowException, ValueError):
             return None
-        return t
+        if reject is not None:
+            reject = reject.combine_chunks() if isinstance(reject, pa.ChunkedArray) else reject
+            if not pc.any(reject).as_py():
+                reject = None
+        return t, reject
 
     def split(
         self, values: pa.Array, min_piece: int, budget: int
-    ) -> tuple[list[tuple[int, pa.Table]], list[tuple[int, int]]]:
-        """Parsed pieces `(start, rows)` and refused pieces `(start, end)` of `values`, by
-        bisection (module doc, step 2)."""
-        parsed: list[tuple[int, pa.Table]] = []
-        refused: list[tuple[int, int]] = []
+    ) -> list[tuple[int, pa.Table, pa.Array | None]]:
+        """The parsed pieces `(start, rows, reject mask)` of `values`, by bisection
+        (module doc, step 2); what they do not cover falls back."""
+        parsed: list[tuple[int, pa.Table, pa.Array | None]] = []
         todo = [(0, len(values))]
         while todo:
             lo, hi = todo.pop()
-            if hi <= lo:
-                continue
-            if budget <= 0:
-                refused.append((lo, hi))
+            if hi <= lo or budget <= 0:
                 continue
             budget -= 1
-            t = self.parse(values.slice(lo, hi - lo))
-            if t is not None:
-                parsed.append((lo, t))
-            elif hi - lo <= min_piece:
-                refused.append((lo, hi))
-            else:
+            out = self.parse(values.slice(lo, hi - lo))
+            if out is not None:
+                parsed.append((lo, *out))
+            elif hi - lo > min_piece:
                 mid = (lo + hi) // 2
                 todo += [(mid, hi), (lo, mid)]  # the lower half first
-        return parsed, refused
+        return parsed
 
 
 _PARSERS: dict[tuple, _Parser] = {}
@@ -179,19 +207,20 @@ def split_block(
     idx = pc.indices_nonzero(ok)
     good_idx = [idx.slice(0, 0)]
     tables = []
+    rejects = []
     if len(idx):
         screened = values.take(idx)
-        parsed, _ = p.split(screened, min_piece, max_parses)
-        for lo, t in parsed:
+        for lo, t, reject in p.split(screened, min_piece, max_parses):
             tables.append(t)
             good_idx.append(idx.slice(lo, t.num_rows))
+            rejects.append(pa.repeat(pa.scalar(False), t.num_rows) if reject is None else reject)
     kept = pa.concat_arrays(good_idx)
     if tables:
         typed = pa.concat_tables(tables).combine_chunks()
     else:
         typed = schema.empty_table()
-    if p.required and typed.num_rows:
-        bad = None
+    bad = pa.concat_arrays(rejects) if any(r is not None for r in rejects) else None
+    if typed.num_rows and (p.required or bad is not None):
         for name in p.required:
             null = pc.is_null(typed.column(name))
             bad = null if bad is None else pc.or_(bad, null)

@@ -24,7 +24,14 @@ from streams.kafka.source import SCHEMA
 
 pytestmark = pytest.mark.spark
 
-FIELDS = [("i", "bigint"), ("j", "int"), ("d", "double"), ("s", "string"), ("b", "boolean")]
+FIELDS = [
+    ("i", "bigint"),
+    ("j", "int"),
+    ("d", "double"),
+    ("s", "string"),
+    ("b", "boolean"),
+    ("t", "timestamp"),
+]
 DDL = ", ".join(f"{n} {t}" for n, t in FIELDS)
 ARROW = payload_schema(FIELDS)
 TS = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
@@ -56,7 +63,11 @@ def _spark_parse(spark, values: list[bytes | None], required: tuple[str, ...]):
     df = spark.createDataFrame(rows, SCHEMA)
     parsed = parse_kafka(df, format="json", schema=DDL, required=required)
     names = [n for n, _ in FIELDS]
-    good = {r["_offset"]: tuple(r[n] for n in names) for r in parsed.good.collect()}
+    # Timestamps as microseconds since the epoch: Python's datetime has no year 0.
+    micros = parsed.good.selectExpr(
+        "_offset", *(f"unix_micros({n}) AS {n}" if t == "timestamp" else n for n, t in FIELDS)
+    )
+    good = {r["_offset"]: tuple(r[n] for n in names) for r in micros.collect()}
     bad = {r["_offset"] for r in parsed.bad.select("_offset").collect()}
     return good, bad
 
@@ -69,7 +80,12 @@ def check_against_spark(
     good, bad = _spark_parse(spark, values, required)
     assert set(good) | bad == set(range(len(values))) and not set(good) & bad
     out = split_block(_batch(values), ARROW, required, **limits)
-    typed = out.rows.to_pylist()
+    rows = out.rows
+    for name, kind in FIELDS:
+        if kind == "timestamp":
+            i = rows.schema.get_field_index(name)
+            rows = rows.set_column(i, name, rows.column(i).cast(pa.int64()))
+    typed = rows.to_pylist()
     back = out.fallback.column("offset").to_pylist()
     kept = [r["_offset"] for r in typed]
     assert sorted(kept + back) == list(range(len(values))), "a record lost or doubled"
@@ -154,7 +170,44 @@ _VALUE = st.recursive(
     ),
     max_leaves=5,
 )
+_OFFSETS = st.one_of(
+    st.sampled_from(["Z", "+00:00", "+01:00", "-05:30", "+14:00", "+18:00", "-18:00"]),
+    st.sampled_from(["+18:30", "+19:00", "-23:59", "+05:60", "z", "", "+0100", "+01"]),
+)
+_EDGE_TIMES = st.sampled_from(
+    [
+        "2026-02-29T00:00:00Z",
+        "2024-02-29T00:00:00Z",
+        "2026-13-01T00:00:00Z",
+        "2026-01-01T24:00:00Z",
+        "2026-01-01T23:59:60Z",
+        "0000-01-01T00:00:00Z",
+        "2026-01-01T00:00Z",
+        "2026-01-01",
+        "2026-01-01 00:00:00Z",
+        "2026-1-1T00:00:00Z",
+        "+2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:00.Z",
+        "2026-01-01T00:00:00.1234567Z",
+        "1969-12-31T23:59:59.999999Z",
+        "9999-12-31T23:59:59.999999Z",
+        "2026-01-01T00:00:00",
+    ]
+)
+
+
+@st.composite
+def _instant(draw) -> str:
+    t = draw(st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30)))
+    digits = draw(st.integers(0, 7))
+    frac = f".{t.microsecond:06d}{draw(st.integers(0, 9))}"[: digits + 1] if digits else ""
+    return f'"{t.year:04d}-{t:%m-%dT%H:%M:%S}{frac}{draw(_OFFSETS)}"'
+
+
 _TYPED = {
+    "t": st.one_of(
+        _instant(), _instant(), _instant(), _EDGE_TIMES.map(lambda x: f'"{x}"'), _NUMBERS
+    ),
     "i": st.one_of(st.integers(-(2**63), 2**63 - 1).map(str), _EDGE_NUMBERS),
     "j": st.one_of(st.integers(-(2**31), 2**31 - 1).map(str), _EDGE_NUMBERS),
     "d": st.one_of(
@@ -233,6 +286,11 @@ def test_known_differences_fall_back(spark) -> None:
         b"null",  # crashes pyarrow 26's reader (apache/arrow#47409)
         b'{"d": NaN}',
         b'{"i": 1, "i": 2}',  # Spark keeps the last
+        b'{"t": "2026-01-01T00:00:00+19:00"}',  # Spark refuses offsets beyond 18 hours
+        b'{"t": "2026-01-01T00:00Z"}',  # Spark refuses, Arrow reads 00:00:00
+        b'{"t": "2026-01-01T00:00:00"}',  # Spark reads it in the session time zone
+        b'{"t": "2026-01-01T00:00:00.1234567Z"}',  # Spark truncates, Arrow refuses
+        b'{"t": "2026-02-30T00:00:00Z"}',  # no such day
     ]
     kept, back = check_against_spark(spark, values)
     assert kept == [] and back == list(range(len(values)))

@@ -4,7 +4,8 @@ Two ODS tables read the same topic with the same flat schema and no expectations
 `ods_arrow` takes the Arrow path (`streams.delta.kafka_json`); `ods_spark` has an
 identity SQL transform, which keeps it on Spark's parse. Rows, quarantine and counts
 must be equal over two batches, including the records Arrow hands back to Spark (a
-number in a string field, `-0`, two objects in one value, invalid UTF-8) and those
+number in a string field, `-0`, two objects in one value, invalid UTF-8, a timestamp
+without an offset) and those
 Spark quarantines. A batch replayed after its commit changes nothing. Then
 `engines.parse: spark` turns the path off. Real broker, real Spark, real Delta.
 """
@@ -37,10 +38,22 @@ SCHEMA = {
         "amount": {"type": "number"},
         "city": {"type": "string"},
         "paid": {"type": "boolean"},
+        "at": {"type": "string", "format": "date-time"},
     },
     "required": ["id"],
 }
-COLS = ["id", "qty", "amount", "city", "paid", "_topic", "_partition", "_offset", "_timestamp"]
+COLS = [
+    "id",
+    "qty",
+    "amount",
+    "city",
+    "paid",
+    "at",
+    "_topic",
+    "_partition",
+    "_offset",
+    "_timestamp",
+]
 QUARANTINE_COLS = ["reason", "batch_id", "source_partition", "source_offset", "raw_value"]
 
 
@@ -74,7 +87,14 @@ def _project(root: Path, topic: str, bootstrap: str, parse: str = "auto") -> Pro
 
 def _good(i: int) -> str:
     return json.dumps(
-        {"id": i, "qty": i % 7, "amount": i / 4, "city": f"c{i % 5} é", "paid": i % 2 == 0}
+        {
+            "id": i,
+            "qty": i % 7,
+            "amount": i / 4,
+            "city": f"c{i % 5} é",
+            "paid": i % 2 == 0,
+            "at": f"2026-11-22T{i % 24:02d}:{i % 60:02d}:{i % 60:02d}.{i:06d}+0{i % 10}:30",
+        }
     )
 
 
@@ -89,6 +109,8 @@ ODD = [
     "[1, 2]",  # not an object: quarantined
     '{"id": "eight"}',  # wrong type: quarantined
     '{"id": 9, "extra": {"nested": [1, null]}}',
+    '{"id": 10, "at": "2026-11-22T10:00:00"}',  # session time zone: Spark's to read
+    '{"id": 11, "at": "2026-11-22T10:00:00+19:00"}',  # offset out of range: quarantined
 ]
 
 
@@ -117,10 +139,10 @@ def test_arrow_path_equals_spark_parse_and_replays_nothing(
 
     arrow, plain = project.table_path("ods_arrow"), project.table_path("ods_spark")
     assert rows(arrow, COLS) == rows(plain, COLS)
-    assert len(rows(arrow, COLS)) == 2 * (600 + 6)
+    assert len(rows(arrow, COLS)) == 2 * (600 + 7)
     q_arrow, q_plain = (project.quarantine_path(t) for t in ("ods_arrow", "ods_spark"))
     assert rows(q_arrow, QUARANTINE_COLS) == rows(q_plain, QUARANTINE_COLS)
-    assert len(rows(q_arrow, QUARANTINE_COLS)) == 2 * 4
+    assert len(rows(q_arrow, QUARANTINE_COLS)) == 2 * 5
     for res in results:
         a, b = res["ods_arrow"], res["ods_spark"]
         assert (
@@ -130,7 +152,7 @@ def test_arrow_path_equals_spark_parse_and_replays_nothing(
                 b.rows_written,
                 b.quarantined,
             )
-            == (610, 606, 4)
+            == (612, 607, 5)
         )
     lines = [r.getMessage() for r in caplog.records if "rows in" in r.getMessage()]
     assert sum("ods_arrow: batch" in m and "(Arrow)" in m for m in lines) == 2
@@ -158,7 +180,7 @@ def test_parse_spark_turns_the_arrow_path_off(
     caplog.set_level(logging.INFO, logger="warehouse.compile.batch")
     produce(broker.bootstrap, topic, _records(0, 100))
     (res,) = Pipeline(project, spark, layer="ods", tables=["ods_arrow"]).run(once=True)
-    assert (res.rows_read, res.rows_written, res.quarantined) == (110, 106, 4)
+    assert (res.rows_read, res.rows_written, res.quarantined) == (112, 107, 5)
     lines = [r.getMessage() for r in caplog.records if "ods_arrow: batch" in r.getMessage()]
     assert lines and all("(one pass)" in m for m in lines if "rows in" in m)
 
@@ -199,6 +221,6 @@ def test_a_crashed_arrow_task_falls_back_to_spark(broker, unique, tmp_path: Path
     assert rc == 0, text[-4000:]
     assert "the Arrow tasks failed" in text, text[-4000:]
     got = rows(project.table_path("ods_arrow"), ["id", "_offset"])
-    assert len(got) == 306
+    assert len(got) == 307
     q = rows(project.quarantine_path("ods_arrow"), ["source_offset"])
-    assert len(q) == 4
+    assert len(q) == 5
