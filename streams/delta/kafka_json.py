@@ -2,7 +2,7 @@
 
 The general path (`parse_kafka` then `write_batch`) turns every record into a JVM row
 twice over: Spark's `from_json` types it, Spark's Parquet writer writes it. For an
-append of flat JSON (integers, numbers, strings, booleans), this path does the same
+append of flat JSON (integers, numbers, strings, booleans, timestamps), this path does the same
 work in Arrow, inside Spark tasks: each task reads one of the Kafka input partitions
 Spark planned for the batch (`streams.kafka.planned`), types the values with
 `streams.kafka.arrow_json.split_block` and writes Parquet with the sink's Arrow

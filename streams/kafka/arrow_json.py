@@ -1,7 +1,8 @@
 """Parse Kafka JSON values in bulk with Arrow, where Arrow's result is Spark's.
 
 `parse_kafka` types JSON values with Spark's `from_json`: every record becomes a JVM
-row. For the common case (a flat object of integers, numbers, strings and booleans),
+row. For the common case (a flat object of integers, numbers, strings, booleans and
+timestamps),
 Arrow's JSON reader types a whole block of values at once in C++, several times
 cheaper (docs/benchmarks.md, "Arrow-path spike"). But the two parsers disagree on
 some inputs: Arrow refuses what Spark accepts (a number in a string field, single

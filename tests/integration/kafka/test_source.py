@@ -49,20 +49,25 @@ class Run:
                 ]
             )
 
-        query = (
-            df.writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(self.checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        try:
-            assert query.awaitTermination(240), "query did not finish in 240 s"
-            if query.exception() is not None:
-                raise query.exception()  # type: ignore[misc]
-        finally:
-            query.stop()
+        run_available_now(df, sink, self.checkpoint)
         self.batches += seen
         return [r for b in seen for r in b]
+
+
+def run_available_now(df, sink, checkpoint: Path) -> None:
+    """Run `df` into `foreachBatch(sink)` with Trigger.AvailableNow until it finishes."""
+    query = (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(240), "query did not finish in 240 s"
+        if query.exception() is not None:
+            raise query.exception()  # type: ignore[misc]
+    finally:
+        query.stop()
 
 
 def coords(rows: list[tuple[str, int, int, Any]]) -> list[Coord]:
@@ -317,18 +322,7 @@ def test_planned_partitions_are_the_batch_ranges(spark, broker, unique, tmp_path
         rows = [(r.topic, r.partition, r.offset) for r in batch.collect()]
         seen.append((sorted(ranges), sorted(read), sorted(rows)))
 
-    query = (
-        df.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "cp"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert query.awaitTermination(240), "query did not finish in 240 s"
-        if query.exception() is not None:
-            raise query.exception()  # type: ignore[misc]
-    finally:
-        query.stop()
+    run_available_now(df, sink, tmp_path / "cp")
     assert len(seen) >= 3
     for ranges, read, rows in seen:
         assert ranges == read == rows and 0 < len(rows) <= 40
