@@ -204,16 +204,18 @@ def _instant(draw) -> str:
     return f'"{t.year:04d}-{t:%m-%dT%H:%M:%S}{frac}{draw(_OFFSETS)}"'
 
 
+_ZEROS = st.sampled_from(["-0", "-0.0", "-0e0", "-0.5", "0", "-0 "])
 _TYPED = {
     "t": st.one_of(
         _instant(), _instant(), _instant(), _EDGE_TIMES.map(lambda x: f'"{x}"'), _NUMBERS
     ),
-    "i": st.one_of(st.integers(-(2**63), 2**63 - 1).map(str), _EDGE_NUMBERS),
-    "j": st.one_of(st.integers(-(2**31), 2**31 - 1).map(str), _EDGE_NUMBERS),
+    "i": st.one_of(*[st.integers(-(2**63), 2**63 - 1).map(str)] * 3, _EDGE_NUMBERS),
+    "j": st.one_of(*[st.integers(-(2**31), 2**31 - 1).map(str)] * 3, _EDGE_NUMBERS),
     "d": st.one_of(
         st.floats(allow_nan=False, allow_infinity=False).map(repr),
         st.integers().map(str),
         _EDGE_NUMBERS,
+        _ZEROS,
     ),
     "s": _TEXT,
     "b": st.sampled_from(["true", "false"]),
@@ -260,12 +262,47 @@ def json_value(draw) -> bytes | None:
     return text.encode().replace(_BAD_BYTE.encode(), b"\xff")
 
 
+_VALID = {
+    "i": st.one_of(
+        st.integers(-(2**63), 2**63 - 1).map(str),
+        st.sampled_from(["-0", "0", "9223372036854775807", "-9223372036854775808"]),
+    ),
+    "j": st.one_of(
+        st.integers(-(2**31), 2**31 - 1).map(str),
+        st.sampled_from(["-0", "2147483647", "-2147483648"]),
+    ),
+    "d": st.one_of(
+        st.floats(allow_nan=False, allow_infinity=False).map(repr),
+        st.integers().map(str),
+        _ZEROS,
+        st.sampled_from(["1E-400", "4.9e-324", "1e308", "123456789012345678901234567890"]),
+    ),
+    "s": _TEXT,
+    "b": st.sampled_from(["true", "false", "null"]),
+    "t": st.one_of(_instant(), _EDGE_TIMES.map(lambda x: f'"{x}"')),
+}
+
+
+@st.composite
+def well_formed(draw) -> bytes:
+    """An object of the schema's fields with values of their own types, edge values
+    included: the values Arrow accepts, where a silent difference would hide."""
+    names = draw(st.lists(st.sampled_from(sorted(_VALID)), unique=True))
+    return ("{" + ",".join(f'"{n}":{draw(_VALID[n])}' for n in names) + "}").encode()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(values=st.lists(well_formed(), min_size=60, max_size=160))
+def test_well_formed_values_agree_with_spark(spark, values) -> None:
+    check_against_spark(spark, values, min_piece=1, max_parses=100 * len(values))
+
+
 @settings(
-    max_examples=60,
+    max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(values=st.lists(json_value(), min_size=40, max_size=120), required=st.booleans())
+@given(values=st.lists(json_value(), min_size=60, max_size=160), required=st.booleans())
 def test_generated_values_agree_with_spark(spark, values, required) -> None:
     # Bisected down to single values: Arrow gets to type every value it accepts, so
     # each generated value is compared (with the defaults, one refused value sends its
