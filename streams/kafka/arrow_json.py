@@ -209,18 +209,21 @@ def split_block(
     good_idx = [idx.slice(0, 0)]
     tables = []
     rejects = []
+    rejected = False  # any row of a piece to send back (a timestamp not in strict form)
     if len(idx):
         screened = values.take(idx)
         for lo, t, reject in p.split(screened, min_piece, max_parses):
             tables.append(t)
             good_idx.append(idx.slice(lo, t.num_rows))
             rejects.append(pa.repeat(pa.scalar(False), t.num_rows) if reject is None else reject)
+            rejected = rejected or reject is not None
     kept = pa.concat_arrays(good_idx)
     if tables:
         typed = pa.concat_tables(tables).combine_chunks()
     else:
         typed = schema.empty_table()
-    bad = pa.concat_arrays(rejects) if any(r is not None for r in rejects) else None
+    # The masks only matter when a piece rejected a row: otherwise no filter per block.
+    bad = pa.concat_arrays(rejects) if rejected else None
     if typed.num_rows and (p.required or bad is not None):
         for name in p.required:
             null = pc.is_null(typed.column(name))
