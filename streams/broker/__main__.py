@@ -11,6 +11,7 @@ from pathlib import Path
 
 from streams.broker.app import BrokerLockedError, run
 from streams.broker.config import BrokerConfig, ConfigError
+from streams.broker.errors import BrokerError
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -75,13 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from streams.broker.storage import StorageError
-
     _tune_allocator()
     try:
         run(config, port_file=args.port_file, pid_file=args.pid_file)
-    except (BrokerLockedError, StorageError, ConfigError) as e:
+    except (BrokerLockedError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except BrokerError as e:  # storage refused to load the data dir
+        print(f"error: {e.detail or e}", file=sys.stderr)
         return 2
     except OSError as e:
         print(f"error: cannot start the broker on {args.host}:{args.port}: {e}", file=sys.stderr)

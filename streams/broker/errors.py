@@ -1,10 +1,13 @@
-"""Broker error codes as exception classes, aiokafka-style.
+"""Broker error codes as exception classes, aiokafka-style: the one registry.
 
-Every Kafka protocol error the broker answers with is a `BrokerError` subclass
-carrying its protocol `errno`; `for_code(errno)` maps a code received or sent on
-the wire back to its class. Handlers raise these (or return their `errno` in a
-response field); the server turns an escaping `BrokerError` into the error code
-of the failed request where the response has a place for it.
+Every Kafka protocol error the broker raises or answers with is a `BrokerError`
+subclass carrying its protocol `errno`, named after Kafka's error code
+(`CORRUPT_MESSAGE` -> `CorruptMessageError`); `for_code(errno)` maps a code
+received or sent on the wire back to its class. The storage layer raises these
+too (with `topic`, `partition`, `path` set where known), so a storage failure
+reaches the handlers already carrying its code. Handlers raise these (or return
+their `errno` in a response field); the server turns an escaping `BrokerError`
+into the error code of the failed request where the response has a place for it.
 
 Codes the broker does not name here still resolve through `for_code`: a class
 is created on first use from kio's `ErrorCode` table, so a code is never lost.
@@ -12,7 +15,7 @@ is created on first use from kio's `ErrorCode` table, so a code is never lost.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from kio.schema.errors import ErrorCode
 
@@ -34,6 +37,9 @@ __all__ = [
     "InvalidConfigError",
     "InvalidRequestError",
     "PolicyViolationError",
+    "InvalidTxnStateError",
+    "KafkaStorageError",
+    "UnsupportedCompressionTypeError",
     "UnknownTopicIdError",
     "for_code",
 ]
@@ -42,14 +48,28 @@ _REGISTRY: dict[int, type[BrokerError]] = {}
 
 
 class BrokerError(Exception):
-    """A Kafka protocol error: `errno` is the code sent to clients."""
+    """A Kafka protocol error: `errno` is the code sent to clients.
+
+    `detail` says what failed (the offending value in backticks); `topic`,
+    `partition` and `path` name the storage object involved, when there is one.
+    """
 
     errno: ClassVar[int] = -1
     retriable: ClassVar[bool] = False
     message: ClassVar[str] = "unknown server error"
 
-    def __init__(self, detail: str | None = None) -> None:
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        path: str | None = None,
+    ) -> None:
         self.detail = detail
+        self.topic = topic
+        self.partition = partition
+        self.path = path
         text = f"[Error {self.errno}] {type(self).__name__}: {self.message}"
         super().__init__(f"{text}: {detail}" if detail else text)
 
@@ -133,8 +153,14 @@ class InvalidReplicationFactorError(BrokerError):
 
 
 class InvalidConfigError(BrokerError):
+    """A topic/log config value is missing, of the wrong type or out of range; `key` names it."""
+
     errno = 40
     message = "the configuration is invalid"
+
+    def __init__(self, detail: str | None = None, *, key: str | None = None, **kwargs: Any) -> None:
+        super().__init__(detail, **kwargs)
+        self.key = key
 
 
 class InvalidRequestError(BrokerError):
@@ -145,6 +171,31 @@ class InvalidRequestError(BrokerError):
 class PolicyViolationError(BrokerError):
     errno = 44
     message = "the request violates the broker's policy"
+
+
+class InvalidTxnStateError(BrokerError):
+    """A transaction marker or aborted-transaction entry that contradicts the log."""
+
+    errno = 48
+    message = "the producer attempted a transactional operation in an invalid state"
+
+
+class KafkaStorageError(BrokerError):
+    """An I/O error of the log files (disk full, permissions), or a log already closed."""
+
+    errno = 56
+    retriable = True
+    message = "disk error when trying to access the log file"
+
+
+class UnsupportedCompressionTypeError(BrokerError):
+    """A batch uses a codec this Python cannot decompress (install the codec's package).
+
+    Only raised where the broker itself decodes records (compaction, timestamp lookups).
+    """
+
+    errno = 76
+    message = "the batch's compression codec is not available to the broker"
 
 
 class UnknownTopicIdError(BrokerError):

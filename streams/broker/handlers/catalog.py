@@ -14,18 +14,13 @@ from kio.schema.errors import ErrorCode
 
 from streams.broker.errors import (
     BrokerError,
-    InvalidConfigError,
+    CorruptMessageError,
     InvalidRequestError,
-    InvalidTopicError,
+    KafkaStorageError,
+    MessageTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from streams.broker.storage import (
-    CorruptRecordError,
-    LogConfig,
-    RecordTooLargeError,
-    StorageError,
-)
-from streams.broker.storage import validate_topic_name as _storage_validate_topic_name
+from streams.broker.storage import LogConfig, validate_topic_name
 
 if TYPE_CHECKING:
     from streams.broker.server import Broker
@@ -47,6 +42,7 @@ __all__ = [
     "needs_fsync",
     "partition_count",
     "storage_error_code",
+    "storage_error_message",
     "topic_configs",
     "topic_names",
     "validate_topic_configs",
@@ -57,17 +53,9 @@ __all__ = [
     "ZERO_UUID",
 ]
 
-CORRUPT_ERRORS: tuple[type[Exception], ...] = (CorruptRecordError,)
-TOO_LARGE_ERRORS: tuple[type[Exception], ...] = (RecordTooLargeError,)
-STORAGE_ERRORS: tuple[type[Exception], ...] = (StorageError, OSError)
-
-
-def validate_topic_name(name: str | None) -> None:
-    """Kafka's topic-name rules (storage's check); `InvalidTopicError` naming the problem."""
-    try:
-        _storage_validate_topic_name(name)
-    except StorageError as e:
-        raise InvalidTopicError(str(e)) from e
+CORRUPT_ERRORS: tuple[type[Exception], ...] = (CorruptMessageError,)
+TOO_LARGE_ERRORS: tuple[type[Exception], ...] = (MessageTooLargeError,)
+STORAGE_ERRORS: tuple[type[Exception], ...] = (BrokerError, OSError)
 
 
 def topic_id(broker: Broker, topic: str) -> uuid.UUID:
@@ -101,7 +89,7 @@ def is_internal(broker: Broker, topic: str) -> bool:
 
 def storage_error_code(error: Exception) -> ErrorCode:
     """The protocol code of a storage exception (KAFKA_STORAGE_ERROR for I/O errors)."""
-    if isinstance(error, StorageError):
+    if isinstance(error, BrokerError):
         try:
             return ErrorCode(error.errno)
         except ValueError:
@@ -109,12 +97,11 @@ def storage_error_code(error: Exception) -> ErrorCode:
     return ErrorCode.kafka_storage_error
 
 
-def _wrap(error: Exception) -> BrokerError:
-    from streams.broker.errors import for_code
-
-    code = storage_error_code(error)
-    cls = for_code(int(code)) if code != ErrorCode.none else BrokerError
-    return cls(str(error))
+def storage_error_message(error: Exception) -> str:
+    """What a response's error message says about a storage exception: its detail."""
+    if isinstance(error, BrokerError) and error.detail:
+        return error.detail
+    return str(error)
 
 
 def _config_of(broker: Broker, topic: str) -> LogConfig:
@@ -134,10 +121,7 @@ def topic_configs(broker: Broker, topic: str) -> tuple[dict[str, str], set[str]]
 
 def validate_topic_configs(broker: Broker, configs: dict[str, str]) -> dict[str, str]:
     """The effective configs a new topic would get; `InvalidConfigError` naming the bad key."""
-    try:
-        return broker.logs.default_config.with_changes(configs).to_kafka()
-    except StorageError as e:
-        raise InvalidConfigError(str(e)) from e
+    return broker.logs.default_config.with_changes(configs).to_kafka()
 
 
 def alter_topic_configs(
@@ -149,8 +133,8 @@ def alter_topic_configs(
         _config_of(broker, topic).with_changes(changes)
         if not validate_only:
             broker.logs.alter_topic_config(topic, changes)
-    except STORAGE_ERRORS as e:
-        raise _wrap(e) from e
+    except OSError as e:
+        raise KafkaStorageError(str(e)) from e
 
 
 def needs_fsync(broker: Broker, topic: str) -> bool:
@@ -205,5 +189,5 @@ def create_topic(broker: Broker, topic: str, partitions: int, configs: dict[str,
     validate_topic_name(topic)
     try:
         broker.logs.create_topic(topic, partitions, configs)
-    except STORAGE_ERRORS as e:
-        raise _wrap(e) from e
+    except OSError as e:
+        raise KafkaStorageError(str(e)) from e

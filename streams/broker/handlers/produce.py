@@ -84,9 +84,9 @@ def _append(
         logger.warning(
             "rejected produce to %s-%d from %s: %s", topic, index, ctx.connection.peer, e
         )
-        return ErrorCode.corrupt_message, -1, -1, -1, str(e), False
+        return ErrorCode.corrupt_message, -1, -1, -1, catalog.storage_error_message(e), False
     except catalog.TOO_LARGE_ERRORS as e:
-        return ErrorCode.message_too_large, -1, -1, -1, str(e), False
+        return ErrorCode.message_too_large, -1, -1, -1, catalog.storage_error_message(e), False
     except OSError as e:
         logger.error("append to %s-%d failed: %s", topic, index, e)
         return ErrorCode.kafka_storage_error, -1, -1, -1, str(e), False

@@ -111,7 +111,7 @@ def _delete_one(ctx: RequestContext, name: str | None) -> tuple[ErrorCode, str |
             return ErrorCode.invalid_request, f"Internal topic `{name}` cannot be deleted."
         ctx.broker.logs.delete_topic(name)
     except catalog.STORAGE_ERRORS as e:
-        return catalog.storage_error_code(e), str(e)
+        return catalog.storage_error_code(e), catalog.storage_error_message(e)
     logger.info("deleted topic %s", name)
     return ErrorCode.none, None
 
@@ -165,7 +165,7 @@ def _add_partitions(
     try:
         ctx.broker.logs.add_partitions(name, total)
     except catalog.STORAGE_ERRORS as e:
-        return catalog.storage_error_code(e), str(e)
+        return catalog.storage_error_code(e), catalog.storage_error_message(e)
     logger.info("topic %s now has %d partitions (was %d)", name, total, current)
     return ErrorCode.none, None
 

@@ -12,7 +12,7 @@ Public API (see each module's docstring):
 - `LogSegment`, `OffsetIndex`, `TimeIndex`, `TransactionIndex`, `LogLoader`.
 - Batch helpers: `BatchHeader`, `parse_batch_header`, `iter_batches`,
   `validate_batches`, `build_control_batch`; `decode_records` (off the hot path).
-- Errors: `StorageError` and subclasses, each with the Kafka `errno`.
+- Errors are the broker's own (`streams.broker.errors`), each with its Kafka `errno`.
 """
 
 from __future__ import annotations
@@ -25,54 +25,32 @@ from streams.broker.storage.batch import (
     validate_batches,
 )
 from streams.broker.storage.config import LogConfig
-from streams.broker.storage.errors import (
-    CorruptRecordError,
-    InvalidConfigError,
-    InvalidPartitionsError,
-    InvalidTopicError,
-    InvalidTxnStateError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    StorageError,
-    TopicExistsError,
-    UnknownTopicOrPartitionError,
-)
 from streams.broker.storage.file_records import FileRecords
 from streams.broker.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from streams.broker.storage.loader import LogLoader
 from streams.broker.storage.log import AppendInfo, PartitionLog
 from streams.broker.storage.manager import LogManager, TopicMetadata, validate_topic_name
-from streams.broker.storage.records import Record, UnsupportedCompressionError, decode_records
+from streams.broker.storage.records import Record, decode_records
 from streams.broker.storage.segment import LogSegment
 
 __all__ = [
     "AbortedTxn",
     "AppendInfo",
     "BatchHeader",
-    "CorruptRecordError",
+    "CorruptMessageError",
     "FileRecords",
-    "InvalidConfigError",
-    "InvalidPartitionsError",
-    "InvalidTopicError",
-    "InvalidTxnStateError",
-    "KafkaStorageError",
     "LogConfig",
     "LogLoader",
     "LogManager",
     "LogSegment",
     "OffsetIndex",
-    "OffsetOutOfRangeError",
     "PartitionLog",
     "Record",
-    "RecordTooLargeError",
-    "StorageError",
+    "MessageTooLargeError",
     "TimeIndex",
-    "TopicExistsError",
+    "TopicAlreadyExistsError",
     "TopicMetadata",
     "TransactionIndex",
-    "UnknownTopicOrPartitionError",
-    "UnsupportedCompressionError",
     "build_control_batch",
     "decode_records",
     "iter_batches",

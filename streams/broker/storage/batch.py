@@ -14,7 +14,7 @@ timestamp type does (`set_log_append_time`).
 
 Public helpers: `BatchHeader`, `parse_batch_header(buf, pos=0)`,
 `iter_batches(buf)`, `validate_batches(buf) -> list[BatchHeader]` (raises
-`CorruptRecordError`), `assign_offsets`, `set_log_append_time`,
+`CorruptMessageError`), `assign_offsets`, `set_log_append_time`,
 `build_control_batch`.
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from streams.broker.storage.errors import CorruptRecordError
+from streams.broker.errors import CorruptMessageError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -106,7 +106,7 @@ class BatchHeader:
 def parse_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """The header of the batch at `pos`; no validation beyond having 61 bytes."""
     if len(buf) - pos < HEADER_SIZE:
-        raise CorruptRecordError(
+        raise CorruptMessageError(
             f"Record batch at byte `{pos}` is truncated: `{len(buf) - pos}` bytes left, "
             f"a batch header needs {HEADER_SIZE}."
         )
@@ -116,7 +116,7 @@ def parse_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> Bat
 def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[BatchHeader]:
     """Headers of the concatenated batches in `buf`, without CRC checks.
 
-    Stops at the end of `buf`; raises `CorruptRecordError` on a truncated batch.
+    Stops at the end of `buf`; raises `CorruptMessageError` on a truncated batch.
     """
     pos = 0
     end = len(buf)
@@ -124,7 +124,7 @@ def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[BatchHeader]:
         header = parse_batch_header(buf, pos)
         size = header.size
         if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
-            raise CorruptRecordError(
+            raise CorruptMessageError(
                 f"Record batch at byte `{pos}` declares batchLength `{header.batch_length}` "
                 f"but {end - pos - LOG_OVERHEAD} bytes follow; the batch is truncated or corrupt."
             )
@@ -135,30 +135,30 @@ def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[BatchHeader]:
 def check_batch(buf: bytes | bytearray | memoryview, pos: int, end: int) -> BatchHeader:
     """Validate the batch at `pos` (lengths, magic, CRC, offsets) and return its header."""
     if end - pos < HEADER_SIZE:
-        raise CorruptRecordError(
+        raise CorruptMessageError(
             f"Record batch at byte `{pos}` is truncated: `{end - pos}` bytes left, "
             f"a batch header needs {HEADER_SIZE}."
         )
     header = BatchHeader(*HEADER.unpack_from(buf, pos), position=pos)
     size = header.batch_length + LOG_OVERHEAD
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
-        raise CorruptRecordError(
+        raise CorruptMessageError(
             f"Record batch at byte `{pos}` declares batchLength `{header.batch_length}` "
             f"but {end - pos - LOG_OVERHEAD} bytes follow; the batch is truncated or corrupt."
         )
     if header.magic != MAGIC:
-        raise CorruptRecordError(
+        raise CorruptMessageError(
             f"Record batch at byte `{pos}` has magic `{header.magic}`; only magic 2 "
             "(RecordBatch v2, Kafka >= 0.11) is stored. Upgrade the client or its api version."
         )
     actual = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
     if actual != header.crc:
-        raise CorruptRecordError(
+        raise CorruptMessageError(
             f"Record batch at byte `{pos}` has CRC `{header.crc}` but its content hashes to "
             f"`{actual}`; the batch was corrupted in transit or on disk."
         )
     if header.last_offset_delta < 0 or header.records_count < 0:
-        raise CorruptRecordError(
+        raise CorruptMessageError(
             f"Record batch at byte `{pos}` has lastOffsetDelta `{header.last_offset_delta}` "
             f"and recordsCount `{header.records_count}`; both must be >= 0."
         )
@@ -166,10 +166,10 @@ def check_batch(buf: bytes | bytearray | memoryview, pos: int, end: int) -> Batc
 
 
 def validate_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
-    """Check every batch in `buf` and return their headers; raises `CorruptRecordError`."""
+    """Check every batch in `buf` and return their headers; raises `CorruptMessageError`."""
     end = len(buf)
     if end == 0:
-        raise CorruptRecordError("Record set is empty; a produce request needs at least one batch.")
+        raise CorruptMessageError("Record set is empty; a produce request needs at least one batch.")
     headers = []
     pos = 0
     while pos < end:

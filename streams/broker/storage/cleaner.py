@@ -31,13 +31,13 @@ import struct
 from collections import defaultdict
 from pathlib import Path
 
+from streams.broker.errors import CorruptMessageError, UnsupportedCompressionTypeError
 from streams.broker.storage.batch import (
     COMPRESSION_MASK,
     CONTROL_COMMIT,
     BatchHeader,
     encode_batch,
 )
-from streams.broker.storage.errors import CorruptRecordError
 from streams.broker.storage.files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -46,7 +46,7 @@ from streams.broker.storage.files import (
     segment_file,
 )
 from streams.broker.storage.log import PartitionLog
-from streams.broker.storage.records import UnsupportedCompressionError, decode_records
+from streams.broker.storage.records import decode_records
 from streams.broker.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def _transaction_decisions(segments: list[LogSegment]) -> _Decisions:
             try:
                 record = decode_records(seg.read_at(h.position, h.size))[0]
                 kind = struct.unpack(">hh", record.key or b"\0\0\xff\xff")[1]
-            except (CorruptRecordError, IndexError, struct.error):
+            except (CorruptMessageError, IndexError, struct.error):
                 continue
             offsets, commits = out[h.producer_id]
             offsets.append(h.base_offset)
@@ -139,7 +139,7 @@ def _offset_map(segments: list[LogSegment], decisions: _Decisions) -> dict[bytes
                 continue
             try:
                 records = decode_records(data)
-            except UnsupportedCompressionError:
+            except UnsupportedCompressionTypeError:
                 continue
             for r in records:
                 if r.key is not None:
@@ -201,7 +201,7 @@ def _clean_batch(
             return b""
     try:
         records = decode_records(data)
-    except UnsupportedCompressionError:
+    except UnsupportedCompressionTypeError:
         return data
     expired = h.max_timestamp < delete_horizon
     keep = [

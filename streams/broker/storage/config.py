@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Literal
 
-from streams.broker.storage.errors import InvalidConfigError
+from streams.broker.errors import InvalidConfigError
 
 CleanupPolicy = Literal["delete", "compact", "compact,delete"]
 Durability = Literal["interval", "sync"]

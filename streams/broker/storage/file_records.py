@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from streams.broker.storage.errors import KafkaStorageError, OffsetOutOfRangeError
+from streams.broker.errors import KafkaStorageError, OffsetOutOfRangeError
 
 if TYPE_CHECKING:
     from streams.broker.storage.log import PartitionLog

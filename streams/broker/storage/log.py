@@ -35,6 +35,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streams.broker.errors import (
+    InvalidTxnStateError,
+    KafkaStorageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+)
 from streams.broker.storage.batch import (
     BatchHeader,
     build_control_batch,
@@ -42,12 +48,6 @@ from streams.broker.storage.batch import (
     write_buffers,
 )
 from streams.broker.storage.config import LogConfig
-from streams.broker.storage.errors import (
-    InvalidTxnStateError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-)
 from streams.broker.storage.file_records import FileRecords, Slice, slice_segments
 from streams.broker.storage.files import (
     CLEAN_SHUTDOWN_FILE,
@@ -182,14 +182,14 @@ class PartitionLog:
         `timestamp_ms` is the append time (default: the clock), used for
         LogAppendTime and segment.ms. `records` is not modified nor copied: the
         new base offsets are written with the bytes in one `pwritev`. Raises
-        `CorruptRecordError` (bad CRC/length/magic) or `RecordTooLargeError`.
+        `CorruptMessageError` (bad CRC/length/magic) or `MessageTooLargeError`.
         Never fsyncs. `AppendInfo.batches` are the headers as written.
         """
         headers = validate_batches(records)
         config = self._config
         for h in headers:
             if h.size > config.max_message_bytes:
-                raise RecordTooLargeError(
+                raise MessageTooLargeError(
                     f"Log `{self.name}`: record batch of {h.size} bytes is larger than "
                     f"max.message.bytes `{config.max_message_bytes}`; raise the topic's "
                     "max.message.bytes or send smaller batches."

@@ -33,14 +33,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streams.broker.storage.config import LogConfig
-from streams.broker.storage.errors import (
+from streams.broker.errors import (
     InvalidPartitionsError,
     InvalidTopicError,
-    StorageError,
-    TopicExistsError,
+    TopicAlreadyExistsError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
+from streams.broker.storage.config import LogConfig
 from streams.broker.storage.files import (
     DELETE_DIR_SUFFIX,
     TOPICS_FILE,
@@ -126,7 +126,7 @@ class LogManager:
                 raw = json.loads(path.read_text())
                 topics = [TopicMetadata(**t) for t in raw["topics"]]
             except (ValueError, KeyError, TypeError) as e:
-                raise StorageError(
+                raise UnknownServerError(
                     f"Data dir `{self.data_dir}`: `{TOPICS_FILE}` is unreadable ({e}). Restore it "
                     "from a backup or move the data dir away to start empty.",
                     path=str(path),
@@ -177,7 +177,7 @@ class LogManager:
         """Create a topic with `partitions` partitions and config overrides `configs`."""
         validate_topic_name(name)
         if name in self._topics:
-            raise TopicExistsError(f"Topic `{name}` already exists.", topic=name)
+            raise TopicAlreadyExistsError(f"Topic `{name}` already exists.", topic=name)
         if not isinstance(partitions, int) or partitions < 1:
             raise InvalidPartitionsError(
                 f"Topic `{name}`: partition count `{partitions}` must be at least 1.", topic=name

@@ -4,7 +4,7 @@ Appends and fetches never come here. Two places need records: `offset_for_timest
 (the exact record whose timestamp reaches a target, ListOffsets) and the
 compaction of `cleanup.policy=compact` topics (record keys). Compressed batches
 are decompressed with the codecs this Python has: gzip always; snappy, lz4 and
-zstd are reported as `UnsupportedCompressionError` (the cleaner then keeps such
+zstd are reported as `UnsupportedCompressionTypeError` (the cleaner then keeps such
 batches whole, and timestamp lookups fall back to the batch).
 
 Record layout (Kafka v2): length varint, attributes int8, timestampDelta
@@ -17,16 +17,10 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from streams.broker.errors import CorruptMessageError, UnsupportedCompressionTypeError
 from streams.broker.storage.batch import HEADER_SIZE, parse_batch_header
-from streams.broker.storage.errors import CorruptRecordError, StorageError
 
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-
-
-class UnsupportedCompressionError(StorageError):
-    """A batch uses a codec this Python cannot decompress (install the codec's package)."""
-
-    errno = 76
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +37,7 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = 0
     while True:
         if pos >= len(buf):
-            raise CorruptRecordError(
+            raise CorruptMessageError(
                 f"Record varint runs past the end of the batch at byte `{pos}`."
             )
         b = buf[pos]
@@ -53,7 +47,7 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
             break
         shift += 7
         if shift > 63:
-            raise CorruptRecordError(f"Record varint at byte `{pos}` is longer than 10 bytes.")
+            raise CorruptMessageError(f"Record varint at byte `{pos}` is longer than 10 bytes.")
     return (result >> 1) ^ -(result & 1), pos
 
 
@@ -68,10 +62,10 @@ def records_payload(batch: bytes) -> bytes:
         try:
             return zlib.decompress(data, 16 + zlib.MAX_WBITS)
         except zlib.error as e:
-            raise CorruptRecordError(
+            raise CorruptMessageError(
                 f"gzip batch at offset `{header.base_offset}` is corrupt: {e}"
             ) from e
-    raise UnsupportedCompressionError(
+    raise UnsupportedCompressionTypeError(
         f"Batch at offset `{header.base_offset}` is compressed with "
         f"`{_CODECS.get(codec, codec)}`, which the storage layer cannot decompress."
     )
@@ -88,7 +82,7 @@ def decode_records(batch: bytes) -> list[Record]:
         length, pos = _read_varint(payload, pos)
         end = pos + length
         if length < 0 or end > len(payload):
-            raise CorruptRecordError(
+            raise CorruptMessageError(
                 f"Record at byte `{start}` of batch `{header.base_offset}` declares length "
                 f"`{length}` past the end of the batch."
             )
@@ -117,6 +111,6 @@ def first_at_or_after(batch: bytes, timestamp_ms: int) -> tuple[int, int] | None
         for r in decode_records(batch):
             if r.timestamp >= timestamp_ms:
                 return r.offset, r.timestamp
-    except (UnsupportedCompressionError, CorruptRecordError):
+    except (UnsupportedCompressionTypeError, CorruptMessageError):
         return None
     return None

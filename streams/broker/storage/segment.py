@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from streams.broker.errors import CorruptMessageError
 from streams.broker.storage.batch import (
     HEADER,
     HEADER_SIZE,
@@ -27,7 +28,6 @@ from streams.broker.storage.batch import (
     BatchHeader,
     check_batch,
 )
-from streams.broker.storage.errors import CorruptRecordError
 from streams.broker.storage.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -268,7 +268,7 @@ class LogSegment:
                 buf_start, rel = position, 0
             try:
                 h = check_batch(buf, rel, rel + size)
-            except CorruptRecordError as e:
+            except CorruptMessageError as e:
                 logger.warning(
                     "Segment %s: invalid batch at byte %d: %s", self.log_path, position, e
                 )

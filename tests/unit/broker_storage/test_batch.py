@@ -6,8 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streams.broker.errors import (
+    CorruptMessageError,
+)
 from streams.broker.storage import (
-    CorruptRecordError,
     build_control_batch,
     decode_records,
     iter_batches,
@@ -99,23 +101,23 @@ def test_any_flipped_byte_under_the_crc_is_detected(recs, pos) -> None:
     data = bytearray(make_batch(recs))
     i = pos.draw(st.integers(21, len(data) - 1))
     data[i] ^= pos.draw(st.integers(1, 255))
-    with pytest.raises(CorruptRecordError, match="CRC"):
+    with pytest.raises(CorruptMessageError, match="CRC"):
         validate_batches(data)
 
 
 def test_truncated_and_bad_magic_batches_are_rejected() -> None:
     data = make_batch([Rec(b"k", b"v")])
-    with pytest.raises(CorruptRecordError, match="truncated"):
+    with pytest.raises(CorruptMessageError, match="truncated"):
         validate_batches(data[:-1])
-    with pytest.raises(CorruptRecordError, match="truncated"):
+    with pytest.raises(CorruptMessageError, match="truncated"):
         validate_batches(data[:30])
-    with pytest.raises(CorruptRecordError, match="truncated"):
+    with pytest.raises(CorruptMessageError, match="truncated"):
         list(iter_batches(data + data[:20]))
     bad = bytearray(data)
     bad[16] = 1
-    with pytest.raises(CorruptRecordError, match="magic `1`"):
+    with pytest.raises(CorruptMessageError, match="magic `1`"):
         validate_batches(bad)
-    with pytest.raises(CorruptRecordError, match="empty"):
+    with pytest.raises(CorruptMessageError, match="empty"):
         validate_batches(b"")
 
 

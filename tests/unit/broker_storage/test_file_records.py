@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from streams.broker.errors import (
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+)
 from streams.broker.storage import (
     FileRecords,
-    KafkaStorageError,
     LogConfig,
-    OffsetOutOfRangeError,
     PartitionLog,
     validate_batches,
 )

@@ -10,15 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.broker.storage import (
-    CorruptRecordError,
+from streams.broker.errors import (
+    CorruptMessageError,
     InvalidTxnStateError,
     KafkaStorageError,
-    LogConfig,
+    MessageTooLargeError,
     OffsetOutOfRangeError,
+    for_code,
+)
+from streams.broker.storage import (
+    LogConfig,
     PartitionLog,
-    RecordTooLargeError,
-    StorageError,
     decode_records,
     iter_batches,
     validate_batches,
@@ -168,9 +170,9 @@ def test_invalid_appends_are_rejected_and_leave_the_log_unchanged(tmp_path: Path
     good = value_batch(2)
     bad = bytearray(good)
     bad[-1] ^= 0xFF
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(CorruptMessageError):
         log.append(good + bytes(bad))
-    with pytest.raises(RecordTooLargeError, match="max.message.bytes"):
+    with pytest.raises(MessageTooLargeError, match="max.message.bytes"):
         log.append(value_batch(30, size=100))
     assert log.log_end_offset == 0 and log.active_segment.size == 0
     log.close()
@@ -259,9 +261,10 @@ def test_closed_log_and_bad_transaction_entries_raise_coded_errors(tmp_path: Pat
     log.close()
     with pytest.raises(KafkaStorageError, match="is closed") as err:
         log.append(value_batch(1))
-    assert err.value.errno == 56 and StorageError.for_code(56) is KafkaStorageError
-    assert StorageError.for_code(2) is CorruptRecordError
-    assert StorageError.for_code(12345) is StorageError
+    assert err.value.errno == 56 and for_code(56) is KafkaStorageError
+    assert for_code(2) is CorruptMessageError
+    with pytest.raises(ValueError, match="`12345`"):
+        for_code(12345)
 
 
 @settings(max_examples=30, deadline=None)

@@ -7,16 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from streams.broker.storage import (
+from streams.broker.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidTopicError,
+    OffsetOutOfRangeError,
+    TopicAlreadyExistsError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
+from streams.broker.storage import (
     LogConfig,
     LogManager,
-    OffsetOutOfRangeError,
-    StorageError,
-    TopicExistsError,
-    UnknownTopicOrPartitionError,
     validate_topic_name,
 )
 from tests.unit.broker_storage.encoder import kafka_python_records, value_batch
@@ -62,7 +64,7 @@ def test_topics_survive_a_restart(tmp_path: Path) -> None:
         logs.get_log("orders", 2).append(value_batch(4))
         logs.add_partitions("orders", 5)
         logs.alter_topic_config("orders", {"retention.ms": None, "segment.bytes": "100000"})
-        with pytest.raises(TopicExistsError):
+        with pytest.raises(TopicAlreadyExistsError):
             logs.create_topic("orders", 1)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["topics.json", "__consumer_offsets-0"] + [f"orders-{i}" for i in range(5)]
@@ -127,7 +129,7 @@ def test_config_parsing() -> None:
 
 def test_unreadable_topics_file_is_reported(tmp_path: Path) -> None:
     (tmp_path / "topics.json").write_text("{not json")
-    with pytest.raises(StorageError, match="topics.json` is unreadable"):
+    with pytest.raises(UnknownServerError, match="topics.json` is unreadable"):
         LogManager(tmp_path).load()
 
 
