@@ -6,7 +6,7 @@ frame that does not fit gets a buffer of its exact size and the kernel writes
 the rest of it there directly, so a megabyte of produced records is copied once
 (by kio, into the request entity) between the socket and the segment file.
 
-Responses go out as `Broker.dispatch` encoded them: buffers through the
+Responses go out as `BrokerContext.dispatch` encoded them: buffers through the
 transport, record sets left in segment files (`FileRecords`, from fetches)
 with `loop.sendfile`, which hands the file ranges to the kernel (`os.sendfile`)
 once the transport's buffer has drained, so fetched bytes never enter Python.
@@ -28,14 +28,12 @@ import collections
 import contextlib
 import logging
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from streams.broker.context import BrokerContext
 from streams.broker.extension import Connection
 from streams.broker.protocol import FrameError, frame_size
 from streams.broker.storage import FileRecords
-
-if TYPE_CHECKING:
-    from streams.broker.server import Broker
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +62,9 @@ def _tune_socket(transport: asyncio.BaseTransport) -> None:
 
 
 class ClientConnection(asyncio.BufferedProtocol):
-    """Receive frames, hand them to `Broker.dispatch` in order, write the answers."""
+    """Receive frames, hand them to `BrokerContext.dispatch` in order, write the answers."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self._broker = broker
         self._max_bytes = broker.config.socket_request_max_bytes
         self._buf = bytearray(_RECEIVE_BUFFER)
@@ -94,7 +92,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         _tune_socket(transport)
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._task = asyncio.get_running_loop().create_task(self._run())
-        self._broker._connections.add(self._task)
+        self._broker.register_connection(self._task)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big is not None:
@@ -207,7 +205,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         except Exception:
             logger.exception("closing connection %s: internal error while serving it", peer)
         finally:
-            self._broker._connections.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._broker.unregister_connection(asyncio.current_task())  # type: ignore[arg-type]
             self._close(abort=False)
 
     async def _send_file(self, transport: asyncio.Transport, records: FileRecords) -> None:

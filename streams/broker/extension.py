@@ -8,10 +8,12 @@ from `streams.broker.coordinator.handlers` when that module exists:
   server's registry (an extension may not replace a core API);
 - `API_VERSIONS: dict[int, tuple[int, int]]` — the (min, max) versions to
   advertise for those keys (only what is implemented and tested);
-- `create_extension(broker) -> BrokerExtension` (optional) — the hooks below.
+- `create_extension(broker) -> BrokerExtension` (optional) — the hooks below;
+  `broker` is the `streams.broker.context.BrokerContext` the extension keeps.
 
-A `Handler` is `async def handle(ctx: RequestContext, request) -> response | None`
-where `request` is kio's request entity of `ctx.api_version` and the response is
+A `Handler` (`streams.broker.context`) is
+`async def handle(ctx: RequestContext, request) -> response | None` where
+`request` is kio's request entity of `ctx.api_version` and the response is
 kio's response entity of the same version (`None` sends no response). Handlers
 run on the broker's single asyncio loop; requests of one connection are handled
 one at a time, in order (Kafka mutes a channel while its request is in flight).
@@ -22,21 +24,10 @@ produce check, the append and `on_appended`, so a check-then-append is atomic.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from streams.broker.server import Broker
-
-__all__ = [
-    "BrokerExtension",
-    "Connection",
-    "Duplicate",
-    "Handler",
-    "Reject",
-    "RequestContext",
-]
+__all__ = ["BrokerExtension", "Connection", "Duplicate", "Reject"]
 
 
 @dataclass
@@ -47,21 +38,6 @@ class Connection:
     principal: str | None = None
     authenticated: bool = False
     attributes: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RequestContext:
-    """What a handler gets besides the request entity."""
-
-    broker: Broker
-    connection: Connection
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-
-
-Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -83,7 +59,7 @@ class Reject:
 class BrokerExtension:
     """No-op hooks; the coordinator subclasses this and overrides what it needs."""
 
-    async def start(self, broker: Broker) -> None:
+    async def start(self) -> None:
         """Called once after storage is loaded, before the socket accepts clients."""
 
     async def stop(self) -> None:

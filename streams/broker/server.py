@@ -1,8 +1,9 @@
 """The asyncio server: connections, dispatch, background tasks, shutdown.
 
-`Broker` is the context every handler sees (`ctx.broker`): config, the storage
-`LogManager`, the extension hooks, the handler registry and the advertised API
-versions, append notifications for long-polling fetches, and the group flusher.
+`Broker` implements `streams.broker.context.BrokerContext`, what every handler
+sees as `ctx.broker`: config, the storage `LogManager`, the extension hooks, the
+advertised API versions, append notifications for long-polling fetches, and the
+group flusher (`streams.broker.waiting`); it also holds the handler registry.
 
 Concurrency contract: everything runs on one asyncio loop thread, except
 `LogManager.flush_dirty()`, which the flusher runs in a worker thread (storage
@@ -27,8 +28,9 @@ from kio.index import UnknownAPIKey, UnknownEntity
 from streams.broker import handlers as core_handlers
 from streams.broker.config import BrokerConfig
 from streams.broker.connection import ClientConnection
+from streams.broker.context import Handler, RequestContext
 from streams.broker.errors import BrokerError
-from streams.broker.extension import BrokerExtension, Connection, Handler, RequestContext
+from streams.broker.extension import BrokerExtension, Connection
 from streams.broker.protocol import (
     API_VERSIONS_KEY,
     FrameError,
@@ -36,100 +38,14 @@ from streams.broker.protocol import (
     parse_request,
     peek_api,
 )
+from streams.broker.storage import LogManager
+from streams.broker.waiting import AppendNotifier, GroupFlusher
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Broker", "GroupFlusher", "AppendNotifier"]
+__all__ = ["Broker"]
 
 _SASL_KEYS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
-
-
-class AppendNotifier:
-    """Wakes long-polling fetches when a partition they wait on gets data."""
-
-    def __init__(self) -> None:
-        self._waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
-
-    def notify_all(self) -> None:
-        """Wake every waiting fetch (the high watermark of sync topics moved on fsync)."""
-        waiters, self._waiters = self._waiters, {}
-        for futs in waiters.values():
-            for fut in futs:
-                if not fut.done():
-                    fut.set_result(None)
-
-    def notify(self, topic: str, partition: int) -> None:
-        waiters = self._waiters.pop((topic, partition), None)
-        if waiters:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
-
-    async def wait(self, partitions: list[tuple[str, int]], timeout: float) -> None:
-        """Return when any of `partitions` was appended to, or after `timeout` seconds."""
-        if timeout <= 0 or not partitions:
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        for tp in partitions:
-            self._waiters.setdefault(tp, set()).add(fut)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            for tp in partitions:
-                waiters = self._waiters.get(tp)
-                if waiters is not None:
-                    waiters.discard(fut)
-                    if not waiters:
-                        del self._waiters[tp]
-
-
-class GroupFlusher:
-    """One `flush_dirty()` shared by every caller waiting in the same interval.
-
-    A caller awaiting `flush()` is satisfied by the first flush that *starts*
-    after it called; callers arriving while a flush runs share the next one.
-    """
-
-    def __init__(self, flush: Any, *, on_flushed: Any = None) -> None:
-        self._flush = flush
-        self._on_flushed = on_flushed
-        self._running: asyncio.Task[None] | None = None
-        self._next: asyncio.Future[None] | None = None
-
-    def flush(self) -> asyncio.Future[None]:
-        """Request a flush; the returned future completes when one that started later ends."""
-        loop = asyncio.get_running_loop()
-        if self._next is None:
-            self._next = loop.create_future()
-        fut = self._next
-        if self._running is None:
-            self._running = loop.create_task(self._run())
-        return fut
-
-    @staticmethod
-    def detach(fut: asyncio.Future[None]) -> None:
-        """Nobody awaits `fut`: keep a failure from being reported as never retrieved."""
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
-
-    async def _run(self) -> None:
-        try:
-            while self._next is not None:
-                fut, self._next = self._next, None
-                try:
-                    await asyncio.to_thread(self._flush)
-                except Exception as e:  # a failed fsync must fail every waiting produce
-                    logger.error("group flush failed: %s", e)
-                    if not fut.done():
-                        fut.set_exception(e)
-                    continue
-                if not fut.done():
-                    fut.set_result(None)
-                if self._on_flushed is not None:
-                    self._on_flushed()
-        finally:
-            self._running = None
 
 
 class Broker:
@@ -139,7 +55,7 @@ class Broker:
         self,
         config: BrokerConfig,
         *,
-        logs: Any,
+        logs: LogManager,
         extension: BrokerExtension | None = None,
         extra_handlers: Mapping[int, Handler] | None = None,
         extra_versions: Mapping[int, tuple[int, int]] | None = None,
@@ -171,7 +87,7 @@ class Broker:
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
-        await self.extension.start(self)
+        await self.extension.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: ClientConnection(self), host=self.config.host, port=self.config.port
@@ -193,6 +109,12 @@ class Broker:
             self.port,
             self.config.data_dir,
         )
+
+    def register_connection(self, task: asyncio.Task[None]) -> None:
+        self._connections.add(task)
+
+    def unregister_connection(self, task: asyncio.Task[None]) -> None:
+        self._connections.discard(task)
 
     async def serve_until_stopped(self) -> None:
         await self._stopped.wait()

@@ -8,7 +8,7 @@ and ``aborted_transactions`` on read_committed fetches, and
 A background task ticks the clock every ``coordinator.tick.ms`` (default 100)
 to expire sessions, complete timed-out rebalances and abort stale transactions.
 
-Broker config keys read here (all optional):
+BrokerContext config keys read here (all optional):
 ``group.initial.rebalance.delay.ms`` (default 0), ``group.min.session.timeout.ms``
 (1000), ``group.max.session.timeout.ms`` (1800000),
 ``transaction.max.timeout.ms`` (900000), ``coordinator.tick.ms`` (100),
@@ -27,9 +27,10 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from streams.broker.config import ConfigError
+from streams.broker.context import BrokerContext
 from streams.broker.coordinator.groups import GroupCoordinator
 from streams.broker.coordinator.producer_state import Duplicate, ProducerStateManager, Rejected
 from streams.broker.coordinator.sasl import load_users
@@ -37,9 +38,6 @@ from streams.broker.coordinator.transactions import TransactionCoordinator
 from streams.broker.extension import BrokerExtension, Connection
 from streams.broker.extension import Duplicate as ProduceDuplicate
 from streams.broker.extension import Reject as ProduceReject
-
-if TYPE_CHECKING:
-    from streams.broker.server import Broker
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +62,9 @@ def _log_flush_failure(task: asyncio.Future[None]) -> None:
 class Coordinator(BrokerExtension):
     """Groups, offsets, idempotent/transactional producers and SASL for one broker."""
 
-    def __init__(
-        self, broker: Broker | None = None, *, clock: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, broker: BrokerContext, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self.broker: Broker | None = broker
+        self.broker = broker
         self.groups: GroupCoordinator | None = None
         self.producers: ProducerStateManager | None = None
         self.txns: TransactionCoordinator | None = None
@@ -76,14 +72,13 @@ class Coordinator(BrokerExtension):
         self._tick_task: asyncio.Task[None] | None = None
         self._producer_expiration_ms = 86_400_000
         self._next_expiry_ms = 0
-        if broker is not None:
-            self.sasl_users = load_users(broker.config.raw)  # fail at start on bad SASL config
+        self.sasl_users = load_users(broker.config.raw)  # fail at start on bad SASL config
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
 
-    async def start(self, broker: Broker) -> None:
-        self.broker = broker
+    async def start(self) -> None:
+        broker = self.broker
         raw = broker.config.raw
         self.sasl_users = load_users(raw)
         logs = broker.logs
@@ -129,7 +124,6 @@ class Coordinator(BrokerExtension):
     # next start need not rescan those logs. The file is removed as soon as it is
     # read: after an unclean stop the state is rebuilt from the logs themselves.
     def _snapshot_path(self) -> Any:
-        assert self.broker is not None
         return self.broker.config.data_dir / PRODUCER_SNAPSHOT_FILE
 
     def _restore_producer_snapshot(self) -> None:
@@ -144,7 +138,7 @@ class Coordinator(BrokerExtension):
         path.unlink(missing_ok=True)
 
     def _write_producer_snapshot(self) -> None:
-        if self.producers is None or self.broker is None:
+        if self.producers is None:
             return
         path = self._snapshot_path()
         tmp = path.with_name(path.name + ".tmp")
@@ -167,7 +161,6 @@ class Coordinator(BrokerExtension):
                 logger.exception("coordinator tick failed; retrying next tick")
 
     def _marker_written(self, topic: str, partition: int) -> None:
-        assert self.broker is not None
         self.broker.notifier.notify(topic, partition)  # the LSO moved: wake read_committed fetches
         # under durability=sync the marker counts once flushed; share the group fsync
         flushed = asyncio.ensure_future(self.broker.flusher.flush())
@@ -182,14 +175,12 @@ class Coordinator(BrokerExtension):
             self.producers.expire(now_ms, self._producer_expiration_ms)
 
     def _get_log(self, topic: str, partition: int) -> Any:
-        assert self.broker is not None
         try:
             return self.broker.logs.get_log(topic, partition)
         except Exception:  # unknown topic/partition: no producer state to rebuild
             return None
 
     def _topic_id(self, topic: str) -> str | None:
-        assert self.broker is not None
         meta = self.broker.logs.topics().get(topic)
         return None if meta is None else getattr(meta, "topic_id", None)
 

@@ -14,17 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from streams.broker.context import RequestContext
+from streams.broker.coordinator.coordinator import Coordinator
 from streams.broker.coordinator.group import GroupState, JoinResult, SyncResult
 from streams.broker.coordinator.groups import CommittedOffset
-from streams.broker.extension import RequestContext
 from streams.broker.protocol import make, response_module
-
-if TYPE_CHECKING:
-    from streams.broker.coordinator.coordinator import Coordinator
 
 logger = logging.getLogger(__name__)
 

@@ -10,14 +10,9 @@ offered, because librdkafka switches to it when it is.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from streams.broker.context import BrokerContext, Handler
 from streams.broker.coordinator import group_apis, sasl, txn_apis
 from streams.broker.coordinator.coordinator import Coordinator
-from streams.broker.extension import Handler
-
-if TYPE_CHECKING:
-    from streams.broker.server import Broker
 
 __all__ = ["API_VERSIONS", "HANDLERS", "create_extension"]
 
@@ -28,6 +23,6 @@ for _key, _versions, _handler in (*group_apis.APIS, *txn_apis.APIS, *sasl.APIS):
     API_VERSIONS[_key] = _versions
 
 
-def create_extension(broker: Broker) -> Coordinator:
+def create_extension(broker: BrokerContext) -> Coordinator:
     """The hooks object the server calls (produce checks, LSO, SASL gate)."""
     return Coordinator(broker)

@@ -21,7 +21,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from streams.broker.config import ConfigError
-from streams.broker.extension import RequestContext
+from streams.broker.context import RequestContext
 from streams.broker.protocol import make, response_class
 
 logger = logging.getLogger(__name__)

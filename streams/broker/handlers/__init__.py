@@ -8,7 +8,7 @@ adding an API never needs an edit here unless it is a core one.
 
 from __future__ import annotations
 
-from streams.broker.extension import Handler
+from streams.broker.context import Handler
 from streams.broker.handlers import (
     api_versions,
     configs,

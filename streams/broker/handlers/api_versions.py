@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from streams.broker.extension import RequestContext
+from streams.broker.context import BrokerContext, RequestContext
 from streams.broker.protocol import encode_response, make, response_module
-
-if TYPE_CHECKING:
-    from streams.broker.server import Broker
 
 API_KEY = 18
 
 
-def _api_keys(broker: Broker, version: int) -> tuple[Any, ...]:
+def _api_keys(broker: BrokerContext, version: int) -> tuple[Any, ...]:
     cls = response_module(API_KEY, version).ApiVersion
     return tuple(
         cls(api_key=key, min_version=lo, max_version=hi)
@@ -34,7 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def unsupported_version_response(broker: Broker, correlation_id: int) -> bytes:
+def unsupported_version_response(broker: BrokerContext, correlation_id: int) -> bytes:
     """UNSUPPORTED_VERSION (35) in v0 format with the supported list: the client retries lower."""
     module = response_module(API_KEY, 0)
     response = module.ApiVersionsResponse(

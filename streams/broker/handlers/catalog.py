@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from streams.broker.context import BrokerContext
 from streams.broker.errors import (
     BrokerError,
     CorruptMessageError,
@@ -21,9 +22,6 @@ from streams.broker.errors import (
     UnknownTopicOrPartitionError,
 )
 from streams.broker.storage import LogConfig, validate_topic_name
-
-if TYPE_CHECKING:
-    from streams.broker.server import Broker
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +56,7 @@ TOO_LARGE_ERRORS: tuple[type[Exception], ...] = (MessageTooLargeError,)
 STORAGE_ERRORS: tuple[type[Exception], ...] = (BrokerError, OSError)
 
 
-def topic_id(broker: Broker, topic: str) -> uuid.UUID:
+def topic_id(broker: BrokerContext, topic: str) -> uuid.UUID:
     """The topic's id (all zeros when unknown)."""
     info = broker.logs.topics().get(topic)
     raw = getattr(info, "topic_id", None)
@@ -68,7 +66,7 @@ def topic_id(broker: Broker, topic: str) -> uuid.UUID:
         return ZERO_UUID
 
 
-def topic_by_id(broker: Broker, wanted: uuid.UUID) -> str | None:
+def topic_by_id(broker: BrokerContext, wanted: uuid.UUID) -> str | None:
     for name, info in broker.logs.topics().items():
         raw = getattr(info, "topic_id", None)
         if raw and raw.replace("-", "") == wanted.hex:
@@ -79,7 +77,7 @@ def topic_by_id(broker: Broker, wanted: uuid.UUID) -> str | None:
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-def is_internal(broker: Broker, topic: str) -> bool:
+def is_internal(broker: BrokerContext, topic: str) -> bool:
     """Kafka's internal topics, or any the storage marks internal."""
     if topic in INTERNAL_TOPICS:
         return True
@@ -104,14 +102,14 @@ def storage_error_message(error: Exception) -> str:
     return str(error)
 
 
-def _config_of(broker: Broker, topic: str) -> LogConfig:
+def _config_of(broker: BrokerContext, topic: str) -> LogConfig:
     config = broker.logs.topic_config(topic)
     if isinstance(config, LogConfig):
         return config
     return broker.logs.default_config.with_changes(dict(config))
 
 
-def topic_configs(broker: Broker, topic: str) -> tuple[dict[str, str], set[str]]:
+def topic_configs(broker: BrokerContext, topic: str) -> tuple[dict[str, str], set[str]]:
     """(every effective config, the keys overridden for this topic) of an existing topic."""
     if partition_count(broker, topic) is None:
         raise UnknownTopicOrPartitionError(f"topic `{topic}` does not exist")
@@ -119,13 +117,13 @@ def topic_configs(broker: Broker, topic: str) -> tuple[dict[str, str], set[str]]
     return config.to_kafka(), set(config.overrides(broker.logs.default_config))
 
 
-def validate_topic_configs(broker: Broker, configs: dict[str, str]) -> dict[str, str]:
+def validate_topic_configs(broker: BrokerContext, configs: dict[str, str]) -> dict[str, str]:
     """The effective configs a new topic would get; `InvalidConfigError` naming the bad key."""
     return broker.logs.default_config.with_changes(configs).to_kafka()
 
 
 def alter_topic_configs(
-    broker: Broker, topic: str, changes: dict[str, str | None], *, validate_only: bool
+    broker: BrokerContext, topic: str, changes: dict[str, str | None], *, validate_only: bool
 ) -> None:
     if partition_count(broker, topic) is None:
         raise UnknownTopicOrPartitionError(f"topic `{topic}` does not exist")
@@ -137,7 +135,7 @@ def alter_topic_configs(
         raise KafkaStorageError(str(e)) from e
 
 
-def needs_fsync(broker: Broker, topic: str) -> bool:
+def needs_fsync(broker: BrokerContext, topic: str) -> bool:
     """True when acks=all on `topic` must wait for an fsync (durability=sync)."""
     return _config_of(broker, topic).durability == "sync"
 
@@ -151,11 +149,11 @@ def max_timestamp(log: Any) -> tuple[int, int] | None:
     return log.offset_for_timestamp(latest)
 
 
-def topic_names(broker: Broker) -> list[str]:
+def topic_names(broker: BrokerContext) -> list[str]:
     return sorted(broker.logs.topics())
 
 
-def partition_count(broker: Broker, topic: str) -> int | None:
+def partition_count(broker: BrokerContext, topic: str) -> int | None:
     """Number of partitions of `topic`, or None when it does not exist."""
     info = broker.logs.topics().get(topic)
     if info is None:
@@ -163,7 +161,7 @@ def partition_count(broker: Broker, topic: str) -> int | None:
     return int(getattr(info, "partitions", info))
 
 
-def get_log(broker: Broker, topic: str, partition: int) -> Any:
+def get_log(broker: BrokerContext, topic: str, partition: int) -> Any:
     """The partition's log; `UnknownTopicOrPartitionError` when there is none."""
     count = partition_count(broker, topic)
     if count is None or not 0 <= partition < count:
@@ -171,7 +169,7 @@ def get_log(broker: Broker, topic: str, partition: int) -> Any:
     return broker.logs.get_log(topic, partition)
 
 
-def auto_create(broker: Broker, topic: str) -> bool:
+def auto_create(broker: BrokerContext, topic: str) -> bool:
     """Create `topic` with the default partition count if allowed; True if it exists now.
 
     Raises `InvalidTopicError` when the name is not a legal topic name.
@@ -185,7 +183,7 @@ def auto_create(broker: Broker, topic: str) -> bool:
     return True
 
 
-def create_topic(broker: Broker, topic: str, partitions: int, configs: dict[str, str]) -> None:
+def create_topic(broker: BrokerContext, topic: str, partitions: int, configs: dict[str, str]) -> None:
     validate_topic_name(topic)
     try:
         broker.logs.create_topic(topic, partitions, configs)

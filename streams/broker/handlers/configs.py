@@ -2,7 +2,7 @@
 
 Topic configs are the storage's `LogConfig` keys (retention.ms, retention.bytes,
 segment.bytes, cleanup.policy, ...); a topic's overrides are persisted by the
-storage. Broker resources can be described (read-only), not altered.
+storage. BrokerContext resources can be described (read-only), not altered.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from streams.broker.context import RequestContext
 from streams.broker.errors import BrokerError
-from streams.broker.extension import RequestContext
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from streams.broker.context import RequestContext
 from streams.broker.errors import BrokerError
-from streams.broker.extension import RequestContext
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
 

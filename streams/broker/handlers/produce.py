@@ -16,8 +16,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from streams.broker.context import RequestContext
 from streams.broker.errors import BrokerError
-from streams.broker.extension import Duplicate, Reject, RequestContext
+from streams.broker.extension import Duplicate, Reject
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from streams.broker.server import AppendNotifier, GroupFlusher
+from streams.broker.waiting import AppendNotifier, GroupFlusher
 
 
 class _SlowFlush:

@@ -1,0 +1,85 @@
+"""The broker as request handlers, connections and the coordinator see it.
+
+`BrokerContext` is the protocol `streams.broker.server.Broker` implements; code
+that runs inside a broker (the handlers, `ClientConnection`, the coordinator)
+types against it and never imports the server, so the server sits on top of
+everything it wires together. `RequestContext` is what one request's handler
+gets besides the request entity; `Handler` is the signature of a handler.
+
+Concurrency contract: a `BrokerContext` is used from the broker's asyncio loop
+thread only (see `streams.broker.server` for what runs in worker threads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from streams.broker.config import BrokerConfig
+from streams.broker.extension import BrokerExtension, Connection
+from streams.broker.storage import LogManager
+from streams.broker.waiting import AppendNotifier, GroupFlusher
+
+__all__ = ["BrokerContext", "Handler", "RequestContext"]
+
+
+class BrokerContext(Protocol):
+    """A running broker's shared state and the few actions code inside it may take."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def extension(self) -> BrokerExtension: ...
+
+    @property
+    def api_versions(self) -> Mapping[int, tuple[int, int]]:
+        """(min, max) version of every API the broker serves, core and extension ones."""
+        ...
+
+    @property
+    def notifier(self) -> AppendNotifier:
+        """Wakes long-polling fetches when a partition gets data."""
+        ...
+
+    @property
+    def flusher(self) -> GroupFlusher:
+        """One shared fsync for produces waiting on durability=sync."""
+        ...
+
+    @property
+    def port(self) -> int:
+        """The port actually bound (the configured one may be 0)."""
+        ...
+
+    async def dispatch(self, conn: Connection, frame: bytes | memoryview) -> list[Any] | None:
+        """Handle one request frame; the response as buffers, None for no answer."""
+        ...
+
+    def register_connection(self, task: asyncio.Task[None]) -> None:
+        """Track a connection's request loop, so shutdown can end it."""
+        ...
+
+    def unregister_connection(self, task: asyncio.Task[None]) -> None:
+        """Forget a connection's request loop once it has ended."""
+        ...
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """What a handler gets besides the request entity."""
+
+    broker: BrokerContext
+    connection: Connection
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
