@@ -6,10 +6,8 @@ returns the file ranges; the connection hands them to the kernel with
 `loop.sendfile` (`os.sendfile`), so the bytes go from the page cache to the
 socket without passing through Python.
 
-`slice_segments` picks the ranges: from the batch holding `offset`, whole
-batches up to `max_bytes` (the first batch always, even when larger), all below
-`limit`, continuing into the following segments while budget is left, so a
-fetch is not under-filled because a segment ended.
+`PartitionLog` picks the ranges (`Slice`s, see `PartitionLog.read_records`);
+this module only holds them and reads or closes them.
 
 Each range holds its own duplicate of the segment's descriptor: retention,
 compaction or topic deletion closing the segment meanwhile does not invalidate
@@ -22,21 +20,16 @@ the one task that sends or reads it.
 
 from __future__ import annotations
 
-import bisect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from streams.broker.errors import KafkaStorageError, OffsetOutOfRangeError
+from streams.broker.errors import KafkaStorageError
+from streams.broker.storage.segment import LogSegment
 
-if TYPE_CHECKING:
-    from streams.broker.storage.log import PartitionLog
-    from streams.broker.storage.segment import LogSegment
+__all__ = ["FileRange", "FileRecords", "Slice"]
 
-__all__ = ["FileRange", "FileRecords", "slice_segments"]
-
-Slice = tuple["LogSegment", int, int]  # segment, start position, end position
+Slice = tuple[LogSegment, int, int]  # segment, start position, end position
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,45 +100,3 @@ class FileRecords:
 
     def __repr__(self) -> str:
         return f"FileRecords({len(self.ranges)} range(s), {self._size} bytes)"
-
-
-def slice_segments(
-    segments: Sequence[LogSegment],
-    bases: Sequence[int],
-    offset: int,
-    max_bytes: int,
-    limit: int,
-    *,
-    log: PartitionLog,
-) -> list[Slice]:
-    """Ranges of whole batches of `log` from the one holding `offset`, below offset `limit`.
-
-    At most `max_bytes` in total, except that the first batch is always
-    included. Later segments are read only once a segment was read to its end.
-    Raises `OffsetOutOfRangeError` outside [log_start_offset, log_end_offset].
-    """
-    if offset < log.log_start_offset or offset > log.log_end_offset:
-        raise OffsetOutOfRangeError(
-            f"Log `{log.name}`: offset `{offset}` is outside the log's range "
-            f"[{log.log_start_offset}, {log.log_end_offset}]; reset to the start or end.",
-        )
-    out: list[Slice] = []
-    budget = max_bytes
-    i = max(bisect.bisect_right(bases, offset) - 1, 0)
-    for seg in segments[i:]:
-        if seg.base_offset >= limit:
-            break
-        first = seg.find_batch(offset)
-        if first is None:
-            continue  # nothing at or after `offset` here (an empty or compacted segment)
-        if out and first.size > budget:
-            break
-        start, end = seg.batch_range(first, max(budget, 1), limit)
-        if end <= start:
-            break
-        out.append((seg, start, end))
-        budget -= end - start
-        if budget <= 0 or end < seg.size:
-            break  # stopped by the budget or by `limit` inside this segment
-        offset = seg.next_offset
-    return out

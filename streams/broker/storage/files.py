@@ -26,7 +26,6 @@ CLEANED_SUFFIX = ".cleaned"
 DELETED_SUFFIX = ".deleted"
 
 INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-SEGMENT_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES)
 
 #: Written by `PartitionLog.close()`, removed on open: its absence means the
 #: last shutdown was unclean and the active segment must be scanned.

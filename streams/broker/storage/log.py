@@ -48,7 +48,7 @@ from streams.broker.storage.batch import (
     write_buffers,
 )
 from streams.broker.storage.config import LogConfig
-from streams.broker.storage.file_records import FileRecords, Slice, slice_segments
+from streams.broker.storage.file_records import FileRecords, Slice
 from streams.broker.storage.files import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_FILE,
@@ -314,7 +314,7 @@ class PartitionLog:
     # -- read ---------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
-        """Whole batches from the one holding `offset`, up to `max_bytes` (file_records.py).
+        """Whole batches from the one holding `offset`, up to `max_bytes` (see `_slice_segments`).
 
         The first batch is returned even if larger and may start before `offset`
         (as in Kafka: the client skips); batches at or past `max_offset` (high
@@ -323,7 +323,7 @@ class PartitionLog:
         """
         with self._lock:
             return b"".join(
-                s.read_at(a, b - a) for s, a, b in self._slices(offset, max_bytes, max_offset)
+                s.read_at(a, b - a) for s, a, b in self._slice_segments(offset, max_bytes, max_offset)
             )
 
     def read_records(
@@ -331,12 +331,44 @@ class PartitionLog:
     ) -> FileRecords:
         """What `read` returns, as file ranges for a zero-copy send; close it once sent."""
         with self._lock:
-            return FileRecords.of(self._slices(offset, max_bytes, max_offset))
+            return FileRecords.of(self._slice_segments(offset, max_bytes, max_offset))
 
-    def _slices(self, offset: int, max_bytes: int, max_offset: int | None) -> list[Slice]:
+    def _slice_segments(self, offset: int, max_bytes: int, max_offset: int | None) -> list[Slice]:
+        """Ranges of whole batches from the one holding `offset`, below `max_offset`.
+
+        At most `max_bytes` in total, except that the first batch is always
+        included. Later segments are read only once a segment was read to its
+        end, so a fetch is not under-filled because a segment ended. Raises
+        `OffsetOutOfRangeError` outside [log_start_offset, log_end_offset].
+        Call with the lock held.
+        """
         self._check_open()
         limit = self._next_offset if max_offset is None else min(max_offset, self._next_offset)
-        return slice_segments(self._segments, self._bases, offset, max_bytes, limit, log=self)
+        if offset < self._log_start_offset or offset > self._next_offset:
+            raise OffsetOutOfRangeError(
+                f"Log `{self.name}`: offset `{offset}` is outside the log's range "
+                f"[{self._log_start_offset}, {self._next_offset}]; reset to the start or end.",
+            )
+        out: list[Slice] = []
+        budget = max_bytes
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        for seg in self._segments[i:]:
+            if seg.base_offset >= limit:
+                break
+            first = seg.find_batch(offset)
+            if first is None:
+                continue  # nothing at or after `offset` here (an empty or compacted segment)
+            if out and first.size > budget:
+                break
+            start, end = seg.batch_range(first, max(budget, 1), limit)
+            if end <= start:
+                break
+            out.append((seg, start, end))
+            budget -= end - start
+            if budget <= 0 or end < seg.size:
+                break  # stopped by the budget or by `limit` inside this segment
+            offset = seg.next_offset
+        return out
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """The first offset whose record timestamp is >= `timestamp_ms`, with that
