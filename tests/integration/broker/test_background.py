@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from tests.integration.broker.clients import consume_all, create_topic
+from tests.support.broker_clients import consume_all, create_topic
 
 pytestmark = [pytest.mark.kafka]
 

@@ -17,7 +17,7 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.error import KafkaError
 
-from tests.integration.broker.clients import consume_all, create_topic, produce
+from tests.support.broker_clients import consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.kafka]
 

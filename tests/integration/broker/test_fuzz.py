@@ -15,8 +15,8 @@ from kio.schema.list_offsets.v7 import request as offsets_req
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v9 import request as produce_req
 
-from tests.integration.broker.clients import consume_all, create_topic, produce
-from tests.integration.broker.wire import encode_request, record_batch
+from tests.support.broker_clients import consume_all, create_topic, produce
+from tests.support.broker_wire import encode_request, record_batch
 
 pytestmark = [pytest.mark.kafka]
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.integration.broker.clients import consume_all, create_topic
+from tests.support.broker_clients import consume_all, create_topic
 
 pytestmark = [
     pytest.mark.kafka,

@@ -17,7 +17,7 @@ from streams.broker.launcher import (
     ensure_broker,
     stop_broker,
 )
-from tests.integration.broker.clients import consume_all, create_topic, produce
+from tests.support.broker_clients import consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.kafka]
 
@@ -154,7 +154,7 @@ def test_sigterm_during_a_long_poll_exits_cleanly(broker_factory, unique) -> Non
     from kio.schema.fetch.v12 import request as fetch_req
     from kio.schema.fetch.v12.response import FetchResponse
 
-    from tests.integration.broker.wire import Wire
+    from tests.support.broker_wire import Wire
 
     proc = broker_factory()
     topic = unique("shutdown")

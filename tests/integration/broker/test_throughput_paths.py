@@ -17,15 +17,14 @@ from kio.schema.produce.v9.response import ProduceResponse
 
 from streams.broker.handlers.fetch import SENDFILE_MIN_BYTES
 from streams.broker.storage import iter_batches
-from tests.integration.broker.clients import consume_all, create_topic, produce
-from tests.integration.broker.wire import (
+from tests.support.broker_clients import consume_all, create_topic, produce, read_all
+from tests.support.broker_wire import (
     Wire,
     encode_request,
     fetch_request,
     produce_request,
     record_batch,
 )
-from tests.integration.broker_coord._clients import read_all
 
 pytestmark = [pytest.mark.kafka]
 
@@ -122,7 +121,7 @@ def test_a_segment_truncated_mid_send_closes_the_connection(broker_factory, uniq
 
 
 def test_read_committed_skips_aborted_transactions_in_sendfile_fetches(broker, unique) -> None:
-    from tests.integration.broker_coord.test_transactions import txn_producer
+    from tests.integration.broker.coordinator.test_transactions import txn_producer
 
     topic = unique("txn-sendfile")
     create_topic(broker.bootstrap, topic, partitions=1, config={"segment.bytes": str(SEGMENT)})

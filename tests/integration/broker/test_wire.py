@@ -18,8 +18,8 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.serial import entity_reader
 
-from tests.integration.broker.clients import create_topic, produce
-from tests.integration.broker.wire import Wire, encode_request, produce_request, record_batch
+from tests.support.broker_clients import create_topic, produce
+from tests.support.broker_wire import Wire, encode_request, produce_request, record_batch
 
 pytestmark = [pytest.mark.kafka]
 

@@ -11,8 +11,8 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.produce.v9.response import ProduceResponse
 
-from tests.integration.broker.clients import create_topic
-from tests.integration.broker.wire import Wire, fetch_request, produce_request, record_batch
+from tests.support.broker_clients import create_topic
+from tests.support.broker_wire import Wire, fetch_request, produce_request, record_batch
 
 pytestmark = [pytest.mark.kafka]
 
@@ -127,7 +127,7 @@ def test_clients_cannot_write_or_delete_internal_topics(broker) -> None:
 
 def _frame_of_size(topic: str, total: int, correlation_id: int) -> bytes:
     """A valid Produce frame of exactly `total` bytes (prefix included), padded via client_id."""
-    from tests.integration.broker.wire import encode_request
+    from tests.support.broker_wire import encode_request
 
     request = produce_request(topic, 0, _batch(1, max(0, total - 400)))
     base = encode_request(request, correlation_id, client_id="")

@@ -12,7 +12,7 @@ from kio.serial import entity_reader, entity_writer
 
 from streams.broker import protocol
 from streams.broker.protocol import FrameError
-from tests.integration.broker.wire import encode_request
+from tests.support.broker_wire import encode_request
 
 
 def _request_frame(request: object, correlation_id: int, client_id: str | None) -> bytes:

@@ -21,7 +21,7 @@ from streams.broker.storage import (
     LogManager,
     validate_topic_name,
 )
-from tests.unit.broker_storage.encoder import kafka_python_records, value_batch
+from tests.unit.broker.storage.encoder import kafka_python_records, value_batch
 
 
 @pytest.mark.parametrize(

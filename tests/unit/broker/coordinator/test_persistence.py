@@ -12,7 +12,7 @@ from streams.broker.coordinator.internal_log import CONSUMER_OFFSETS, TRANSACTIO
 from streams.broker.coordinator.producer_state import ProducerStateManager
 from streams.broker.coordinator.transactions import TransactionCoordinator, TxnState
 from streams.broker.storage import LogManager
-from tests.unit.broker_coord.test_producer_state import batch
+from tests.unit.broker.coordinator.test_producer_state import batch
 
 
 def open_logs(path: Path) -> LogManager:

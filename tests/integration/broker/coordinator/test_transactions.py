@@ -7,12 +7,12 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tests.integration.broker_coord._clients import (
+from tests.support.broker_clients import (
     FAST_GROUP,
     committed,
     create_topic,
     end_offsets,
-    produce,
+    produce_values,
     read_all,
 )
 
@@ -54,7 +54,7 @@ def test_committed_and_aborted_transactions_as_seen_by_both_isolation_levels(bro
 def test_open_transaction_holds_back_read_committed_consumers_until_commit(broker, unique):
     topic = unique("lso")
     create_topic(broker.bootstrap, topic, 1)
-    produce(broker.bootstrap, topic, [(0, b"before")])
+    produce_values(broker.bootstrap, topic, [(0, b"before")])
     producer = txn_producer(broker.bootstrap, unique("tid"))
     producer.begin_transaction()
     producer.produce(topic, value=b"pending", partition=0)
@@ -98,7 +98,7 @@ def test_consume_transform_produce_commits_offsets_with_the_output(broker, uniqu
     src, dst, group = unique("src"), unique("dst"), unique("g")
     create_topic(broker.bootstrap, src, 2)
     create_topic(broker.bootstrap, dst, 1)
-    produce(broker.bootstrap, src, [(i % 2, b"%d" % i) for i in range(10)])
+    produce_values(broker.bootstrap, src, [(i % 2, b"%d" % i) for i in range(10)])
 
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **FAST_GROUP})
     consumer.subscribe([src])

@@ -22,7 +22,7 @@ from streams.broker.storage.batch import (
     assign_offsets,
     set_log_append_time,
 )
-from tests.unit.broker_storage.encoder import (
+from tests.unit.broker.storage.encoder import (
     Rec,
     kafka_python_batch,
     kafka_python_records,

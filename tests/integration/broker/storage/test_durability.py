@@ -20,7 +20,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 CHILD = r"""
 import sys
 from streams.broker.storage import LogConfig, LogManager
-from tests.unit.broker_storage.encoder import Rec, make_batch
+from tests.unit.broker.storage.encoder import Rec, make_batch
 
 logs = LogManager(sys.argv[1], default_config=LogConfig(segment_bytes=256 * 1024)).load()
 logs.create_topic("t", 2, {"durability": "sync"})

@@ -10,12 +10,12 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.broker_coord._clients import (
+from tests.support.broker_clients import (
     FAST_GROUP,
     committed,
     create_topic,
     end_offsets,
-    produce,
+    produce_values,
 )
 
 pytestmark = pytest.mark.kafka
@@ -106,7 +106,7 @@ def test_three_members_join_and_leave_every_record_consumed_exactly_once(broker,
     try:
         members[0].start()
         members[1].start()
-        produce(broker.bootstrap, topic, batch(0))
+        produce_values(broker.bootstrap, topic, batch(0))
         _wait(lambda: total() == 120, "two members to consume the first 120 records")
         _wait(
             lambda: (
@@ -118,13 +118,13 @@ def test_three_members_join_and_leave_every_record_consumed_exactly_once(broker,
 
         members[2].start()  # a third member joins: partitions move to it
         _wait(lambda: all(m.owned for m in members), "every member to own partitions")
-        produce(broker.bootstrap, topic, batch(120))
+        produce_values(broker.bootstrap, topic, batch(120))
         _wait(lambda: total() == 240, "three members to consume the next 120 records")
         assert members[2].records, "the member that joined got no records"
 
         members[0].stop_flag.set()  # a member leaves: its partitions go to the others
         members[0].join(30)
-        produce(broker.bootstrap, topic, batch(240))
+        produce_values(broker.bootstrap, topic, batch(240))
         _wait(lambda: total() == 360, "the remaining two members to consume the last 120 records")
     finally:
         for m in members:
@@ -145,7 +145,7 @@ def test_three_members_join_and_leave_every_record_consumed_exactly_once(broker,
 def test_group_is_listed_described_and_deleted(broker, unique):
     topic, group = unique("adm"), unique("g")
     create_topic(broker.bootstrap, topic, 2)
-    produce(broker.bootstrap, topic, [(0, b"a"), (1, b"b")])
+    produce_values(broker.bootstrap, topic, [(0, b"a"), (1, b"b")])
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **FAST_GROUP})
     consumer.subscribe([topic])
     try:
@@ -202,7 +202,7 @@ def test_kafka_python_group_consumer_commits_and_a_new_member_resumes(broker, un
     assert sorted(seen) == [b"k%02d" % i for i in range(30)]
     assert committed(broker.bootstrap, group, topic, 3) == {0: 10, 1: 10, 2: 10}
 
-    produce(broker.bootstrap, topic, [(i % 3, b"n%02d" % i) for i in range(6)])
+    produce_values(broker.bootstrap, topic, [(i % 3, b"n%02d" % i) for i in range(6)])
     second = consumer()
     later = [msg.value for msg in second]
     second.close()

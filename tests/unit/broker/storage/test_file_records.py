@@ -17,7 +17,7 @@ from streams.broker.storage import (
     PartitionLog,
     validate_batches,
 )
-from tests.unit.broker_storage.encoder import kafka_python_records, value_batch
+from tests.unit.broker.storage.encoder import kafka_python_records, value_batch
 
 
 def _log(tmp_path: Path, segment_bytes: int = 4000) -> PartitionLog:

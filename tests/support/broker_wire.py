@@ -1,21 +1,29 @@
 """A minimal raw-socket Kafka client for broker tests: kio-encoded requests, framed by hand.
 
 Used where a real client cannot express the case (unsupported versions, garbage
-frames, disconnects mid-request).
+frames, disconnects mid-request) or hides it behind retries (the same batch sent
+twice, a sequence gap).
 """
 
 from __future__ import annotations
 
+import datetime
 import io
+import itertools
 import socket
 import struct
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
 from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.produce.v9 import request as produce_req
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i8, i16, i32, i64
+
+_correlation_ids = itertools.count(1)
 
 
 def record_batch(
@@ -41,6 +49,28 @@ def record_batch(
         key = None if keys is None else keys[i]
         builder.append(i, timestamp=first_timestamp + i, key=key, value=value, headers=[])
     return bytes(builder.build())
+
+
+def producer_batch(
+    pid: int, epoch: int, seq: int, values: list[bytes], *, transactional: bool = False
+) -> bytes:
+    """One RecordBatch v2 of an idempotent (or transactional) producer, by kio's writer."""
+    ts = datetime.datetime.now(datetime.UTC)
+    buf = io.BytesIO()
+    write_new_batch(
+        buf,
+        NewRecordBatch(
+            producer_id=i64(pid),
+            producer_epoch=i16(epoch),
+            base_sequence=i32(seq),
+            attributes=i16(0x10 if transactional else 0),
+            records=tuple(
+                Record(attributes=i8(0), timestamp=ts, offset=i64(i), key=None, value=v, headers=())
+                for i, v in enumerate(values)
+            ),
+        ),
+    )
+    return buf.getvalue()
 
 
 def encode_request(request: Any, correlation_id: int = 1, client_id: str | None = "wire") -> bytes:
@@ -90,8 +120,13 @@ class Wire:
             chunks += chunk
         return bytes(chunks)
 
-    def call(self, request: Any, response_cls: type, correlation_id: int = 1) -> Any:
-        """Send `request`, decode the answer as `response_cls`; asserts the correlation id."""
+    def call(self, request: Any, response_cls: type, correlation_id: int | None = None) -> Any:
+        """Send `request`, decode the answer as `response_cls`; asserts the correlation id.
+
+        Without `correlation_id`, each call gets the next one of a process-wide counter.
+        """
+        if correlation_id is None:
+            correlation_id = next(_correlation_ids)
         self.send_raw(encode_request(request, correlation_id))
         frame = self.read_frame()
         assert frame is not None, "broker closed the connection"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from streams.broker.storage import LogConfig, PartitionLog, validate_batches
 from streams.broker.storage.cleaner import compact_log
 from streams.broker.storage.files import CLEAN_SHUTDOWN_FILE
-from tests.unit.broker_storage.encoder import (
+from tests.unit.broker.storage.encoder import (
     Rec,
     kafka_python_batch,
     kafka_python_records,

@@ -25,7 +25,7 @@ from streams.broker.storage import (
     iter_batches,
     validate_batches,
 )
-from tests.unit.broker_storage.encoder import Rec, kafka_python_records, make_batch, value_batch
+from tests.unit.broker.storage.encoder import Rec, kafka_python_records, make_batch, value_batch
 
 
 def offsets_of(data: bytes) -> list[int]:

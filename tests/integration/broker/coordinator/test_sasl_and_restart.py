@@ -8,11 +8,11 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from tests.integration.broker_coord._clients import (
+from tests.support.broker_clients import (
     FAST_GROUP,
     committed,
     create_topic,
-    produce,
+    produce_values,
     read_all,
 )
 
@@ -34,7 +34,7 @@ def test_sasl_plain_right_password_works_wrong_one_fails_cleanly(broker_factory,
     b = broker_factory(**{"sasl.users": "alice:s3cret", "sasl.users.file": str(users_file)})
     topic = unique("sasl")
     create_topic(b.bootstrap, topic, 1, **_sasl("alice", "s3cret"))
-    produce(b.bootstrap, topic, [(0, b"hello")], **_sasl("alice", "s3cret"))
+    produce_values(b.bootstrap, topic, [(0, b"hello")], **_sasl("alice", "s3cret"))
     values = [v for _, _, v in read_all_sasl(b.bootstrap, topic, _sasl("bob", "pw2"))]
     assert values == [b"hello"]
 
@@ -116,7 +116,7 @@ def test_committed_offsets_survive_a_restart_and_a_new_member_resumes_after_them
     data_dir = tmp_path / "b"
     first = broker_factory(data_dir)
     create_topic(first.bootstrap, topic, 2)
-    produce(first.bootstrap, topic, [(i % 2, b"%02d" % i) for i in range(20)])
+    produce_values(first.bootstrap, topic, [(i % 2, b"%02d" % i) for i in range(20)])
 
     consumer = Consumer({"bootstrap.servers": first.bootstrap, "group.id": group, **FAST_GROUP})
     consumer.subscribe([topic])

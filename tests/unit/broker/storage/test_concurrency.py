@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streams.broker.storage import LogConfig, PartitionLog, decode_records, validate_batches
 from streams.broker.storage.cleaner import compact_log
-from tests.unit.broker_storage.encoder import Rec, make_batch, value_batch
+from tests.unit.broker.storage.encoder import Rec, make_batch, value_batch
 
 
 def run_in_thread(

@@ -21,7 +21,7 @@ from streams.broker.storage import (
 )
 from streams.broker.storage.batch import check_batch
 from streams.broker.storage.files import CLEAN_SHUTDOWN_FILE
-from tests.unit.broker_storage.encoder import kafka_python_records, value_batch
+from tests.unit.broker.storage.encoder import kafka_python_records, value_batch
 
 CONFIG = LogConfig(segment_bytes=6_000, index_interval_bytes=400)
 

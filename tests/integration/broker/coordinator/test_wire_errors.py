@@ -18,7 +18,7 @@ from kio.schema.offset_fetch.v1.response import OffsetFetchResponse as OffsetFet
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
-from tests.integration.broker_coord._wire import WireClient
+from tests.support.broker_wire import Wire
 
 pytestmark = pytest.mark.kafka
 
@@ -39,7 +39,7 @@ def _join(
 
 def test_coordinator_lookups_and_group_errors_are_answered_in_the_response(broker, unique):
     group = unique("g")
-    with WireClient(broker.bootstrap) as c:
+    with Wire(broker.bootstrap) as c:
         for key_type in (0, 1):
             resp = c.call(
                 FindCoordinatorRequest(key=group, key_type=key_type), FindCoordinatorResponse

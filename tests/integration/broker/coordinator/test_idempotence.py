@@ -16,13 +16,13 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.produce.v9.response import ProduceResponse
 
 from streams.broker.launcher import BrokerProcess
-from tests.integration.broker_coord._clients import create_topic, read_all
-from tests.integration.broker_coord._wire import WireClient, record_batch
+from tests.support.broker_clients import create_topic, read_all
+from tests.support.broker_wire import Wire, producer_batch
 
 pytestmark = pytest.mark.kafka
 
 
-def _init_pid(client: WireClient) -> tuple[int, int]:
+def _init_pid(client: Wire) -> tuple[int, int]:
     resp = client.call(
         InitProducerIdRequest(
             transactional_id=None,
@@ -36,7 +36,7 @@ def _init_pid(client: WireClient) -> tuple[int, int]:
     return resp.producer_id, resp.producer_epoch
 
 
-def _produce(client: WireClient, topic: str, records: bytes) -> tuple[ErrorCode, int]:
+def _produce(client: Wire, topic: str, records: bytes) -> tuple[ErrorCode, int]:
     resp = client.call(
         ProduceRequest(
             transactional_id=None,
@@ -61,26 +61,26 @@ def test_duplicate_batch_is_acked_at_its_offset_and_a_gap_is_refused_also_after_
     data_dir = tmp_path / "b"
     first = broker_factory(data_dir)
     create_topic(first.bootstrap, topic, 1)
-    with WireClient(first.bootstrap) as c:
+    with Wire(first.bootstrap) as c:
         pid, epoch = _init_pid(c)
-        b0 = record_batch(pid, epoch, 0, [b"a", b"b", b"c"])
-        b1 = record_batch(pid, epoch, 3, [b"d", b"e"])
+        b0 = producer_batch(pid, epoch, 0, [b"a", b"b", b"c"])
+        b1 = producer_batch(pid, epoch, 3, [b"d", b"e"])
         assert _produce(c, topic, b0) == (ErrorCode.none, 0)
         assert _produce(c, topic, b1) == (ErrorCode.none, 3)
         assert _produce(c, topic, b0) == (ErrorCode.none, 0)  # retry of an old batch
         assert _produce(c, topic, b1) == (ErrorCode.none, 3)
-        gap = record_batch(pid, epoch, 9, [b"x"])
+        gap = producer_batch(pid, epoch, 9, [b"x"])
         assert _produce(c, topic, gap)[0] is ErrorCode.out_of_order_sequence_number
     first.stop()
 
     second = broker_factory(data_dir)  # producer state is rebuilt from the log's batch headers
-    with WireClient(second.bootstrap) as c:
+    with Wire(second.bootstrap) as c:
         assert _produce(c, topic, b1) == (ErrorCode.none, 3)
         assert (
-            _produce(c, topic, record_batch(pid, epoch, 7, [b"z"]))[0]
+            _produce(c, topic, producer_batch(pid, epoch, 7, [b"z"]))[0]
             is ErrorCode.out_of_order_sequence_number
         )
-        assert _produce(c, topic, record_batch(pid, epoch, 5, [b"f"])) == (ErrorCode.none, 5)
+        assert _produce(c, topic, producer_batch(pid, epoch, 5, [b"f"])) == (ErrorCode.none, 5)
         other_pid, _ = _init_pid(c)
         assert other_pid != pid  # producer ids are never handed out twice across restarts
     values = [v for _, _, v in read_all(second.bootstrap, topic, 1, isolation="read_uncommitted")]
@@ -90,10 +90,10 @@ def test_duplicate_batch_is_acked_at_its_offset_and_a_gap_is_refused_also_after_
 def test_fenced_epoch_is_refused(broker, unique):
     topic = unique("fence")
     create_topic(broker.bootstrap, topic, 1)
-    with WireClient(broker.bootstrap) as c:
+    with Wire(broker.bootstrap) as c:
         pid, _ = _init_pid(c)
-        assert _produce(c, topic, record_batch(pid, 3, 0, [b"new"])) == (ErrorCode.none, 0)
-        error, _ = _produce(c, topic, record_batch(pid, 2, 1, [b"zombie"]))
+        assert _produce(c, topic, producer_batch(pid, 3, 0, [b"new"])) == (ErrorCode.none, 0)
+        error, _ = _produce(c, topic, producer_batch(pid, 2, 1, [b"zombie"]))
         assert error is ErrorCode.invalid_producer_epoch
 
 
@@ -181,11 +181,11 @@ def test_a_recreated_topic_starts_with_fresh_producer_state(broker, unique):
 
     topic = unique("recreate")
     create_topic(broker.bootstrap, topic, 1)
-    with WireClient(broker.bootstrap) as c:
+    with Wire(broker.bootstrap) as c:
         pid, epoch = _init_pid(c)
-        assert _produce(c, topic, record_batch(pid, epoch, 0, [b"a", b"b"])) == (ErrorCode.none, 0)
+        assert _produce(c, topic, producer_batch(pid, epoch, 0, [b"a", b"b"])) == (ErrorCode.none, 0)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.delete_topics([topic])[topic].result(30)
         create_topic(broker.bootstrap, topic, 1)
         # the old topic's sequences must not leak into the new one
-        assert _produce(c, topic, record_batch(pid, epoch, 0, [b"c"])) == (ErrorCode.none, 0)
+        assert _produce(c, topic, producer_batch(pid, epoch, 0, [b"c"])) == (ErrorCode.none, 0)
