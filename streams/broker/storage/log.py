@@ -26,7 +26,6 @@ itself runs outside the lock, so appends continue while a flush is in progress.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import threading
@@ -56,13 +55,11 @@ from streams.broker.storage.files import (
 )
 from streams.broker.storage.index import AbortedTxn, fsync_path
 from streams.broker.storage.loader import LogLoader
+from streams.broker.storage.log_segments import LogSegments
 from streams.broker.storage.retention import expired_prefix
 from streams.broker.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
-
-_MAX_RELATIVE_OFFSET = 2**31 - 1
-
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -100,8 +97,7 @@ class PartitionLog:
         # the cleaner for a whole compaction, which reads segments without `_lock`.
         self._segments_lock = threading.RLock()
         loaded = LogLoader(self.directory, self._config, now_ms=clock()).load()
-        self._segments: list[LogSegment] = loaded.segments
-        self._bases: list[int] = [s.base_offset for s in self._segments]
+        self._segments = LogSegments(self.directory, loaded.segments, name=self.name)
         self._log_start_offset = loaded.log_start_offset
         self._next_offset = loaded.next_offset
         # What was on disk when we opened counts as durable (it is all we have).
@@ -129,8 +125,7 @@ class PartitionLog:
     def config(self, config: LogConfig) -> None:
         with self._lock:
             self._config = config
-            for seg in self._segments:
-                seg.index_interval_bytes = config.index_interval_bytes
+            self._segments.set_index_interval(config.index_interval_bytes)
 
     @property
     def log_start_offset(self) -> int:
@@ -152,21 +147,21 @@ class PartitionLog:
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return self._segments.size_bytes
 
     @property
     def segments(self) -> list[LogSegment]:
         """A snapshot of the segments, oldest first (do not mutate them)."""
         with self._lock:
-            return list(self._segments)
+            return self._segments.snapshot()
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._segments.active
 
     @property
     def dirty(self) -> bool:
-        return self._flushed_offset < self._next_offset or any(s.dirty for s in self._segments)
+        return self._flushed_offset < self._next_offset or self._segments.dirty
 
     # -- append -------------------------------------------------------------------
 
@@ -205,7 +200,7 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             first = self._next_offset
-            segment = self._maybe_roll(size, count, now)
+            segment = self._segments.maybe_roll(first, size, count, now, self._config)
             buffers = write_buffers(
                 records, headers, first, log_append_time_ms=now if append_time else None
             )
@@ -258,7 +253,7 @@ class PartitionLog:
                 f"first offset `{first_offset}` after its marker `{last_offset}`."
             )
         with self._lock:
-            seg = self._segment_for(last_offset)
+            seg = self._segments.segment_for(last_offset)
             lso = last_offset + 1 if last_stable_offset is None else last_stable_offset
             seg.txn_index.append(AbortedTxn(producer_id, first_offset, last_offset, lso))
 
@@ -266,50 +261,20 @@ class PartitionLog:
         """`(producer_id, first_offset)` of aborted transactions overlapping
         [start_offset, end_offset): what a read_committed fetch must be told."""
         with self._lock:
-            i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
-            out = []
-            for seg in self._segments[i:]:
-                for t in seg.txn_index.entries:
-                    if t.last_offset >= start_offset and t.first_offset < end_offset:
-                        out.append((t.producer_id, t.first_offset))
-            return out
-
-    def _maybe_roll(self, size: int, count: int, now: int) -> LogSegment:
-        seg = self._segments[-1]
-        config = self._config
-        if seg.size == 0:
-            if seg.next_offset == seg.base_offset:
-                seg.created_ms = now
-            return seg
-        if (
-            seg.size + size > config.segment_bytes
-            or now - seg.created_ms >= config.segment_ms
-            or self._next_offset + count - 1 - seg.base_offset > _MAX_RELATIVE_OFFSET
-        ):
-            return self._roll(now)
-        return seg
+            return self._segments.aborted_transactions(start_offset, end_offset)
 
     def _roll(self, now: int) -> LogSegment:
-        old = self._segments[-1]
-        old.on_become_inactive()
-        seg = LogSegment(
-            self.directory,
-            self._next_offset,
-            index_interval_bytes=self._config.index_interval_bytes,
-            created_ms=now,
+        return self._segments.roll(
+            self._next_offset, now, index_interval_bytes=self._config.index_interval_bytes
         )
-        self._segments.append(seg)
-        self._bases.append(seg.base_offset)
-        logger.info("Log %s: rolled new segment at offset %d", self.name, seg.base_offset)
-        return seg
 
     def roll(self) -> int:
         """Start a new segment at the log end offset (if the active one is not empty)."""
         with self._lock:
             self._check_open()
-            if self._segments[-1].size:
+            if self._segments.active.size:
                 self._roll(self._clock())
-            return self._segments[-1].base_offset
+            return self._segments.active.base_offset
 
     # -- read ---------------------------------------------------------------------
 
@@ -351,8 +316,7 @@ class PartitionLog:
             )
         out: list[Slice] = []
         budget = max_bytes
-        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-        for seg in self._segments[i:]:
+        for seg in self._segments.from_offset(offset):
             if seg.base_offset >= limit:
                 break
             first = seg.find_batch(offset)
@@ -377,12 +341,7 @@ class PartitionLog:
         batch's base offset and max timestamp are returned."""
         with self._lock:
             self._check_open()
-            for seg in self._segments:
-                if seg.max_timestamp >= timestamp_ms:
-                    found = seg.find_timestamp(timestamp_ms, self._log_start_offset)
-                    if found is not None:
-                        return max(found[0], self._log_start_offset), found[1]
-            return None
+            return self._segments.offset_for_timestamp(timestamp_ms, self._log_start_offset)
 
     # -- flush --------------------------------------------------------------------
 
@@ -397,10 +356,7 @@ class PartitionLog:
             if self._closed:
                 return
             end = self._next_offset
-            last = len(self._segments) - 1
-            todo = [
-                x for i, s in enumerate(self._segments) for x in s.begin_flush(indexes=i < last)
-            ]
+            todo = self._segments.begin_flush()
             self._unflushed_messages = 0
             self._last_flush_ms = self._clock()
         for item in todo:
@@ -447,13 +403,7 @@ class PartitionLog:
 
     def _delete_segments_below(self, offset: int) -> int:
         """Delete leading segments whose batches are all < `offset` (keeps the active one)."""
-        deleted = 0
-        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
-            seg = self._segments.pop(0)
-            self._bases.pop(0)
-            seg.delete()
-            deleted += 1
-            logger.info("Log %s: deleted segment %d", self.name, seg.base_offset)
+        deleted = self._segments.delete_below(offset)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         return deleted
 
@@ -463,23 +413,9 @@ class PartitionLog:
             self._check_open()
             if offset >= self._next_offset:
                 return self._next_offset
-            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-                self._segments.pop().delete()
-                self._bases.pop()
-            seg = self._segments[-1]
-            if offset <= seg.base_offset:
-                seg.delete()
-                seg = LogSegment(
-                    self.directory,
-                    offset,
-                    index_interval_bytes=self._config.index_interval_bytes,
-                    created_ms=self._clock(),
-                )
-                self._segments[-1] = seg
-                self._bases[-1] = offset
-                self._next_offset = offset
-            else:
-                self._next_offset = seg.truncate_to(offset)
+            self._next_offset = self._segments.truncate_to(
+                offset, self._clock(), index_interval_bytes=self._config.index_interval_bytes
+            )
             self._log_start_offset = min(self._log_start_offset, self._next_offset)
             self._flushed_offset = min(self._flushed_offset, self._next_offset)
             logger.warning("Log %s: truncated to offset %d", self.name, self._next_offset)
@@ -497,17 +433,11 @@ class PartitionLog:
             c = self._config
             if not c.delete:
                 return 0
-            deletable = expired_prefix(self._segments, self._config, now_ms, self.high_watermark)
-            if deletable == len(self._segments) and self._segments[-1].size:
+            segments = self._segments.snapshot()
+            deletable = expired_prefix(segments, self._config, now_ms, self.high_watermark)
+            if deletable == len(segments) and self._segments.active.size:
                 self._roll(now_ms)
-            deletable = min(deletable, len(self._segments) - 1)
-            deleted = 0
-            for _ in range(deletable):
-                seg = self._segments.pop(0)
-                self._bases.pop(0)
-                seg.delete()
-                deleted += 1
-                logger.info("Log %s: retention deleted segment %d", self.name, seg.base_offset)
+            deleted = self._segments.delete_first(deletable, reason="retention deleted")
             if deleted:
                 self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             return deleted
@@ -515,15 +445,9 @@ class PartitionLog:
     def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
         """Swap `old` (consecutive segments) for `new` (used by the cleaner, under its protocol)."""
         with self._lock:
-            i = self._segments.index(old[0])
-            self._segments[i : i + len(old)] = [new]
-            self._bases = [s.base_offset for s in self._segments]
+            self._segments.replace(old, new)
 
     # -- lifecycle ------------------------------------------------------------------
-
-    def _segment_for(self, offset: int) -> LogSegment:
-        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-        return self._segments[i]
 
     def _check_open(self) -> None:
         if self._closed:
@@ -547,16 +471,13 @@ class PartitionLog:
         with self._segments_lock, self._lock:
             if self._closed:
                 return
-            for seg in self._segments:
-                seg.flush()
+            self._segments.flush_all()
             self._closed = True
-            for seg in self._segments:
-                seg.close()
+            self._segments.close()
             (self.directory / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
 
     def delete(self) -> None:
         """Close without a clean-shutdown marker and remove every segment file."""
         with self._segments_lock, self._lock:
             self._closed = True
-            for seg in self._segments:
-                seg.delete()
+            self._segments.delete_all()
