@@ -4,6 +4,14 @@ Run it with `python -m streams.broker --data-dir D --port 0 --port-file F`, or
 from Python through `streams.broker.launcher` (`BrokerProcess`, `ensure_broker`,
 `broker_status`, `stop_broker`). Imports nothing from `warehouse` or other
 `streams` packages.
+
+Layout, from the bottom up: `errors` (the Kafka error codes as classes),
+`storage` (the commit log), `config`, `protocol` (framing, kio codecs),
+`extension` (the hooks the coordinator implements), `waiting`, `context` (the
+`BrokerContext` protocol handlers run against), `handlers` (the core APIs),
+`coordinator` (groups, producers, transactions, SASL), `connection`, `server`,
+`app` and `__main__`. Only the launcher is re-exported here: it imports no
+server code, so the CLI can import it cheaply.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ class GroupFlusher:
                 fut, self._next = self._next, None
                 try:
                     await asyncio.to_thread(self._flush)
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 -- a failed fsync must fail every waiting produce
                     logger.error("group flush failed: %s", e)
                     if not fut.done():
                         fut.set_exception(e)

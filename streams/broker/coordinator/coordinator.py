@@ -35,6 +35,7 @@ from streams.broker.coordinator.groups import GroupCoordinator
 from streams.broker.coordinator.producer_state import Duplicate, ProducerStateManager, Rejected
 from streams.broker.coordinator.sasl import load_users
 from streams.broker.coordinator.transactions import TransactionCoordinator
+from streams.broker.errors import BrokerError
 from streams.broker.extension import BrokerExtension, Connection
 from streams.broker.extension import Duplicate as ProduceDuplicate
 from streams.broker.extension import Reject as ProduceReject
@@ -177,7 +178,7 @@ class Coordinator(BrokerExtension):
     def _get_log(self, topic: str, partition: int) -> Any:
         try:
             return self.broker.logs.get_log(topic, partition)
-        except Exception:  # unknown topic/partition: no producer state to rebuild
+        except (BrokerError, OSError):  # unknown topic/partition: no producer state to rebuild
             return None
 
     def _topic_id(self, topic: str) -> str | None:

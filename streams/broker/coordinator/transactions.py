@@ -29,6 +29,7 @@ from kio.schema.errors import ErrorCode
 from streams.broker.coordinator.groups import CommittedOffset, GroupCoordinator
 from streams.broker.coordinator.internal_log import TRANSACTION_STATE, InternalLog
 from streams.broker.coordinator.producer_state import ProducerStateManager
+from streams.broker.errors import BrokerError
 
 logger = logging.getLogger(__name__)
 
@@ -368,7 +369,7 @@ class TransactionCoordinator:
             return
         try:
             log = self._log_manager.get_log(topic, partition)
-        except Exception as e:  # the topic was deleted while the transaction was open
+        except (BrokerError, OSError) as e:  # the topic was deleted while the txn was open
             logger.warning(
                 "transaction %s: no log %s-%d for its marker: %s",
                 txn.transactional_id,

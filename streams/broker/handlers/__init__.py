@@ -11,6 +11,7 @@ from __future__ import annotations
 from streams.broker.context import Handler
 from streams.broker.handlers import (
     api_versions,
+    catalog,
     configs,
     fetch,
     list_offsets,
@@ -20,7 +21,7 @@ from streams.broker.handlers import (
     topics,
 )
 
-__all__ = ["API_VERSIONS", "HANDLERS", "api_versions"]
+__all__ = ["API_VERSIONS", "HANDLERS", "api_versions", "catalog"]
 
 _MODULES = (api_versions, metadata, produce, fetch, list_offsets, topics, configs, records)
 

@@ -183,7 +183,9 @@ def auto_create(broker: BrokerContext, topic: str) -> bool:
     return True
 
 
-def create_topic(broker: BrokerContext, topic: str, partitions: int, configs: dict[str, str]) -> None:
+def create_topic(
+    broker: BrokerContext, topic: str, partitions: int, configs: dict[str, str]
+) -> None:
     validate_topic_name(topic)
     try:
         broker.logs.create_topic(topic, partitions, configs)

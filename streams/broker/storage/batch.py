@@ -169,7 +169,9 @@ def validate_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
     """Check every batch in `buf` and return their headers; raises `CorruptMessageError`."""
     end = len(buf)
     if end == 0:
-        raise CorruptMessageError("Record set is empty; a produce request needs at least one batch.")
+        raise CorruptMessageError(
+            "Record set is empty; a produce request needs at least one batch."
+        )
     headers = []
     pos = 0
     while pos < end:

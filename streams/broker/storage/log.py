@@ -61,6 +61,7 @@ from streams.broker.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
 
+
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -288,7 +289,8 @@ class PartitionLog:
         """
         with self._lock:
             return b"".join(
-                s.read_at(a, b - a) for s, a, b in self._slice_segments(offset, max_bytes, max_offset)
+                s.read_at(a, b - a)
+                for s, a, b in self._slice_segments(offset, max_bytes, max_offset)
             )
 
     def read_records(

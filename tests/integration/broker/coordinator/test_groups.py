@@ -70,7 +70,7 @@ class Member(threading.Thread):
                         pass  # already unassigned by librdkafka: the new owner reads it
                     continue
                 self.records.append(msg.value())
-        except BaseException as e:  # surfaced by the test through .error
+        except BaseException as e:  # noqa: BLE001 -- a thread's failure, surfaced by the test through .error
             self.error = e
         finally:
             self.consumer.close()  # commits nothing (auto commit off) and leaves the group

@@ -183,7 +183,10 @@ def test_a_recreated_topic_starts_with_fresh_producer_state(broker, unique):
     create_topic(broker.bootstrap, topic, 1)
     with Wire(broker.bootstrap) as c:
         pid, epoch = _init_pid(c)
-        assert _produce(c, topic, producer_batch(pid, epoch, 0, [b"a", b"b"])) == (ErrorCode.none, 0)
+        assert _produce(c, topic, producer_batch(pid, epoch, 0, [b"a", b"b"])) == (
+            ErrorCode.none,
+            0,
+        )
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.delete_topics([topic])[topic].result(30)
         create_topic(broker.bootstrap, topic, 1)

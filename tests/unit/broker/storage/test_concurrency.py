@@ -21,7 +21,7 @@ def run_in_thread(
     def body() -> None:
         try:
             fn(stop)
-        except BaseException as e:  # reported by the test
+        except BaseException as e:  # noqa: BLE001 -- a thread's failure, reported by the test
             errors.append(e)
 
     t = threading.Thread(target=body, daemon=True)
