@@ -52,10 +52,17 @@ def record_batch(
 
 
 def producer_batch(
-    pid: int, epoch: int, seq: int, values: list[bytes], *, transactional: bool = False
+    pid: int,
+    epoch: int,
+    seq: int,
+    values: list[bytes],
+    *,
+    transactional: bool = False,
+    timestamp: datetime.datetime | None = None,
 ) -> bytes:
-    """One RecordBatch v2 of an idempotent (or transactional) producer, by kio's writer."""
-    ts = datetime.datetime.now(datetime.UTC)
+    """One RecordBatch v2 of an idempotent (or transactional) producer, by kio's writer;
+    every record at `timestamp` (default: now)."""
+    ts = timestamp or datetime.datetime.now(datetime.UTC)
     buf = io.BytesIO()
     write_new_batch(
         buf,

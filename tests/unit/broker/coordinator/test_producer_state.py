@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import datetime
-import io
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_new_batch
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i8, i16, i32, i64
 
 from streams.broker.coordinator.producer_state import (
     Duplicate,
@@ -19,33 +15,14 @@ from streams.broker.coordinator.producer_state import (
     Rejected,
     iter_batch_info,
 )
+from tests.support.broker_wire import producer_batch
 
 _TS = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
 def batch(pid: int, epoch: int, seq: int, n: int = 1, *, transactional: bool = False) -> bytes:
-    buf = io.BytesIO()
-    write_new_batch(
-        buf,
-        NewRecordBatch(
-            producer_id=i64(pid),
-            producer_epoch=i16(epoch),
-            base_sequence=i32(seq),
-            attributes=i16(0x10 if transactional else 0),
-            records=tuple(
-                Record(
-                    attributes=i8(0),
-                    timestamp=_TS,
-                    offset=i64(i),
-                    key=None,
-                    value=b"v%d" % i,
-                    headers=(),
-                )
-                for i in range(n)
-            ),
-        ),
-    )
-    return buf.getvalue()
+    values = [b"v%d" % i for i in range(n)]
+    return producer_batch(pid, epoch, seq, values, transactional=transactional, timestamp=_TS)
 
 
 class Log:
