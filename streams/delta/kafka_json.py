@@ -47,7 +47,8 @@ from pyspark.sql.types import (
 
 from streams.delta import _schema
 from streams.delta._files import STAGING_DIR, file_writer
-from streams.delta.sink import FileEntry, append_files, file_entry, write_files
+from streams.delta.commit import FileEntry, append_files
+from streams.delta.sink import file_entry, write_files
 from streams.delta.target import DeltaTarget
 from streams.kafka.arrow_json import payload_schema
 
