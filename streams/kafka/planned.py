@@ -63,6 +63,6 @@ def planned_partitions(df: DataFrame) -> list[KafkaInputPartition] | None:
                     return None
                 found.append(obj)
         return found
-    except Exception as e:  # Py4J errors of a Spark whose internals differ
+    except Exception as e:  # noqa: BLE001 - Py4J errors of a Spark whose internals differ
         logger.info("Kafka ranges of the batch not readable from its plan: %s", e)
         return None
