@@ -1,7 +1,8 @@
-"""Stream–table duality: CDC into tables (SCD1/SCD2) and tables out to compacted topics.
+"""Stream–table duality, tables out: a table's changes to compacted topics and back.
 
-- `apply_scd2`: the SCD type 2 apply behind `write_batch(..., DeltaTarget(mode="scd2"))`
-  (SCD type 1 is the Delta sink's `upsert` mode).
+(CDC into tables is the Delta sink's work: SCD type 1 is its `upsert` mode, SCD type 2
+its `scd2` mode, `streams.delta.scd2`.)
+
 - `publish_changes`: a table's change feed to a compacted topic, one Kafka transaction
   per call with a committed marker (exactly-once for read_committed consumers).
 - `read_ktable`: a compacted topic read back into a table (latest value per key).
@@ -20,16 +21,12 @@ from streams.cdc.publish import (
     publish_changes,
     transactional_id,
 )
-from streams.cdc.scd2 import SCD2_COLUMNS, apply_scd2, apply_scd2_arrow
 
 __all__ = [
-    "SCD2_COLUMNS",
     "CdcError",
     "KTableError",
     "PublishError",
     "PublishResult",
-    "apply_scd2",
-    "apply_scd2_arrow",
     "changelog_records",
     "latest_values",
     "marker_group",

@@ -43,9 +43,8 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from streams.cdc.errors import PublishError
-from streams.delta._faults import crash_point
-from streams.kafka.admin import ensure_topic
-from streams.kafka.errors import KafkaAdminError
+from streams.delta import crash_point
+from streams.kafka import KafkaAdminError, ensure_topic
 
 logger = logging.getLogger(__name__)
 

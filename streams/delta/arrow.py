@@ -31,9 +31,7 @@ def _local_root(uri: str) -> str | None:
     return None
 
 
-def read_table(
-    table: DeltaTable | str | Path, *, columns: Sequence[str] | None = None
-) -> pa.Table:
+def read_table(table: DeltaTable | str | Path, *, columns: Sequence[str] | None = None) -> pa.Table:
     """The rows of `table` (a `DeltaTable` or its path) at its loaded version, with only
     `columns` when given."""
     import pyarrow.fs as pafs

@@ -1,4 +1,5 @@
-"""`engine="native"`: the same contract on Spark's own `delta` format (delta-spark jars).
+"""The native engine's writes and reads: the same contract on Spark's own `delta` format
+(delta-spark jars); `streams.delta.engine.NativeDelta` is its face.
 
 Only usable where the JVM has `io.delta.tables.DeltaTable` (Databricks, a cluster
 started with delta-spark); `native_delta_available(spark)` tells. Appends use Delta's
@@ -16,6 +17,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from streams.delta.errors import NativeEngineUnavailableError
+from streams.delta.scd2 import apply_scd2
+from streams.delta.sink import DELETE_FLAG, dedupe_changes
 from streams.delta.target import DeltaTarget
 
 logger = logging.getLogger(__name__)
@@ -33,7 +36,7 @@ def native_delta_available(spark: SparkSession) -> bool:
             jvm.java.lang.Thread.currentThread().getContextClassLoader(),
         )
         return True
-    except Exception:  # py4j raises its own error type for ClassNotFoundException
+    except Exception:  # noqa: BLE001 - py4j raises its own type for ClassNotFoundException
         return False
 
 
@@ -72,8 +75,6 @@ def write_batch_native(
             writer = writer.partitionBy(*target.partition_by)
         writer.save(target.path)
     elif target.mode == "upsert":
-        from streams.delta.sink import DELETE_FLAG, dedupe_changes
-
         changes = dedupe_changes(df, target)
         if not DeltaTable.isDeltaTable(spark, target.path):
             (
@@ -112,9 +113,7 @@ def write_batch_native(
             for k in confs:
                 spark.conf.unset(k)
     else:
-        from streams.delta.sink import _scd2
-
-        return _scd2(df, batch_id, target, commit_info)
+        return apply_scd2(df, batch_id, target, commit_info=commit_info)
     return DeltaTable.forPath(spark, target.path).history(1).collect()[0]["version"]
 
 

@@ -1,36 +1,46 @@
-"""`write_batch`: one micro-batch into a Delta table, exactly once per (app_id, batch_id).
+"""The write modes of the python engine: one micro-batch into a Delta table, exactly
+once per (app_id, batch_id).
 
-Called from `foreachBatch(fn(batch_df, batch_id))` on the driver. The guard comes
-first: a batch whose id the table's app transaction already holds is skipped. Every
-commit (append, merge, and the empty commit of an empty batch) carries the app
-transaction and the caller's commit info in the same atomic Delta commit, so the
-table and the record of what it holds can never disagree.
+`write_batch` (`streams.delta.engine`) calls `write_python` from
+`foreachBatch(fn(batch_df, batch_id))` on the driver. The guard comes first: a batch
+whose id the table's app transaction already holds is skipped. Then the sink mode:
+`append` (files written by the executors, one add-files commit), `upsert` (one MERGE)
+or `scd2` (`streams.delta.scd2`). Every commit (append, merge, and the empty commit
+of an empty batch) carries the app transaction and the caller's commit info in the
+same atomic Delta commit (`streams.delta.commit`), so the table and the record of
+what it holds can never disagree.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable, Schema
-from deltalake.exceptions import DeltaError, TableNotFoundError
-from deltalake.transaction import AddAction, create_table_with_add_actions
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from streams.delta import _schema, _spark_files
 from streams.delta._faults import crash_point
 from streams.delta._files import FILES_SCHEMA, file_writer
-from streams.delta.errors import DeltaWriteError
-from streams.delta.target import (
-    CDF_CONFIGURATION,
-    INTERNAL_COLUMNS,
-    DeltaTarget,
-    commit_properties,
+from streams.delta.commit import (
+    FileEntry,
+    after_commit,
+    already_committed,
+    commit_empty,
+    commit_files,
+    create_table,
+    evolve_schema,
+    load_table,
+    prepare_append,
 )
+from streams.delta.errors import DeltaWriteError
+from streams.delta.scd2 import apply_scd2
+from streams.delta.target import INTERNAL_COLUMNS, DeltaTarget, commit_properties
 
 logger = logging.getLogger(__name__)
 
@@ -39,165 +49,25 @@ _ROW_NUMBER = "__warehouse_rn"
 _ARRIVAL = "__warehouse_arrival"
 
 
-def load_table(path: str) -> DeltaTable | None:
-    """The table at `path`, or None when there is none yet."""
-    try:
-        return DeltaTable(path)
-    except TableNotFoundError:
-        return None
-
-
-def write_batch(
+def write_python(
     df: DataFrame,
     batch_id: int,
     target: DeltaTarget,
     *,
     commit_info: Mapping[str, Any] | None = None,
 ) -> int | None:
-    """Write one micro-batch; return the new table version, or None if already committed."""
-    if target.engine == "native":
-        from streams.delta.native import write_batch_native
-
-        return write_batch_native(df, batch_id, target, commit_info=commit_info)
+    """`write_batch` on the python engine (delta-rs): the guard, then the sink mode."""
     table = load_table(target.path)
-    if _already_committed(table, target, batch_id):
+    if already_committed(table, target, batch_id):
         return None
     if target.mode == "append":
         version = _append(df, batch_id, target, table, commit_info)
     elif target.mode == "upsert":
         version = _upsert(df, batch_id, target, table, commit_info)
     else:
-        version = _scd2(df, batch_id, target, commit_info)
-    _committed(target, batch_id, version)
+        version = apply_scd2(df, batch_id, target, commit_info=commit_info)
+    after_commit(target, batch_id, version)
     return version
-
-
-FileEntry = tuple[str, int, dict[str, str | None], str, int]
-"""A data file written for a commit: `(path, size, partition values, stats json, mtime ms)`."""
-
-
-def append_files(
-    target: DeltaTarget,
-    batch_id: int,
-    schema: pa.Schema,
-    write: Callable[[list[str]], list[FileEntry]],
-    *,
-    commit_info: Mapping[str, Any] | None = None,
-) -> int | None:
-    """Append, as batch `batch_id`, the files `write(partition_by)` writes under the
-    table root (for a caller that writes its own files, e.g. `kafka_json`), with the
-    guard, schema evolution, commit and crash points of `write_batch`. Returns the new
-    version, or None when the batch is already committed (`write` is then not called)."""
-    table = load_table(target.path)
-    if _already_committed(table, target, batch_id):
-        return None
-    table, partition_by = _prepare_append(table, schema, target)
-    files = write(partition_by)
-    version = _commit_files(files, batch_id, target, table, schema, partition_by, commit_info)
-    _committed(target, batch_id, version)
-    return version
-
-
-def _committed(target: DeltaTarget, batch_id: int, version: int | None) -> None:
-    """After a batch's commit: the crash point, the log line, automatic compaction."""
-    crash_point("after_commit")
-    logger.info(
-        "Delta table %s: batch %d of app `%s` committed as version %s",
-        target.name,
-        batch_id,
-        target.app_id,
-        version,
-    )
-    if target.optimize_every and version and version % target.optimize_every == 0:
-        from streams.delta.maintenance import optimize
-
-        optimize(target.path)
-
-
-def committed(target: DeltaTarget, batch_id: int) -> bool:
-    """Whether `write_batch` would skip this batch: the table's app transaction of
-    `target.app_id` is at `batch_id` or later (embedded engine)."""
-    return _committed_at(load_table(target.path), target, batch_id) is not None
-
-
-def _already_committed(table: DeltaTable | None, target: DeltaTarget, batch_id: int) -> bool:
-    """Whether the batch is in `table` already (and so skipped), logged."""
-    done = _committed_at(table, target, batch_id)
-    if done is not None:
-        logger.info(
-            "Delta table %s: batch %d of app `%s` already committed (txn version %d); skipping",
-            target.name,
-            batch_id,
-            target.app_id,
-            done,
-        )
-    return done is not None
-
-
-def _committed_at(table: DeltaTable | None, target: DeltaTarget, batch_id: int) -> int | None:
-    """The app transaction version of `target.app_id` in `table` when it covers
-    `batch_id` (the batch is already in the table), else None."""
-    done = None if table is None else table.transaction_version(target.app_id)
-    return done if done is not None and done >= batch_id else None
-
-
-def evolve_schema(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -> DeltaTable:
-    _schema.check_partitioning(table, target.partition_by, path=target.path)
-    added = _schema.new_columns(table, incoming, path=target.path)
-    if added:
-        logger.info(
-            "Delta table %s: adding columns %s", target.name, ", ".join(f.name for f in added)
-        )
-        # A metadata-only commit before the data commit: if we die in between, the
-        # replayed batch finds the columns there and only appends.
-        table.alter.add_columns(added)
-        table = DeltaTable(target.path)
-    return table
-
-
-def commit_empty(
-    table: DeltaTable, batch_id: int, target: DeltaTarget, commit_info: Mapping[str, Any] | None
-) -> int:
-    """Record the batch in the app transaction without data, keeping the guard monotone."""
-    table.create_write_transaction(
-        [],
-        "append",
-        table.schema(),
-        partition_by=list(table.metadata().partition_columns) or None,
-        commit_properties=commit_properties(target, batch_id, commit_info),
-    )
-    return DeltaTable(target.path).version()
-
-
-def _create(
-    path: str,
-    schema: pa.Schema,
-    adds: list[AddAction],
-    partition_by: list[str],
-    props: Any = None,
-) -> None:
-    create_table_with_add_actions(
-        path,
-        Schema.from_arrow(schema),
-        adds,
-        mode="error",
-        partition_by=partition_by or None,
-        configuration=CDF_CONFIGURATION,
-        commit_properties=props,
-    )
-
-
-def _prepare_append(
-    table: DeltaTable | None, schema: pa.Schema, target: DeltaTarget
-) -> tuple[DeltaTable | None, list[str]]:
-    """The table with `schema`'s new columns added, and its partition columns."""
-    if table is not None:
-        table = evolve_schema(table, schema, target)
-        partition_by = list(table.metadata().partition_columns)
-    else:
-        partition_by = list(target.partition_by)
-    _schema.check_columns(schema.names, partition_by, path=target.path, what="partition columns")
-    return table, partition_by
 
 
 def _append(
@@ -208,7 +78,7 @@ def _append(
     commit_info: Mapping[str, Any] | None,
 ) -> int:
     schema = _schema.arrow_schema(df.schema)
-    table, partition_by = _prepare_append(table, schema, target)
+    table, partition_by = prepare_append(table, schema, target)
     try:
         files = write_files(df, target.path, schema, partition_by, target.unique_columns)
     except Exception as e:  # Spark wraps executor errors in its own types
@@ -218,44 +88,7 @@ def _append(
             path=target.path,
             batch_id=batch_id,
         ) from e
-    return _commit_files(files, batch_id, target, table, schema, partition_by, commit_info)
-
-
-def _commit_files(
-    files: list[FileEntry],
-    batch_id: int,
-    target: DeltaTarget,
-    table: DeltaTable | None,
-    schema: pa.Schema,
-    partition_by: list[str],
-    commit_info: Mapping[str, Any] | None,
-) -> int:
-    """One Delta commit adding `files`, with the app transaction of `batch_id`."""
-    adds = [
-        AddAction(path, size, values, mtime, True, stats)
-        for path, size, values, stats, mtime in files
-    ]
-    crash_point("before_commit")
-    props = commit_properties(target, batch_id, commit_info)
-    try:
-        if table is None:
-            _create(target.path, schema, adds, partition_by, props)
-            return 0
-        table.create_write_transaction(
-            adds,
-            "append",
-            table.schema(),
-            partition_by=partition_by or None,
-            commit_properties=props,
-        )
-    except DeltaError as e:
-        raise DeltaWriteError(
-            f"Delta table `{target.path}`: committing batch {batch_id} "
-            f"({len(adds)} files) failed: {e}",
-            path=target.path,
-            batch_id=batch_id,
-        ) from e
-    return DeltaTable(target.path).version()
+    return commit_files(files, batch_id, target, table, schema, partition_by, commit_info)
 
 
 def write_files(
@@ -365,7 +198,7 @@ def _upsert(
         _schema.check_columns(
             df.columns, target.partition_by, path=target.path, what="partition columns"
         )
-        _create(target.path, stored, [], list(target.partition_by))
+        create_table(target.path, stored, [], list(target.partition_by))
         table = DeltaTable(target.path)
     else:
         table = evolve_schema(table, stored, target)
@@ -402,21 +235,11 @@ def _upsert(
     return table.version()
 
 
-def _scd2(
-    df: DataFrame, batch_id: int, target: DeltaTarget, commit_info: Mapping[str, Any] | None
-) -> int | None:
-    # Imported here: streams.cdc builds on this module (schema evolution, commits).
-    from streams.cdc import apply_scd2
-
-    return apply_scd2(df, batch_id, target, commit_info=commit_info)
-
-
 __all__ = [
-    "append_files",
-    "committed",
+    "DELETE_FLAG",
     "dedupe_changes",
-    "load_table",
+    "file_entry",
     "merge_arrow",
-    "write_batch",
     "write_files",
+    "write_python",
 ]

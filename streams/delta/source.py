@@ -1,4 +1,5 @@
-"""`read_delta_stream`: a Delta table as a stream of its versions (Python data source).
+"""A Delta table as a stream of its versions: the python engine's data source
+(`read_delta_stream` in `streams.delta.engine` picks the engine).
 
 Offsets are `{"version": v}`, the last table version a batch includes; a new query
 starts at `{"version": -1}` ("before version 0") and so replays the table from its
@@ -245,35 +246,14 @@ class DeltaStreamDataSource(DataSource):
         return DeltaStreamReader(path, read, mv, schema)
 
 
-def read_delta_stream(
+def read_python(
     spark: SparkSession,
     path: str,
     *,
     read: Literal["append", "changes"] = "append",
     max_versions_per_trigger: int | None = None,
-    engine: Literal["python", "native"] = "python",
 ) -> DataFrame:
-    """A streaming DataFrame over the versions of the Delta table at `path` (module doc)."""
-    path = str(path)
-    if read not in ("append", "changes"):
-        raise DeltaConfigError(
-            f"Delta stream `{path}`: read `{read}` is not `append` or `changes`",
-            path=path,
-            option="read",
-        )
-    if max_versions_per_trigger is not None and max_versions_per_trigger < 1:
-        raise DeltaConfigError(
-            f"Delta stream `{path}`: `max_versions_per_trigger` must be at least 1 "
-            f"(got `{max_versions_per_trigger}`)",
-            path=path,
-            option="max_versions_per_trigger",
-        )
-    if engine == "native":
-        from streams.delta.native import read_delta_stream_native
-
-        return read_delta_stream_native(
-            spark, path, read=read, max_versions_per_trigger=max_versions_per_trigger
-        )
+    """`read_delta_stream` on the python engine: this module's data source over `path`."""
     path = os.path.abspath(path)
     _table_schema(path, read)  # fail here, naming the path, not deep inside Spark
     spark.dataSource.register(DeltaStreamDataSource)

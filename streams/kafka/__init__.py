@@ -1,8 +1,23 @@
 """Kafka I/O for Spark: a Python stream source over confluent-kafka, parsing in Spark
-expressions, and admin/produce helpers (`streams.kafka.admin`)."""
+expressions, and admin/produce helpers (`streams.kafka.admin`).
+
+`read_kafka_stream` is the entry point by engine name; `kafka_engine(name)` gives the
+engine itself (`PythonKafka`, `NativeKafka`, behind the `KafkaEngine` protocol) with
+its `available(spark)`.
+"""
 
 from __future__ import annotations
 
+from streams.kafka.admin import end_offsets, ensure_topic, produce, produce_json
+from streams.kafka.columns import COORDINATES, KAFKA_COLUMNS
+from streams.kafka.engine import (
+    KafkaEngine,
+    KafkaRead,
+    NativeKafka,
+    PythonKafka,
+    kafka_engine,
+    register_source,
+)
 from streams.kafka.errors import (
     DataLossError,
     KafkaAdminError,
@@ -10,18 +25,40 @@ from streams.kafka.errors import (
     KafkaReadError,
     KafkaStreamError,
 )
-from streams.kafka.parse import ParsedFrames, parse_kafka
-from streams.kafka.stream import native_kafka_available, read_kafka_stream, register_source
+from streams.kafka.parse import ParsedFrames, as_struct, parse_kafka
+from streams.kafka.source import (
+    SCHEMA,
+    SCHEMA_WITHOUT_HEADERS,
+    KafkaInputPartition,
+    read_partition,
+)
+from streams.kafka.stream import native_kafka_available, read_kafka_stream
 
 __all__ = [
+    "COORDINATES",
+    "KAFKA_COLUMNS",
+    "SCHEMA",
+    "SCHEMA_WITHOUT_HEADERS",
     "DataLossError",
     "KafkaAdminError",
     "KafkaConfigError",
+    "KafkaEngine",
+    "KafkaInputPartition",
+    "KafkaRead",
     "KafkaReadError",
     "KafkaStreamError",
+    "NativeKafka",
     "ParsedFrames",
+    "PythonKafka",
+    "as_struct",
+    "end_offsets",
+    "ensure_topic",
+    "kafka_engine",
     "native_kafka_available",
     "parse_kafka",
+    "produce",
+    "produce_json",
     "read_kafka_stream",
+    "read_partition",
     "register_source",
 ]

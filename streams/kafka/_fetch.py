@@ -202,7 +202,7 @@ def read_range(
     return read_ranges([rng], conf, schema, **kwargs)
 
 
-def _read_round(
+def _read_round(  # noqa: C901 - the fetch loop, kept whole: its state is shared across steps
     consumer: Consumer,
     rnd: list[OffsetRange],
     schema: pa.Schema,

@@ -19,6 +19,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
+from streams.kafka.columns import COORDINATES, KAFKA_COLUMNS
 from streams.kafka.errors import KafkaConfigError
 
 logger = logging.getLogger(__name__)
@@ -26,10 +27,6 @@ logger = logging.getLogger(__name__)
 Format = Literal["json", "raw", "debezium-json", "upsert-json"]
 FORMATS: tuple[str, ...] = ("json", "raw", "debezium-json", "upsert-json")
 
-COORDINATES = ("_topic", "_partition", "_offset", "_timestamp")
-KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
-"""What `parse_kafka` reads of the source's columns."""
-BAD_COLUMNS = ("key", "value", *COORDINATES, "_error")
 _CORRUPT = "_corrupt_record"
 _DEBEZIUM_OPS = ("c", "u", "d", "r")
 
@@ -76,12 +73,7 @@ def as_struct(schema: StructType | str | None, fmt: str) -> StructType:
 
 
 def _coordinates() -> list[Column]:
-    return [
-        F.col("topic").alias("_topic"),
-        F.col("partition").alias("_partition"),
-        F.col("offset").alias("_offset"),
-        F.col("timestamp").alias("_timestamp"),
-    ]
+    return [F.col(c.removeprefix("_")).alias(c) for c in COORDINATES]
 
 
 def _lit_path(base: str, name: str) -> str:

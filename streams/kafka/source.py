@@ -52,12 +52,6 @@ logger = logging.getLogger(__name__)
 
 SOURCE_NAME = "warehouse_kafka"
 
-SCHEMA_DDL = (
-    "key binary, value binary, topic string, partition int, offset bigint, "
-    "timestamp timestamp, timestamp_type int, "
-    "headers array<struct<key: string, value: binary>>"
-)
-
 SCHEMA = StructType(
     [
         StructField("key", BinaryType()),
@@ -98,8 +92,8 @@ class KafkaInputPartition(InputPartition):
     """The `[start, end)` ranges one Spark task reads with one consumer, and how.
 
     Carrying the fetch options makes a planned partition readable on its own, also
-    outside `read()`: `streams.delta.kafka_json` reads the partitions Spark planned for
-    a micro-batch (`planned_partitions`) in its own tasks."""
+    outside `read()`: the landing path (`streams.landing`) reads the partitions Spark
+    planned for a micro-batch (`planned_partitions`) in its own tasks."""
 
     def __init__(self, ranges: Sequence[OffsetRange], fetch: FetchOptions | None = None) -> None:
         super().__init__(tuple(ranges))
@@ -342,7 +336,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict | None:
         try:
             _, high = self._latest_all()
-        except Exception as e:  # reporting must not fail a batch; planning reports it
+        except Exception as e:  # noqa: BLE001 - reporting must not fail a batch; planning reports it
             logger.debug("kafka source: latest offset not reported: %s", e)
             return None
         return to_json_dict(high)

@@ -1,52 +1,27 @@
 """`read_kafka_stream`: one entry point for both engines.
 
 `engine="python"` uses the bundled source (`streams.kafka.source`, pip-only);
-`engine="native"` uses Spark's own `kafka` format when its jars are on the class path.
-Both return the same columns, so callers never branch on the engine.
+`engine="native"` uses Spark's own `kafka` format when its jars are on the class path
+(`streams.kafka.engine`). Both return the same columns, so callers never branch on
+the engine.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pyspark.sql import DataFrame, SparkSession
 
+from streams.kafka.engine import KafkaRead, kafka_engine
 from streams.kafka.errors import KafkaConfigError
-from streams.kafka.java_options import SHADED_PREFIX, java_client_options
 from streams.kafka.offsets import parse_starting_offsets, to_json_dict
-
-logger = logging.getLogger(__name__)
-
-NATIVE_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-
-_registered: set[int] = set()
 
 
 def native_kafka_available(spark: SparkSession) -> bool:
     """True when Spark's native Kafka source (spark-sql-kafka-0-10) is on the class path."""
-    try:
-        jvm = spark._jvm  # type: ignore[attr-defined]
-        if jvm is None:
-            return False
-        loader = jvm.Thread.currentThread().getContextClassLoader()
-        jvm.java.lang.Class.forName(NATIVE_PROVIDER, False, loader)
-        return True
-    except Exception as e:  # Py4J wraps ClassNotFoundException; any failure means "absent"
-        logger.debug("native kafka source not available: %s", e)
-        return False
-
-
-def register_source(spark: SparkSession) -> None:
-    """Register the Python Kafka source with `spark` (once per session)."""
-    from streams.kafka.source import KafkaDataSource
-
-    key = id(spark)
-    if key not in _registered:
-        spark.dataSource.register(KafkaDataSource)
-        _registered.add(key)
+    return kafka_engine("native").available(spark)
 
 
 def _topics_arg(topics: str | Sequence[str] | None) -> list[str] | None:
@@ -102,95 +77,17 @@ def read_kafka_stream(
     start_text = (
         start.mode if start.mode != "explicit" else json.dumps(to_json_dict(start.explicit or {}))
     )
-    client = {k: str(v) for k, v in (client_config or {}).items()}
-    if engine == "native":
-        return _native(
-            spark,
-            bootstrap=bootstrap,
-            names=names,
-            pattern=pattern,
-            start_text=start_text,
-            max_offsets=max_offsets_per_trigger,
-            on_data_loss=on_data_loss,
-            client=client,
-            isolation_level=isolation_level,
-            include_headers=include_headers,
-        )
-    if engine != "python":
-        raise KafkaConfigError(
-            f"engine must be `python` or `native`, got `{engine}`.", option="engine"
-        )
-    register_source(spark)
-    reader = (
-        spark.readStream.format("warehouse_kafka")
-        .option("bootstrap", bootstrap)
-        .option("starting_offsets", start_text)
-        .option("on_data_loss", on_data_loss)
-        .option("isolation_level", isolation_level)
-        .option("client_config", json.dumps(client))
-        .option("include_headers", "true" if include_headers else "false")
+    request = KafkaRead(
+        bootstrap=bootstrap,
+        topics=names,
+        pattern=pattern,
+        starting=start_text,
+        max_offsets_per_trigger=max_offsets_per_trigger,
+        on_data_loss=on_data_loss,
+        client_config={k: str(v) for k, v in (client_config or {}).items()},
+        isolation_level=isolation_level,
+        include_headers=include_headers,
+        split_offsets=split_offsets,
+        max_tasks=max_tasks,
     )
-    reader = (
-        reader.option("topics", ",".join(names)) if names else reader.option("pattern", pattern)
-    )
-    if max_offsets_per_trigger is not None:
-        reader = reader.option("max_offsets_per_trigger", str(int(max_offsets_per_trigger)))
-    if split_offsets is not None:
-        reader = reader.option("split_offsets", str(int(split_offsets)))
-    tasks = max_tasks or spark.sparkContext.defaultParallelism
-    reader = reader.option("max_tasks", str(int(tasks)))
-    return reader.load()
-
-
-def _native(
-    spark: SparkSession,
-    *,
-    bootstrap: str,
-    names: list[str] | None,
-    pattern: str | None,
-    start_text: str,
-    max_offsets: int | None,
-    on_data_loss: str,
-    client: Mapping[str, str],
-    isolation_level: str,
-    include_headers: bool,
-) -> DataFrame:
-    if not native_kafka_available(spark):
-        raise KafkaConfigError(
-            "engine=`native` needs Spark's Kafka source (`spark-sql-kafka-0-10` jars) on the "
-            "class path; it is not. Use engine=`python` or add the jars to the session.",
-            option="engine",
-        )
-    reader = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("startingOffsets", start_text)
-        .option("failOnDataLoss", "true" if on_data_loss == "fail" else "false")
-        .option("includeHeaders", "true" if include_headers else "false")
-        .option("kafka.isolation.level", isolation_level)
-    )
-    reader = (
-        reader.option("subscribe", ",".join(names))
-        if names
-        else reader.option("subscribePattern", pattern)
-    )
-    if max_offsets is not None:
-        reader = reader.option("maxOffsetsPerTrigger", str(int(max_offsets)))
-    try:
-        options = java_client_options(client, shaded=_shaded_kafka_client(spark))
-    except ValueError as e:
-        raise KafkaConfigError(str(e), option="kafka.client") from e
-    for k, v in options.items():
-        reader = reader.option(f"kafka.{k}", v)
-    return reader.load()
-
-
-def _shaded_kafka_client(spark: SparkSession) -> bool:
-    """True where the Kafka client classes are relocated under `kafkashaded.` (Databricks)."""
-    try:
-        spark._jvm.java.lang.Class.forName(  # type: ignore[union-attr]
-            SHADED_PREFIX + "org.apache.kafka.common.security.plain.PlainLoginModule"
-        )
-        return True
-    except Exception:  # Py4J wraps ClassNotFoundException; absent means not shaded
-        return False
+    return kafka_engine(engine).read_stream(spark, request)

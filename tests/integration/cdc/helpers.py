@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-from chispa import assert_df_equality
 from deltalake import DeltaTable
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from streams.delta.arrow import read_table as read_arrow
 
@@ -61,12 +60,6 @@ def kafka_frame(
 def read_table(spark: SparkSession, path: str, columns: Sequence[str]) -> DataFrame:
     data = pa.table(read_arrow(str(path), columns=list(columns)))
     return spark.createDataFrame(data)
-
-
-def assert_rows(actual: DataFrame, expected: list[Row]) -> None:
-    """`actual` holds exactly `expected` (order and nullability ignored)."""
-    want = actual.sparkSession.createDataFrame(expected, actual.schema)
-    assert_df_equality(actual, want, ignore_row_order=True, ignore_nullable=True)
 
 
 # -- published topics ----------------------------------------------------------------

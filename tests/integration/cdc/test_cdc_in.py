@@ -19,7 +19,6 @@ from streams.delta import DeltaTarget, write_batch
 from streams.kafka import parse_kafka
 from tests.integration.cdc.helpers import (
     USERS_DDL,
-    assert_rows,
     debezium,
     kafka_frame,
     kafka_time,
@@ -27,6 +26,7 @@ from tests.integration.cdc.helpers import (
     ts,
     user,
 )
+from tests.support.rows import assert_rows
 
 pytestmark = pytest.mark.spark
 

@@ -17,7 +17,8 @@ from streams.cdc import publish_changes, read_ktable
 from streams.delta import DeltaTarget, write_batch
 from streams.kafka import parse_kafka, read_kafka_stream
 from streams.kafka.admin import ensure_topic, produce
-from tests.integration.cdc.helpers import USERS_DDL, assert_rows, debezium, read_table, user
+from tests.integration.cdc.helpers import USERS_DDL, debezium, read_table, user
+from tests.support.rows import assert_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

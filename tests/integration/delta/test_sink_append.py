@@ -20,7 +20,7 @@ from streams.delta import (
     vacuum,
     write_batch,
 )
-from tests.integration.delta.frames import assert_rows
+from tests.support.rows import assert_rows
 
 pytestmark = pytest.mark.spark
 

@@ -9,7 +9,7 @@ from deltalake import DeltaTable
 from pyspark.sql import Row
 
 from streams.delta import DeltaTarget, DeltaWriteError, write_batch
-from tests.integration.delta.frames import assert_rows
+from tests.support.rows import assert_rows
 
 pytestmark = pytest.mark.spark
 

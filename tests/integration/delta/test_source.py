@@ -18,7 +18,7 @@ from streams.delta import (
     read_delta_stream,
     write_batch,
 )
-from tests.integration.delta.frames import assert_rows
+from tests.support.rows import assert_rows
 
 pytestmark = pytest.mark.spark
 

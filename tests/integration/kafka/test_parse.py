@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, Row
 
 from streams.kafka import KafkaConfigError, parse_kafka
 from streams.kafka.source import SCHEMA
-from tests.integration.kafka.rows import assert_rows
+from tests.support.rows import assert_rows
 
 pytestmark = pytest.mark.spark
 

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 from streams.kafka import DataLossError, native_kafka_available, read_kafka_stream
 from streams.kafka.admin import add_partitions, end_offsets, ensure_topic, produce
 from tests.integration.broker.clients import produce_transactions
+from tests.integration.kafka.helpers import fill, run_available_now
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -54,29 +55,8 @@ class Run:
         return [r for b in seen for r in b]
 
 
-def run_available_now(df, sink, checkpoint: Path) -> None:
-    """Run `df` into `foreachBatch(sink)` with Trigger.AvailableNow until it finishes."""
-    query = (
-        df.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert query.awaitTermination(240), "query did not finish in 240 s"
-        if query.exception() is not None:
-            raise query.exception()  # type: ignore[misc]
-    finally:
-        query.stop()
-
-
 def coords(rows: list[tuple[str, int, int, Any]]) -> list[Coord]:
     return sorted((t, p, o) for t, p, o, _ in rows)
-
-
-def fill(bootstrap: str, topic: str, counts: dict[int, int], tag: str = "v") -> None:
-    for part, n in counts.items():
-        produce(bootstrap, topic, [(None, f"{tag}-{part}-{i}") for i in range(n)], partition=part)
 
 
 def test_exact_ranges_across_rate_limited_batches(spark, broker, unique, tmp_path) -> None:
@@ -278,54 +258,3 @@ def test_headers_are_read_or_left_out(spark, broker, unique, tmp_path) -> None:
         spark.readStream.format("warehouse_kafka").option("bootstrap", broker.bootstrap).option(
             "topics", topic
         ).option("include_headers", "sometimes").load()
-
-
-def test_planned_partitions_are_the_batch_ranges(spark, broker, unique, tmp_path) -> None:
-    """`planned_partitions` reads back from each micro-batch the ranges Spark planned,
-    and `read_partition` reads exactly the batch's records from them."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from streams.kafka.planned import planned_partitions
-    from streams.kafka.source import SCHEMA_WITHOUT_HEADERS, read_partition
-
-    topic = unique("planned")
-    ensure_topic(broker.bootstrap, topic, partitions=2)
-    fill(broker.bootstrap, topic, {0: 90, 1: 35})
-    df = read_kafka_stream(
-        spark,
-        bootstrap=broker.bootstrap,
-        topics=topic,
-        max_offsets_per_trigger=40,
-        split_offsets=15,
-        include_headers=False,
-    )
-    schema = to_arrow_schema(SCHEMA_WITHOUT_HEADERS, timezone="UTC")
-    seen: list[tuple[list[Coord], list[Coord], list[Coord]]] = []
-
-    def sink(batch, batch_id: int) -> None:
-        parts = planned_partitions(batch)
-        assert parts is not None
-        ranges = [
-            (r.topic, r.partition, o)
-            for p in parts
-            for r in p.ranges
-            for o in range(r.start, r.end)
-        ]
-        read = [
-            (t, p, o)
-            for part in parts
-            for b in read_partition(part, schema)
-            for t, p, o in zip(
-                *(b.column(c).to_pylist() for c in ("topic", "partition", "offset")), strict=True
-            )
-        ]
-        rows = [(r.topic, r.partition, r.offset) for r in batch.collect()]
-        seen.append((sorted(ranges), sorted(read), sorted(rows)))
-
-    run_available_now(df, sink, tmp_path / "cp")
-    assert len(seen) >= 3
-    for ranges, read, rows in seen:
-        assert ranges == read == rows and 0 < len(rows) <= 40
-    everything = sorted(c for _, _, rows in seen for c in rows)
-    assert everything == sorted((topic, p, o) for p, n in {0: 90, 1: 35}.items() for o in range(n))
-    assert planned_partitions(spark.range(3)) is None

@@ -1,4 +1,4 @@
-"""The Arrow parse (`streams.kafka.arrow_json`) against Spark's (`parse_kafka`).
+"""The Arrow parse (`streams.landing.arrow_json`) against Spark's (`parse_kafka`).
 
 The contract: a record Arrow types must come out exactly as Spark types it (bit for
 bit, -0.0 and NaN included), and every other record goes back raw for Spark's parse.
@@ -18,9 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.kafka import parse_kafka
-from streams.kafka.arrow_json import payload_schema, split_block
-from streams.kafka.source import SCHEMA
+from streams.kafka import SCHEMA, parse_kafka
+from streams.landing import payload_schema, split_block
 
 pytestmark = pytest.mark.spark
 

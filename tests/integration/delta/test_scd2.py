@@ -13,8 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from streams.cdc import apply_scd2_arrow
-from streams.delta import DeltaSchemaError, DeltaTarget, DeltaWriteError
+from streams.delta import DeltaSchemaError, DeltaTarget, DeltaWriteError, apply_scd2_arrow
 from streams.delta.arrow import read_table
 
 UTC = dt.UTC

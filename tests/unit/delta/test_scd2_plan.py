@@ -8,7 +8,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.cdc.scd2 import (
+from streams.delta.scd2_plan import (
     IS_CURRENT,
     VALID_FROM,
     VALID_TO,

@@ -4,10 +4,10 @@ The general path (`parse_kafka` then `write_batch`) turns every record into a JV
 twice over: Spark's `from_json` types it, Spark's Parquet writer writes it. For an
 append of flat JSON (integers, numbers, strings, booleans, timestamps), this path does the same
 work in Arrow, inside Spark tasks: each task reads one of the Kafka input partitions
-Spark planned for the batch (`streams.kafka.planned`), types the values with
-`streams.kafka.arrow_json.split_block` and writes Parquet with the sink's Arrow
+Spark planned for the batch (`streams.landing.planned`), types the values with
+`streams.landing.arrow_json.split_block` and writes Parquet with the sink's Arrow
 writer; the driver commits every file in one Delta commit with the batch's app
-transaction (`sink.append_files`), exactly like `write_batch`.
+transaction (`streams.delta.append_files`), exactly like `write_batch`.
 
 Records Arrow does not type exactly as Spark would (`split_block`'s fallback) are
 never dropped: the tasks stage them raw in Parquet under the table's staging
@@ -36,31 +36,25 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import (
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StructField, StructType
 
-from streams.delta import _schema
-from streams.delta._files import STAGING_DIR, file_writer
-from streams.delta.sink import FileEntry, append_files, file_entry, write_files
-from streams.delta.target import DeltaTarget
-from streams.kafka.arrow_json import payload_schema
+from streams.delta import (
+    STAGING_DIR,
+    DeltaTarget,
+    FileEntry,
+    append_files,
+    arrow_schema,
+    file_entry,
+    file_writer,
+    write_files,
+)
+from streams.kafka import COORDINATES, SCHEMA, parse_kafka
+from streams.landing.arrow_json import payload_schema
 
 logger = logging.getLogger(__name__)
 
-COORDINATES = StructType(
-    [
-        StructField("_topic", StringType()),
-        StructField("_partition", IntegerType()),
-        StructField("_offset", LongType()),
-        StructField("_timestamp", TimestampType()),
-    ]
-)
+_COORDINATE_FIELDS = [StructField(c, SCHEMA[c.removeprefix("_")].dataType) for c in COORDINATES]
+"""The coordinates with the types of the source columns they come from."""
 
 
 def arrow_payload(payload: StructType) -> pa.Schema | None:
@@ -97,9 +91,9 @@ def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from streams.delta._faults import crash_point
-    from streams.kafka.arrow_json import RAW_COLUMNS, split_block
-    from streams.kafka.source import SCHEMA_WITHOUT_HEADERS, read_partition
+    from streams.delta import crash_point
+    from streams.kafka import KAFKA_COLUMNS, SCHEMA_WITHOUT_HEADERS, read_partition
+    from streams.landing.arrow_json import split_block
 
     crash_point("arrow_task")  # kills this Python worker: the tests' stand-in for a crash
     source = to_arrow_schema(SCHEMA_WITHOUT_HEADERS, timezone="UTC")
@@ -116,7 +110,7 @@ def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]
                         os.makedirs(spec.stage, exist_ok=True)
                         staged["path"] = os.path.join(spec.stage, f"{uuid.uuid4().hex}.parquet")
                         staged["writer"] = pq.ParquetWriter(
-                            staged["path"], pa.schema([source.field(c) for c in RAW_COLUMNS])
+                            staged["path"], pa.schema([source.field(c) for c in KAFKA_COLUMNS])
                         )
                     staged["writer"].write_batch(out.fallback)
                     counts["fallback"] += out.fallback.num_rows
@@ -158,12 +152,10 @@ def kafka_json_append(
     Yields the outcome, or None when the tasks failed and nothing was committed (the
     caller then writes the batch the general way). Staged records and cached frames
     are released when the context ends."""
-    from streams.kafka import parse_kafka
-
     parsed_payload = arrow_payload(payload)
     if parsed_payload is None:
         raise ValueError(f"payload `{payload.simpleString()}` has types Arrow does not parse")
-    table_schema = _schema.arrow_schema(StructType([*payload.fields, *COORDINATES.fields]))
+    table_schema = arrow_schema(StructType([*payload.fields, *_COORDINATE_FIELDS]))
     stage = os.path.join(target.path, STAGING_DIR, f"kafka-json-{uuid.uuid4().hex}")
     cached: list[DataFrame] = []
     seen: dict[str, Any] = {"records": 0, "typed": 0, "written": 0, "bad": None}

@@ -2,7 +2,7 @@
 
 `foreachBatch` hands the batch over as a DataFrame whose plan already holds the input
 partitions our source planned (`KafkaStreamReader.partitions`), pickled by Spark's
-Python data source. A batch writer that reads Kafka itself (`streams.delta.kafka_json`)
+Python data source. A batch writer that reads Kafka itself (`streams.landing.kafka_json`)
 takes them from there: the exact `[start, end)` per partition Spark recorded in its
 offset log for this batch, replays included, with no second planning that could differ.
 
@@ -21,7 +21,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from streams.kafka.source import KafkaInputPartition
+from streams.kafka import KafkaInputPartition
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,6 @@ def planned_partitions(df: DataFrame) -> list[KafkaInputPartition] | None:
                     return None
                 found.append(obj)
         return found
-    except Exception as e:  # Py4J errors of a Spark whose internals differ
+    except Exception as e:  # noqa: BLE001 - Py4J errors of a Spark whose internals differ
         logger.info("Kafka ranges of the batch not readable from its plan: %s", e)
         return None

@@ -24,7 +24,7 @@ quarantine exactly as it would have. In order:
    timestamp not in the strict form `_ISO_INSTANT` (an invalid date in that form fails
    the piece's conversion and is bisected out like a parse error).
 
-A differential property test (tests/unit/kafka/test_arrow_json_differential.py)
+A differential property test (tests/integration/landing/test_arrow_json.py)
 checks the contract on generated values: a row typed here equals Spark's row.
 
 No Spark import: this runs inside Spark's Python workers.
@@ -39,6 +39,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+# The module, not the package: `streams.kafka` imports Spark, and this module must not.
+from streams.kafka.columns import COORDINATES, KAFKA_COLUMNS
+
 SPARK_TYPES: dict[str, pa.DataType] = {
     "bigint": pa.int64(),
     "int": pa.int32(),
@@ -51,9 +54,6 @@ SPARK_TYPES: dict[str, pa.DataType] = {
 A timestamp is read as a string and converted only in the strict form `_ISO_INSTANT`
 (an ISO 8601 instant with an explicit offset): Spark reads other forms too, and reads
 a bare date-time in the session's time zone, so those go back to Spark."""
-
-RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
-"""The Kafka columns a fallback record keeps: what `parse_kafka` reads."""
 
 MIN_PIECE = 16
 """Bisection stops at pieces this small: the whole piece falls back."""
@@ -73,7 +73,7 @@ _BARE_MINUS_ZERO = r"-0([^.eE0-9]|$)"
 class ArrowParse(NamedTuple):
     """One block, split: `rows` typed by Arrow (the payload fields, then the Kafka
     coordinates `_topic, _partition, _offset, _timestamp`), `fallback` the raw records
-    (`RAW_COLUMNS`) Spark must parse."""
+    (`KAFKA_COLUMNS`) Spark must parse."""
 
     rows: pa.RecordBatch
     fallback: pa.RecordBatch
@@ -197,7 +197,7 @@ def split_block(
     min_piece: int = MIN_PIECE,
     max_parses: int = MAX_PARSES,
 ) -> ArrowParse:
-    """Type the values of one batch of Kafka records (`RAW_COLUMNS` at least) with
+    """Type the values of one batch of Kafka records (`KAFKA_COLUMNS` at least) with
     `schema` where Arrow agrees with Spark, and return the other records raw.
     `min_piece`, `max_parses`: the bisection's limits (module doc, step 2)."""
     p = _parser(schema, required)
@@ -237,13 +237,13 @@ def split_block(
     order = pc.sort_indices(kept)
     kept = kept.take(order)
     typed = typed.take(order)
-    coords = batch.select(["topic", "partition", "offset", "timestamp"]).take(kept)
+    coords = batch.select([c.removeprefix("_") for c in COORDINATES]).take(kept)
     rows = pa.RecordBatch.from_arrays(
         [*(typed.column(i).combine_chunks() for i in range(typed.num_columns)), *coords.columns],
-        names=[*schema.names, "_topic", "_partition", "_offset", "_timestamp"],
+        names=[*schema.names, *COORDINATES],
     )
     mask = _missing(kept, batch.num_rows)
-    fallback = batch.select(list(RAW_COLUMNS)).filter(mask)
+    fallback = batch.select(list(KAFKA_COLUMNS)).filter(mask)
     return ArrowParse(rows, fallback)
 
 

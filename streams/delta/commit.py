@@ -1,0 +1,203 @@
+"""The Delta commit primitives every write mode builds on.
+
+- the app-transaction guard: `committed` (is batch `b` of app `a` in the table?) and
+  `already_committed` (the same, logged, for a writer about to skip the batch);
+- schema evolution (`evolve_schema`): new columns in a metadata-only commit first;
+- the empty commit (`commit_empty`): a batch recorded without data, so the guard stays
+  monotone;
+- the add-files commit (`append_files`, `commit_files`): files written by the caller,
+  added in one commit carrying the batch's app transaction and commit info;
+- `after_commit`: the crash point, the log line and automatic compaction of a
+  committed batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, Schema
+from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.transaction import AddAction, create_table_with_add_actions
+
+from streams.delta import _schema
+from streams.delta._faults import crash_point
+from streams.delta.errors import DeltaWriteError
+from streams.delta.target import CDF_CONFIGURATION, DeltaTarget, commit_properties
+
+logger = logging.getLogger(__name__)
+
+FileEntry = tuple[str, int, dict[str, str | None], str, int]
+"""A data file written for a commit: `(path, size, partition values, stats json, mtime ms)`."""
+
+
+def load_table(path: str) -> DeltaTable | None:
+    """The table at `path`, or None when there is none yet."""
+    try:
+        return DeltaTable(path)
+    except TableNotFoundError:
+        return None
+
+
+def committed(target: DeltaTarget, batch_id: int) -> bool:
+    """Whether `write_batch` would skip this batch: the table's app transaction of
+    `target.app_id` is at `batch_id` or later (embedded engine)."""
+    return _committed_at(load_table(target.path), target, batch_id) is not None
+
+
+def already_committed(table: DeltaTable | None, target: DeltaTarget, batch_id: int) -> bool:
+    """Whether the batch is in `table` already (and so skipped), logged."""
+    done = _committed_at(table, target, batch_id)
+    if done is not None:
+        logger.info(
+            "Delta table %s: batch %d of app `%s` already committed (txn version %d); skipping",
+            target.name,
+            batch_id,
+            target.app_id,
+            done,
+        )
+    return done is not None
+
+
+def _committed_at(table: DeltaTable | None, target: DeltaTarget, batch_id: int) -> int | None:
+    """The app transaction version of `target.app_id` in `table` when it covers
+    `batch_id` (the batch is already in the table), else None."""
+    done = None if table is None else table.transaction_version(target.app_id)
+    return done if done is not None and done >= batch_id else None
+
+
+def after_commit(target: DeltaTarget, batch_id: int, version: int | None) -> None:
+    """After a batch's commit: the crash point, the log line, automatic compaction."""
+    crash_point("after_commit")
+    logger.info(
+        "Delta table %s: batch %d of app `%s` committed as version %s",
+        target.name,
+        batch_id,
+        target.app_id,
+        version,
+    )
+    if target.optimize_every and version and version % target.optimize_every == 0:
+        from streams.delta.maintenance import optimize
+
+        optimize(target.path)
+
+
+def evolve_schema(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -> DeltaTable:
+    _schema.check_partitioning(table, target.partition_by, path=target.path)
+    added = _schema.new_columns(table, incoming, path=target.path)
+    if added:
+        logger.info(
+            "Delta table %s: adding columns %s", target.name, ", ".join(f.name for f in added)
+        )
+        # A metadata-only commit before the data commit: if we die in between, the
+        # replayed batch finds the columns there and only appends.
+        table.alter.add_columns(added)
+        table = DeltaTable(target.path)
+    return table
+
+
+def commit_empty(
+    table: DeltaTable, batch_id: int, target: DeltaTarget, commit_info: Mapping[str, Any] | None
+) -> int:
+    """Record the batch in the app transaction without data, keeping the guard monotone."""
+    table.create_write_transaction(
+        [],
+        "append",
+        table.schema(),
+        partition_by=list(table.metadata().partition_columns) or None,
+        commit_properties=commit_properties(target, batch_id, commit_info),
+    )
+    return DeltaTable(target.path).version()
+
+
+def create_table(
+    path: str,
+    schema: pa.Schema,
+    adds: list[AddAction],
+    partition_by: list[str],
+    props: Any = None,
+) -> None:
+    """Create the table at `path` (change data feed on) with `adds` as its version 0."""
+    create_table_with_add_actions(
+        path,
+        Schema.from_arrow(schema),
+        adds,
+        mode="error",
+        partition_by=partition_by or None,
+        configuration=CDF_CONFIGURATION,
+        commit_properties=props,
+    )
+
+
+def prepare_append(
+    table: DeltaTable | None, schema: pa.Schema, target: DeltaTarget
+) -> tuple[DeltaTable | None, list[str]]:
+    """The table with `schema`'s new columns added, and its partition columns."""
+    if table is not None:
+        table = evolve_schema(table, schema, target)
+        partition_by = list(table.metadata().partition_columns)
+    else:
+        partition_by = list(target.partition_by)
+    _schema.check_columns(schema.names, partition_by, path=target.path, what="partition columns")
+    return table, partition_by
+
+
+def commit_files(
+    files: list[FileEntry],
+    batch_id: int,
+    target: DeltaTarget,
+    table: DeltaTable | None,
+    schema: pa.Schema,
+    partition_by: list[str],
+    commit_info: Mapping[str, Any] | None,
+) -> int:
+    """One Delta commit adding `files`, with the app transaction of `batch_id`."""
+    adds = [
+        AddAction(path, size, values, mtime, True, stats)
+        for path, size, values, stats, mtime in files
+    ]
+    crash_point("before_commit")
+    props = commit_properties(target, batch_id, commit_info)
+    try:
+        if table is None:
+            create_table(target.path, schema, adds, partition_by, props)
+            return 0
+        table.create_write_transaction(
+            adds,
+            "append",
+            table.schema(),
+            partition_by=partition_by or None,
+            commit_properties=props,
+        )
+    except DeltaError as e:
+        raise DeltaWriteError(
+            f"Delta table `{target.path}`: committing batch {batch_id} "
+            f"({len(adds)} files) failed: {e}",
+            path=target.path,
+            batch_id=batch_id,
+        ) from e
+    return DeltaTable(target.path).version()
+
+
+def append_files(
+    target: DeltaTarget,
+    batch_id: int,
+    schema: pa.Schema,
+    write: Callable[[list[str]], list[FileEntry]],
+    *,
+    commit_info: Mapping[str, Any] | None = None,
+) -> int | None:
+    """Append, as batch `batch_id`, the files `write(partition_by)` writes under the
+    table root (for a caller that writes its own files, e.g. `streams.landing`), with the
+    guard, schema evolution, commit and crash points of `write_batch`. Returns the new
+    version, or None when the batch is already committed (`write` is then not called)."""
+    table = load_table(target.path)
+    if already_committed(table, target, batch_id):
+        return None
+    table, partition_by = prepare_append(table, schema, target)
+    files = write(partition_by)
+    version = commit_files(files, batch_id, target, table, schema, partition_by, commit_info)
+    after_commit(target, batch_id, version)
+    return version

@@ -1,0 +1,172 @@
+"""The two Delta engines behind one small interface, and the entry points that pick one.
+
+- `PythonDelta` (pip-only): delta-rs commits (`streams.delta.sink`) and this package's
+  Python data source (`streams.delta.source`);
+- `NativeDelta`: Spark's own `delta` format with the delta-spark jars
+  (`streams.delta.native`).
+
+Both keep the contract of docs/architecture.md (idempotent commits carrying the
+batch's app transaction and commit info), so a caller picks one with
+`delta_engine(name)` and never branches on it. `write_batch` and `read_delta_stream`
+are the entry points by engine name (`DeltaTarget.engine`, `engine=`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
+
+from pyspark.sql import DataFrame, SparkSession
+
+from streams.delta import native, sink, source
+from streams.delta.arrow import read_table
+from streams.delta.errors import DeltaConfigError
+from streams.delta.target import DeltaTarget, Engine
+
+Read = Literal["append", "changes"]
+
+
+class DeltaEngine(Protocol):
+    """What the runtime needs of a Delta engine."""
+
+    name: Engine
+
+    def available(self, spark: SparkSession) -> bool:
+        """Whether this engine can run on `spark`."""
+        ...
+
+    def write_batch(
+        self,
+        df: DataFrame,
+        batch_id: int,
+        target: DeltaTarget,
+        *,
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> int | None:
+        """Write one micro-batch exactly once; the new version, or None if already in."""
+        ...
+
+    def read_stream(
+        self, spark: SparkSession, path: str, *, read: Read, max_versions_per_trigger: int | None
+    ) -> DataFrame:
+        """The table's versions as a streaming DataFrame (`read_delta_stream`)."""
+        ...
+
+    def read_snapshot(self, spark: SparkSession, path: str) -> DataFrame:
+        """The table's latest version as a static DataFrame (stream-static joins)."""
+        ...
+
+
+class PythonDelta:
+    """delta-rs and the Python data source: runs wherever pip installed us."""
+
+    name: Engine = "python"
+
+    def available(self, spark: SparkSession) -> bool:
+        return True
+
+    def write_batch(
+        self,
+        df: DataFrame,
+        batch_id: int,
+        target: DeltaTarget,
+        *,
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> int | None:
+        return sink.write_python(df, batch_id, target, commit_info=commit_info)
+
+    def read_stream(
+        self, spark: SparkSession, path: str, *, read: Read, max_versions_per_trigger: int | None
+    ) -> DataFrame:
+        return source.read_python(
+            spark, path, read=read, max_versions_per_trigger=max_versions_per_trigger
+        )
+
+    def read_snapshot(self, spark: SparkSession, path: str) -> DataFrame:
+        return spark.createDataFrame(read_table(path))
+
+
+class NativeDelta:
+    """Spark's `delta` format: needs delta-spark on the session's class path."""
+
+    name: Engine = "native"
+
+    def available(self, spark: SparkSession) -> bool:
+        return native.native_delta_available(spark)
+
+    def write_batch(
+        self,
+        df: DataFrame,
+        batch_id: int,
+        target: DeltaTarget,
+        *,
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> int | None:
+        return native.write_batch_native(df, batch_id, target, commit_info=commit_info)
+
+    def read_stream(
+        self, spark: SparkSession, path: str, *, read: Read, max_versions_per_trigger: int | None
+    ) -> DataFrame:
+        return native.read_delta_stream_native(
+            spark, path, read=read, max_versions_per_trigger=max_versions_per_trigger
+        )
+
+    def read_snapshot(self, spark: SparkSession, path: str) -> DataFrame:
+        return spark.read.format("delta").load(path)
+
+
+_ENGINES: dict[str, DeltaEngine] = {"python": PythonDelta(), "native": NativeDelta()}
+
+
+def delta_engine(name: str) -> DeltaEngine:
+    """The engine called `name` (`python` or `native`)."""
+    try:
+        return _ENGINES[name]
+    except KeyError:
+        raise DeltaConfigError(
+            f"Delta engine `{name}` is not an engine; use `python` or `native`.",
+            option="engine",
+        ) from None
+
+
+def write_batch(
+    df: DataFrame,
+    batch_id: int,
+    target: DeltaTarget,
+    *,
+    commit_info: Mapping[str, Any] | None = None,
+) -> int | None:
+    """Write one micro-batch with `target.engine`; return the new table version, or None
+    if already committed. Called from `foreachBatch(fn(batch_df, batch_id))` on the driver."""
+    return delta_engine(target.engine).write_batch(df, batch_id, target, commit_info=commit_info)
+
+
+def read_delta_stream(
+    spark: SparkSession,
+    path: str,
+    *,
+    read: Read = "append",
+    max_versions_per_trigger: int | None = None,
+    engine: Engine = "python",
+) -> DataFrame:
+    """A streaming DataFrame over the versions of the Delta table at `path`
+    (`streams.delta.source` tells what a version yields)."""
+    path = str(path)
+    if read not in ("append", "changes"):
+        raise DeltaConfigError(
+            f"Delta stream `{path}`: read `{read}` is not `append` or `changes`",
+            path=path,
+            option="read",
+        )
+    if max_versions_per_trigger is not None and max_versions_per_trigger < 1:
+        raise DeltaConfigError(
+            f"Delta stream `{path}`: `max_versions_per_trigger` must be at least 1 "
+            f"(got `{max_versions_per_trigger}`)",
+            path=path,
+            option="max_versions_per_trigger",
+        )
+    # Any engine name but `native` reads with the python engine, as it always has.
+    chosen = delta_engine("native" if engine == "native" else "python")
+    return chosen.read_stream(
+        spark, path, read=read, max_versions_per_trigger=max_versions_per_trigger
+    )

@@ -1,0 +1,28 @@
+"""Landing Kafka JSON in Delta through Arrow: read, parse and write without a JVM row.
+
+Above both `streams.kafka` (the planned input partitions, the source's reader) and
+`streams.delta` (the Arrow file writer, the add-files commit); neither imports it.
+
+- `planned_partitions(df)`: the Kafka ranges Spark planned for a micro-batch;
+- `arrow_payload(payload)`: the Arrow schema of a payload, or None when this path
+  does not apply to it;
+- `kafka_json_append(...)`: one batch appended through Arrow, with Spark's parse for
+  the records Arrow hands back (`KafkaJsonAppend` says what it did);
+- `payload_schema`, `split_block`: the Arrow parse itself (`streams.landing.arrow_json`).
+"""
+
+from __future__ import annotations
+
+from streams.landing.arrow_json import ArrowParse, payload_schema, split_block
+from streams.landing.kafka_json import KafkaJsonAppend, arrow_payload, kafka_json_append
+from streams.landing.planned import planned_partitions
+
+__all__ = [
+    "ArrowParse",
+    "KafkaJsonAppend",
+    "arrow_payload",
+    "kafka_json_append",
+    "payload_schema",
+    "planned_partitions",
+    "split_block",
+]
