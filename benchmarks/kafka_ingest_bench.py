@@ -165,7 +165,7 @@ def cpu_line(used: dict[str, float], records: int) -> str:
 def produce_records(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> None:
     from confluent_kafka import Producer
 
-    from streams.kafka.admin import ensure_topic
+    from streams.kafka import ensure_topic
 
     ensure_topic(bootstrap, topic, partitions=partitions)
     pad = "x" * max(0, size - 90)
@@ -378,10 +378,7 @@ def delta_rs_only(bootstrap: str, topic: str, partitions: int, work: Path) -> tu
     from deltalake import write_deltalake
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from streams.kafka._fetch import consumer_config, read_range
-    from streams.kafka.admin import end_offsets
-    from streams.kafka.offsets import OffsetRange
-    from streams.kafka.source import SCHEMA
+    from streams.kafka import SCHEMA, OffsetRange, consumer_config, end_offsets, read_range
 
     schema = to_arrow_schema(SCHEMA, timezone="UTC")
     ends = end_offsets(bootstrap, topic)[topic]

@@ -83,7 +83,7 @@ class TableWatcher(threading.Thread):
     def run(self) -> None:
         from deltalake import DeltaTable
 
-        from streams.delta.arrow import read_table
+        from streams.delta import read_table
 
         table = None
         while not self.stop.wait(0.2):
@@ -93,7 +93,7 @@ class TableWatcher(threading.Thread):
                 else:
                     table.update_incremental()
                 rows = read_table(table, columns=["city", "orders"]).to_pylist()
-            except Exception:  # not created yet, or a version being written
+            except Exception:  # noqa: BLE001 - not created yet, or a version being written
                 continue
             now = time.time()
             for r in rows:

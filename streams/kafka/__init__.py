@@ -8,6 +8,7 @@ its `available(spark)`.
 
 from __future__ import annotations
 
+from streams.kafka._fetch import consumer_config, read_range
 from streams.kafka.admin import end_offsets, ensure_topic, produce, produce_json
 from streams.kafka.columns import COORDINATES, KAFKA_COLUMNS
 from streams.kafka.engine import (
@@ -25,6 +26,7 @@ from streams.kafka.errors import (
     KafkaReadError,
     KafkaStreamError,
 )
+from streams.kafka.offsets import OffsetRange
 from streams.kafka.parse import ParsedFrames, as_struct, parse_kafka
 from streams.kafka.source import (
     SCHEMA,
@@ -48,9 +50,11 @@ __all__ = [
     "KafkaReadError",
     "KafkaStreamError",
     "NativeKafka",
+    "OffsetRange",
     "ParsedFrames",
     "PythonKafka",
     "as_struct",
+    "consumer_config",
     "end_offsets",
     "ensure_topic",
     "kafka_engine",
@@ -58,6 +62,7 @@ __all__ = [
     "parse_kafka",
     "produce",
     "produce_json",
+    "read_range",
     "read_kafka_stream",
     "read_partition",
     "register_source",

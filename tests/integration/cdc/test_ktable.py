@@ -6,7 +6,7 @@ import pytest
 
 from streams.cdc import latest_values
 from streams.kafka.admin import ensure_topic, produce
-from tests.integration.broker.clients import produce_transactions
+from tests.support.broker_clients import produce_transactions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 

@@ -3,7 +3,7 @@
 Run as `python child.py '<json params>'`. It reads the topic with the real
 `streams.kafka.read_kafka_stream` and writes every micro-batch through
 `streams.delta.write_batch` into two tables, exactly as the runtime does, and through
-the Arrow path (`streams.delta.kafka_json`) into a third: app id
+the Arrow path (`streams.landing`) into a third: app id
 `<table>:<checkpoint query id>`, commit info with the batch's end offsets from the
 checkpoint's offset log. Trigger.AvailableNow: it exits 0 when the topic is drained.
 Crash points are armed by the parent through `WAREHOUSE_CRASH_POINT`.
@@ -33,9 +33,8 @@ def main(params: dict) -> None:
         checkpoint_query_id,
         write_batch,
     )
-    from streams.delta.kafka_json import kafka_json_append
     from streams.kafka import read_kafka_stream
-    from streams.kafka.planned import planned_partitions
+    from streams.landing import kafka_json_append, planned_partitions
     from warehouse.runtime.session import get_session
     from warehouse.spec.config import SparkSettings
 
@@ -90,7 +89,7 @@ def main(params: dict) -> None:
             "warehouse.sourceOffsets": json.dumps(end),
             "warehouse.batchId": batch_id,
         }
-        # The Arrow path (streams.delta.kafka_json): reads the batch's planned ranges
+        # The Arrow path (streams.landing): reads the batch's planned ranges
         # itself; the records with a number in `s` go back to Spark's parse and their
         # files join the same commit.
         parts = planned_partitions(batch)

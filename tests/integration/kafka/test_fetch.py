@@ -9,7 +9,7 @@ from streams.kafka._fetch import consumer_config, read_range
 from streams.kafka.admin import end_offsets, ensure_topic, produce
 from streams.kafka.offsets import OffsetRange
 from streams.kafka.source import SCHEMA
-from tests.integration.broker.clients import produce_transactions
+from tests.support.broker_clients import produce_transactions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 

@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient
 
 from streams.kafka import DataLossError, native_kafka_available, read_kafka_stream
 from streams.kafka.admin import add_partitions, end_offsets, ensure_topic, produce
-from tests.integration.broker.clients import produce_transactions
 from tests.integration.kafka.helpers import fill, run_available_now
+from tests.support.broker_clients import produce_transactions
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
