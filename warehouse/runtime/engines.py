@@ -1,8 +1,9 @@
 """Engine resolution: Spark's native `kafka`/`delta` data sources, or the Python ones.
 
 `engines: {kafka: auto, delta: auto}` picks `native` when the JVM classes are on
-the class path (a cluster with the jars, Databricks) and `python` otherwise
-(the pip-only default: `streams.kafka` / `streams.delta`).
+the class path (sessions the framework starts after `make install`, a cluster with the
+jars, Databricks) and `python` otherwise (the pip-only path: `streams.kafka` /
+`streams.delta`). The choice and its reason are logged once per session and setting.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Literal
 
 from warehouse.runtime.errors import RuntimeConfigError
+from warehouse.runtime.jars import installed_packages
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -24,10 +26,15 @@ NATIVE_CLASSES: dict[str, str] = {
     "kafka": "org.apache.spark.sql.kafka010.KafkaSourceProvider",
     "delta": "io.delta.tables.DeltaTable",
 }
-NATIVE_PACKAGES: dict[str, str] = {
-    "kafka": "org.apache.spark:spark-sql-kafka-0-10_2.13",
-    "delta": "io.delta:delta-spark_2.13",
-}
+_logged: set[tuple[int, str, str, str]] = set()
+
+
+def native_package(kind: EngineKind) -> str:
+    """The Maven coordinates that provide `kind`'s native engine for this pyspark."""
+    packages = installed_packages()
+    if kind == "kafka":
+        return packages.kafka
+    return packages.delta or "io.delta:delta-spark_<spark major.minor>_2.13:<delta version>"
 
 
 def native_available(spark: SparkSession, kind: EngineKind) -> bool:
@@ -38,31 +45,51 @@ def native_available(spark: SparkSession, kind: EngineKind) -> bool:
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         jvm.java.lang.Class.forName(NATIVE_CLASSES[kind], False, loader)
-    except Exception as e:  # py4j raises Py4JJavaError (ClassNotFoundException) and others
+    except Exception as e:  # noqa: BLE001 - py4j wraps ClassNotFoundException in its own types
         logger.debug("native %s engine not available: %s", kind, e)
         return False
     return True
 
 
+def _log_choice(spark: SparkSession, kind: EngineKind, setting: str, chosen: str) -> None:
+    key = (id(spark), kind, setting, chosen)
+    if key in _logged:
+        return
+    _logged.add(key)
+    if setting != "auto":
+        why = f"`engines.{kind}: {setting}`"
+    elif chosen == "native":
+        why = f"`auto`: {NATIVE_CLASSES[kind]} is on the class path"
+    else:
+        why = (
+            f"`auto`: {NATIVE_CLASSES[kind]} is not on the class path "
+            f"(`{native_package(kind)}`; `make install` caches it)"
+        )
+    logger.info("%s engine: %s (%s)", kind, chosen, why)
+
+
 def resolve_engine(spark: SparkSession, kind: EngineKind, setting: str) -> Literal["python", "native"]:
     """Turn `auto|native|python` into the engine to use for `kind` on this session."""
-    if setting == "python":
-        return "python"
-    available = native_available(spark, kind)
-    if setting == "native":
-        if not available:
-            raise RuntimeConfigError(
-                f"`engines.{kind}: native` needs the JVM class `{NATIVE_CLASSES[kind]}`, "
-                "which is not on this Spark's class path. Add the package "
-                f"`{NATIVE_PACKAGES[kind]}` to the cluster (e.g. `--packages`), or set "
-                f"`engines.{kind}: auto` (or `python`) in conf/<env>.yml."
-            )
-        return "native"
-    if setting != "auto":
+    if setting not in ("auto", "native", "python"):
         raise RuntimeConfigError(
             f"`engines.{kind}: {setting}` is not an engine; use `auto`, `native` or `python`."
         )
-    return "native" if available else "python"
+    if setting == "python":
+        chosen: Literal["python", "native"] = "python"
+    else:
+        available = native_available(spark, kind)
+        if setting == "native" and not available:
+            raise RuntimeConfigError(
+                f"`engines.{kind}: native` needs the JVM class `{NATIVE_CLASSES[kind]}`, "
+                f"which is not on this Spark's class path. It comes with `{native_package(kind)}`: "
+                "run `make install` (or `python -m warehouse.runtime.jars fetch`) so that "
+                "sessions the framework starts carry it, add it to your cluster "
+                "(`spark-submit --packages ...`), or set "
+                f"`engines.{kind}: auto` (or `python`) in conf/<env>.yml."
+            )
+        chosen = "native" if available else "python"
+    _log_choice(spark, kind, setting, chosen)
+    return chosen
 
 
 def resolve_engines(spark: SparkSession, engines: Engines) -> dict[str, str]:

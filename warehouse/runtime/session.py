@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from warehouse.runtime.jars import cached_jars, default_cache_dir
 from warehouse.runtime.spark_home import launching
 from warehouse.spec.config import SparkSettings
 
@@ -73,7 +75,7 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    conf = {**LOCAL_DEFAULTS, **config.conf}
+    conf = {**LOCAL_DEFAULTS, **_native_jars_conf(config), **config.conf}
     builder = SparkSession.builder.appName(app_name or config.app_name)
     if not _submitted():
         builder = builder.master(config.master)
@@ -87,6 +89,23 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
             session = builder.getOrCreate()
     session.sparkContext.setLogLevel(conf.get("warehouse.logLevel", "WARN"))
     return session
+
+
+def _native_jars_conf(config: SparkSettings) -> dict[str, str]:
+    """`spark.jars` (and Delta's extension) for the cached native jars, unless turned off
+    or the environment names its own jars or packages."""
+    if not config.native_jars or {"spark.jars", "spark.jars.packages"} & set(config.conf):
+        return {}
+    cache = Path(config.jars_cache) if config.jars_cache else default_cache_dir()
+    jars = cached_jars(cache)
+    if jars is None:
+        logger.info(
+            "no native jars cached in %s (`python -m warehouse.runtime.jars fetch` caches "
+            "them); this session has only the Python engines",
+            cache,
+        )
+        return {}
+    return jars.spark_conf()
 
 
 def _submitted() -> bool:

@@ -89,6 +89,12 @@ class SparkSettings(Settings):
     master: str = "local[*]"
     app_name: str = "warehouse"
     conf: dict[str, str] = Field(default_factory=lambda: {"spark.sql.shuffle.partitions": "4"})
+    native_jars: bool = True
+    """Sessions the framework starts put the cached native jars (Spark's `kafka` format,
+    delta-spark) on the class path; `make install` caches them. A session that already
+    runs (notebook, `spark-submit`) is used as it is."""
+    jars_cache: str | None = None
+    """Where the native jars are cached (default `~/.cache/spark-warehouse/jars`)."""
 
 
 class WarehouseConfig(Settings):

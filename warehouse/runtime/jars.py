@@ -1,0 +1,239 @@
+"""The native engines' jars: resolved once from Maven into a cache, then used offline.
+
+Spark's `kafka` format (`spark-sql-kafka-0-10`) and Delta Lake (`delta-spark`) are jars
+that must match the installed pyspark. `fetch_jars` resolves them once through Spark's
+own Ivy resolution (`spark.jars.packages`, the mechanism `--packages` uses) and writes a
+manifest of the resolved files; sessions the framework starts then put exactly those
+files on the class path (`spark.jars`) without resolving again, so later starts work
+with no network. `make install` runs `python -m warehouse.runtime.jars fetch`.
+
+Jars that pyspark already ships (Hadoop, Parquet, Jackson, ...) are left out of the
+manifest: Spark's class loaders look in Spark's own jars first, so a second copy would
+only be dead weight on every executor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import logging
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+logger = logging.getLogger(__name__)
+
+SCALA = "2.13"
+MANIFEST_VERSION = 1
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+_ARTIFACT = re.compile(r"^(?P<name>.+)-\d+(\.\d+)+[\w.+-]*\.jar$")
+
+
+class JarsError(Exception):
+    """The native jars could not be resolved (no network, a version not served)."""
+
+
+@dataclass(frozen=True)
+class NativePackages:
+    """The Maven coordinates of the native engines for one pyspark (and delta-spark)."""
+
+    spark_version: str
+    delta_version: str | None
+
+    @property
+    def kafka(self) -> str:
+        return f"org.apache.spark:spark-sql-kafka-0-10_{SCALA}:{self.spark_version}"
+
+    @property
+    def delta(self) -> str | None:
+        if self.delta_version is None:
+            return None
+        major_minor = ".".join(self.spark_version.split(".")[:2])
+        return f"io.delta:delta-spark_{major_minor}_{SCALA}:{self.delta_version}"
+
+    @property
+    def coordinates(self) -> list[str]:
+        return [c for c in (self.kafka, self.delta) if c]
+
+    @property
+    def key(self) -> str:
+        return f"spark-{self.spark_version}_delta-{self.delta_version or 'none'}"
+
+
+def installed_packages() -> NativePackages:
+    """The coordinates matching the installed pyspark and (when installed) delta-spark."""
+    import pyspark
+
+    try:
+        delta: str | None = importlib.metadata.version("delta-spark")
+    except importlib.metadata.PackageNotFoundError:
+        delta = None
+    return NativePackages(spark_version=pyspark.__version__, delta_version=delta)
+
+
+def default_cache_dir() -> Path:
+    return Path.home() / ".cache" / "spark-warehouse" / "jars"
+
+
+def manifest_path(cache_dir: Path, packages: NativePackages) -> Path:
+    return cache_dir / f"{packages.key}.json"
+
+
+@dataclass(frozen=True)
+class NativeJars:
+    """Resolved jar files of the native engines, as recorded in a manifest."""
+
+    files: tuple[Path, ...]
+    kafka: bool
+    delta: bool
+
+    def spark_conf(self) -> dict[str, str]:
+        """Session settings that put these jars on the class path (and turn on Delta's
+        SQL extension and catalog when delta-spark is among them)."""
+        conf = {"spark.jars": ",".join(str(f) for f in self.files)}
+        if self.delta:
+            conf["spark.sql.extensions"] = DELTA_EXTENSION
+            conf["spark.sql.catalog.spark_catalog"] = DELTA_CATALOG
+        return conf
+
+
+def cached_jars(cache_dir: Path, packages: NativePackages | None = None) -> NativeJars | None:
+    """The cached jars for the installed pyspark/delta-spark, or None when `fetch_jars`
+    has not run for them (or a recorded file is gone)."""
+    packages = packages or installed_packages()
+    path = manifest_path(cache_dir, packages)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        logger.warning("ignoring unreadable jar manifest %s: %s", path, e)
+        return None
+    files = tuple(Path(f) for f in data.get("files", []))
+    missing = [f for f in files if not f.is_file()]
+    if missing or data.get("version") != MANIFEST_VERSION:
+        logger.warning(
+            "jar manifest %s is stale (%d file(s) missing); run `python -m "
+            "warehouse.runtime.jars fetch` again",
+            path,
+            len(missing),
+        )
+        return None
+    return NativeJars(files=files, kafka=bool(data.get("kafka")), delta=bool(data.get("delta")))
+
+
+def artifact_name(file_name: str, *, grouped: bool) -> str:
+    """`parquet-hadoop-1.17.0.jar` -> `parquet-hadoop`. Ivy retrieves files as
+    `<group>_<artifact>-<version>.jar` (`grouped`); Spark ships `<artifact>-<version>.jar`."""
+    base = file_name.split("_", 1)[1] if grouped else file_name
+    m = _ARTIFACT.match(base)
+    return m.group("name") if m else base
+
+
+def spark_own_artifacts() -> set[str]:
+    import pyspark
+
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    return {artifact_name(p.name, grouped=False) for p in jars.glob("*.jar")}
+
+
+def _resolve_in_child(coordinates: list[str], ivy_dir: Path) -> list[Path]:
+    """Start a throwaway local Spark JVM that resolves `coordinates` with Ivy; return the
+    files Spark put on its class path. A child process, so the caller's JVM (if any)
+    is not touched."""
+    code = (
+        "import sys\n"
+        "from pyspark.sql import SparkSession\n"
+        "s = (SparkSession.builder.master('local[1]').appName('warehouse-jars')\n"
+        "     .config('spark.jars.packages', sys.argv[1]).config('spark.jars.ivy', sys.argv[2])\n"
+        "     .config('spark.ui.enabled', 'false').getOrCreate())\n"
+        "print('JARS=' + (s.sparkContext.getConf().get('spark.jars', '')))\n"
+        "s.stop()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, ",".join(coordinates), str(ivy_dir)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("JARS=")), None)
+    if proc.returncode != 0 or line is None:
+        tail = "\n".join((proc.stderr or "").strip().splitlines()[-15:])
+        raise JarsError(
+            f"Could not resolve {', '.join(coordinates)} from Maven (exit {proc.returncode}). "
+            f"Spark's Ivy said:\n{tail}\nCheck that Maven Central is reachable, or set "
+            "`engines: {kafka: python, delta: python}` to run without the native jars."
+        )
+    urls = [u for u in line[len("JARS=") :].split(",") if u]
+    return [Path(unquote(urlparse(u).path)) if u.startswith("file:") else Path(u) for u in urls]
+
+
+def fetch_jars(cache_dir: Path, packages: NativePackages | None = None) -> NativeJars:
+    """Resolve the native jars into `cache_dir` (Maven, once) and write their manifest.
+    Returns at once, offline, when the manifest is already there and complete."""
+    packages = packages or installed_packages()
+    found = cached_jars(cache_dir, packages)
+    if found is not None:
+        logger.info("native jars already cached: %s", manifest_path(cache_dir, packages))
+        return found
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    logger.info("resolving %s (once; later starts use the cache)", ", ".join(packages.coordinates))
+    resolved = _resolve_in_child(packages.coordinates, cache_dir / "ivy")
+    own = spark_own_artifacts()
+    files = [f for f in resolved if artifact_name(f.name, grouped=True) not in own]
+    names = {artifact_name(f.name, grouped=True) for f in files}
+    jars = NativeJars(
+        files=tuple(files),
+        kafka=f"spark-sql-kafka-0-10_{SCALA}" in names,
+        delta=any(n.startswith("delta-spark_") for n in names),
+    )
+    manifest = {
+        "version": MANIFEST_VERSION,
+        "coordinates": packages.coordinates,
+        "files": [str(f) for f in files],
+        "kafka": jars.kafka,
+        "delta": jars.delta,
+    }
+    path = manifest_path(cache_dir, packages)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp.replace(path)
+    return jars
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m warehouse.runtime.jars",
+        description="Resolve the native engines' jars once into a cache (Maven Central).",
+    )
+    parser.add_argument("action", choices=["fetch", "show"])
+    parser.add_argument("--cache-dir", type=Path, default=None, help=f"default {default_cache_dir()}")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    cache_dir = args.cache_dir or default_cache_dir()
+    packages = installed_packages()
+    if args.action == "show":
+        jars = cached_jars(cache_dir, packages)
+        print(f"packages: {', '.join(packages.coordinates)}")
+        print(f"manifest: {manifest_path(cache_dir, packages)}")
+        print("cached: " + ("no" if jars is None else f"{len(jars.files)} jar(s)"))
+        return 0 if jars is not None else 1
+    try:
+        jars = fetch_jars(cache_dir, packages)
+    except JarsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"native jars: {len(jars.files)} file(s), kafka={jars.kafka}, delta={jars.delta} "
+        f"({manifest_path(cache_dir, packages)})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
