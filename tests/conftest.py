@@ -51,6 +51,32 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     session.stop()
 
 
+ENGINES = ("python", "native")
+"""The two engines every table-running test runs on: `python` (the pip-only data sources,
+delta-rs) and `native` (Spark's `kafka` format, delta-spark)."""
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    """The engine of this run of the test, `python` or `native`. The native one needs its
+    jars on the test session's class path; `make install` caches them, so a missing jar
+    fails the test (it would otherwise pass without testing anything)."""
+    if request.param == "native":
+        from warehouse.runtime.engines import native_available, native_package
+
+        spark = request.getfixturevalue("spark")
+        missing = [k for k in ("kafka", "delta") if not native_available(spark, k)]
+        if missing:
+            pytest.fail(
+                "the native engine's jars are not on the test session's class path: "
+                + ", ".join(f"`{native_package(k)}`" for k in missing)
+                + ". Run `make install` (it resolves them from Maven Central into "
+                "~/.cache/spark-warehouse/jars).",
+                pytrace=False,
+            )
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One real broker process shared by the run; tests use unique topic and group names."""

@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from streams.delta.errors import NativeEngineUnavailableError
-from streams.delta.scd2 import apply_scd2
+from streams.delta._faults import crash_point
+from streams.delta._schema import arrow_schema
+from streams.delta.commit import committed
+from streams.delta.errors import DeltaWriteError, NativeEngineUnavailableError
+from streams.delta.scd2 import ACTION, plan_batch
+from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
 from streams.delta.sink import DELETE_FLAG, dedupe_changes
 from streams.delta.target import DeltaTarget
 
@@ -57,64 +63,196 @@ def write_batch_native(
     *,
     commit_info: Mapping[str, Any] | None = None,
 ) -> int | None:
+    """Write one micro-batch with delta-spark; the new version, or None when Delta's app
+    transaction shows the batch is in already (a replay after a crash)."""
     spark = df.sparkSession
     _require(spark, target.path)
     from delta.tables import DeltaTable  # delta-spark's Python API, present with its jars
 
+    before = _version(spark, DeltaTable, target.path)
     user_meta = json.dumps(dict(commit_info or {}), sort_keys=True)
     if target.mode == "append":
-        writer = (
-            df.write.format("delta")
-            .mode("append")
-            .option("txnAppId", target.app_id)
-            .option("txnVersion", int(batch_id))
-            .option("mergeSchema", "true")
-            .option("userMetadata", user_meta)
-        )
-        if target.partition_by:
-            writer = writer.partitionBy(*target.partition_by)
-        writer.save(target.path)
+        _append(df, batch_id, target, user_meta)
     elif target.mode == "upsert":
-        changes = dedupe_changes(df, target)
-        if not DeltaTable.isDeltaTable(spark, target.path):
-            (
-                changes.limit(0)
-                .drop(DELETE_FLAG)
-                .write.format("delta")
-                .partitionBy(*target.partition_by)
-                .option("delta.enableChangeDataFeed", "true")
-                .save(target.path)
-            )
-        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in target.keys)
-        newer = "true"
-        if target.sequence_by:
-            seq = f"`{target.sequence_by}`"
-            newer = f"(t.{seq} IS NULL OR s.{seq} >= t.{seq})"
-        cols = {c: f"s.`{c}`" for c in changes.columns if c != DELETE_FLAG}
-        # Delta's idempotent DML: the session confs play the role of txnAppId/txnVersion.
-        confs = {
-            "spark.databricks.delta.commitInfo.userMetadata": user_meta,
-            "spark.databricks.delta.write.txnAppId": target.app_id,
-            "spark.databricks.delta.write.txnVersion": str(int(batch_id)),
-        }
-        for k, v in confs.items():
-            spark.conf.set(k, v)
-        try:
-            (
-                DeltaTable.forPath(spark, target.path)
-                .alias("t")
-                .merge(changes.alias("s"), on)
-                .whenMatchedDelete(f"s.`{DELETE_FLAG}` AND {newer}")
-                .whenMatchedUpdate(f"NOT s.`{DELETE_FLAG}` AND {newer}", cols)
-                .whenNotMatchedInsert(f"NOT s.`{DELETE_FLAG}`", cols)
-                .execute()
-            )
-        finally:
-            for k in confs:
-                spark.conf.unset(k)
+        _upsert(df, batch_id, target, user_meta)
+    elif committed(target, batch_id):
+        return None
     else:
-        return apply_scd2(df, batch_id, target, commit_info=commit_info)
-    return DeltaTable.forPath(spark, target.path).history(1).collect()[0]["version"]
+        _scd2(df, batch_id, target, user_meta, commit_info)
+    after = _version(spark, DeltaTable, target.path)
+    if after == before:
+        logger.info(
+            "Delta table %s: batch %d of app `%s` already committed; skipped",
+            target.name,
+            batch_id,
+            target.app_id,
+        )
+        return None
+    return after
+
+
+def _version(spark: SparkSession, delta_table: Any, path: str) -> int | None:
+    if not delta_table.isDeltaTable(spark, path):
+        return None
+    return delta_table.forPath(spark, path).history(1).collect()[0]["version"]
+
+
+def _writer(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> Any:
+    """An idempotent append: Delta skips it when `txnAppId` has `txnVersion` already.
+    The change data feed is on for every table this engine creates, as on the Python
+    engine, so `read: changes` works downstream whichever engine wrote the table."""
+    writer = (
+        df.write.format("delta")
+        .mode("append")
+        .option("txnAppId", target.app_id)
+        .option("txnVersion", int(batch_id))
+        .option("mergeSchema", "true")
+        .option("userMetadata", user_meta)
+        .option("delta.enableChangeDataFeed", "true")
+    )
+    if target.partition_by:
+        writer = writer.partitionBy(*target.partition_by)
+    return writer
+
+
+def _append(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> None:
+    crash_point("before_commit")
+    _writer(df, batch_id, target, user_meta).save(target.path)
+
+
+@contextmanager
+def _idempotent_dml(
+    spark: SparkSession, batch_id: int, target: DeltaTarget, user_meta: str
+) -> Iterator[None]:
+    """Delta's idempotent DML: for a MERGE these session settings play the role of the
+    writer's `txnAppId`/`txnVersion` (and `userMetadata`). `spark` is the micro-batch's
+    own session (each streaming query runs on a clone), so queries do not see each
+    other's settings."""
+    confs = {
+        "spark.databricks.delta.commitInfo.userMetadata": user_meta,
+        "spark.databricks.delta.write.txnAppId": target.app_id,
+        "spark.databricks.delta.write.txnVersion": str(int(batch_id)),
+        # New columns of the batch are added to the table, as `mergeSchema` does for appends.
+        "spark.databricks.delta.schema.autoMerge.enabled": "true",
+    }
+    for k, v in confs.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k in confs:
+            spark.conf.unset(k)
+
+
+def _create_empty(df: DataFrame, target: DeltaTarget) -> None:
+    from delta.tables import DeltaTable
+
+    if DeltaTable.isDeltaTable(df.sparkSession, target.path):
+        return
+    writer = df.limit(0).write.format("delta").option("delta.enableChangeDataFeed", "true")
+    if target.partition_by:
+        writer = writer.partitionBy(*target.partition_by)
+    writer.save(target.path)
+
+
+def _upsert(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> None:
+    from delta.tables import DeltaTable
+
+    spark = df.sparkSession
+    changes = dedupe_changes(df, target)
+    _refuse_null_keys(changes, batch_id, target)
+    _create_empty(changes.drop(DELETE_FLAG), target)
+    on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in target.keys)
+    newer = "true"
+    if target.sequence_by:
+        seq = f"`{target.sequence_by}`"
+        newer = f"(t.{seq} IS NULL OR s.{seq} >= t.{seq})"
+    cols = {c: f"s.`{c}`" for c in changes.columns if c != DELETE_FLAG}
+    crash_point("before_commit")
+    with _idempotent_dml(spark, batch_id, target, user_meta):
+        (
+            DeltaTable.forPath(spark, target.path)
+            .alias("t")
+            .merge(changes.alias("s"), on)
+            .whenMatchedDelete(f"s.`{DELETE_FLAG}` AND {newer}")
+            .whenMatchedUpdate(f"NOT s.`{DELETE_FLAG}` AND {newer}", cols)
+            .whenNotMatchedInsert(f"NOT s.`{DELETE_FLAG}`", cols)
+            .execute()
+        )
+    _record_if_skipped(df, batch_id, target, user_meta)
+
+
+def _refuse_null_keys(changes: DataFrame, batch_id: int, target: DeltaTarget) -> None:
+    """A MERGE would insert rows with a null key that no later change could match.
+    One Spark job for all keys; which key it was is asked only when one is null."""
+    any_null = " OR ".join(f"`{k}` IS NULL" for k in target.keys)
+    if changes.where(any_null).isEmpty():
+        return
+    for k in target.keys:
+        if not changes.where(F.col(k).isNull()).isEmpty():
+            raise DeltaWriteError(
+                f"Delta table `{target.path}`: batch {batch_id} has rows whose key column "
+                f"`{k}` is null; an upsert cannot place them. Filter them out or route them "
+                "to quarantine with an expectation `expect_column_values_to_not_be_null`.",
+                path=target.path,
+                batch_id=batch_id,
+            )
+
+
+def _scd2(
+    df: DataFrame,
+    batch_id: int,
+    target: DeltaTarget,
+    user_meta: str,
+    commit_info: Mapping[str, Any] | None,
+) -> None:
+    """SCD2 as a delta-spark MERGE of the same plan the Python engine applies: the batch's
+    changes (collected to the driver: CDC batches of dimensions are small) against the
+    current rows of the keys they touch."""
+    from delta.tables import DeltaTable
+
+    spark = df.sparkSession
+    rows = df.withColumn(ARRIVAL, F.monotonically_increasing_id()).toArrow()
+    _table, source, counts = plan_batch(rows, batch_id, target, schema=arrow_schema(df.schema))
+    if source is None:
+        _record_if_skipped(df, batch_id, target, user_meta)
+        return
+    on = " AND ".join(
+        [
+            *(f"t.`{k}` = s.`{k}`" for k in target.keys),
+            f"s.`{ACTION}` = 'close'",
+            f"t.`{IS_CURRENT}` = true",
+        ]
+    )
+    data = [c for c in source.column_names if c != ACTION]
+    staged = spark.createDataFrame(source)
+    with _idempotent_dml(spark, batch_id, target, user_meta):
+        (
+            DeltaTable.forPath(spark, target.path)
+            .alias("t")
+            .merge(staged.alias("s"), on)
+            .whenMatchedUpdate(set={VALID_TO: f"s.`{VALID_TO}`", IS_CURRENT: "false"})
+            .whenNotMatchedInsert(
+                condition=f"s.`{ACTION}` = 'insert'", values={c: f"s.`{c}`" for c in data}
+            )
+            .execute()
+        )
+    logger.info(
+        "Delta table %s: batch %d: closed %d version(s), inserted %d",
+        target.name,
+        batch_id,
+        *counts,
+    )
+
+
+def _record_if_skipped(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> None:
+    """A MERGE that changes no row commits nothing, and so records no app transaction;
+    an empty idempotent append then records the batch (and its offsets) in the log."""
+    if committed(target, batch_id):
+        return
+    spark = df.sparkSession
+    empty = spark.read.format("delta").load(target.path).limit(0)
+    _writer(empty, batch_id, target, user_meta).save(target.path)
 
 
 def read_delta_stream_native(
@@ -123,7 +261,10 @@ def read_delta_stream_native(
     _require(spark, path)
     reader = spark.readStream.format("delta")
     if read == "changes":
-        reader = reader.option("readChangeFeed", "true")
+        # From the table's first version, as the Python engine reads it: without a
+        # starting version Delta would give the current snapshot as inserts instead of
+        # the changes that led to it (an upsert's deletes and pre-images would be lost).
+        reader = reader.option("readChangeFeed", "true").option("startingVersion", "0")
     if max_versions_per_trigger:
         # Delta's own limit is in files; one version of a streaming sink is usually one
         # batch's files, so this is the closest native knob.

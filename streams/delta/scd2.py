@@ -48,7 +48,8 @@ from streams.delta.target import (
 
 logger = logging.getLogger(__name__)
 
-_ACTION = "__warehouse_scd2_action"
+ACTION = "__warehouse_scd2_action"
+"""The MERGE source's column saying what a row does: `close` a current row or `insert`."""
 _TIME = pa.timestamp("us", tz="UTC")
 
 
@@ -178,7 +179,7 @@ def _merge(table: DeltaTable, source: pa.Table, target: DeltaTarget, props: Any)
     on = " AND ".join(
         [
             *(f"t.{_q(k)} = s.{_q(k)}" for k in target.keys),
-            f"s.{_q(_ACTION)} = 'close'",
+            f"s.{_q(ACTION)} = 'close'",
             f"t.{_q(IS_CURRENT)} = true",
         ]
     )
@@ -192,7 +193,7 @@ def _merge(table: DeltaTable, source: pa.Table, target: DeltaTarget, props: Any)
             commit_properties=props,
         )
         .when_matched_update(updates={_q(VALID_TO): f"s.{_q(VALID_TO)}", _q(IS_CURRENT): "false"})
-        .when_not_matched_insert_all(predicate=f"s.{_q(_ACTION)} = 'insert'", except_cols=[_ACTION])
+        .when_not_matched_insert_all(predicate=f"s.{_q(ACTION)} = 'insert'", except_cols=[ACTION])
         .execute()
     )
 
@@ -235,6 +236,45 @@ def apply_scd2_arrow(
     `schema`: the batch's column types as the table should store them (default: the
     Arrow table's own, normalized); rows keep their order as arrival order.
     """
+    table, source, counts = plan_batch(rows, batch_id, target, now=now, schema=schema)
+    if source is None:
+        return commit_empty(table, batch_id, target, commit_info)
+    try:
+        _merge(table, source, target, commit_properties(target, batch_id, commit_info))
+    except DeltaError as e:
+        raise DeltaWriteError(
+            f"Delta table `{target.path}`: merging SCD2 batch {batch_id} "
+            f"({counts[0]} closes, {counts[1]} new versions) failed: {e}",
+            path=target.path,
+            batch_id=batch_id,
+        ) from e
+    table = DeltaTable(target.path)
+    if table.transaction_version(target.app_id) != batch_id:
+        return commit_empty(table, batch_id, target, commit_info)
+    logger.info(
+        "Delta table %s: batch %d: closed %d version(s), inserted %d",
+        target.name,
+        batch_id,
+        counts[0],
+        counts[1],
+    )
+    return table.version()
+
+
+def plan_batch(
+    rows: pa.Table,
+    batch_id: int,
+    target: DeltaTarget,
+    *,
+    now: dt.datetime | None = None,
+    schema: pa.Schema | None = None,
+) -> tuple[DeltaTable, pa.Table | None, tuple[int, int]]:
+    """Open (or create) the history table and plan one batch against its current rows.
+
+    Returns the table, the MERGE source (`ACTION` `close` rows to end, `insert` rows to
+    add; None when the batch changes nothing) and the counts (versions closed, inserted).
+    Both engines apply the same source: delta-rs here, delta-spark in `streams.delta.native`.
+    """
     keys, seq = list(target.keys), target.sequence_by
     assert seq is not None  # DeltaTarget requires it for scd2
     _schema.check_columns(rows.schema.names, keys, path=target.path, what="key columns")
@@ -267,31 +307,13 @@ def apply_scd2_arrow(
             batch_id,
             plan.stale,
         )
+    closed = len(plan.closes) + sum(1 for r in plan.inserts if not r[IS_CURRENT])
     if not plan.closes and not plan.inserts:
-        return commit_empty(table, batch_id, target, commit_info)
-    schema = pa.schema([*stored, pa.field(_ACTION, pa.string())])
+        return table, None, (0, 0)
+    source_schema = pa.schema([*stored, pa.field(ACTION, pa.string())])
     source = pa.Table.from_pylist(
-        [{**r, _ACTION: "close"} for r in plan.closes]
-        + [{**r, _ACTION: "insert"} for r in plan.inserts],
-        schema=schema,
+        [{**r, ACTION: "close"} for r in plan.closes]
+        + [{**r, ACTION: "insert"} for r in plan.inserts],
+        schema=source_schema,
     )
-    try:
-        _merge(table, source, target, commit_properties(target, batch_id, commit_info))
-    except DeltaError as e:
-        raise DeltaWriteError(
-            f"Delta table `{target.path}`: merging SCD2 batch {batch_id} "
-            f"({len(plan.closes)} closes, {len(plan.inserts)} new versions) failed: {e}",
-            path=target.path,
-            batch_id=batch_id,
-        ) from e
-    table = DeltaTable(target.path)
-    if table.transaction_version(target.app_id) != batch_id:
-        return commit_empty(table, batch_id, target, commit_info)
-    logger.info(
-        "Delta table %s: batch %d: closed %d version(s), inserted %d",
-        target.name,
-        batch_id,
-        len(plan.closes) + sum(1 for r in plan.inserts if not r[IS_CURRENT]),
-        len(plan.inserts),
-    )
-    return table.version()
+    return table, source, (closed, len(plan.inserts))

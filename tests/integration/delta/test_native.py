@@ -1,4 +1,5 @@
-"""`engine="native"`: delta-spark's own format, only where its jars are on the classpath."""
+"""The native engine (delta-spark) beside the Python one: the same contract, and tables
+that either engine writes and the other reads (same protocol, same columns)."""
 
 from __future__ import annotations
 
@@ -9,36 +10,76 @@ from pyspark.sql import Row
 
 from streams.delta import (
     DeltaTarget,
-    NativeEngineUnavailableError,
-    native_delta_available,
     read_delta_stream,
+    read_table,
     recorded_offsets,
     write_batch,
 )
+from tests.support.rows import assert_rows
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.native]
 
-
-def test_without_delta_spark_native_fails_naming_the_fix(spark, tmp_path: Path) -> None:
-    if native_delta_available(spark):
-        pytest.skip("delta-spark is on the classpath here")
-    target = DeltaTarget(str(tmp_path / "t"), app_id="a:q", engine="native")
-    df = spark.createDataFrame([Row(id=1)])
-    with pytest.raises(NativeEngineUnavailableError, match="delta-spark") as info:
-        write_batch(df, 0, target)
-    assert info.value.path == target.path
-    with pytest.raises(NativeEngineUnavailableError):
-        read_delta_stream(spark, str(tmp_path / "t"), engine="native")
+OTHER = {"python": "native", "native": "python"}
 
 
-@pytest.mark.native
-def test_native_append_is_idempotent_and_records_offsets(spark, tmp_path: Path) -> None:
-    if not native_delta_available(spark):
-        pytest.skip("no delta-spark jars on this JVM (no Maven here); runs on a cluster")
-    target = DeltaTarget(str(tmp_path / "t"), app_id="a:q", engine="native")
+def test_native_append_is_idempotent_and_records_offsets(spark, tmp_path: Path, engine) -> None:
+    target = DeltaTarget(str(tmp_path / "t"), app_id="a:q", engine=engine)
     info = {"warehouse.sourceOffsets": '{"t": {"0": 2}}'}
     df = spark.createDataFrame([Row(id=1), Row(id=2)])
-    write_batch(df, 0, target, commit_info=info)
-    write_batch(df, 0, target, commit_info=info)
+    assert write_batch(df, 0, target, commit_info=info) == 0
+    assert write_batch(df, 0, target, commit_info=info) is None  # a replay
     assert spark.read.format("delta").load(target.path).count() == 2
     assert recorded_offsets(target.path) == {"t": {"0": 2}}
+
+
+def _changes(spark, path: str, engine: str, ckpt: Path) -> list[Row]:
+    seen: list[Row] = []
+    df = read_delta_stream(spark, path, read="changes", engine=engine)
+    q = (
+        df.writeStream.foreachBatch(lambda b, _i: seen.extend(b.collect()))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(300)
+    assert q.exception() is None
+    return seen
+
+
+def test_a_table_written_by_one_engine_is_read_by_the_other(
+    spark, tmp_path: Path, engine: str
+) -> None:
+    """`engine` writes an append and an upsert table; the other engine reads their
+    snapshots and change feeds. The CDF is on whichever engine created the table."""
+    reader = OTHER[engine]
+    events = DeltaTarget(str(tmp_path / "events"), app_id="e:q", engine=engine,
+                         partition_by=["day"])
+    write_batch(spark.createDataFrame([(1, "d1"), (2, "d2")], "id long, day string"), 0, events)
+    write_batch(spark.createDataFrame([(3, "d1")], "id long, day string"), 1, events)
+    users = DeltaTarget(str(tmp_path / "users"), mode="upsert", keys=["user_id"],
+                        sequence_by="seq", app_id="u:q", engine=engine)
+    schema = "user_id long, city string, seq long, _op string"
+    write_batch(spark.createDataFrame([(1, "rome", 1, "c"), (2, "oslo", 1, "c")], schema), 0,
+                users)
+    write_batch(spark.createDataFrame([(1, "bern", 2, "u"), (2, None, 2, "d")], schema), 1, users)
+
+    expected_events = [Row(id=1, day="d1"), Row(id=2, day="d2"), Row(id=3, day="d1")]
+    expected_users = [Row(user_id=1, city="bern", seq=2)]
+    if reader == "python":
+        assert sorted(read_table(events.path).to_pylist(), key=lambda r: r["id"]) == [
+            r.asDict() for r in expected_events
+        ]
+        assert read_table(users.path).to_pylist() == [r.asDict() for r in expected_users]
+    else:
+        assert_rows(spark.read.format("delta").load(events.path), expected_events)
+        assert_rows(spark.read.format("delta").load(users.path), expected_users)
+
+    feed = _changes(spark, users.path, reader, tmp_path / "ckpt")
+    kinds = sorted((r["user_id"], r["_change_type"]) for r in feed)
+    assert kinds == [
+        (1, "insert"),
+        (1, "update_postimage"),
+        (1, "update_preimage"),
+        (2, "delete"),
+        (2, "insert"),
+    ]

@@ -1,4 +1,5 @@
-"""SCD2 on real Delta tables through the Spark-free core (`apply_scd2_arrow`).
+"""SCD2 on real Delta tables through the Spark-free core (`apply_scd2_arrow`), and the
+same batches through the native engine (a delta-spark MERGE of the same plan).
 
 What the Spark path shares with it and is cheaper to check here: composite keys,
 stale-only batches, schema evolution, partitioning, errors.
@@ -13,8 +14,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from streams.delta import DeltaSchemaError, DeltaTarget, DeltaWriteError, apply_scd2_arrow
-from streams.delta.arrow import read_table
+from streams.delta import (
+    DeltaSchemaError,
+    DeltaTarget,
+    DeltaWriteError,
+    apply_scd2_arrow,
+    read_table,
+    write_batch,
+)
 
 UTC = dt.UTC
 
@@ -34,14 +41,37 @@ def batch(rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows)
 
 
+@pytest.fixture
+def apply(request: pytest.FixtureRequest, engine: str):
+    """`apply(rows, batch_id, target)` on the engine of this run: the Spark-free core for
+    `python`, `write_batch` of a Spark DataFrame of the same rows for `native`."""
+    if engine == "python":
+        return apply_scd2_arrow
+    spark = request.getfixturevalue("spark")
+
+    def native(rows: pa.Table, batch_id: int, t: DeltaTarget) -> int | None:
+        native_target = DeltaTarget(
+            t.path,
+            mode="scd2",
+            keys=t.keys,
+            sequence_by=t.sequence_by,
+            partition_by=t.partition_by,
+            app_id=t.app_id,
+            engine="native",
+        )
+        return write_batch(spark.createDataFrame(rows), batch_id, native_target)
+
+    return native
+
+
 def rows_of(path: str, columns: list[str]) -> list[tuple]:
     data = read_table(path, columns=columns).to_pylist()
     return sorted((tuple(r[c] for c in columns) for r in data), key=repr)
 
 
-def test_composite_keys_close_only_their_own_versions(tmp_path: Path) -> None:
+def test_composite_keys_close_only_their_own_versions(tmp_path: Path, apply) -> None:
     t = target(tmp_path)
-    apply_scd2_arrow(
+    apply(
         batch(
             [
                 {"tenant": "a", "id": 1, "v": "a1", "ts_ms": 100, "_op": "c"},
@@ -51,7 +81,7 @@ def test_composite_keys_close_only_their_own_versions(tmp_path: Path) -> None:
         0,
         t,
     )
-    apply_scd2_arrow(batch([{"tenant": "b", "id": 1, "v": "b2", "ts_ms": 200, "_op": "u"}]), 1, t)
+    apply(batch([{"tenant": "b", "id": 1, "v": "b2", "ts_ms": 200, "_op": "u"}]), 1, t)
     cols = ["tenant", "id", "v", "valid_from", "valid_to", "is_current"]
     assert rows_of(t.path, cols) == sorted(
         [
@@ -65,21 +95,21 @@ def test_composite_keys_close_only_their_own_versions(tmp_path: Path) -> None:
     assert "_op" not in DeltaTable(t.path).schema().to_arrow().names
 
 
-def test_a_stale_only_batch_commits_its_transaction_and_changes_nothing(tmp_path: Path) -> None:
+def test_a_stale_only_batch_commits_its_transaction_and_changes_nothing(tmp_path: Path, apply) -> None:
     t = target(tmp_path)
-    apply_scd2_arrow(batch([{"tenant": "a", "id": 1, "v": "new", "ts_ms": 500}]), 0, t)
+    apply(batch([{"tenant": "a", "id": 1, "v": "new", "ts_ms": 500}]), 0, t)
     before = rows_of(t.path, ["tenant", "id", "v", "valid_from", "valid_to", "is_current"])
     version = DeltaTable(t.path).version()
-    new = apply_scd2_arrow(batch([{"tenant": "a", "id": 1, "v": "old", "ts_ms": 400}]), 1, t)
+    new = apply(batch([{"tenant": "a", "id": 1, "v": "old", "ts_ms": 400}]), 1, t)
     assert new == version + 1
     assert DeltaTable(t.path).transaction_version("dim:q") == 1
     assert rows_of(t.path, ["tenant", "id", "v", "valid_from", "valid_to", "is_current"]) == before
 
 
-def test_new_columns_are_added_and_partitioning_is_kept(tmp_path: Path) -> None:
+def test_new_columns_are_added_and_partitioning_is_kept(tmp_path: Path, apply) -> None:
     t = target(tmp_path, partition_by=["tenant"])
-    apply_scd2_arrow(batch([{"tenant": "a", "id": 1, "ts_ms": 100}]), 0, t)
-    apply_scd2_arrow(batch([{"tenant": "a", "id": 1, "ts_ms": 200, "email": "x@y"}]), 1, t)
+    apply(batch([{"tenant": "a", "id": 1, "ts_ms": 100}]), 0, t)
+    apply(batch([{"tenant": "a", "id": 1, "ts_ms": 200, "email": "x@y"}]), 1, t)
     table = DeltaTable(t.path)
     assert list(table.metadata().partition_columns) == ["tenant"]
     assert rows_of(t.path, ["id", "email", "is_current"]) == sorted(

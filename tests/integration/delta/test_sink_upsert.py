@@ -16,16 +16,21 @@ pytestmark = pytest.mark.spark
 SCHEMA = "user_id long, city string, seq long, _op string"
 
 
-def _target(tmp_path: Path, **kw) -> DeltaTarget:
+def _target(tmp_path: Path, engine: str, **kw) -> DeltaTarget:
     return DeltaTarget(
-        str(tmp_path / "users"), mode="upsert", keys=["user_id"], app_id="users:q1", **kw
+        str(tmp_path / "users"),
+        mode="upsert",
+        keys=["user_id"],
+        app_id="users:q1",
+        engine=engine,
+        **kw,
     )
 
 
 def test_insert_update_delete_and_order_within_and_across_batches(
-    spark, tmp_path: Path, read_table
+    spark, tmp_path: Path, read_table, engine: str
 ) -> None:
-    target = _target(tmp_path, sequence_by="seq")
+    target = _target(tmp_path, engine, sequence_by="seq")
     batch0 = [
         (1, "paris", 1, "c"),
         (1, "rome", 3, "u"),  # the newest of key 1 in this batch
@@ -67,9 +72,9 @@ def test_insert_update_delete_and_order_within_and_across_batches(
 
 
 def test_a_batch_of_only_stale_changes_still_records_its_transaction(
-    spark, tmp_path: Path, read_table
+    spark, tmp_path: Path, read_table, engine: str
 ) -> None:
-    target = _target(tmp_path, sequence_by="seq")
+    target = _target(tmp_path, engine, sequence_by="seq")
     write_batch(spark.createDataFrame([(1, "rome", 5, "c")], SCHEMA), 0, target)
     write_batch(spark.createDataFrame([(1, "oslo", 4, "u")], SCHEMA), 1, target)
     assert DeltaTable(target.path).transaction_version("users:q1") == 1
@@ -77,17 +82,19 @@ def test_a_batch_of_only_stale_changes_still_records_its_transaction(
 
 
 def test_without_sequence_the_later_kafka_offset_wins_and_deleted_flag_deletes(
-    spark, tmp_path: Path, read_table
+    spark, tmp_path: Path, read_table, engine: str
 ) -> None:
-    target = _target(tmp_path)
+    target = _target(tmp_path, engine)
     schema = "user_id long, city string, _offset long, _deleted boolean"
     rows = [(1, "b", 7, False), (1, "a", 3, False), (2, "x", 1, False), (2, None, 2, True)]
     write_batch(spark.createDataFrame(rows, schema), 0, target)
     assert_rows(read_table(target.path), [Row(user_id=1, city="b", _offset=7)])
 
 
-def test_added_columns_and_partitions_in_upserts(spark, tmp_path: Path, read_table) -> None:
-    target = _target(tmp_path, sequence_by="seq", partition_by=["city"])
+def test_added_columns_and_partitions_in_upserts(
+    spark, tmp_path: Path, read_table, engine: str
+) -> None:
+    target = _target(tmp_path, engine, sequence_by="seq", partition_by=["city"])
     write_batch(spark.createDataFrame([(1, "rome", 1, "c")], SCHEMA), 0, target)
     more = spark.createDataFrame(
         [(1, "rome", 2, "u", "gold"), (2, "oslo", 1, "c", None)], SCHEMA + ", tier string"
@@ -103,10 +110,12 @@ def test_added_columns_and_partitions_in_upserts(spark, tmp_path: Path, read_tab
     )
 
 
-def test_null_keys_and_missing_keys_are_refused(spark, tmp_path: Path) -> None:
-    target = _target(tmp_path)
+def test_null_keys_and_missing_keys_are_refused(spark, tmp_path: Path, engine: str) -> None:
+    target = _target(tmp_path, engine)
     with pytest.raises(DeltaWriteError, match="key column `user_id` is null"):
         write_batch(spark.createDataFrame([(None, "a", 1, "c")], SCHEMA), 0, target)
-    bad = DeltaTarget(str(tmp_path / "u2"), mode="upsert", keys=["id"], app_id="x")
+    bad = DeltaTarget(
+        str(tmp_path / "u2"), mode="upsert", keys=["id"], app_id="x", engine=engine
+    )
     with pytest.raises(Exception, match="key columns `id` not in the batch"):
         write_batch(spark.createDataFrame([(1, "a", 1, "c")], SCHEMA), 0, bad)
