@@ -107,7 +107,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     try:
-        from warehouse.quality import run_checks
+        from warehouse.quality.check import run_checks
     except (ImportError, AttributeError):
         _err("`warehouse check` needs warehouse.quality.run_checks, which is not installed yet.")
         return 1
@@ -151,8 +151,6 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 
 def _broker_dir(args: argparse.Namespace) -> tuple[Path, Any]:
-    from warehouse.runtime.bootstrap import broker_dir
-
     if args.data_dir:
         project = None
         try:
@@ -161,7 +159,7 @@ def _broker_dir(args: argparse.Namespace) -> tuple[Path, Any]:
             project = None  # an explicit data dir needs no project
         return Path(args.data_dir), project
     project = load_project(args)
-    return broker_dir(project), project
+    return project.broker_dir(), project
 
 
 def cmd_broker(args: argparse.Namespace) -> int:

@@ -45,13 +45,13 @@ def demo_broker(project: Project, *, out=_out) -> Iterator[tuple[str, bool]]:
     otherwise one is started on the configured port and stopped on exit.
     """
     from streams.broker.launcher import broker_status, stop_broker
-    from warehouse.runtime.bootstrap import broker_dir, resolve_bootstrap
+    from warehouse.runtime.bootstrap import resolve_bootstrap
 
     kafka = project.config.kafka
     if not kafka.is_embedded:
         yield kafka.bootstrap, False
         return
-    data_dir = broker_dir(project)
+    data_dir = project.broker_dir()
     running = broker_status(data_dir)
     bootstrap = resolve_bootstrap(project, start=True)
     assert bootstrap is not None

@@ -164,7 +164,6 @@ def run_continuous(
     out: Out = print,
 ) -> int:
     """Run the example continuously until Ctrl-C/SIGTERM; returns the exit code."""
-    from warehouse.compile.query import kafka_client_config
     from warehouse.runtime.pipeline import Pipeline
 
     if rate <= 0:
@@ -172,7 +171,7 @@ def run_continuous(
 
         raise GenerateArgumentError(f"`--rate` must be > 0 events per second, got {rate}.")
     reset_state(project, bootstrap=bootstrap if delete_old_topics else None, out=out)
-    client = kafka_client_config(project)
+    client = project.config.kafka.client_config()
     ensure_topics(bootstrap, client_config=client)
     gap = 1.0 / rate
     span = initial_events * gap

@@ -64,9 +64,8 @@ def main(args: argparse.Namespace) -> int:
     project = Project.load(args.project, env=args.env)
     bootstrap = resolve_bootstrap(project, start=True)
     assert bootstrap is not None
-    from warehouse.compile.query import kafka_client_config
 
-    client = kafka_client_config(project)
+    client = project.config.kafka.client_config()
     ensure_topics(bootstrap, client_config=client)
     if args.rate:
         gen = ShopGenerator(

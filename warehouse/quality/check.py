@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.quality.errors import CheckSetupError
 from warehouse.quality.gx_suite import GxRun, gx_evaluated, plain
-from warehouse.quality.registry import (
+from warehouse.spec.expectations import (
     EXPECTATION_TYPES,
     expectation_id,
     interval_seconds,
     normalize_type_name,
 )
+from warehouse.spec.paths import quality_state_path, reports_dir, table_path
 from warehouse.spec.table import Expectation, TableDefinition
 
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-STATE_FILE = ("quality", "state.json")
 _CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
@@ -169,11 +169,6 @@ def _graph_order(project: Any, tables: dict[str, TableDefinition]) -> list[str]:
         if set(names) >= set(tables)
         else sorted(tables, key=lambda n: (tables[n].layer_index, n))
     )
-
-
-def _table_path(project: Any, name: str) -> Path:
-    fn = getattr(project, "table_path", None)
-    return Path(fn(name)) if callable(fn) else Path(project.root) / "tables" / name
 
 
 def _load_state(path: Path) -> dict[str, Any]:
@@ -404,17 +399,17 @@ def run_checks(
     out_dir = (
         Path(report_dir)
         if report_dir is not None
-        else root / "reports" / f"check-{started.strftime('%Y%m%dT%H%M%S%fZ')}"
+        else reports_dir(root) / f"check-{started.strftime('%Y%m%dT%H%M%S%fZ')}"
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     selected = _select(project, layer, table)
-    state_path = root.joinpath(*STATE_FILE)
+    state_path = quality_state_path(root)
     state = _load_state(state_path) if incremental else {"tables": {}}
     # Data Docs are written whenever a table is checked, so CI can always publish them.
     gx_run = GxRun.start(out_dir / "data_docs") if selected else None
     results: list[TableResult] = []
     for defn in selected:
-        path = _table_path(project, defn.name)
+        path = table_path(root, defn.name)
         since = state["tables"].get(defn.name, {}).get("version") if incremental else None
         res = _check_table(defn, path, gx_run, since=since, now=started)
         results.append(res)

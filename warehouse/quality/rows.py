@@ -36,7 +36,7 @@ from pyspark.sql.types import (
 )
 
 from warehouse.quality.errors import ExpectationFailed, QualityError
-from warehouse.quality.registry import (
+from warehouse.spec.expectations import (
     EXPECTATION_TYPES,
     expectation_id,
     is_row_level,

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warehouse.compile.graph import TableGraph, build_graph
 from warehouse.spec.errors import Problem
+from warehouse.spec.expectations import EXPECTATION_TYPES, validate
+from warehouse.spec.graph import TableGraph, build_graph
 from warehouse.spec.pycode import ImportProblem, import_reference
 from warehouse.spec.schemas import (
     WINDOW_COLUMNS,
@@ -64,7 +65,6 @@ class _Checker:
         self.payload = payload
         self.broken = broken
         self.problems: list[Problem] = []
-        self.registry: Any = None
         self.all_names: list[str] = []
 
     def add(self, d: TableDefinition, fld: str, message: str, *, path: str | None = None) -> None:
@@ -161,11 +161,9 @@ class _Checker:
                 "(`package.module:function`, relative to the project folder).",
             )
 
-    def expectations(self, d: TableDefinition, registry: Any) -> None:
-        if registry is None:
-            return
+    def expectations(self, d: TableDefinition) -> None:
         for i, exp in enumerate(d.spec.expectations):
-            for message in registry.validate(exp):
+            for message in validate(exp):
                 self.add(d, f"expectations[{i}].{exp.type}", message)
 
     def publish_topics(self, defs: Mapping[str, TableDefinition]) -> None:
@@ -363,8 +361,8 @@ class _Checker:
                         )
 
     def _column_args(self, type_name: str) -> tuple[str, ...]:
-        etype = getattr(self.registry, "EXPECTATION_TYPES", {}).get(type_name)
-        return tuple(getattr(etype, "columns_args", ("column",))) if etype else ("column",)
+        etype = EXPECTATION_TYPES.get(type_name)
+        return tuple(etype.columns_args) if etype else ("column",)
 
     def _duplicates(self, d: TableDefinition, cols: Columns) -> None:
         seen: set[str] = set()
@@ -400,17 +398,6 @@ def sql_location(d: TableDefinition) -> tuple[str, str]:
     return ("", d.sql_path) if d.sql_path else ("transform.sql", d.path)
 
 
-def _quality_registry() -> Any:
-    try:
-        from warehouse.quality import registry
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("warehouse.quality"):
-            logger.warning("warehouse.quality.registry is missing; expectations are not checked")
-            return None
-        raise
-    return registry
-
-
 def check_project(
     project_dir: Path,
     definitions: list[TableDefinition],
@@ -419,14 +406,13 @@ def check_project(
 ) -> CheckedProject:
     """Check `definitions` together; return them in run order with graph, columns, problems."""
     checker = _Checker(project_dir, payload, broken or set())
-    checker.registry = _quality_registry()
     defs = checker.unique_names(definitions)
     checker.all_names = list(defs)
     enriched: dict[str, TableDefinition] = {}
     for name, d in defs.items():
         checker.source(d, defs)
         checker.python(d)
-        checker.expectations(d, checker.registry)
+        checker.expectations(d)
         static = checker.static_tables(d, defs)
         for t in static:
             checker.layer_order(d, defs[t], *sql_location(d))
