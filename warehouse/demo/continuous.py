@@ -92,7 +92,7 @@ class Producer(threading.Thread):
                 progress=self._note,
                 progress_every=10,
             )
-        except BaseException as e:  # reported by the display and at the end
+        except BaseException as e:  # noqa: BLE001  # a thread's boundary: reported by the display and at the end
             self.error = e
             logger.error("demo producer failed: %s", e)
 
@@ -121,7 +121,7 @@ class Display(threading.Thread):
                 self.out(self.screen())
             except (KeyboardInterrupt, SystemExit):
                 raise
-            except BaseException as e:
+            except BaseException as e:  # noqa: BLE001  # a display refresh is best effort
                 # A table being rewritten mid-read: skip this refresh. BaseException because
                 # delta-rs reports a Rust panic as pyo3's PanicException, which is not an
                 # Exception, and would end the screen for good.

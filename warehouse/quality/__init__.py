@@ -9,9 +9,10 @@ and are not re-exported here.
 
 from __future__ import annotations
 
-from warehouse.quality.check import CheckReport, run_checks
+from warehouse.quality.check import run_checks
 from warehouse.quality.errors import CheckSetupError, ExpectationFailed, QualityError
 from warehouse.quality.events import quality_events_frame, quality_summary, write_quality_events
+from warehouse.quality.report import CheckReport
 
 __all__ = [
     "CheckReport",

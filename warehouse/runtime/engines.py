@@ -38,7 +38,7 @@ def native_available(spark: SparkSession, kind: EngineKind) -> bool:
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         jvm.java.lang.Class.forName(NATIVE_CLASSES[kind], False, loader)
-    except Exception as e:  # py4j raises Py4JJavaError (ClassNotFoundException) and others
+    except Exception as e:  # noqa: BLE001  # a probe: py4j raises Py4JJavaError and others
         logger.debug("native %s engine not available: %s", kind, e)
         return False
     return True

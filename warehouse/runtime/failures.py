@@ -2,12 +2,23 @@
 
 A streaming Python data source's worker may miss Spark's fixed window to connect
 back to the JVM on a busy machine (`TRANSIENT_ERRORS`); the runner starts such a
-query again under a `RetryPolicy`. Everything else is a real failure.
+query again under a `RetryPolicy`. Everything else is a real failure, reported by
+`query_failure`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from warehouse.errors import root_cause_line
+from warehouse.runtime.errors import QueryFailedError
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+    from warehouse.compile.plan import TablePlan
+    from warehouse.runtime.writer import BatchStats
 
 TRANSIENT_ERRORS: tuple[str, ...] = (
     "Python worker failed to connect back",
@@ -47,3 +58,25 @@ class RetryPolicy:
 
     def pause_before(self, attempt: int) -> float:
         return min(self.max_pause, self.pause * 2 ** max(0, attempt - 2))
+
+
+def query_failure(
+    plan: TablePlan,
+    stats: BatchStats,
+    query: StreamingQuery | None,
+    e: BaseException | None,
+) -> QueryFailedError:
+    """The error a failed query is reported with: a `WarehouseError` our code raised as it
+    is, anything else as `QueryFailedError` quoting its root cause."""
+    cause = stats.error or e
+    if cause is not None and hasattr(cause, "exit_code"):
+        return cause  # type: ignore[return-value]  # a WarehouseError from our code
+    text = str(cause) if cause is not None else str(query.exception() if query else "")
+    first = root_cause_line(text)
+    err = QueryFailedError(
+        f"Table `{plan.name}` (layer `{plan.layer}`): the streaming query failed: "
+        f"{first}. Fix the cause and run again; the checkpoint "
+        f"{plan.checkpoint_path} resumes where the last committed batch ended.",
+        table=plan.name,
+    )
+    return err

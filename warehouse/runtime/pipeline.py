@@ -21,10 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.compile.plan import TablePlan, select_tables
 from warehouse.compile.query import CompiledQuery, build_query
-from warehouse.errors import root_cause_line
 from warehouse.runtime.errors import QueryFailedError
-from warehouse.runtime.failures import RetryPolicy, is_transient
-from warehouse.runtime.results import RunResult, add_results
+from warehouse.runtime.failures import RetryPolicy, is_transient, query_failure
+from warehouse.runtime.results import RunResult, add_results, result_of
 from warehouse.runtime.writer import BatchWriter
 from warehouse.spec.paths import table_exists
 
@@ -163,41 +162,9 @@ class Pipeline:
             # The writer's own count wins: it knows the records of a Kafka batch.
             cq.batch.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
 
-    def _result(self, cq: Query, seconds: float) -> RunResult:
-        s = cq.batch.stats
-        return RunResult(
-            table=cq.plan.name,
-            layer=cq.plan.layer,
-            rows_read=sum(s.input_rows.values()),
-            rows_written=s.rows_written,
-            quarantined=s.quarantined,
-            dropped=s.dropped,
-            batches=s.batches,
-            seconds=seconds,
-            version=s.last_version,
-            published=s.published,
-        )
-
     def _cleanup(self, cq: Query) -> None:
         for view in cq.views:
             self.spark.catalog.dropTempView(view)
-
-    @staticmethod
-    def _failure(
-        cq: Query, query: StreamingQuery | None, e: BaseException | None
-    ) -> QueryFailedError:
-        cause = cq.batch.stats.error or e
-        if cause is not None and hasattr(cause, "exit_code"):
-            return cause  # type: ignore[return-value]  # a WarehouseError from our code
-        text = str(cause) if cause is not None else str(query.exception() if query else "")
-        first = root_cause_line(text)
-        err = QueryFailedError(
-            f"Table `{cq.plan.name}` (layer `{cq.plan.layer}`): the streaming query failed: "
-            f"{first}. Fix the cause and run again; the checkpoint "
-            f"{cq.plan.checkpoint_path} resumes where the last committed batch ended.",
-            table=cq.plan.name,
-        )
-        return err
 
     # -- running -----------------------------------------------------------------
 
@@ -216,7 +183,7 @@ class Pipeline:
             cq.batch.on_batch = lambda b, cq=cq: self._batch_line(cq, b)
         try:
             return cq, cq.start(), None
-        except Exception as e:  # judged by the caller: transient (retry) or a real failure
+        except Exception as e:  # noqa: BLE001  # judged by the caller: transient or real
             self._cleanup(cq)
             return cq, None, e
 
@@ -257,7 +224,7 @@ class Pipeline:
                 if query is not None:
                     try:
                         query.awaitTermination()
-                    except Exception as e:
+                    except Exception as e:  # noqa: BLE001  # judged below: transient or real
                         error = e
                     finally:
                         self._cleanup(cq)
@@ -267,10 +234,10 @@ class Pipeline:
                     break
                 pause = self._retry_pause(name, attempt, error)
                 if pause is None:
-                    raise self._failure(cq, query, error) from error
-                earlier = add_results(earlier, self._result(cq, 0.0))
+                    raise query_failure(cq.plan, cq.batch.stats, query, error) from error
+                earlier = add_results(earlier, result_of(cq.plan, cq.batch.stats, 0.0))
                 time.sleep(pause)
-            r = add_results(earlier, self._result(cq, time.monotonic() - started))
+            r = add_results(earlier, result_of(cq.plan, cq.batch.stats, time.monotonic() - started))
             self.progress(r.line())
             results.append(r)
         return results
@@ -339,10 +306,10 @@ class Pipeline:
             error = q.cq.batch.stats.error or q.query.exception()
             pause = self._retry_pause(name, q.attempt, error)
             if pause is None:
-                return self._failure(q.cq, q.query, error)
+                return query_failure(q.cq.plan, q.cq.batch.stats, q.query, error)
             q.cq.batch.stop_at_batch_boundary(q.query, timeout=10)  # a failed batch: stop what is left
             self._cleanup(q.cq)
-            earlier[name] = add_results(earlier.get(name), self._result(q.cq, 0.0))
+            earlier[name] = add_results(earlier.get(name), result_of(q.cq.plan, q.cq.batch.stats, 0.0))
             del live[name]
             waiting[name] = (time.monotonic() + pause, q.attempt + 1)
         return None
@@ -369,7 +336,7 @@ class Pipeline:
                 return None
             pause = self._retry_pause(name, attempt, error)
             if pause is None:
-                return self._failure(cq, None, error)
+                return query_failure(cq.plan, cq.batch.stats, None, error)
             waiting[name] = (now + pause, attempt + 1)
             return None
         return None
@@ -399,7 +366,7 @@ class Pipeline:
             self._note_progress(q.cq, q.query)
             self._cleanup(q.cq)
             r = add_results(
-                earlier.pop(name, None), self._result(q.cq, time.monotonic() - first_start[name])
+                earlier.pop(name, None), result_of(q.cq.plan, q.cq.batch.stats, time.monotonic() - first_start[name])
             )
             self.progress(f"stopped: {r.line()}")
             results.append(r)

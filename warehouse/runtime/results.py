@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from warehouse.compile.plan import TablePlan
+    from warehouse.runtime.writer import BatchStats
 
 
 @dataclass
@@ -53,4 +57,20 @@ def add_results(earlier: RunResult | None, later: RunResult) -> RunResult:
         seconds=earlier.seconds + later.seconds,
         version=later.version if later.version is not None else earlier.version,
         published=earlier.published + later.published,
+    )
+
+
+def result_of(plan: TablePlan, stats: BatchStats, seconds: float) -> RunResult:
+    """One attempt's `RunResult` from its writer's counters."""
+    return RunResult(
+        table=plan.name,
+        layer=plan.layer,
+        rows_read=sum(stats.input_rows.values()),
+        rows_written=stats.rows_written,
+        quarantined=stats.quarantined,
+        dropped=stats.dropped,
+        batches=stats.batches,
+        seconds=seconds,
+        version=stats.last_version,
+        published=stats.published,
     )

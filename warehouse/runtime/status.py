@@ -119,7 +119,7 @@ def _lag(project: LoadedProject, topics: list[str], committed: Any, bootstrap: s
     conf = project.config.kafka.client_config({"socket.timeout.ms": "5000"})
     try:
         end = end_offsets(bootstrap, topics, client_config=conf)
-    except (KafkaStreamError, Exception) as e:  # broker down/unreachable: no lag, not an error
+    except (KafkaStreamError, Exception) as e:  # noqa: BLE001  # broker down: no lag, no error
         logger.info("lag of %s unavailable: %s", ",".join(topics), e)
         return None
     return kafka_lag(committed, end)
@@ -144,7 +144,7 @@ def status(
 
         try:
             bootstrap = resolve_bootstrap(project, start=False)
-        except Exception as e:  # a broken pid file must not break status
+        except Exception as e:  # noqa: BLE001  # a broken pid file must not break status
             logger.info("broker status unavailable: %s", e)
             bootstrap = None
     return [table_status(project, n, bootstrap=bootstrap) for n in names]

@@ -365,7 +365,7 @@ class WritePaths:
         return Outcome(rows_in, written, quarantined, dropped, version)
 
     def _parse_quarantine(self, bad: DataFrame, batch_id: int) -> DataFrame:
-        from warehouse.quality.rows import quarantine_from_parse_errors
+        from warehouse.quality.quarantine import quarantine_from_parse_errors
 
         return quarantine_from_parse_errors(bad, batch_id=batch_id)
 
