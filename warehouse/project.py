@@ -10,52 +10,30 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warehouse.compile.graph import TableGraph
+from warehouse.runtime.pipeline import Pipeline
 from warehouse.spec.checks import check_project
-from warehouse.spec.config import WarehouseConfig
-from warehouse.spec.errors import Problem, ProjectError, UnknownTableError
+from warehouse.spec.errors import Problem, ProjectError
 from warehouse.spec.layers import load_tables
 from warehouse.spec.loader import load_config, load_schemas
-from warehouse.spec.pycode import ImportProblem, forget_modules, import_reference
-from warehouse.spec.schemas import Columns
-from warehouse.spec.table import TableDefinition
+from warehouse.spec.model import LoadedProject
+from warehouse.spec.pycode import forget_modules
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from warehouse.runtime.pipeline import Pipeline
 
 logger = logging.getLogger(__name__)
 
 _ENV_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-class Project:
-    """A loaded, valid project. Read-only after `load`; safe to share between threads."""
-
-    def __init__(
-        self,
-        *,
-        path: Path,
-        env: str,
-        config: WarehouseConfig,
-        tables: dict[str, TableDefinition],
-        graph: TableGraph,
-        schemas: dict[str, Columns],
-        payload_schemas: dict[str, Columns],
-    ) -> None:
-        self.path = path
-        self.env = env
-        self.config = config
-        self.root = config.root_path(path).resolve()
-        self.tables = tables
-        self.graph = graph
-        self.schemas = schemas
-        self.payload_schemas = payload_schemas
+class Project(LoadedProject):
+    """A loaded, valid project (`LoadedProject`) with the user's entry points:
+    `Project.load(path, env=...)` and `pipeline(spark)`. Read-only after `load`; safe to
+    share between threads."""
 
     @classmethod
     def load(
@@ -112,47 +90,6 @@ class Project:
             payload_schemas=dict(payload),
         )
 
-    def table(self, name: str) -> TableDefinition:
-        try:
-            return self.tables[name]
-        except KeyError:
-            raise UnknownTableError(name, self.tables) from None
-
-    def table_path(self, name: str) -> Path:
-        return self.root / "tables" / name
-
-    def checkpoint_path(self, name: str) -> Path:
-        return self.root / "checkpoints" / name
-
-    def quarantine_path(self, name: str) -> Path:
-        return self.root / "tables" / f"{name}__quarantine"
-
-    def layer(self, layer: str | None) -> list[TableDefinition]:
-        """The tables of one layer (all when None or `all`), in run order."""
-        return [self.tables[n] for n in self.graph.layers(layer)]
-
-    def transform_callable(self, name: str) -> Callable[..., Any]:
-        """The Python transform of table `name`, imported from the project folder."""
-        definition = self.table(name)
-        ref = definition.python
-        if ref is None:
-            raise ProjectError(
-                [
-                    Problem(
-                        definition.path,
-                        "transform.python",
-                        "the table has no Python transform",
-                        table=name,
-                    )
-                ]
-            )
-        try:
-            return import_reference(self.path, ref)
-        except ImportProblem as e:
-            raise ProjectError(
-                [Problem(definition.path, "transform.python", str(e), table=name)]
-            ) from e
-
     def pipeline(
         self,
         spark: SparkSession,
@@ -160,9 +97,4 @@ class Project:
         tables: Sequence[str] | None = None,
     ) -> Pipeline:
         """The runnable pipeline of a layer or of named tables, on the caller's session."""
-        from warehouse.runtime.pipeline import Pipeline
-
         return Pipeline(self, spark, layer=layer, tables=tables)
-
-    def __repr__(self) -> str:
-        return f"Project(path={str(self.path)!r}, env={self.env!r}, tables={list(self.tables)})"

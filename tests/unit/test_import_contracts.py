@@ -1,6 +1,8 @@
 """Dependencies point one way: warehouse -> streams; streams never imports warehouse;
-streams/broker imports nothing of ours (DESIGN.md §2). Checked on the source text,
-like import-linter contracts, so a violation fails here before it ships."""
+streams/broker imports nothing of ours (DESIGN.md §2). Inside warehouse the layers
+point down: spec -> compile -> runtime -> the `Project` facade; and no module imports
+a `_private` name or module of another package. Checked on the source text, like
+import-linter contracts, so a violation fails here before it ships."""
 
 from __future__ import annotations
 
@@ -23,15 +25,74 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def _violations(package: str, forbidden: tuple[str, ...]) -> list[str]:
+def _violations(package: str, forbidden: tuple[str, ...], *, root: Path = ROOT) -> list[str]:
     out = []
-    for path in sorted((ROOT / package).rglob("*.py")):
+    for path in sorted((root / package).rglob("*.py")):
         for line, name in _imports(path):
             if name.split(".")[0] in forbidden or any(
                 name == f or name.startswith(f + ".") for f in forbidden
             ):
-                out.append(f"{path.relative_to(ROOT)}:{line}: imports `{name}`")
+                out.append(f"{path.relative_to(root)}:{line}: imports `{name}`")
     return out
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_private(part: str) -> bool:
+    return part.startswith("_") and not part.startswith("__")
+
+
+def _owner(dotted: str, root: Path) -> str | None:
+    """The package that owns the first `_private` part of `dotted` (a module path, or a
+    module path and a name): the package containing that module or name. None when no
+    part is private."""
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        if _is_private(part):
+            holder = parts[:i]  # the module or package the private part is in
+            if (root.joinpath(*holder) / "__init__.py").is_file():
+                return ".".join(holder)
+            return ".".join(holder[:-1])
+    return None
+
+
+def _private_violations(package: str, *, root: Path = ROOT) -> list[str]:
+    """Imports of a `_private` module or name from outside the package that owns it."""
+    out = []
+    for path in sorted((root / package).rglob("*.py")):
+        importer = _module_name(path, root)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            for dotted in targets:
+                owner = _owner(dotted, root)
+                if owner is not None and not (importer + ".").startswith(owner + "."):
+                    out.append(f"{path.relative_to(root)}:{node.lineno}: imports `{dotted}`")
+    return out
+
+
+LAYERS = [
+    (
+        "warehouse/spec",
+        (
+            "warehouse.compile",
+            "warehouse.runtime",
+            "warehouse.project",
+            "warehouse.quality",
+            "warehouse.cli",
+        ),
+    ),
+    ("warehouse/compile", ("warehouse.runtime", "warehouse.project", "warehouse.cli")),
+    ("warehouse/runtime", ("warehouse.project", "warehouse.cli")),
+]
 
 
 @pytest.mark.parametrize(
@@ -40,13 +101,60 @@ def _violations(package: str, forbidden: tuple[str, ...]) -> list[str]:
         ("streams", ("warehouse",)),
         ("streams/broker", ("warehouse", "streams.kafka", "streams.delta", "streams.cdc")),
         ("warehouse/spec", ("pyspark",)),
+        *LAYERS,
     ],
 )
 def test_dependencies_point_one_way(package: str, forbidden: tuple[str, ...]) -> None:
     assert _violations(package, forbidden) == []
 
 
+def test_no_private_name_crosses_a_package() -> None:
+    assert _private_violations("warehouse") == []
+
+
 def test_contract_checker_detects_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "m.py"
     bad.write_text("import warehouse.spec\nfrom streams.kafka import x\n")
     assert [n for _, n in _imports(bad)] == ["warehouse.spec", "streams.kafka"]
+
+
+@pytest.mark.parametrize(("package", "forbidden"), LAYERS)
+def test_layer_rule_detects_an_upward_import(
+    tmp_path: Path, package: str, forbidden: tuple[str, ...]
+) -> None:
+    folder = tmp_path / package
+    folder.mkdir(parents=True)
+    (folder / "ok.py").write_text("from warehouse.errors import WarehouseError\n")
+    for i, name in enumerate(forbidden):
+        (folder / f"bad{i}.py").write_text(f"from {name}.x import y\nimport {name}\n")
+    found = _violations(package, forbidden, root=tmp_path)
+    assert len(found) == 2 * len(forbidden)
+    assert not any("ok.py" in v for v in found)
+
+
+def test_private_rule_detects_a_private_import_across_packages(tmp_path: Path) -> None:
+    spec = tmp_path / "warehouse" / "spec"
+    runtime = tmp_path / "warehouse" / "runtime"
+    for folder in (tmp_path / "warehouse", spec, runtime):
+        folder.mkdir(exist_ok=True)
+        (folder / "__init__.py").write_text("")
+    (spec / "loader.py").write_text("def _message(): ...\n")
+    (spec / "_hidden.py").write_text("x = 1\n")
+    (spec / "layers.py").write_text(
+        "from warehouse.spec.loader import _message\nimport warehouse.spec._hidden\n"
+    )
+    (runtime / "writer.py").write_text(
+        "from warehouse.spec.loader import _message\n"
+        "import warehouse.spec._hidden\n"
+        "from warehouse.spec._hidden import x\n"
+        "from warehouse.spec import _hidden\n"
+        "from warehouse.spec.loader import message\n"
+    )
+    found = _private_violations("warehouse", root=tmp_path)
+    assert [v.split(": imports ")[1] for v in found] == [
+        "`warehouse.spec.loader._message`",
+        "`warehouse.spec._hidden`",
+        "`warehouse.spec._hidden.x`",
+        "`warehouse.spec._hidden`",
+    ]
+    assert all(v.startswith("warehouse/runtime/writer.py") for v in found)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,7 +108,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     try:
-        from warehouse.quality import run_checks
+        from warehouse.quality.check import run_checks
     except (ImportError, AttributeError):
         _err("`warehouse check` needs warehouse.quality.run_checks, which is not installed yet.")
         return 1
@@ -151,8 +152,6 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 
 def _broker_dir(args: argparse.Namespace) -> tuple[Path, Any]:
-    from warehouse.runtime.bootstrap import broker_dir
-
     if args.data_dir:
         project = None
         try:
@@ -161,7 +160,7 @@ def _broker_dir(args: argparse.Namespace) -> tuple[Path, Any]:
             project = None  # an explicit data dir needs no project
         return Path(args.data_dir), project
     project = load_project(args)
-    return broker_dir(project), project
+    return project.broker_dir(), project
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
@@ -199,33 +198,116 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    try:
-        from warehouse.demo import main as demo_main  # owned by the example-warehouse work
-    except ImportError:
-        demo_main = None
-    if demo_main is not None:
-        return int(demo_main(args) or 0)
-    from warehouse.runtime.pipeline import Pipeline
-    from warehouse.runtime.status import render_status, status
+    """Find (or start) the embedded broker on the configured port, run the demo once or
+    `--continuous`, and stop the broker again if it started it."""
+    from warehouse.demo import demo_broker, run_demo
+    from warehouse.generate import GenerateArgumentError
+    from warehouse.runtime.session import get_session
 
+    events, seed, rate = args.events, args.seed, args.rate
+    if events < 0 or rate <= 0:
+        raise GenerateArgumentError(
+            f"`--events` must be >= 0 and `--rate` > 0 (got `{events}` and `{rate}`); "
+            "e.g. `warehouse demo --events 3000` or `warehouse demo --continuous --rate 20`."
+        )
     project = load_project(args)
-    spark = _session(project)
-    results = Pipeline(project, spark, layer="all", progress=_out).run(once=True)
-    _out(f"ran {len(results)} table(s)")
-    _out(render_status(status(project)))
-    return 0
+    _out(
+        f"warehouse demo: project {project.path}, {len(project.tables)} tables, root {project.root}"
+    )
+    with demo_broker(project) as (bootstrap, embedded):
+        _out("starting Spark ...")
+        if project.config.spark.master.startswith("local"):
+            # A local demo talks to itself only; saves Spark's warning about the host name.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        spark = get_session(project.config.spark, app_name="warehouse-demo")
+        spark.sparkContext.setLogLevel("FATAL")  # the demo prints its own progress and errors
+        if args.continuous:
+            from warehouse.demo.continuous import run_continuous
+
+            return run_continuous(
+                project,
+                spark,
+                bootstrap=bootstrap,
+                rate=rate,
+                seed=seed,
+                initial_events=events,
+                delete_old_topics=embedded,
+                out=_out,
+            )
+        result = run_demo(
+            project,
+            spark,
+            bootstrap=bootstrap,
+            events=events,
+            seed=seed,
+            delete_old_topics=embedded,
+            out=_out,
+        )
+    if result.exit_code:
+        _err("the checks failed; see the report above")
+    return result.exit_code
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from warehouse.generate import main as generate_main
+    """Produce the example's events to the project's Kafka (the embedded broker on demand)."""
+    import datetime as dt
 
-    return int(generate_main(args) or 0)
+    from warehouse.generate import (
+        GenerateArgumentError,
+        ShopGenerator,
+        ensure_topics,
+        generate,
+        produce_records,
+    )
+    from warehouse.runtime.bootstrap import resolve_bootstrap
+
+    if args.events < 0 or (args.rate is not None and args.rate <= 0):
+        raise GenerateArgumentError(
+            f"`--events` must be >= 0 and `--rate` > 0 (got `{args.events}` and `{args.rate}`); "
+            "e.g. `warehouse generate --events 3000 --rate 20`."
+        )
+    project = load_project(args)
+    bootstrap = resolve_bootstrap(project, start=True)
+    assert bootstrap is not None
+
+    client = project.config.kafka.client_config()
+    ensure_topics(bootstrap, client_config=client)
+    if args.rate:
+        gen = ShopGenerator(
+            seed=args.seed, start=dt.datetime.now(dt.UTC), seconds_per_event=1.0 / args.rate
+        )
+        records = gen.records(args.events)
+        _out(f"producing {args.events} events at {args.rate:g}/s to {bootstrap}")
+    else:
+        records = iter(generate(args.events, seed=args.seed))
+    stats = produce_records(
+        bootstrap,
+        records,
+        pace_from=0.0 if args.rate else None,
+        client_config=client,
+        progress=lambda s: _out(f"  {s.line()}"),
+    )
+    _out(stats.line())
+    return 0
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
-    from warehouse.bundle.cli import run
+    from warehouse.bundle import build_bundle
 
-    return run(args)
+    result = build_bundle(
+        args.output,
+        venv=args.venv,
+        include_pyspark=args.with_pyspark,
+        wheels=args.wheel,
+        python_prefix=args.python_prefix,
+        force=args.force,
+    )
+    mib = result.size_bytes / 2**20
+    rebuilt = ", ".join(result.editable) or "none"
+    _out(f"wrote {result.path} ({mib:.0f} MiB); editable installs packed as wheels: {rebuilt}")
+    _out(f"bin/python links to {result.base_python}: the executors need that interpreter there")
+    _out("ship it with: spark-submit " + " ".join(result.spark_submit_args()) + " ...")
+    return 0
 
 
 def _err(text: str) -> None:

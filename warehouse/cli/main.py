@@ -14,10 +14,12 @@ import traceback
 from collections.abc import Sequence
 
 from warehouse.errors import WarehouseError
+from warehouse.generate import DEFAULT_START, iso
 
 logger = logging.getLogger(__name__)
 
 LAYER_CHOICES = ("ods", "dwd", "dws", "ads", "all")
+GENERATOR_START = iso(DEFAULT_START)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,14 +88,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=20.0, help="events per second with --continuous (default 20)")
 
     p = sub.add_parser("generate", help="produce the example's events (orders, payments, views, CDC)")
-    from warehouse.generate import add_arguments
-
-    add_arguments(p)
+    p.add_argument("--events", type=int, default=3000, help="business events (default 3000)")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="events per second, with event times from now (default: all at once, "
+        f"event times from {GENERATOR_START})",
+    )
+    p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
 
     p = sub.add_parser("bundle", help="pack the Python environment for executors (--archives)")
-    from warehouse.bundle.cli import add_arguments as add_bundle_arguments
-
-    add_bundle_arguments(p)
+    p.add_argument("--output", "-o", default="env.tar.gz", metavar="FILE",
+                   help="archive to write (.tar.gz, .tgz, .zip, ...; default env.tar.gz)")
+    p.add_argument("--venv", default=None, metavar="DIR",
+                   help="virtual environment to pack (default: the one running warehouse)")
+    p.add_argument("--with-pyspark", action="store_true",
+                   help="keep pyspark in the archive (executors normally use the cluster's own)")
+    p.add_argument("--wheel", action="append", default=[], metavar="WHL",
+                   help="also install this wheel into the archive (no dependencies); repeatable")
+    p.add_argument("--python-prefix", default=None, metavar="DIR",
+                   help="where the base Python lives on the executors, if not where it is here")
+    p.add_argument("--force", action="store_true", help="overwrite FILE")
     return parser
 
 

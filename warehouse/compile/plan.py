@@ -10,12 +10,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from warehouse.compile.errors import SelectionError
 from warehouse.spec.table import LAYERS, TableDefinition
 
 if TYPE_CHECKING:
-    from warehouse.project import Project
+    from warehouse.spec.model import LoadedProject
 
-Selection = Literal["ods", "dwd", "dws", "ads", "all"]
 PlanFormat = Literal["text", "json", "mermaid", "dot"]
 
 
@@ -107,7 +107,7 @@ def _operators(defn: TableDefinition) -> list[str]:
     return ops
 
 
-def plan_table(project: Project, name: str, *, static_tables: list[str] | None = None) -> TablePlan:
+def plan_table(project: LoadedProject, name: str, *, static_tables: list[str] | None = None) -> TablePlan:
     """The plan of one table of `project` (paths from the project, modes from the spec)."""
     defn = project.tables[name]
     spec = defn.spec
@@ -143,18 +143,16 @@ def plan_table(project: Project, name: str, *, static_tables: list[str] | None =
     )
 
 
-def ordered_names(project: Project) -> list[str]:
+def ordered_names(project: LoadedProject) -> list[str]:
     """Every table in run order (`project.graph.order`: upstreams, including tables read
     as snapshots, before their readers; ties by layer, then name)."""
     return [n for n in project.graph.order if n in project.tables]
 
 
 def select_tables(
-    project: Project, *, layer: str | None = None, tables: list[str] | None = None
+    project: LoadedProject, *, layer: str | None = None, tables: list[str] | None = None
 ) -> list[str]:
     """Names to run for `--layer` / `--table`, in dependency order."""
-    from warehouse.compile.errors import SelectionError
-
     order = ordered_names(project)
     if tables:
         unknown = [t for t in tables if t not in project.tables]
@@ -177,7 +175,7 @@ def select_tables(
 
 
 def build_plan(
-    project: Project, *, layer: str | None = None, tables: list[str] | None = None
+    project: LoadedProject, *, layer: str | None = None, tables: list[str] | None = None
 ) -> list[TablePlan]:
     return [plan_table(project, n) for n in select_tables(project, layer=layer, tables=tables)]
 

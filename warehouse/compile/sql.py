@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from warehouse.compile.errors import CompileError
 
 if TYPE_CHECKING:
-    from warehouse.project import Project
+    from warehouse.spec.model import LoadedProject
     from warehouse.spec.table import TableDefinition
 
 SOURCE_VIEW = "source"
 
 
-def sql_text(project: Project, defn: TableDefinition) -> str | None:
+def sql_text(project: LoadedProject, defn: TableDefinition) -> str | None:
     """The table's SQL (inline or from `sql_file`, resolved beside its YAML), or None."""
     t = defn.spec.transform
     if defn.sql is not None:
@@ -41,7 +41,7 @@ def sql_text(project: Project, defn: TableDefinition) -> str | None:
     )
 
 
-def _project_dir(project: Project) -> Path:
+def _project_dir(project: LoadedProject) -> Path:
     return Path(project.path)
 
 

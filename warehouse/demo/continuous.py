@@ -92,7 +92,7 @@ class Producer(threading.Thread):
                 progress=self._note,
                 progress_every=10,
             )
-        except BaseException as e:  # reported by the display and at the end
+        except BaseException as e:  # noqa: BLE001  # a thread's boundary: reported by the display and at the end
             self.error = e
             logger.error("demo producer failed: %s", e)
 
@@ -121,7 +121,7 @@ class Display(threading.Thread):
                 self.out(self.screen())
             except (KeyboardInterrupt, SystemExit):
                 raise
-            except BaseException as e:
+            except BaseException as e:  # noqa: BLE001  # a display refresh is best effort
                 # A table being rewritten mid-read: skip this refresh. BaseException because
                 # delta-rs reports a Rust panic as pyo3's PanicException, which is not an
                 # Exception, and would end the screen for good.
@@ -164,7 +164,6 @@ def run_continuous(
     out: Out = print,
 ) -> int:
     """Run the example continuously until Ctrl-C/SIGTERM; returns the exit code."""
-    from warehouse.compile.query import kafka_client_config
     from warehouse.runtime.pipeline import Pipeline
 
     if rate <= 0:
@@ -172,7 +171,7 @@ def run_continuous(
 
         raise GenerateArgumentError(f"`--rate` must be > 0 events per second, got {rate}.")
     reset_state(project, bootstrap=bootstrap if delete_old_topics else None, out=out)
-    client = kafka_client_config(project)
+    client = project.config.kafka.client_config()
     ensure_topics(bootstrap, client_config=client)
     gap = 1.0 / rate
     span = initial_events * gap

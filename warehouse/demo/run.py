@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.generate import ProduceStats, ensure_topics, generate, produce_records
+from warehouse.spec.paths import events_path, reports_dir
 from warehouse.spec.table import LAYERS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from warehouse.project import Project
-    from warehouse.runtime.pipeline import RunResult
+    from warehouse.runtime.results import RunResult
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def reset_state(project: Project, *, bootstrap: str | None, out: Out) -> None:
     removed = 0
     for name in project.tables:
         removed += len(reset(project, name))
-    events = Path(project.root) / "tables" / "_quality_events"
+    events = events_path(project.root)
     if events.is_dir():
         shutil.rmtree(events)
         removed += 1
@@ -89,9 +90,8 @@ def delete_topics(project: Project, bootstrap: str) -> list[str]:
     """Delete the example's topics that exist; returns their names."""
     from confluent_kafka.admin import AdminClient
 
-    from warehouse.compile.query import kafka_client_config
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, **kafka_client_config(project)})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **project.config.kafka.client_config()})
     existing = set(admin.list_topics(timeout=30).topics)
     doomed = [t for t in source_topics(project) if t in existing]
     if not doomed:
@@ -118,12 +118,11 @@ def run_demo(
     out: Out = print,
 ) -> DemoResult:
     """Produce `events` generated events and run every layer once; prints as it goes."""
-    from warehouse.compile.query import kafka_client_config
 
     started = time.monotonic()
     if fresh:
         reset_state(project, bootstrap=bootstrap if delete_old_topics else None, out=out)
-    client = kafka_client_config(project)
+    client = project.config.kafka.client_config()
     ensure_topics(bootstrap, client_config=client)
     records = generate(events, seed=seed)
     out(f"producing {len(records)} records ({events} events, seed {seed}) to {bootstrap} ...")
@@ -144,10 +143,10 @@ def run_demo(
     for r in results:
         result.layer_seconds[r.layer] = result.layer_seconds.get(r.layer, 0.0) + r.seconds
     if checks:
-        from warehouse.quality import run_checks
+        from warehouse.quality.check import run_checks
 
         out("running the checks ...")
-        report = run_checks(project, report_dir=Path(project.root) / "reports" / "demo")
+        report = run_checks(project, report_dir=reports_dir(project.root) / "demo")
         result.checks_exit = int(report.exit_code)
         out(report.summary_text())
     collect_summary(project, result, client_config=client)
@@ -172,7 +171,8 @@ def run_once(
     """Run every table (or `tables`) once, in dependency order; a query whose Python worker
     missed Spark's connect window is started again after a pause (the runtime's
     `RetryPolicy`; its checkpoint resumes where it stopped)."""
-    from warehouse.runtime.pipeline import Pipeline, RetryPolicy
+    from warehouse.runtime.failures import RetryPolicy
+    from warehouse.runtime.pipeline import Pipeline
 
     pipeline = Pipeline(
         project,

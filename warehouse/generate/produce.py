@@ -49,6 +49,17 @@ def ensure_topics(bootstrap: str, *, client_config: Mapping[str, Any] | None = N
         ensure_topic(bootstrap, topic, partitions=partitions, client_config=client_config)
 
 
+def _wait_until(deadline: float, stop: threading.Event | None) -> bool:
+    """Sleep until `deadline` (monotonic seconds); True when `stop` was set meanwhile."""
+    wait = deadline - time.monotonic()
+    if wait <= 0:
+        return False
+    if stop is not None:
+        return stop.wait(wait)
+    time.sleep(wait)
+    return False
+
+
 def produce_records(
     bootstrap: str,
     records: Iterable[Record],
@@ -90,13 +101,8 @@ def produce_records(
             if stop is not None and stop.is_set():
                 break
             if pace_from is not None and rec.at > pace_from:
-                wait = started + (rec.at - pace_from) - time.monotonic()
-                if wait > 0:
-                    if stop is not None:
-                        if stop.wait(wait):
-                            break
-                    else:
-                        time.sleep(wait)
+                if _wait_until(started + (rec.at - pace_from), stop):
+                    break
             while True:
                 try:
                     producer.produce(rec.topic, key=rec.key, value=rec.value, on_delivery=delivered)

@@ -20,19 +20,20 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.quality.errors import CheckSetupError
 from warehouse.quality.gx_suite import GxRun, gx_evaluated, plain
-from warehouse.quality.registry import (
+from warehouse.quality.report import CheckReport, TableResult
+from warehouse.spec.expectations import (
     EXPECTATION_TYPES,
     expectation_id,
     interval_seconds,
     normalize_type_name,
 )
+from warehouse.spec.paths import quality_state_path, reports_dir, table_path
 from warehouse.spec.table import Expectation, TableDefinition
 
 if TYPE_CHECKING:
@@ -40,106 +41,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-STATE_FILE = ("quality", "state.json")
 _CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
-
-
-@dataclass
-class TableResult:
-    table: str
-    layer: str
-    path: str
-    status: str  # passed | failed | not_built | no_new_rows
-    rows: int = 0
-    delta_version: int | None = None
-    from_version: int | None = None
-    message: str | None = None
-    expectations: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def success(self) -> bool:
-        return self.status in ("passed", "no_new_rows")
-
-
-@dataclass
-class CheckReport:
-    """The outcome of one `warehouse check` run."""
-
-    tables: list[TableResult]
-    report_dir: Path
-    started_at: datetime
-    incremental: bool = False
-
-    @property
-    def success(self) -> bool:
-        return all(t.success for t in self.tables)
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.success else 1
-
-    @property
-    def results_path(self) -> Path:
-        return self.report_dir / "results.json"
-
-    @property
-    def data_docs_index(self) -> Path:
-        return self.report_dir / "data_docs" / "index.html"
-
-    def to_dict(self) -> dict[str, Any]:
-        failed = [e for t in self.tables for e in t.expectations if not e["success"]]
-        return {
-            "success": self.success,
-            "started_at": self.started_at.isoformat(),
-            "incremental": self.incremental,
-            "report_dir": str(self.report_dir),
-            "data_docs": str(self.data_docs_index) if self.data_docs_index.exists() else None,
-            "statistics": {
-                "tables": len(self.tables),
-                "tables_failed": sum(not t.success for t in self.tables),
-                "expectations": sum(len(t.expectations) for t in self.tables),
-                "expectations_failed": len(failed),
-            },
-            "tables": {
-                t.table: {
-                    "layer": t.layer,
-                    "path": t.path,
-                    "status": t.status,
-                    "success": t.success,
-                    "rows": t.rows,
-                    "delta_version": t.delta_version,
-                    "from_version": t.from_version,
-                    "message": t.message,
-                    "expectations": t.expectations,
-                }
-                for t in self.tables
-            },
-        }
-
-    def summary_text(self) -> str:
-        """The table printed by the CLI: table, expectation, result, unexpected."""
-        rows: list[tuple[str, str, str, str]] = []
-        for t in self.tables:
-            if not t.expectations:
-                rows.append((t.table, "-", t.status.upper().replace("_", " "), t.message or ""))
-            for e in t.expectations:
-                unexpected = e.get("unexpected_count")
-                shown = "" if unexpected is None else str(unexpected)
-                if e.get("error"):
-                    shown = f"error: {e['error']}"
-                rows.append((t.table, e["expectation"], "PASS" if e["success"] else "FAIL", shown))
-        head = ("TABLE", "EXPECTATION", "RESULT", "UNEXPECTED")
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
-        lines = []
-        for r in [head, *rows]:
-            lines.append("  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3])
-        n_fail = sum(1 for r in rows if r[2] not in ("PASS", "NO NEW ROWS"))
-        verdict = "all expectations passed" if self.success else f"{n_fail} failed"
-        if not self.tables:
-            verdict = "no table with expectations selected"
-        lines.append("")
-        lines.append(f"{verdict}; report: {self.results_path}")
-        return "\n".join(line.rstrip() for line in lines)
 
 
 def _select(project: Any, layer: str | None, table: str | None) -> list[TableDefinition]:
@@ -169,11 +71,6 @@ def _graph_order(project: Any, tables: dict[str, TableDefinition]) -> list[str]:
         if set(names) >= set(tables)
         else sorted(tables, key=lambda n: (tables[n].layer_index, n))
     )
-
-
-def _table_path(project: Any, name: str) -> Path:
-    fn = getattr(project, "table_path", None)
-    return Path(fn(name)) if callable(fn) else Path(project.root) / "tables" / name
 
 
 def _load_state(path: Path) -> dict[str, Any]:
@@ -404,17 +301,17 @@ def run_checks(
     out_dir = (
         Path(report_dir)
         if report_dir is not None
-        else root / "reports" / f"check-{started.strftime('%Y%m%dT%H%M%S%fZ')}"
+        else reports_dir(root) / f"check-{started.strftime('%Y%m%dT%H%M%S%fZ')}"
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     selected = _select(project, layer, table)
-    state_path = root.joinpath(*STATE_FILE)
+    state_path = quality_state_path(root)
     state = _load_state(state_path) if incremental else {"tables": {}}
     # Data Docs are written whenever a table is checked, so CI can always publish them.
     gx_run = GxRun.start(out_dir / "data_docs") if selected else None
     results: list[TableResult] = []
     for defn in selected:
-        path = _table_path(project, defn.name)
+        path = table_path(root, defn.name)
         since = state["tables"].get(defn.name, {}).get("version") if incremental else None
         res = _check_table(defn, path, gx_run, since=since, now=started)
         results.append(res)

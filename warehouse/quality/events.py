@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from warehouse.spec.paths import EVENTS_TABLE, events_path
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 logger = logging.getLogger(__name__)
 
-EVENTS_TABLE = "_quality_events"
 COMMIT_ATTEMPTS = 5
 
 _locks: dict[str, threading.Lock] = {}
@@ -55,10 +56,6 @@ EVENTS_DDL = (
     "table string, batch_id bigint, expectation string, on_violation string, "
     "checked bigint, passed bigint, failed bigint, recorded_at timestamp"
 )
-
-
-def events_path(root: str | Path) -> Path:
-    return Path(root) / "tables" / EVENTS_TABLE
 
 
 def _rows(metrics: Sequence[dict[str, Any]], recorded_at: datetime) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from warehouse.quality.registry import EXPECTATION_TYPES, expectation_id
+from warehouse.spec.expectations import EXPECTATION_TYPES, expectation_id
 from warehouse.spec.table import Expectation
 
 logger = logging.getLogger(__name__)

@@ -23,24 +23,16 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    DataType,
-    DecimalType,
-    IntegerType,
-    LongType,
-    StringType,
     StructField,
     StructType,
-    TimestampType,
 )
 
 from warehouse.quality.errors import ExpectationFailed, QualityError
-from warehouse.quality.registry import (
-    EXPECTATION_TYPES,
+from warehouse.quality.predicates import columns_by_name, predicate
+from warehouse.quality.quarantine import to_quarantine
+from warehouse.spec.expectations import (
     expectation_id,
     is_row_level,
-    normalize_type_name,
 )
 from warehouse.spec.table import Expectation
 
@@ -51,26 +43,6 @@ logger = logging.getLogger(__name__)
 
 MAX_SHOWN_ROWS = 5
 """Offending rows named in an `ExpectationFailed` message."""
-
-COORDINATES = ("_topic", "_partition", "_offset", "_timestamp")
-"""Kafka coordinates carried by Kafka-sourced tables; kept out of the quarantined `row`."""
-
-QUARANTINE_SCHEMA = StructType(
-    [
-        StructField("reason", StringType()),
-        StructField("failed_expectations", ArrayType(StringType())),
-        StructField("batch_id", LongType()),
-        StructField("source_topic", StringType()),
-        StructField("source_partition", IntegerType()),
-        StructField("source_offset", LongType()),
-        StructField("source_timestamp", TimestampType()),
-        StructField("raw_key", BinaryType()),
-        StructField("raw_value", BinaryType()),
-        StructField("row", StringType()),
-        StructField("quarantined_at", TimestampType()),
-    ]
-)
-"""One schema for every quarantined record: failed expectations and parse errors alike."""
 
 _FLAG = "__quality_failed_"
 
@@ -107,7 +79,7 @@ class CheckedBatch:
     """The outcome of the checks on one batch.
 
     `keep` is what the table receives; `quarantine` (or None when no row was
-    quarantined) has `QUARANTINE_SCHEMA`. Both read the persisted batch: call
+    quarantined) has `warehouse.quality.quarantine.QUARANTINE_SCHEMA`. Both read the persisted batch: call
     `unpersist()` once they are written (or use the object as a context manager).
     """
 
@@ -131,92 +103,6 @@ class CheckedBatch:
         tb: TracebackType | None,
     ) -> None:
         self.unpersist()
-
-
-def _columns_by_name(
-    columns: StructType | Sequence[str] | Sequence[StructField],
-) -> dict[str, DataType | None]:
-    if isinstance(columns, StructType):
-        return {f.name: f.dataType for f in columns.fields}
-    out: dict[str, DataType | None] = {}
-    for c in columns:
-        if isinstance(c, StructField):
-            out[c.name] = c.dataType
-        else:
-            out[str(c)] = None
-    return out
-
-
-def _text(column: Column, dtype: DataType | None) -> Column:
-    """Regex and length checks work on strings; other types are judged by their text."""
-    if dtype is None or isinstance(dtype, StringType | BinaryType):
-        return column
-    return column.cast("string")
-
-
-def _type_matches(dtype: DataType | None, wanted: Sequence[str], *, where: str) -> bool:
-    if dtype is None:
-        raise QualityError(
-            f"{where}: the column types are needed to check a type; compile the checks "
-            "with the batch schema (a StructType), not column names"
-        )
-    actual = normalize_type_name(dtype.simpleString())
-    if isinstance(dtype, DecimalType):
-        actual = "decimal"
-    return actual in {normalize_type_name(w) for w in wanted}
-
-
-def _predicate(
-    exp: Expectation, cols: dict[str, DataType | None], *, where: str
-) -> tuple[Column, Column]:
-    """(applies, passes) for one expectation, with the column names checked."""
-    kw = exp.kwargs
-    etype = EXPECTATION_TYPES[exp.type]
-    for arg in etype.columns_args:
-        name = kw.get(arg)
-        if name not in cols:
-            known = ", ".join(f"`{c}`" for c in cols)
-            raise QualityError(
-                f"{where}: `{arg}` `{name}` is not a column of the table ({known}). "
-                "Fix the expectation's column name or add the column to the table."
-            )
-    if exp.type == "expect_column_pair_values_a_to_be_greater_than_b":
-        a, b = F.col(kw["column_A"]), F.col(kw["column_B"])
-        return a.isNotNull() & b.isNotNull(), (a >= b) if kw.get("or_equal") else (a > b)
-    name = kw["column"]
-    c = F.col(name)
-    dtype = cols[name]
-    t = exp.type
-    if t == "expect_column_values_to_not_be_null":
-        return F.lit(True), c.isNotNull()
-    if t == "expect_column_values_to_be_null":
-        return F.lit(True), c.isNull()
-    applies = c.isNotNull()
-    if t in ("expect_column_values_to_be_between", "expect_column_value_lengths_to_be_between"):
-        v = F.length(_text(c, dtype)) if "lengths" in t else c
-        ok = F.lit(True)
-        if kw.get("min_value") is not None:
-            lo = F.lit(kw["min_value"])
-            ok = ok & ((v > lo) if kw.get("strict_min") else (v >= lo))
-        if kw.get("max_value") is not None:
-            hi = F.lit(kw["max_value"])
-            ok = ok & ((v < hi) if kw.get("strict_max") else (v <= hi))
-        return applies, ok
-    if t == "expect_column_values_to_be_in_set":
-        return applies, c.isin(list(kw["value_set"]))
-    if t == "expect_column_values_to_not_be_in_set":
-        return applies, ~c.isin(list(kw["value_set"]))
-    if t == "expect_column_values_to_match_regex":
-        return applies, _text(c, dtype).rlike(kw["regex"])
-    if t == "expect_column_values_to_not_match_regex":
-        return applies, ~_text(c, dtype).rlike(kw["regex"])
-    if t == "expect_column_values_to_be_of_type":
-        return applies, F.lit(_type_matches(dtype, [kw["type_"]], where=where))
-    if t == "expect_column_values_to_be_in_type_list":
-        return applies, F.lit(_type_matches(dtype, kw["type_list"], where=where))
-    if t == "expect_column_value_lengths_to_equal":
-        return applies, F.length(_text(c, dtype)) == F.lit(kw["value"])
-    raise QualityError(f"{where}: `{t}` is registered as row-level but has no Spark predicate")
 
 
 class RowChecks:
@@ -243,7 +129,7 @@ class RowChecks:
         table: str | None = None,
     ) -> RowChecks:
         """Spark predicates for the row-level expectations; table-level ones are skipped."""
-        cols = _columns_by_name(columns)
+        cols = columns_by_name(columns)
         checks: list[RowCheck] = []
         seen: set[str] = set()
         for i, exp in enumerate(expectations):
@@ -256,7 +142,7 @@ class RowChecks:
                     f"{where}: two expectations are named `{eid}`; give one a distinct `name`"
                 )
             seen.add(eid)
-            applies, passes = _predicate(exp, cols, where=where)
+            applies, passes = predicate(exp, cols, where=where)
             checks.append(RowCheck(id=eid, expectation=exp, applies=applies, passes=passes))
         return cls(checks, table=table)
 
@@ -321,7 +207,7 @@ class RowChecks:
 
     def quarantined(self, batch_df: DataFrame, *, batch_id: int) -> DataFrame:
         """The rows of `batch_df` that a `quarantine` expectation sends to quarantine, as
-        quarantine rows (`QUARANTINE_SCHEMA`); the counterpart of `observe`."""
+        quarantine rows (`warehouse.quality.quarantine.QUARANTINE_SCHEMA`); the counterpart of `observe`."""
         flags = self._flag_names()
         q = [f for c, f in zip(self.checks, flags, strict=True) if c.on_violation == "quarantine"]
         return self._quarantine(
@@ -406,7 +292,7 @@ class RowChecks:
             lambda x: x.isNotNull(),
         )
         q = flagged.filter(self._any(quarantine_flags)).withColumn("__failed_names", names)
-        return _to_quarantine(
+        return to_quarantine(
             q,
             data_cols=data_cols,
             reason=F.concat(F.lit("failed expectations: "), F.concat_ws(", ", "__failed_names")),
@@ -466,57 +352,3 @@ def compile_row_checks(
 ) -> RowChecks:
     """Same as `RowChecks.compile`."""
     return RowChecks.compile(expectations, columns, table=table)
-
-
-def _coordinate(df_cols: Sequence[str], name: str, dtype: str) -> Column:
-    return F.col(name).cast(dtype) if name in df_cols else F.lit(None).cast(dtype)
-
-
-def _to_quarantine(
-    df: DataFrame,
-    *,
-    data_cols: Sequence[str],
-    reason: Column,
-    failed: Column,
-    batch_id: int,
-    raw_key: str | None,
-    raw_value: str | None,
-) -> DataFrame:
-    payload = [c for c in data_cols if c not in COORDINATES]
-    row = (
-        F.to_json(F.struct(*[F.col(c) for c in payload]), {"ignoreNullFields": "false"})
-        if payload
-        else F.lit(None)
-    )
-    return df.select(
-        reason.cast("string").alias("reason"),
-        failed.cast("array<string>").alias("failed_expectations"),
-        F.lit(int(batch_id)).cast("bigint").alias("batch_id"),
-        _coordinate(data_cols, "_topic", "string").alias("source_topic"),
-        _coordinate(data_cols, "_partition", "int").alias("source_partition"),
-        _coordinate(data_cols, "_offset", "bigint").alias("source_offset"),
-        _coordinate(data_cols, "_timestamp", "timestamp").alias("source_timestamp"),
-        (F.col(raw_key) if raw_key else F.lit(None)).cast("binary").alias("raw_key"),
-        (F.col(raw_value) if raw_value else F.lit(None)).cast("binary").alias("raw_value"),
-        row.cast("string").alias("row"),
-        F.current_timestamp().alias("quarantined_at"),
-    ).to(QUARANTINE_SCHEMA)
-
-
-def quarantine_from_parse_errors(bad_df: DataFrame, *, batch_id: int) -> DataFrame:
-    """`parse_kafka`'s `bad` frame (`key, value, _topic, ..., _error`) as quarantine rows.
-
-    `reason` is `parse error: <_error>`, `failed_expectations` is empty, the raw
-    key and value are kept as bytes and `row` is null (there is no parsed row).
-    """
-    cols = bad_df.columns
-    error = F.col("_error") if "_error" in cols else F.lit("unknown")
-    return _to_quarantine(
-        bad_df,
-        data_cols=[c for c in cols if c in COORDINATES],
-        reason=F.concat(F.lit("parse error: "), F.coalesce(error.cast("string"), F.lit("unknown"))),
-        failed=F.array().cast("array<string>"),
-        batch_id=batch_id,
-        raw_key="key" if "key" in cols else None,
-        raw_value="value" if "value" in cols else None,
-    )

@@ -1,12 +1,14 @@
-"""Running a project: the SparkSession factory, engine resolution, the pipeline runner,
-status, recover and reset."""
+"""Running a project: the SparkSession factory, engine resolution, the pipeline runner and
+the foreachBatch writer it gives each query, status, recover and reset."""
 
 from __future__ import annotations
 
 from warehouse.runtime.engines import resolve_engine, resolve_engines
 from warehouse.runtime.errors import QueryFailedError, RecoverError, RuntimeConfigError
-from warehouse.runtime.pipeline import Pipeline, RunResult
+from warehouse.runtime.failures import RetryPolicy
+from warehouse.runtime.pipeline import Pipeline
 from warehouse.runtime.recover import recover, reset
+from warehouse.runtime.results import RunResult
 from warehouse.runtime.session import get_session
 from warehouse.runtime.status import status
 
@@ -14,6 +16,7 @@ __all__ = [
     "Pipeline",
     "QueryFailedError",
     "RecoverError",
+    "RetryPolicy",
     "RunResult",
     "RuntimeConfigError",
     "get_session",

@@ -3,32 +3,15 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from warehouse.project import Project
+    from warehouse.spec.model import LoadedProject
 
 logger = logging.getLogger(__name__)
 
 
-def warehouse_root(project: Project) -> Path:
-    """The project's `warehouse_root` as an absolute path."""
-    return Path(project.root)
-
-
-def broker_dir(project: Project) -> Path:
-    """Data folder of the embedded broker: `kafka.embedded.data_dir` or `<root>/broker`."""
-    configured = project.config.kafka.embedded.data_dir
-    if configured:
-        p = Path(configured)
-        if not p.is_absolute():
-            p = Path(project.path) / p
-        return p
-    return warehouse_root(project) / "broker"
-
-
-def resolve_bootstrap(project: Project, *, start: bool = True) -> str | None:
+def resolve_bootstrap(project: LoadedProject, *, start: bool = True) -> str | None:
     """The bootstrap servers to use.
 
     `embedded` starts the bundled broker on demand (or reuses the live one found
@@ -40,7 +23,7 @@ def resolve_bootstrap(project: Project, *, start: bool = True) -> str | None:
         return kafka.bootstrap
     from streams.broker.launcher import broker_status, ensure_broker
 
-    data_dir = broker_dir(project)
+    data_dir = project.broker_dir()
     emb = kafka.embedded
     if start:
         bootstrap = ensure_broker(data_dir, host=emb.host, port=emb.port, config=dict(emb.config))

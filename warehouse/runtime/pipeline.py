@@ -11,135 +11,33 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 import signal
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from warehouse.compile.plan import select_tables
-from warehouse.compile.query import CompiledQuery, build_query, table_exists
+from warehouse.compile.plan import TablePlan, select_tables
+from warehouse.compile.query import CompiledQuery, build_query
 from warehouse.runtime.errors import QueryFailedError
+from warehouse.runtime.failures import RetryPolicy, is_transient, query_failure
+from warehouse.runtime.results import RunResult, add_results, result_of
+from warehouse.runtime.writer import BatchWriter
+from warehouse.spec.paths import table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from warehouse.project import Project
+    from warehouse.spec.model import LoadedProject
+
+Query = CompiledQuery[BatchWriter]
 
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
-
-
-_EXC_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Failed)): (.+)$")
-
-
-def root_cause_line(text: str) -> str:
-    """The innermost `SomeError: message` line of a (JVM-wrapped) Python traceback text."""
-    found = [
-        m
-        for m in (_EXC_LINE.match(line) for line in text.splitlines())
-        if m and not m.group(1).startswith(("pyspark.", "py4j."))
-    ]
-    if found:
-        name, message = found[-1].group(1), found[-1].group(2)
-        return f"{name.rsplit('.', 1)[-1]}: {message.replace(' SQLSTATE: 38000', '').strip()}"
-    stripped = text.strip()
-    return stripped.splitlines()[0] if stripped else "unknown error"
-
-
-TRANSIENT_ERRORS: tuple[str, ...] = (
-    "Python worker failed to connect back",
-    "Timed out while waiting for the Python worker to connect back",
-)
-"""Query failures that starting the query again cures. Spark gives each new Python worker
-a fixed 10 s to connect back to the JVM (`PythonWorkerFactory.createSimpleWorker`; Spark
-4.3 has no setting for it, and `spark.python.worker.reuse` does not apply: every
-streaming Python data source starts its own worker when its query starts). On a busy
-machine starting several such queries, a worker can miss that window."""
-
-
-def is_transient(error: BaseException | str | None) -> bool:
-    """Whether `error` (an exception, or its text) is one of `TRANSIENT_ERRORS`."""
-    texts: list[str] = []
-    seen: set[int] = set()
-    while isinstance(error, BaseException) and id(error) not in seen:
-        seen.add(id(error))
-        texts += [str(error), str(getattr(error, "_stackTrace", "") or "")]
-        error = error.__cause__ or error.__context__
-    if isinstance(error, str):
-        texts.append(error)
-    return any(t in text for text in texts for t in TRANSIENT_ERRORS)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often a query that failed transiently is started again, and the pauses between."""
-
-    attempts: int = 8
-    """Starts per table, the first included (5 s + 10 + 20 + 40 + 3 x 60 s of pauses: at
-    load average 20 on 2 cores, a query with two Python sources missed the window 4 times
-    in a row)."""
-    pause: float = 5.0
-    """Seconds before the second start; doubled for each further one, up to `max_pause`."""
-    max_pause: float = 60.0
-
-    def pause_before(self, attempt: int) -> float:
-        return min(self.max_pause, self.pause * 2 ** max(0, attempt - 2))
-
-
-@dataclass
-class RunResult:
-    """What one table's query did in this run."""
-
-    table: str
-    layer: str
-    rows_read: int = 0
-    rows_written: int = 0
-    quarantined: int = 0
-    dropped: int = 0
-    batches: int = 0
-    seconds: float = 0.0
-    version: int | None = None
-    published: int = 0
-    skipped: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def line(self) -> str:
-        if self.skipped:
-            return f"{self.table} [{self.layer}]: skipped ({self.skipped})"
-        return (
-            f"{self.table} [{self.layer}]: {self.batches} batch(es), {self.rows_read} rows in, "
-            f"{self.rows_written} written, {self.quarantined} quarantined"
-            + (f", {self.dropped} dropped" if self.dropped else "")
-            + (f", {self.published} published" if self.published else "")
-            + f", version {self.version if self.version is not None else '-'}"
-            + f", {self.seconds:.1f}s"
-        )
-
-
-def _add(earlier: RunResult | None, later: RunResult) -> RunResult:
-    """One table's counts over several attempts (a query started again after a failure)."""
-    if earlier is None:
-        return later
-    return RunResult(
-        table=later.table,
-        layer=later.layer,
-        rows_read=earlier.rows_read + later.rows_read,
-        rows_written=earlier.rows_written + later.rows_written,
-        quarantined=earlier.quarantined + later.quarantined,
-        dropped=earlier.dropped + later.dropped,
-        batches=earlier.batches + later.batches,
-        seconds=earlier.seconds + later.seconds,
-        version=later.version if later.version is not None else earlier.version,
-        published=earlier.published + later.published,
-    )
 
 
 INITIALIZING = ("Initializing StreamExecution", "Initializing sources")
@@ -151,7 +49,7 @@ the Python workers of Python data sources)."""
 class _Live:
     """A running continuous query and which start of its table it is."""
 
-    cq: CompiledQuery
+    cq: Query
     query: StreamingQuery
     since: float
     attempt: int
@@ -181,7 +79,7 @@ class Pipeline:
 
     def __init__(
         self,
-        project: Project,
+        project: LoadedProject,
         spark: SparkSession,
         *,
         layer: str | None = None,
@@ -234,58 +132,39 @@ class Pipeline:
             inputs += [t for t in defn.static_tables if t in self.project.tables]
         return [t for t in inputs if not table_exists(self.project.table_path(t))]
 
-    def _build(self, name: str, *, once: bool) -> CompiledQuery:
+    def _build(self, name: str, *, once: bool) -> Query:
+        bootstrap, engines = self.bootstrap(), self.engines
+
+        def writer(plan: TablePlan, views: dict[str, str]) -> BatchWriter:
+            return BatchWriter(
+                project=self.project,
+                defn=self.project.tables[name],
+                plan=plan,
+                engines=engines,
+                views=views,
+                bootstrap=bootstrap,
+            )
+
         return build_query(
             self.project,
             name,
             self.spark,
             once=once,
-            bootstrap=self.bootstrap(),
-            engines=self.engines,
+            batch=writer,
+            bootstrap=bootstrap,
+            engines=engines,
         )
 
     @staticmethod
-    def _note_progress(cq: CompiledQuery, query: StreamingQuery) -> None:
+    def _note_progress(cq: Query, query: StreamingQuery) -> None:
         """Remember each batch's source row count (Spark keeps only the recent progress)."""
         for p in query.recentProgress:
             # The writer's own count wins: it knows the records of a Kafka batch.
-            cq.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
+            cq.batch.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
 
-    def _result(self, cq: CompiledQuery, seconds: float) -> RunResult:
-        s = cq.stats
-        return RunResult(
-            table=cq.plan.name,
-            layer=cq.plan.layer,
-            rows_read=sum(s.input_rows.values()),
-            rows_written=s.rows_written,
-            quarantined=s.quarantined,
-            dropped=s.dropped,
-            batches=s.batches,
-            seconds=seconds,
-            version=s.last_version,
-            published=s.published,
-        )
-
-    def _cleanup(self, cq: CompiledQuery) -> None:
+    def _cleanup(self, cq: Query) -> None:
         for view in cq.views:
             self.spark.catalog.dropTempView(view)
-
-    @staticmethod
-    def _failure(
-        cq: CompiledQuery, query: StreamingQuery | None, e: BaseException | None
-    ) -> QueryFailedError:
-        cause = cq.stats.error or e
-        if cause is not None and hasattr(cause, "exit_code"):
-            return cause  # type: ignore[return-value]  # a WarehouseError from our code
-        text = str(cause) if cause is not None else str(query.exception() if query else "")
-        first = root_cause_line(text)
-        err = QueryFailedError(
-            f"Table `{cq.plan.name}` (layer `{cq.plan.layer}`): the streaming query failed: "
-            f"{first}. Fix the cause and run again; the checkpoint "
-            f"{cq.plan.checkpoint_path} resumes where the last committed batch ended.",
-            table=cq.plan.name,
-        )
-        return err
 
     # -- running -----------------------------------------------------------------
 
@@ -297,14 +176,14 @@ class Pipeline:
 
     def _start(
         self, name: str, *, once: bool
-    ) -> tuple[CompiledQuery, StreamingQuery | None, BaseException | None]:
+    ) -> tuple[Query, StreamingQuery | None, BaseException | None]:
         """Build and start `name`'s query; a start that raises is returned, not raised."""
         cq = self._build(name, once=once)
         if not once:
             cq.batch.on_batch = lambda b, cq=cq: self._batch_line(cq, b)
         try:
             return cq, cq.start(), None
-        except Exception as e:  # judged by the caller: transient (retry) or a real failure
+        except Exception as e:  # noqa: BLE001  # judged by the caller: transient or real
             self._cleanup(cq)
             return cq, None, e
 
@@ -345,20 +224,20 @@ class Pipeline:
                 if query is not None:
                     try:
                         query.awaitTermination()
-                    except Exception as e:
+                    except Exception as e:  # noqa: BLE001  # judged below: transient or real
                         error = e
                     finally:
                         self._cleanup(cq)
                     self._note_progress(cq, query)
-                error = cq.stats.error or error
+                error = cq.batch.stats.error or error
                 if error is None:
                     break
                 pause = self._retry_pause(name, attempt, error)
                 if pause is None:
-                    raise self._failure(cq, query, error) from error
-                earlier = _add(earlier, self._result(cq, 0.0))
+                    raise query_failure(cq.plan, cq.batch.stats, query, error) from error
+                earlier = add_results(earlier, result_of(cq.plan, cq.batch.stats, 0.0))
                 time.sleep(pause)
-            r = _add(earlier, self._result(cq, time.monotonic() - started))
+            r = add_results(earlier, result_of(cq.plan, cq.batch.stats, time.monotonic() - started))
             self.progress(r.line())
             results.append(r)
         return results
@@ -420,17 +299,17 @@ class Pipeline:
         """Note progress; a query that stopped is rescheduled (transient) or the run's failure."""
         for name, q in list(live.items()):
             self._note_progress(q.cq, q.query)
-            if q.query.isActive and q.cq.stats.error is None:
+            if q.query.isActive and q.cq.batch.stats.error is None:
                 continue
             if self._stop.is_set():  # stopped by the signal's race, not by a failure
                 return None
-            error = q.cq.stats.error or q.query.exception()
+            error = q.cq.batch.stats.error or q.query.exception()
             pause = self._retry_pause(name, q.attempt, error)
             if pause is None:
-                return self._failure(q.cq, q.query, error)
-            q.cq.stop_at_batch_boundary(q.query, timeout=10)  # a failed batch: stop what is left
+                return query_failure(q.cq.plan, q.cq.batch.stats, q.query, error)
+            q.cq.batch.stop_at_batch_boundary(q.query, timeout=10)  # a failed batch: stop what is left
             self._cleanup(q.cq)
-            earlier[name] = _add(earlier.get(name), self._result(q.cq, 0.0))
+            earlier[name] = add_results(earlier.get(name), result_of(q.cq.plan, q.cq.batch.stats, 0.0))
             del live[name]
             waiting[name] = (time.monotonic() + pause, q.attempt + 1)
         return None
@@ -457,13 +336,13 @@ class Pipeline:
                 return None
             pause = self._retry_pause(name, attempt, error)
             if pause is None:
-                return self._failure(cq, None, error)
+                return query_failure(cq.plan, cq.batch.stats, None, error)
             waiting[name] = (now + pause, attempt + 1)
             return None
         return None
 
-    def _batch_line(self, cq: CompiledQuery, batch_id: int) -> None:
-        s = cq.stats
+    def _batch_line(self, cq: Query, batch_id: int) -> None:
+        s = cq.batch.stats
         (self.batch_progress or self.progress)(
             f"{cq.plan.name}: batch {batch_id} done ({s.rows_written} rows written, "
             f"{s.quarantined} quarantined so far)"
@@ -479,22 +358,22 @@ class Pipeline:
         if live:
             with ThreadPoolExecutor(len(live), thread_name_prefix="warehouse-stop") as pool:
                 for done in [
-                    pool.submit(q.cq.stop_at_batch_boundary, q.query) for q in live.values()
+                    pool.submit(q.cq.batch.stop_at_batch_boundary, q.query) for q in live.values()
                 ]:
                     done.result()
         for name in reversed(list(live)):
             q = live[name]
             self._note_progress(q.cq, q.query)
             self._cleanup(q.cq)
-            r = _add(
-                earlier.pop(name, None), self._result(q.cq, time.monotonic() - first_start[name])
+            r = add_results(
+                earlier.pop(name, None), result_of(q.cq.plan, q.cq.batch.stats, time.monotonic() - first_start[name])
             )
             self.progress(f"stopped: {r.line()}")
             results.append(r)
         results.reverse()
         # Tables whose last attempt failed transiently and had not started again.
         results += [
-            _add(r, RunResult(r.table, r.layer, seconds=now - first_start[n]))
+            add_results(r, RunResult(r.table, r.layer, seconds=now - first_start[n]))
             for n, r in earlier.items()
         ]
         return results

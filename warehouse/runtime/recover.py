@@ -15,16 +15,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warehouse.compile.query import recover_file, table_exists
 from warehouse.runtime.errors import RecoverError
+from warehouse.spec.paths import recover_file, table_exists
 
 if TYPE_CHECKING:
-    from warehouse.project import Project
+    from warehouse.spec.model import LoadedProject
 
 logger = logging.getLogger(__name__)
 
 
-def _known(project: Project, table: str) -> None:
+def _known(project: LoadedProject, table: str) -> None:
     if table not in project.tables:
         raise RecoverError(
             f"Unknown table `{table}`; the project has "
@@ -34,7 +34,7 @@ def _known(project: Project, table: str) -> None:
         )
 
 
-def recover(project: Project, table: str) -> dict[str, Any]:
+def recover(project: LoadedProject, table: str) -> dict[str, Any]:
     """Replace the checkpoint of `table` by a start position read from the table.
 
     Writes `<checkpoint>.recover.json` with `starting_offsets`; the next
@@ -85,7 +85,7 @@ def recover(project: Project, table: str) -> dict[str, Any]:
     return {**data, "checkpoint": str(ckpt), "old_checkpoint_removed": moved is not None}
 
 
-def reset(project: Project, table: str) -> list[str]:
+def reset(project: LoadedProject, table: str) -> list[str]:
     """Delete the table, its quarantine and its checkpoint; returns what was removed."""
     _known(project, table)
     removed = []

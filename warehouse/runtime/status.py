@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.compile.plan import select_tables
-from warehouse.compile.query import recover_file, table_exists
+from warehouse.spec.paths import recover_file, table_exists
 
 if TYPE_CHECKING:
-    from warehouse.project import Project
+    from warehouse.spec.model import LoadedProject
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def kafka_lag(committed: Any, end: dict[str, dict[int, int]]) -> dict[str, Any]:
     return {"total": sum(per_topic.values()), "topics": per_topic}
 
 
-def table_status(project: Project, name: str, *, bootstrap: str | None) -> dict[str, Any]:
+def table_status(project: LoadedProject, name: str, *, bootstrap: str | None) -> dict[str, Any]:
     """One table's status row (see `status`)."""
     from streams.delta import table_info
 
@@ -87,7 +87,7 @@ def table_status(project: Project, name: str, *, bootstrap: str | None) -> dict[
     if table_exists(qpath):
         row["quarantine_rows"] = table_info(qpath).get("rows")
     if defn.spec.expectations:
-        from warehouse.quality import quality_summary
+        from warehouse.quality.events import quality_summary
 
         row["quality"] = quality_summary(project.root, name)
     kafka = defn.spec.source.kafka
@@ -110,24 +110,23 @@ def reachable(bootstrap: str, *, timeout: float = 2.0) -> bool:
     return False
 
 
-def _lag(project: Project, topics: list[str], committed: Any, bootstrap: str | None) -> Any:
+def _lag(project: LoadedProject, topics: list[str], committed: Any, bootstrap: str | None) -> Any:
     if bootstrap is None or not reachable(bootstrap):
         return None
     from streams.kafka.admin import end_offsets
     from streams.kafka.errors import KafkaStreamError
-    from warehouse.compile.query import kafka_client_config
 
-    conf = {**kafka_client_config(project), "socket.timeout.ms": "5000"}
+    conf = project.config.kafka.client_config({"socket.timeout.ms": "5000"})
     try:
         end = end_offsets(bootstrap, topics, client_config=conf)
-    except (KafkaStreamError, Exception) as e:  # broker down/unreachable: no lag, not an error
+    except (KafkaStreamError, Exception) as e:  # noqa: BLE001  # broker down: no lag, no error
         logger.info("lag of %s unavailable: %s", ",".join(topics), e)
         return None
     return kafka_lag(committed, end)
 
 
 def status(
-    project: Project,
+    project: LoadedProject,
     *,
     layer: str | None = None,
     tables: list[str] | None = None,
@@ -145,7 +144,7 @@ def status(
 
         try:
             bootstrap = resolve_bootstrap(project, start=False)
-        except Exception as e:  # a broken pid file must not break status
+        except Exception as e:  # noqa: BLE001  # a broken pid file must not break status
             logger.info("broker status unavailable: %s", e)
             bootstrap = None
     return [table_status(project, n, bootstrap=bootstrap) for n in names]

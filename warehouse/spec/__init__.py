@@ -14,6 +14,8 @@ from warehouse.spec.config import (
     resolve_config,
 )
 from warehouse.spec.errors import Problem, ProjectError, UnknownTableError
+from warehouse.spec.graph import Edge, TableGraph, build_graph
+from warehouse.spec.model import LoadedProject
 from warehouse.spec.schemas import Column, Columns
 from warehouse.spec.table import (
     LAYERS,
@@ -46,11 +48,13 @@ __all__ = [
     "EmbeddedBroker",
     "Engines",
     "Expectation",
+    "Edge",
     "JoinStream",
     "KafkaPublish",
     "KafkaSecurity",
     "KafkaSettings",
     "KafkaSource",
+    "LoadedProject",
     "Problem",
     "ProjectError",
     "Publish",
@@ -58,6 +62,7 @@ __all__ = [
     "Source",
     "SparkSettings",
     "TableDefinition",
+    "TableGraph",
     "TableSpec",
     "Transform",
     "Trigger",
@@ -66,5 +71,6 @@ __all__ = [
     "WarehouseConfig",
     "Watermark",
     "Window",
+    "build_graph",
     "resolve_config",
 ]

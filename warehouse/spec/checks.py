@@ -9,26 +9,19 @@ checks use the columns inferred table by table (`warehouse.spec.schemas`,
 
 from __future__ import annotations
 
-import difflib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warehouse.compile.graph import TableGraph, build_graph
+from warehouse.spec.column_checks import ColumnChecker, did_you_mean, sql_location, ticks
 from warehouse.spec.errors import Problem
+from warehouse.spec.expectations import validate
+from warehouse.spec.graph import TableGraph, build_graph
 from warehouse.spec.pycode import ImportProblem, import_reference
-from warehouse.spec.schemas import (
-    WINDOW_COLUMNS,
-    Column,
-    Columns,
-    kafka_columns,
-    sink_columns,
-    table_source_columns,
-    to_ddl,
-)
-from warehouse.spec.sqlcheck import analyze_sql, expression_type, parse_query, read_tables
+from warehouse.spec.schemas import Columns, to_ddl
+from warehouse.spec.sqlcheck import parse_query, read_tables
 from warehouse.spec.table import LAYERS, TableDefinition
 
 logger = logging.getLogger(__name__)
@@ -44,15 +37,6 @@ class CheckedProject:
     problems: list[Problem] = field(default_factory=list)
 
 
-def _ticks(names: Iterable[str]) -> str:
-    return ", ".join(f"`{n}`" for n in names) or "none"
-
-
-def _did_you_mean(name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" Did you mean `{close[0]}`?" if close else ""
-
-
 class _Checker:
     def __init__(
         self,
@@ -64,8 +48,6 @@ class _Checker:
         self.payload = payload
         self.broken = broken
         self.problems: list[Problem] = []
-        self.registry: Any = None
-        self.all_names: list[str] = []
 
     def add(self, d: TableDefinition, fld: str, message: str, *, path: str | None = None) -> None:
         self.problems.append(Problem(path or d.path, fld, message, table=d.name))
@@ -82,7 +64,7 @@ class _Checker:
                 for g in group:
                     self.add(g, "table", f"table name `{name}` is reserved: {reserved}. Rename it.")
             if len(group) > 1:
-                files = _ticks(g.path for g in group)
+                files = ticks(g.path for g in group)
                 for g in group:
                     self.add(
                         g,
@@ -105,7 +87,7 @@ class _Checker:
                     d,
                     fld,
                     f"Table `{d.name}` reads `{name}`, which is not a table of the "
-                    f"project.{_did_you_mean(str(name), defs)} Tables: {_ticks(sorted(defs))}.",
+                    f"project.{did_you_mean(str(name), defs)} Tables: {ticks(sorted(defs))}.",
                 )
             else:
                 self.layer_order(d, defs[name], fld)
@@ -119,7 +101,7 @@ class _Checker:
                 "source.kafka.schema",
                 f"schema `{k.schema_}` not found: expected "
                 f"`schemas/{k.schema_}.json` or `schemas/{k.schema_}.ddl` (schemas: "
-                f"{_ticks(sorted(self.payload))}).{_did_you_mean(k.schema_, self.payload)}",
+                f"{ticks(sorted(self.payload))}).{did_you_mean(k.schema_, self.payload)}",
             )
         for op in ("watermark", "dedupe", "aggregate"):
             if getattr(d.spec, op) is not None:
@@ -161,11 +143,9 @@ class _Checker:
                 "(`package.module:function`, relative to the project folder).",
             )
 
-    def expectations(self, d: TableDefinition, registry: Any) -> None:
-        if registry is None:
-            return
+    def expectations(self, d: TableDefinition) -> None:
         for i, exp in enumerate(d.spec.expectations):
-            for message in registry.validate(exp):
+            for message in validate(exp):
                 self.add(d, f"expectations[{i}].{exp.type}", message)
 
     def publish_topics(self, defs: Mapping[str, TableDefinition]) -> None:
@@ -176,7 +156,7 @@ class _Checker:
         for topic, group in by_topic.items():
             if len(group) > 1:
                 for d in group:
-                    others = _ticks(f"{o.name}` in `{o.path}" for o in group if o is not d)
+                    others = ticks(f"{o.name}` in `{o.path}" for o in group if o is not d)
                     self.add(
                         d,
                         "publish.kafka.topic",
@@ -195,195 +175,6 @@ class _Checker:
         streamed = set(d.spec.source.upstream_tables) | {"source"}
         return [t for t in read_tables(tree) if t in defs and t not in streamed]
 
-    # --- columns ------------------------------------------------------------------
-
-    def columns(self, d: TableDefinition, known: Mapping[str, Columns]) -> Columns:
-        spec = d.spec
-        src = spec.source
-        unknown = Columns(opaque=True)
-        if src.kafka is not None:
-            payload = self.payload.get(src.kafka.schema_) if src.kafka.schema_ else None
-            cols = kafka_columns(src.kafka.format, payload)
-        else:
-            cols = table_source_columns(known.get(str(src.table), unknown), src.read)
-        for i, join in enumerate(src.join_streams):
-            if join.watermark is not None:
-                self._need(
-                    d,
-                    f"source.join_streams[{i}].watermark.column",
-                    join.watermark.column,
-                    [known.get(join.table, unknown)],
-                    "join watermark column",
-                    where=f"`{join.table}`",
-                )
-        out = cols
-        if d.sql is not None:
-            out = self._sql(d, cols, known)
-        elif d.python:
-            out = unknown
-        if spec.watermark is not None:
-            self._need(
-                d, "watermark.column", spec.watermark.column, [cols, out], "watermark column"
-            )
-        if spec.dedupe is not None:
-            for i, key in enumerate(spec.dedupe.keys):
-                self._need(d, f"dedupe.keys[{i}]", key, [out], "dedupe key", fix="dedupe.keys")
-        if spec.aggregate is not None:
-            out = self._aggregate(d, out)
-        sink = spec.sink
-        for i, key in enumerate(getattr(sink, "keys", []) or []):
-            self._need(d, f"sink.keys[{i}]", key, [out], "sink key", fix="sink.keys")
-        seq = getattr(sink, "sequence_by", None)
-        if seq:
-            self._need(
-                d, "sink.sequence_by", seq, [out], "`sequence_by` column", fix="sink.sequence_by"
-            )
-        for i, col in enumerate(sink.partition_by):
-            self._need(
-                d,
-                f"sink.partition_by[{i}]",
-                col,
-                [out],
-                "partition column",
-                fix="sink.partition_by",
-            )
-        self._expectation_columns(d, out)
-        self._duplicates(d, out)
-        return sink_columns(out, sink.mode)
-
-    def _sql(self, d: TableDefinition, cols: Columns, known: Mapping[str, Columns]) -> Columns:
-        assert d.sql is not None
-        mapping: dict[str, Columns] = {n: c for n, c in known.items()}
-        for n in self.all_names:
-            mapping.setdefault(n, Columns(opaque=True))
-        mapping.pop(d.name, None)
-        mapping["source"] = cols
-        analysis = analyze_sql(d.sql, mapping)
-        fld, path = sql_location(d)
-        for message in analysis.problems:
-            self.add(d, fld, f"Table `{d.name}`: {message}", path=path)
-        return analysis.columns if analysis.columns is not None else Columns(opaque=True)
-
-    def _aggregate(self, d: TableDefinition, cols: Columns) -> Columns:
-        agg = d.spec.aggregate
-        assert agg is not None
-        out = Columns(opaque=cols.opaque)
-        if agg.window is not None:
-            self._need(
-                d,
-                "aggregate.window.column",
-                agg.window.column,
-                [cols],
-                "window column",
-                fix="aggregate.window.column",
-            )
-            wm = d.spec.watermark
-            # Only when both are columns here: a source column renamed by the SQL keeps its
-            # watermark, so a different name alone is not a mistake.
-            if (
-                wm is not None
-                and wm.column.lower() != agg.window.column.lower()
-                and cols.has(wm.column)
-            ):
-                self.add(
-                    d,
-                    "aggregate.window.column",
-                    f"Table `{d.name}`: the window is on `{agg.window.column}` but the "
-                    f"watermark is on `{wm.column}`; Spark can finalize windows and drop their "
-                    "state only when both use the same event-time column. Use one column "
-                    "for `watermark.column` and `aggregate.window.column`.",
-                )
-            out.extend(WINDOW_COLUMNS)
-        for i, g in enumerate(agg.group_by):
-            self._need(
-                d,
-                f"aggregate.group_by[{i}]",
-                g,
-                [cols],
-                "group-by column",
-                fix="aggregate.group_by",
-            )
-            out.append(cols.get(g) or Column(g, "string"))
-        for name, expr in agg.measures.items():
-            if cols.opaque:
-                out.append(Column(name, "string"))
-                continue
-            kind, problems = expression_type(expr, cols)
-            for message in problems:
-                self.add(
-                    d,
-                    f"aggregate.measures.{name}",
-                    f"Table `{d.name}`: measure `{name}` (`{expr}`): {message}",
-                )
-            out.append(Column(name, kind or "string"))
-        return out
-
-    def _need(
-        self,
-        d: TableDefinition,
-        fld: str,
-        name: str,
-        options: list[Columns],
-        what: str,
-        *,
-        fix: str | None = None,
-        where: str | None = None,
-    ) -> None:
-        if any(c.opaque or c.has(name) for c in options):
-            return
-        if where is None:
-            where = "the transform output" if (d.sql or d.python) else "the source"
-            if d.spec.aggregate is not None and fld.startswith(("sink.", "expectations")):
-                where = "the aggregate output"
-        cols = options[-1]
-        hint = _did_you_mean(name, cols.names)
-        self.add(
-            d,
-            fld,
-            f"Table `{d.name}`: {what} `{name}` is not a column of {where} "
-            f"({_ticks(cols.names)}).{hint} Add it to the SELECT or change "
-            f"`{fix or fld}`.",
-        )
-
-    def _expectation_columns(self, d: TableDefinition, cols: Columns) -> None:
-        if cols.opaque:
-            return
-        for i, exp in enumerate(d.spec.expectations):
-            for arg in self._column_args(exp.type):
-                value = exp.kwargs.get(arg)
-                names = value if isinstance(value, list) else [value]
-                for name in names:
-                    if isinstance(name, str):
-                        self._need(
-                            d,
-                            f"expectations[{i}].{exp.type}.{arg}",
-                            name,
-                            [cols],
-                            "expectation column",
-                        )
-
-    def _column_args(self, type_name: str) -> tuple[str, ...]:
-        etype = getattr(self.registry, "EXPECTATION_TYPES", {}).get(type_name)
-        return tuple(getattr(etype, "columns_args", ("column",))) if etype else ("column",)
-
-    def _duplicates(self, d: TableDefinition, cols: Columns) -> None:
-        seen: set[str] = set()
-        fld, path = "source", None
-        if d.spec.aggregate is not None:
-            fld = "aggregate"
-        elif d.sql is not None:
-            fld, path = sql_location(d)
-        for c in cols:
-            if c.name.lower() in seen:
-                self.add(
-                    d,
-                    fld,
-                    f"Table `{d.name}`: column `{c.name}` appears twice in the output; "
-                    "Delta needs unique column names. Alias or rename one of them.",
-                    path=path,
-                )
-            seen.add(c.name.lower())
-
 
 def _reserved(name: str) -> str | None:
     if name == "source":
@@ -395,22 +186,6 @@ def _reserved(name: str) -> str | None:
     return None
 
 
-def sql_location(d: TableDefinition) -> tuple[str, str]:
-    """(field, path) naming where a table's SQL is written, for problems found in it."""
-    return ("", d.sql_path) if d.sql_path else ("transform.sql", d.path)
-
-
-def _quality_registry() -> Any:
-    try:
-        from warehouse.quality import registry
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("warehouse.quality"):
-            logger.warning("warehouse.quality.registry is missing; expectations are not checked")
-            return None
-        raise
-    return registry
-
-
 def check_project(
     project_dir: Path,
     definitions: list[TableDefinition],
@@ -419,14 +194,13 @@ def check_project(
 ) -> CheckedProject:
     """Check `definitions` together; return them in run order with graph, columns, problems."""
     checker = _Checker(project_dir, payload, broken or set())
-    checker.registry = _quality_registry()
     defs = checker.unique_names(definitions)
-    checker.all_names = list(defs)
+    columns = ColumnChecker(checker.add, payload, list(defs))
     enriched: dict[str, TableDefinition] = {}
     for name, d in defs.items():
         checker.source(d, defs)
         checker.python(d)
-        checker.expectations(d, checker.registry)
+        checker.expectations(d)
         static = checker.static_tables(d, defs)
         for t in static:
             checker.layer_order(d, defs[t], *sql_location(d))
@@ -457,6 +231,6 @@ def check_project(
         )
     schemas: dict[str, Columns] = {}
     for name in graph.order:
-        schemas[name] = checker.columns(enriched[name], schemas)
+        schemas[name] = columns.columns(enriched[name], schemas)
     ordered = {name: enriched[name] for name in graph.order}
     return CheckedProject(ordered, graph, schemas, checker.problems)

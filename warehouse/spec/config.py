@@ -75,6 +75,10 @@ class KafkaSettings(Settings):
     def is_embedded(self) -> bool:
         return self.bootstrap == "embedded"
 
+    def client_config(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """librdkafka properties of every client: security, then `client`, then `extra`."""
+        return {**self.security.client_config(), **self.client, **(extra or {})}
+
 
 class Engines(Settings):
     kafka: Engine = "auto"

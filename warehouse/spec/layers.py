@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from warehouse.spec.errors import Problem
-from warehouse.spec.loader import _message, field_path, read_yaml, validation_problems
+from warehouse.spec.loader import error_message, field_path, read_yaml, validation_problems
 from warehouse.spec.pycode import ImportProblem, import_module
 from warehouse.spec.table import LAYERS, TableDefinition, TableSpec
 
@@ -174,7 +174,7 @@ def _load_python_tables(
         cause = e.__cause__
         if isinstance(cause, ValidationError):
             return [], [
-                Problem(rel, field_path(_plain_loc(err["loc"])), _message(err, TableSpec))
+                Problem(rel, field_path(_plain_loc(err["loc"])), error_message(err, TableSpec))
                 for err in cause.errors()
             ]
         return [], [Problem(rel, "", str(e))]

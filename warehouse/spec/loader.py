@@ -108,7 +108,7 @@ def validation_problems(
         loc = _data_loc(err["loc"], data, err["type"])
         if err["type"] == "union_tag_invalid":
             loc = (*loc, err["ctx"].get("discriminator", "").strip("'"))
-        msg = _message(err, model)
+        msg = error_message(err, model)
         if msg not in by_field.setdefault(loc, []):
             by_field[loc].append(msg)
     out = []
@@ -138,7 +138,7 @@ def _data_loc(loc: tuple[Any, ...], data: Any, kind: str) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _message(err: Mapping[str, Any], model: type[BaseModel]) -> str:
+def error_message(err: Mapping[str, Any], model: type[BaseModel]) -> str:
     kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
     loc = err["loc"]
     if kind == "extra_forbidden":

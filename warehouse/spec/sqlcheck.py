@@ -81,7 +81,7 @@ def read_tables(tree: exp.Expression) -> list[str]:
     out: list[str] = []
     try:
         scopes = traverse_scope(tree)
-    except Exception as e:  # sqlglot cannot scope it: fall back to every table node
+    except Exception as e:  # noqa: BLE001  # sqlglot cannot scope it: fall back to table nodes
         logger.info("sqlglot cannot scope the query (%s); reading table names directly", e)
         scopes = []
         out = list(dict.fromkeys(_table_name(t) for t in tree.find_all(exp.Table) if t.name))
@@ -124,7 +124,7 @@ def analyze_sql(
         if result.problems or any(checked[t].opaque for t in result.tables):
             return result
         result.columns = _output_columns(tree, {t: schema[t] for t in result.tables})
-    except Exception as e:  # sqlglot on SQL it does not model: check less, never report false
+    except Exception as e:  # noqa: BLE001  # sqlglot on SQL it does not model: check less
         logger.warning(
             "column checks skipped: sqlglot failed on %r: %s: %s", sql, type(e).__name__, e
         )

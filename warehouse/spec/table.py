@@ -47,9 +47,6 @@ def _check_name(value: str) -> str:
     return value
 
 
-Interval = Annotated[str, Field(description="a Spark interval, e.g. `10 minutes`")]
-
-
 class KafkaSource(Spec):
     """Read one topic, a list of topics, or a topic pattern."""
 

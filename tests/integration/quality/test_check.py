@@ -219,7 +219,7 @@ def test_every_non_extension_type_is_a_great_expectations_type():
     import great_expectations.expectations as gxe
 
     from warehouse.quality.gx_suite import gx_class_name
-    from warehouse.quality.registry import EXPECTATION_TYPES
+    from warehouse.spec.expectations import EXPECTATION_TYPES
 
     for etype in EXPECTATION_TYPES.values():
         if not etype.extension:

@@ -6,7 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from streams.delta.arrow import read_table
-from warehouse.quality.events import events_path, quality_summary, write_quality_events
+from warehouse.quality.events import quality_summary, write_quality_events
+from warehouse.spec.paths import events_path
 
 
 def metric(table: str, batch_id: int, expectation: str, failed: int) -> dict:

@@ -10,7 +10,8 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, Row
 
 from warehouse.quality.errors import ExpectationFailed, QualityError
-from warehouse.quality.rows import QUARANTINE_SCHEMA, RowChecks, quarantine_from_parse_errors
+from warehouse.quality.quarantine import QUARANTINE_SCHEMA, quarantine_from_parse_errors
+from warehouse.quality.rows import RowChecks
 from warehouse.spec.table import Expectation
 
 pytestmark = pytest.mark.spark

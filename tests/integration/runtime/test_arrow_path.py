@@ -127,7 +127,7 @@ def test_arrow_path_equals_spark_parse_and_replays_nothing(
     topic = unique("arrow")
     ensure_topic(broker.bootstrap, topic, partitions=2)
     project = _project(tmp_path / "proj", topic, broker.bootstrap)
-    caplog.set_level(logging.INFO, logger="warehouse.compile.batch")
+    caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
 
     def run() -> dict[str, object]:
         return {r.table: r for r in Pipeline(project, spark, layer="ods").run(once=True)}
@@ -177,7 +177,7 @@ def test_parse_spark_turns_the_arrow_path_off(
     topic = unique("arrow-off")
     ensure_topic(broker.bootstrap, topic, partitions=1)
     project = _project(tmp_path / "proj", topic, broker.bootstrap, parse="spark")
-    caplog.set_level(logging.INFO, logger="warehouse.compile.batch")
+    caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
     produce(broker.bootstrap, topic, _records(0, 100))
     (res,) = Pipeline(project, spark, layer="ods", tables=["ods_arrow"]).run(once=True)
     assert (res.rows_read, res.rows_written, res.quarantined) == (112, 107, 5)

@@ -41,10 +41,10 @@ def test_broker_start_status_stop_through_the_cli(tmp_path: Path) -> None:
 def test_embedded_bootstrap_starts_the_broker_on_demand_and_reuses_it(tmp_path: Path) -> None:
     from streams.broker.launcher import broker_status, stop_broker
     from warehouse import Project
-    from warehouse.runtime.bootstrap import broker_dir, resolve_bootstrap
+    from warehouse.runtime.bootstrap import resolve_bootstrap
 
     project = Project.load(write_project(tmp_path / "proj"))  # bootstrap: embedded, port 0
-    data = broker_dir(project)
+    data = project.broker_dir()
     assert data == project.root / "broker"
     try:
         assert resolve_bootstrap(project, start=False) is None  # status never starts one

@@ -17,7 +17,7 @@ from tests.integration.runtime.helpers import T0, at, rows
 from tests.unit.runtime.projects import write_dws_project, write_project
 from warehouse import Project
 from warehouse.compile.errors import TransformError
-from warehouse.compile.query import apply_transform
+from warehouse.compile.transform import apply_transform
 from warehouse.runtime.pipeline import Pipeline
 
 pytestmark = pytest.mark.spark

@@ -18,9 +18,8 @@ from streams.kafka.admin import ensure_topic, produce
 from tests.integration.runtime.helpers import forget_last_batch, order, rows, version
 from tests.unit.runtime.projects import write_project
 from warehouse import Project
-from warehouse.quality.events import events_path
-from warehouse.runtime.bootstrap import warehouse_root
 from warehouse.runtime.pipeline import Pipeline
+from warehouse.spec.paths import events_path
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -57,7 +56,7 @@ def _tables(root: Path, topic: str) -> None:
 
 
 def _events(project: Project, table: str) -> list[tuple]:
-    t = read_table(events_path(warehouse_root(project)))
+    t = read_table(events_path(project.root))
     return sorted(
         (r["batch_id"], r["expectation"], r["checked"], r["passed"], r["failed"])
         for r in t.to_pylist()
@@ -73,7 +72,7 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
     root = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, dwd=False)
     _tables(root, topic)
     project = Project.load(root)
-    caplog.set_level(logging.INFO, logger="warehouse.compile.batch")
+    caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
 
     def run() -> dict[str, object]:
         return {r.table: r for r in Pipeline(project, spark, layer="ods").run(once=True)}

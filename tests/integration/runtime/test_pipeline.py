@@ -14,10 +14,10 @@ from streams.kafka.admin import ensure_topic, produce
 from tests.integration.runtime.helpers import at, order, rows, version
 from tests.unit.runtime.projects import write_project
 from warehouse import Project
-from warehouse.compile.query import recover_file
 from warehouse.runtime.pipeline import Pipeline
 from warehouse.runtime.recover import recover
 from warehouse.runtime.status import status
+from warehouse.spec.paths import recover_file
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

@@ -8,8 +8,8 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 
-from warehouse.quality.check import CheckReport, TableResult
 from warehouse.quality.gx_suite import gx_class_name, plain
+from warehouse.quality.report import CheckReport, TableResult
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

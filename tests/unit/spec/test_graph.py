@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from warehouse.compile.graph import build_graph
 from warehouse.spec import Source, TableDefinition, TableSpec
+from warehouse.spec.graph import build_graph
 
 
 def table(

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from warehouse.quality import registry
-from warehouse.quality.registry import expectation_id, interval_seconds, validate
+from warehouse.spec import expectations as registry
+from warehouse.spec.expectations import expectation_id, interval_seconds, validate
 from warehouse.spec.table import Expectation
 
 
@@ -18,7 +18,7 @@ def exp(doc: dict) -> Expectation:
 
 def test_importing_the_registry_loads_neither_spark_nor_great_expectations():
     code = (
-        "import sys, warehouse.quality.registry, warehouse.quality;"
+        "import sys, warehouse.spec.expectations, warehouse.quality;"
         "bad=[m for m in sys.modules if m.split('.')[0] in ('pyspark','great_expectations')];"
         "print(','.join(bad))"
     )
@@ -148,7 +148,7 @@ def test_every_registered_type_is_documented():
 
 
 def test_validate_all_reports_names_used_twice_with_their_index():
-    from warehouse.quality.registry import validate_all
+    from warehouse.spec.expectations import validate_all
 
     problems = validate_all(
         [

@@ -1,0 +1,93 @@
+"""Quarantine rows: one schema for every record a batch sets aside, whether it failed
+an expectation or did not parse, with its Kafka coordinates and raw bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+COORDINATES = ("_topic", "_partition", "_offset", "_timestamp")
+"""Kafka coordinates carried by Kafka-sourced tables; kept out of the quarantined `row`."""
+
+QUARANTINE_SCHEMA = StructType(
+    [
+        StructField("reason", StringType()),
+        StructField("failed_expectations", ArrayType(StringType())),
+        StructField("batch_id", LongType()),
+        StructField("source_topic", StringType()),
+        StructField("source_partition", IntegerType()),
+        StructField("source_offset", LongType()),
+        StructField("source_timestamp", TimestampType()),
+        StructField("raw_key", BinaryType()),
+        StructField("raw_value", BinaryType()),
+        StructField("row", StringType()),
+        StructField("quarantined_at", TimestampType()),
+    ]
+)
+"""One schema for every quarantined record: failed expectations and parse errors alike."""
+
+
+def _coordinate(df_cols: Sequence[str], name: str, dtype: str) -> Column:
+    return F.col(name).cast(dtype) if name in df_cols else F.lit(None).cast(dtype)
+
+
+def to_quarantine(
+    df: DataFrame,
+    *,
+    data_cols: Sequence[str],
+    reason: Column,
+    failed: Column,
+    batch_id: int,
+    raw_key: str | None,
+    raw_value: str | None,
+) -> DataFrame:
+    payload = [c for c in data_cols if c not in COORDINATES]
+    row = (
+        F.to_json(F.struct(*[F.col(c) for c in payload]), {"ignoreNullFields": "false"})
+        if payload
+        else F.lit(None)
+    )
+    return df.select(
+        reason.cast("string").alias("reason"),
+        failed.cast("array<string>").alias("failed_expectations"),
+        F.lit(int(batch_id)).cast("bigint").alias("batch_id"),
+        _coordinate(data_cols, "_topic", "string").alias("source_topic"),
+        _coordinate(data_cols, "_partition", "int").alias("source_partition"),
+        _coordinate(data_cols, "_offset", "bigint").alias("source_offset"),
+        _coordinate(data_cols, "_timestamp", "timestamp").alias("source_timestamp"),
+        (F.col(raw_key) if raw_key else F.lit(None)).cast("binary").alias("raw_key"),
+        (F.col(raw_value) if raw_value else F.lit(None)).cast("binary").alias("raw_value"),
+        row.cast("string").alias("row"),
+        F.current_timestamp().alias("quarantined_at"),
+    ).to(QUARANTINE_SCHEMA)
+
+
+def quarantine_from_parse_errors(bad_df: DataFrame, *, batch_id: int) -> DataFrame:
+    """`parse_kafka`'s `bad` frame (`key, value, _topic, ..., _error`) as quarantine rows.
+
+    `reason` is `parse error: <_error>`, `failed_expectations` is empty, the raw
+    key and value are kept as bytes and `row` is null (there is no parsed row).
+    """
+    cols = bad_df.columns
+    error = F.col("_error") if "_error" in cols else F.lit("unknown")
+    return to_quarantine(
+        bad_df,
+        data_cols=[c for c in cols if c in COORDINATES],
+        reason=F.concat(F.lit("parse error: "), F.coalesce(error.cast("string"), F.lit("unknown"))),
+        failed=F.array().cast("array<string>"),
+        batch_id=batch_id,
+        raw_key="key" if "key" in cols else None,
+        raw_value="value" if "value" in cols else None,
+    )

@@ -1,0 +1,82 @@
+"""Which query failures starting the query again cures, and how often to try.
+
+A streaming Python data source's worker may miss Spark's fixed window to connect
+back to the JVM on a busy machine (`TRANSIENT_ERRORS`); the runner starts such a
+query again under a `RetryPolicy`. Everything else is a real failure, reported by
+`query_failure`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from warehouse.errors import root_cause_line
+from warehouse.runtime.errors import QueryFailedError
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+    from warehouse.compile.plan import TablePlan
+    from warehouse.runtime.writer import BatchStats
+
+TRANSIENT_ERRORS: tuple[str, ...] = (
+    "Python worker failed to connect back",
+    "Timed out while waiting for the Python worker to connect back",
+)
+"""Query failures that starting the query again cures. Spark gives each new Python worker
+a fixed 10 s to connect back to the JVM (`PythonWorkerFactory.createSimpleWorker`; Spark
+4.3 has no setting for it, and `spark.python.worker.reuse` does not apply: every
+streaming Python data source starts its own worker when its query starts). On a busy
+machine starting several such queries, a worker can miss that window."""
+
+
+def is_transient(error: BaseException | str | None) -> bool:
+    """Whether `error` (an exception, or its text) is one of `TRANSIENT_ERRORS`."""
+    texts: list[str] = []
+    seen: set[int] = set()
+    while isinstance(error, BaseException) and id(error) not in seen:
+        seen.add(id(error))
+        texts += [str(error), str(getattr(error, "_stackTrace", "") or "")]
+        error = error.__cause__ or error.__context__
+    if isinstance(error, str):
+        texts.append(error)
+    return any(t in text for text in texts for t in TRANSIENT_ERRORS)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a query that failed transiently is started again, and the pauses between."""
+
+    attempts: int = 8
+    """Starts per table, the first included (5 s + 10 + 20 + 40 + 3 x 60 s of pauses: at
+    load average 20 on 2 cores, a query with two Python sources missed the window 4 times
+    in a row)."""
+    pause: float = 5.0
+    """Seconds before the second start; doubled for each further one, up to `max_pause`."""
+    max_pause: float = 60.0
+
+    def pause_before(self, attempt: int) -> float:
+        return min(self.max_pause, self.pause * 2 ** max(0, attempt - 2))
+
+
+def query_failure(
+    plan: TablePlan,
+    stats: BatchStats,
+    query: StreamingQuery | None,
+    e: BaseException | None,
+) -> QueryFailedError:
+    """The error a failed query is reported with: a `WarehouseError` our code raised as it
+    is, anything else as `QueryFailedError` quoting its root cause."""
+    cause = stats.error or e
+    if cause is not None and hasattr(cause, "exit_code"):
+        return cause  # type: ignore[return-value]  # a WarehouseError from our code
+    text = str(cause) if cause is not None else str(query.exception() if query else "")
+    first = root_cause_line(text)
+    err = QueryFailedError(
+        f"Table `{plan.name}` (layer `{plan.layer}`): the streaming query failed: "
+        f"{first}. Fix the cause and run again; the checkpoint "
+        f"{plan.checkpoint_path} resumes where the last committed batch ended.",
+        table=plan.name,
+    )
+    return err

@@ -1,0 +1,76 @@
+"""What one table's query did in a run: `RunResult`, and the sum over its attempts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from warehouse.compile.plan import TablePlan
+    from warehouse.runtime.writer import BatchStats
+
+
+@dataclass
+class RunResult:
+    """What one table's query did in this run."""
+
+    table: str
+    layer: str
+    rows_read: int = 0
+    rows_written: int = 0
+    quarantined: int = 0
+    dropped: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    version: int | None = None
+    published: int = 0
+    skipped: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        if self.skipped:
+            return f"{self.table} [{self.layer}]: skipped ({self.skipped})"
+        return (
+            f"{self.table} [{self.layer}]: {self.batches} batch(es), {self.rows_read} rows in, "
+            f"{self.rows_written} written, {self.quarantined} quarantined"
+            + (f", {self.dropped} dropped" if self.dropped else "")
+            + (f", {self.published} published" if self.published else "")
+            + f", version {self.version if self.version is not None else '-'}"
+            + f", {self.seconds:.1f}s"
+        )
+
+
+def add_results(earlier: RunResult | None, later: RunResult) -> RunResult:
+    """One table's counts over several attempts (a query started again after a failure)."""
+    if earlier is None:
+        return later
+    return RunResult(
+        table=later.table,
+        layer=later.layer,
+        rows_read=earlier.rows_read + later.rows_read,
+        rows_written=earlier.rows_written + later.rows_written,
+        quarantined=earlier.quarantined + later.quarantined,
+        dropped=earlier.dropped + later.dropped,
+        batches=earlier.batches + later.batches,
+        seconds=earlier.seconds + later.seconds,
+        version=later.version if later.version is not None else earlier.version,
+        published=earlier.published + later.published,
+    )
+
+
+def result_of(plan: TablePlan, stats: BatchStats, seconds: float) -> RunResult:
+    """One attempt's `RunResult` from its writer's counters."""
+    return RunResult(
+        table=plan.name,
+        layer=plan.layer,
+        rows_read=sum(stats.input_rows.values()),
+        rows_written=stats.rows_written,
+        quarantined=stats.quarantined,
+        dropped=stats.dropped,
+        batches=stats.batches,
+        seconds=seconds,
+        version=stats.last_version,
+        published=stats.published,
+    )

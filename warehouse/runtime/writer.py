@@ -1,0 +1,238 @@
+"""The `foreachBatch` function of every table: parse, transform, check, write once.
+
+Runs on the driver for each micro-batch. `BatchWriter` picks the write path of a
+batch (`warehouse.runtime.write_paths`), commits through the table's targets
+(`warehouse.runtime.targets`, idempotent by app transaction), publishes, and
+counts what it did in `BatchStats`; the runner stops a query between batches with
+`stop_at_batch_boundary`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from warehouse.runtime.targets import BatchTargets
+from warehouse.runtime.write_paths import Outcome, WritePaths
+from warehouse.spec.paths import recover_file
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import StreamingQuery
+
+    from warehouse.compile.plan import TablePlan
+    from warehouse.spec.model import LoadedProject
+    from warehouse.spec.table import TableDefinition
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BatchStats:
+    """Counters of one query, updated after each micro-batch (driver side, one thread)."""
+
+    rows_in: int = 0
+    """Rows handed to foreachBatch (after the streaming operators)."""
+    input_rows: dict[int, int] = field(default_factory=dict)
+    """Source rows per batch id: the records a Kafka batch held (the writer), else the
+    query progress's numInputRows (the runner fills it)."""
+    rows_written: int = 0
+    quarantined: int = 0
+    dropped: int = 0
+    batches: int = 0
+    skipped: int = 0
+    last_batch: int | None = None
+    last_version: int | None = None
+    batch_seconds: float = 0.0
+    error: BaseException | None = None
+    published: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class StopRequested(Exception):
+    """Raised by a batch that began after the runner asked the query to stop.
+
+    Failing the batch (instead of returning) keeps it out of Spark's commit log,
+    so the next run replays it; returning would mark it done without a write.
+    """
+
+
+class BatchWriter:
+    """Callable given to `foreachBatch`.
+
+    Concurrency: Spark calls it one batch at a time from the query thread; the
+    runner takes `lock` to wait for a running batch to finish before it stops
+    the query, and sets `stopping` so that a batch starting after that fails
+    without writing.
+    """
+
+    def __init__(
+        self,
+        *,
+        project: LoadedProject,
+        defn: TableDefinition,
+        plan: TablePlan,
+        engines: dict[str, str],
+        views: dict[str, str],
+        bootstrap: str | None = None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.project = project
+        self.defn = defn
+        self.plan = plan
+        self.engines = engines
+        self.views = views
+        self.stats = BatchStats()
+        self.targets = BatchTargets(defn=defn, plan=plan, engines=engines)
+        self.paths = WritePaths(
+            project=project, defn=defn, engines=engines, views=views, targets=self.targets
+        )
+        self.lock = threading.Lock()
+        self.stopping = False
+        self.on_batch: Callable[[int], None] | None = None
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        with self.lock:
+            if self.stopping:
+                raise StopRequested(
+                    f"table {self.defn.name}: stop requested before batch {batch_id}"
+                )
+            try:
+                self._run(batch_df, batch_id)
+            except BaseException as e:
+                # Kept for the runner: Spark wraps it in a StreamingQueryException.
+                self.stats.error = e
+                raise
+        if self.on_batch is not None:
+            self.on_batch(batch_id)
+
+    def stop_at_batch_boundary(self, query: StreamingQuery, *, timeout: float = 120) -> None:
+        """Let the running batch finish and commit, then stop the query.
+
+        `StreamingQuery.stop()` alone cancels the running batch's jobs and can
+        interrupt it between our Delta commit and Spark's commit log (the replay
+        would be skipped by the app transaction, but a clean stop is cheaper):
+        so take the batch lock (no batch is writing), wait until Spark's commit
+        log has the last batch we wrote, then stop. A batch that starts after
+        that fails without writing (`StopRequested`) and is replayed next run.
+        """
+        with self.lock:
+            self.stopping = True
+            last = self.stats.last_batch
+            if last is not None:
+                marker = Path(self.plan.checkpoint_path) / "commits" / str(last)
+                deadline = time.monotonic() + timeout
+                while not marker.exists() and query.isActive and time.monotonic() < deadline:
+                    time.sleep(0.1)
+        query.stop()
+        logger.info("table %s: query stopped after batch %s", self.plan.name, last)
+
+    # -- the batch -----------------------------------------------------------
+
+    def _run(self, batch_df: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        spark = batch_df.sparkSession
+        cached: list[DataFrame] = []
+        registered: list[str] = []
+
+        def cache(frame: DataFrame) -> DataFrame:
+            """Persist `frame` for the rest of the batch (unpersisted when it ends)."""
+            frame = frame.persist()
+            cached.append(frame)
+            return frame
+
+        try:
+            path, out = self._write(batch_df, batch_id, cache, registered)
+            if self.defn.spec.publish is not None:
+                self._publish(batch_id)
+            f = recover_file(self.plan.checkpoint_path)
+            if f.exists():
+                f.unlink()  # the new checkpoint now owns the position
+        finally:
+            for frame in reversed(cached):
+                frame.unpersist()
+            for view in registered:
+                spark.catalog.dropTempView(view)
+        self._count(batch_id, path, out, time.monotonic() - started)
+
+    def _write(
+        self,
+        batch_df: DataFrame,
+        batch_id: int,
+        cache: Callable[[DataFrame], DataFrame],
+        registered: list[str],
+    ) -> tuple[str, Outcome]:
+        """The batch through its write path: Arrow, else one pass, else the cached path.
+        Returns the path's name for the log ("" for the cached path) and its outcome."""
+        paths = self.paths
+        one_pass = paths.one_pass(batch_id)
+        if one_pass and paths.arrow_payload() is not None:
+            out = paths.write_arrow(batch_df, batch_id, cache)
+            if out is not None:
+                return "Arrow", out
+        if one_pass:
+            return "one pass", paths.write_one_pass(batch_df, batch_id, cache)
+        return "", paths.write_cached(batch_df, batch_id, cache, registered)
+
+    def _count(self, batch_id: int, path: str, out: Outcome, elapsed: float) -> None:
+        s = self.stats
+        s.batches += 1
+        s.rows_in += out.rows_in
+        if self.defn.spec.source.kafka is not None:
+            # Exact records of the batch. Spark's numInputRows counts a source read twice
+            # when a batch reads its records again (the quarantine pass of `one_pass`).
+            s.input_rows[batch_id] = out.rows_in
+        s.rows_written += out.written
+        s.quarantined += out.quarantined
+        s.dropped += out.dropped
+        s.last_batch = batch_id
+        if out.version is None:
+            s.skipped += 1
+        else:
+            s.last_version = out.version
+        s.batch_seconds += elapsed
+        logger.info(
+            "table %s: batch %d%s: %d rows in, %d written, %d quarantined, %d dropped, "
+            "version %s, %.1fs",
+            self.defn.name,
+            batch_id,
+            f" ({path})" if path else "",
+            out.rows_in,
+            out.written,
+            out.quarantined,
+            out.dropped,
+            "skipped (already committed)" if out.version is None else out.version,
+            elapsed,
+        )
+
+    def _publish(self, batch_id: int) -> None:
+        """Table → compacted topic: the Delta versions the topic has not received yet.
+
+        `publish_changes` remembers what it published (a committed marker), so a
+        replayed batch publishes nothing twice.
+        """
+        from streams.cdc import publish_changes
+
+        spec = self.defn.spec
+        assert spec.publish is not None
+        if not self.bootstrap:
+            raise RuntimeError(
+                f"Table `{self.defn.name}` publishes to Kafka but no bootstrap was resolved"
+            )
+        result = publish_changes(
+            self.plan.table_path,
+            bootstrap=self.bootstrap,
+            topic=spec.publish.kafka.topic,
+            keys=list(getattr(spec.sink, "keys", []) or []),
+            table=self.defn.name,
+            mode="scd2" if spec.sink.mode == "scd2" else "upsert",
+            partitions=spec.publish.kafka.partitions,
+            client_config=self.project.config.kafka.client_config(),
+        )
+        self.stats.published += int(getattr(result, "records", 0) or 0)
+        logger.info("table %s: batch %d published %s", self.defn.name, batch_id, result)

@@ -1,0 +1,237 @@
+"""Column checks of one table at load: the columns each step needs exist, and the
+columns the table outputs (inferred without Spark, so its readers can be checked).
+
+Where a table's columns cannot be known at load time (a Python transform), they are
+opaque and the checks that need them are skipped rather than guessed.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping
+
+from warehouse.spec.expectations import EXPECTATION_TYPES
+from warehouse.spec.schemas import (
+    WINDOW_COLUMNS,
+    Column,
+    Columns,
+    kafka_columns,
+    sink_columns,
+    table_source_columns,
+)
+from warehouse.spec.sqlcheck import analyze_sql, expression_type
+from warehouse.spec.table import TableDefinition
+
+Report = Callable[..., None]
+"""`report(definition, field, message, path=None)`: record one problem."""
+
+
+def ticks(names: Iterable[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names) or "none"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" Did you mean `{close[0]}`?" if close else ""
+
+
+def sql_location(d: TableDefinition) -> tuple[str, str]:
+    """(field, path) naming where a table's SQL is written, for problems found in it."""
+    return ("", d.sql_path) if d.sql_path else ("transform.sql", d.path)
+
+
+
+class ColumnChecker:
+    """Infers each table's output columns in run order and reports missing ones."""
+
+    def __init__(self, add: Report, payload: Mapping[str, Columns], all_names: list[str]) -> None:
+        self.add = add
+        self.payload = payload
+        self.all_names = all_names
+
+    def columns(self, d: TableDefinition, known: Mapping[str, Columns]) -> Columns:
+        spec = d.spec
+        src = spec.source
+        unknown = Columns(opaque=True)
+        if src.kafka is not None:
+            payload = self.payload.get(src.kafka.schema_) if src.kafka.schema_ else None
+            cols = kafka_columns(src.kafka.format, payload)
+        else:
+            cols = table_source_columns(known.get(str(src.table), unknown), src.read)
+        for i, join in enumerate(src.join_streams):
+            if join.watermark is not None:
+                self._need(
+                    d,
+                    f"source.join_streams[{i}].watermark.column",
+                    join.watermark.column,
+                    [known.get(join.table, unknown)],
+                    "join watermark column",
+                    where=f"`{join.table}`",
+                )
+        out = cols
+        if d.sql is not None:
+            out = self._sql(d, cols, known)
+        elif d.python:
+            out = unknown
+        if spec.watermark is not None:
+            self._need(
+                d, "watermark.column", spec.watermark.column, [cols, out], "watermark column"
+            )
+        if spec.dedupe is not None:
+            for i, key in enumerate(spec.dedupe.keys):
+                self._need(d, f"dedupe.keys[{i}]", key, [out], "dedupe key", fix="dedupe.keys")
+        if spec.aggregate is not None:
+            out = self._aggregate(d, out)
+        sink = spec.sink
+        for i, key in enumerate(getattr(sink, "keys", []) or []):
+            self._need(d, f"sink.keys[{i}]", key, [out], "sink key", fix="sink.keys")
+        seq = getattr(sink, "sequence_by", None)
+        if seq:
+            self._need(
+                d, "sink.sequence_by", seq, [out], "`sequence_by` column", fix="sink.sequence_by"
+            )
+        for i, col in enumerate(sink.partition_by):
+            self._need(
+                d,
+                f"sink.partition_by[{i}]",
+                col,
+                [out],
+                "partition column",
+                fix="sink.partition_by",
+            )
+        self._expectation_columns(d, out)
+        self._duplicates(d, out)
+        return sink_columns(out, sink.mode)
+
+    def _sql(self, d: TableDefinition, cols: Columns, known: Mapping[str, Columns]) -> Columns:
+        assert d.sql is not None
+        mapping: dict[str, Columns] = {n: c for n, c in known.items()}
+        for n in self.all_names:
+            mapping.setdefault(n, Columns(opaque=True))
+        mapping.pop(d.name, None)
+        mapping["source"] = cols
+        analysis = analyze_sql(d.sql, mapping)
+        fld, path = sql_location(d)
+        for message in analysis.problems:
+            self.add(d, fld, f"Table `{d.name}`: {message}", path=path)
+        return analysis.columns if analysis.columns is not None else Columns(opaque=True)
+
+    def _aggregate(self, d: TableDefinition, cols: Columns) -> Columns:
+        agg = d.spec.aggregate
+        assert agg is not None
+        out = Columns(opaque=cols.opaque)
+        if agg.window is not None:
+            self._need(
+                d,
+                "aggregate.window.column",
+                agg.window.column,
+                [cols],
+                "window column",
+                fix="aggregate.window.column",
+            )
+            wm = d.spec.watermark
+            # Only when both are columns here: a source column renamed by the SQL keeps its
+            # watermark, so a different name alone is not a mistake.
+            if (
+                wm is not None
+                and wm.column.lower() != agg.window.column.lower()
+                and cols.has(wm.column)
+            ):
+                self.add(
+                    d,
+                    "aggregate.window.column",
+                    f"Table `{d.name}`: the window is on `{agg.window.column}` but the "
+                    f"watermark is on `{wm.column}`; Spark can finalize windows and drop their "
+                    "state only when both use the same event-time column. Use one column "
+                    "for `watermark.column` and `aggregate.window.column`.",
+                )
+            out.extend(WINDOW_COLUMNS)
+        for i, g in enumerate(agg.group_by):
+            self._need(
+                d,
+                f"aggregate.group_by[{i}]",
+                g,
+                [cols],
+                "group-by column",
+                fix="aggregate.group_by",
+            )
+            out.append(cols.get(g) or Column(g, "string"))
+        for name, expr in agg.measures.items():
+            if cols.opaque:
+                out.append(Column(name, "string"))
+                continue
+            kind, problems = expression_type(expr, cols)
+            for message in problems:
+                self.add(
+                    d,
+                    f"aggregate.measures.{name}",
+                    f"Table `{d.name}`: measure `{name}` (`{expr}`): {message}",
+                )
+            out.append(Column(name, kind or "string"))
+        return out
+
+    def _need(
+        self,
+        d: TableDefinition,
+        fld: str,
+        name: str,
+        options: list[Columns],
+        what: str,
+        *,
+        fix: str | None = None,
+        where: str | None = None,
+    ) -> None:
+        if any(c.opaque or c.has(name) for c in options):
+            return
+        if where is None:
+            where = "the transform output" if (d.sql or d.python) else "the source"
+            if d.spec.aggregate is not None and fld.startswith(("sink.", "expectations")):
+                where = "the aggregate output"
+        cols = options[-1]
+        hint = did_you_mean(name, cols.names)
+        self.add(
+            d,
+            fld,
+            f"Table `{d.name}`: {what} `{name}` is not a column of {where} "
+            f"({ticks(cols.names)}).{hint} Add it to the SELECT or change "
+            f"`{fix or fld}`.",
+        )
+
+    def _expectation_columns(self, d: TableDefinition, cols: Columns) -> None:
+        if cols.opaque:
+            return
+        for i, exp in enumerate(d.spec.expectations):
+            for arg in self._column_args(exp.type):
+                value = exp.kwargs.get(arg)
+                names = value if isinstance(value, list) else [value]
+                for name in names:
+                    if isinstance(name, str):
+                        self._need(
+                            d,
+                            f"expectations[{i}].{exp.type}.{arg}",
+                            name,
+                            [cols],
+                            "expectation column",
+                        )
+
+    def _column_args(self, type_name: str) -> tuple[str, ...]:
+        etype = EXPECTATION_TYPES.get(type_name)
+        return tuple(etype.columns_args) if etype else ("column",)
+
+    def _duplicates(self, d: TableDefinition, cols: Columns) -> None:
+        seen: set[str] = set()
+        fld, path = "source", None
+        if d.spec.aggregate is not None:
+            fld = "aggregate"
+        elif d.sql is not None:
+            fld, path = sql_location(d)
+        for c in cols:
+            if c.name.lower() in seen:
+                self.add(
+                    d,
+                    fld,
+                    f"Table `{d.name}`: column `{c.name}` appears twice in the output; "
+                    "Delta needs unique column names. Alias or rename one of them.",
+                    path=path,
+                )
+            seen.add(c.name.lower())
