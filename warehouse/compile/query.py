@@ -73,7 +73,7 @@ def read_snapshot(spark: SparkSession, path: str, *, engine: str) -> DataFrame:
     """The latest version of a Delta table as a static DataFrame (stream–static joins)."""
     if engine == "native":
         return spark.read.format("delta").load(path)
-    from streams.delta.arrow import read_table
+    from streams.delta import read_table
 
     arrow = read_table(path)
     return spark.createDataFrame(arrow)

@@ -192,7 +192,7 @@ def ads_tables(project: Project) -> list[str]:
 
 def ads_rows(project: Project, name: str) -> list[dict[str, Any]]:
     """An ADS table's rows, sorted as the demo shows them (without internal columns)."""
-    from streams.delta.arrow import read_table
+    from streams.delta import read_table
 
     path = project.table_path(name)
     if not (Path(path) / "_delta_log").is_dir():
@@ -208,7 +208,7 @@ def collect_summary(
     project: Project, result: DemoResult, *, client_config: dict[str, str] | None = None
 ) -> None:
     """Rows and quarantined rows per table; keys on each published topic."""
-    from streams.cdc.ktable import latest_values
+    from streams.cdc import latest_values
     from streams.delta import table_info
 
     for name in project.tables:

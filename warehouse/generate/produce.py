@@ -43,7 +43,7 @@ class ProduceStats:
 
 def ensure_topics(bootstrap: str, *, client_config: Mapping[str, Any] | None = None) -> None:
     """Create the example's source topics (with their partition counts) when missing."""
-    from streams.kafka.admin import ensure_topic
+    from streams.kafka import ensure_topic
 
     for topic, partitions in TOPICS.items():
         ensure_topic(bootstrap, topic, partitions=partitions, client_config=client_config)

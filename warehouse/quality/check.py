@@ -107,7 +107,7 @@ def _read_rows(
     """(rows, current version, first version read); rows is None when there is nothing new."""
     from deltalake import DeltaTable
 
-    from streams.delta.arrow import read_table
+    from streams.delta import read_table
 
     dt = DeltaTable(str(path))
     version = dt.version()

@@ -153,7 +153,7 @@ def read_quality_events(root: str | Path, *, table: str | None = None) -> pa.Tab
     path = events_path(root)
     if not DeltaTable.is_deltatable(str(path)):
         return None
-    from streams.delta.arrow import read_table
+    from streams.delta import read_table
 
     data = read_table(path)
     if table is not None:

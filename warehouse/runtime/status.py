@@ -113,8 +113,7 @@ def reachable(bootstrap: str, *, timeout: float = 2.0) -> bool:
 def _lag(project: LoadedProject, topics: list[str], committed: Any, bootstrap: str | None) -> Any:
     if bootstrap is None or not reachable(bootstrap):
         return None
-    from streams.kafka.admin import end_offsets
-    from streams.kafka.errors import KafkaStreamError
+    from streams.kafka import KafkaStreamError, end_offsets
 
     conf = project.config.kafka.client_config({"socket.timeout.ms": "5000"})
     try:

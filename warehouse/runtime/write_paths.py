@@ -118,7 +118,7 @@ class WritePaths:
 
     def arrow_payload(self) -> Any:
         """The payload as a StructType when this table's batches may take the Arrow path
-        (`streams.delta.kafka_json`), else None: on top of `one_pass`, JSON appended
+        (`streams.landing`), else None: on top of `one_pass`, JSON appended
         through the Python Kafka source, no expectations, flat payload types Arrow
         parses as Spark does, and `engines.parse` not `spark`. Decided once."""
         if self._arrow is None:
@@ -137,8 +137,8 @@ class WritePaths:
             or self.engines.get("kafka") == "native"
         ):
             return None
-        from streams.delta.kafka_json import arrow_payload
-        from streams.kafka.parse import as_struct
+        from streams.kafka import as_struct
+        from streams.landing import arrow_payload
         schema = _payload_schema(self.project, self.defn)
         if schema is None:
             return None
@@ -148,12 +148,11 @@ class WritePaths:
     def write_arrow(
         self, df: DataFrame, batch_id: int, cache: Callable[[DataFrame], DataFrame]
     ) -> Outcome | None:
-        """The batch through `streams.delta.kafka_json`: Kafka read, parsed and written
+        """The batch through `streams.landing`: Kafka read, parsed and written
         in Arrow in Spark's tasks, records Arrow hands back parsed by Spark (their bad
         ones quarantined). None when that path cannot take this batch (its ranges are
         not readable from the plan, or its tasks failed): nothing was committed."""
-        from streams.delta.kafka_json import kafka_json_append
-        from streams.kafka.planned import planned_partitions
+        from streams.landing import kafka_json_append, planned_partitions
 
         partitions = planned_partitions(df)
         if partitions is None:
