@@ -60,7 +60,7 @@ java:
 # Where Maven Central cannot be reached the framework still runs, on its Python engines
 # (`engines: auto`); the tests of the native engines then fail and say why.
 jars: install java
-	@$(BIN)/python -m warehouse.runtime.jars fetch \
+	@$(BIN)/warehouse jars fetch \
 	  || echo "native jars not resolved: sessions will run on the Python engines" >&2
 
 # Re-pin constraints.txt to what is installed in .venv now.

@@ -291,6 +291,33 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_jars(args: argparse.Namespace) -> int:
+    from warehouse.runtime.jars import (
+        cached_jars,
+        default_cache_dir,
+        fetch_jars,
+        installed_packages,
+        manifest_path,
+    )
+
+    cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    packages = installed_packages()
+    if args.action == "show":
+        jars = cached_jars(cache, packages)
+        _out(f"packages: {', '.join(packages.coordinates)}")
+        _out(f"manifest: {manifest_path(cache, packages)}")
+        _out("cached: " + ("no" if jars is None else f"{len(jars.files)} jar(s)"))
+        return 0 if jars is not None else 1
+    if cached_jars(cache, packages) is None:
+        _out(f"resolving {', '.join(packages.coordinates)} from Maven (once) ...")
+    jars = fetch_jars(cache, packages)
+    _out(
+        f"native jars: {len(jars.files)} file(s), kafka={jars.kafka}, delta={jars.delta} "
+        f"({manifest_path(cache, packages)})"
+    )
+    return 0
+
+
 def cmd_bundle(args: argparse.Namespace) -> int:
     from warehouse.bundle import build_bundle
 

@@ -98,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
 
+    p = sub.add_parser("jars", help="the native engines' jars: resolve them once into a cache")
+    p.add_argument("action", choices=["fetch", "show"],
+                   help="fetch: resolve from Maven (once; offline after); show: what is cached")
+    p.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="where the jars are cached (default ~/.cache/spark-warehouse/jars)")
+
     p = sub.add_parser("bundle", help="pack the Python environment for executors (--archives)")
     p.add_argument("--output", "-o", default="env.tar.gz", metavar="FILE",
                    help="archive to write (.tar.gz, .tgz, .zip, ...; default env.tar.gz)")

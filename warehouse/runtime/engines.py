@@ -82,7 +82,7 @@ def resolve_engine(spark: SparkSession, kind: EngineKind, setting: str) -> Liter
             raise RuntimeConfigError(
                 f"`engines.{kind}: native` needs the JVM class `{NATIVE_CLASSES[kind]}`, "
                 f"which is not on this Spark's class path. It comes with `{native_package(kind)}`: "
-                "run `make install` (or `python -m warehouse.runtime.jars fetch`) so that "
+                "run `make install` (or `warehouse jars fetch`) so that "
                 "sessions the framework starts carry it, add it to your cluster "
                 "(`spark-submit --packages ...`), or set "
                 f"`engines.{kind}: auto` (or `python`) in conf/<env>.yml."

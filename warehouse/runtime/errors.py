@@ -17,3 +17,7 @@ class QueryFailedError(WarehouseError):
 
 class RecoverError(WarehouseError):
     """`warehouse recover` / `reset` could not do what was asked."""
+
+
+class JarsError(WarehouseError):
+    """The native engines' jars could not be resolved (no network, a version not served)."""

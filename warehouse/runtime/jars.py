@@ -5,7 +5,7 @@ that must match the installed pyspark. `fetch_jars` resolves them once through S
 own Ivy resolution (`spark.jars.packages`, the mechanism `--packages` uses) and writes a
 manifest of the resolved files; sessions the framework starts then put exactly those
 files on the class path (`spark.jars`) without resolving again, so later starts work
-with no network. `make install` runs `python -m warehouse.runtime.jars fetch`.
+with no network. `make install` runs `warehouse jars fetch`.
 
 Jars that pyspark already ships (Hadoop, Parquet, Jackson, ...) are left out of the
 manifest: Spark's class loaders look in Spark's own jars first, so a second copy would
@@ -14,7 +14,6 @@ only be dead weight on every executor.
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import json
 import logging
@@ -25,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from warehouse.runtime.errors import JarsError
+
 logger = logging.getLogger(__name__)
 
 SCALA = "2.13"
@@ -32,10 +33,6 @@ MANIFEST_VERSION = 1
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 _ARTIFACT = re.compile(r"^(?P<name>.+)-\d+(\.\d+)+[\w.+-]*\.jar$")
-
-
-class JarsError(Exception):
-    """The native jars could not be resolved (no network, a version not served)."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +115,8 @@ def cached_jars(cache_dir: Path, packages: NativePackages | None = None) -> Nati
     missing = [f for f in files if not f.is_file()]
     if missing or data.get("version") != MANIFEST_VERSION:
         logger.warning(
-            "jar manifest %s is stale (%d file(s) missing); run `python -m "
-            "warehouse.runtime.jars fetch` again",
+            "jar manifest %s is stale (%d file(s) missing); run `warehouse jars "
+            "fetch` again",
             path,
             len(missing),
         )
@@ -204,36 +201,3 @@ def fetch_jars(cache_dir: Path, packages: NativePackages | None = None) -> Nativ
     tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     tmp.replace(path)
     return jars
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m warehouse.runtime.jars",
-        description="Resolve the native engines' jars once into a cache (Maven Central).",
-    )
-    parser.add_argument("action", choices=["fetch", "show"])
-    parser.add_argument("--cache-dir", type=Path, default=None, help=f"default {default_cache_dir()}")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    cache_dir = args.cache_dir or default_cache_dir()
-    packages = installed_packages()
-    if args.action == "show":
-        jars = cached_jars(cache_dir, packages)
-        print(f"packages: {', '.join(packages.coordinates)}")
-        print(f"manifest: {manifest_path(cache_dir, packages)}")
-        print("cached: " + ("no" if jars is None else f"{len(jars.files)} jar(s)"))
-        return 0 if jars is not None else 1
-    try:
-        jars = fetch_jars(cache_dir, packages)
-    except JarsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(
-        f"native jars: {len(jars.files)} file(s), kafka={jars.kafka}, delta={jars.delta} "
-        f"({manifest_path(cache_dir, packages)})"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

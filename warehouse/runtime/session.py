@@ -100,8 +100,8 @@ def _native_jars_conf(config: SparkSettings) -> dict[str, str]:
     jars = cached_jars(cache)
     if jars is None:
         logger.info(
-            "no native jars cached in %s (`python -m warehouse.runtime.jars fetch` caches "
-            "them); this session has only the Python engines",
+            "no native jars cached in %s (`warehouse jars fetch` caches them)"
+            "; this session has only the Python engines",
             cache,
         )
         return {}

@@ -14,6 +14,7 @@ from warehouse.runtime.jars import (
     NativePackages,
     artifact_name,
     cached_jars,
+    installed_packages,
     manifest_path,
 )
 
@@ -78,3 +79,19 @@ def test_no_manifest_or_a_missing_file_means_not_cached(tmp_path: Path) -> None:
     # Another pyspark version has its own manifest: this one does not count for it.
     other = NativePackages(spark_version="4.2.1", delta_version="4.4.0")
     assert manifest_path(tmp_path / "cache", other) != manifest_path(tmp_path / "cache", packages)
+
+
+def test_cli_show_names_the_packages_and_says_what_is_cached(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from warehouse.cli.main import main
+
+    assert main(["jars", "show", "--cache-dir", str(tmp_path / "empty")]) == 1
+    out = capsys.readouterr().out
+    packages = installed_packages()
+    assert packages.kafka in out and "cached: no" in out
+    jar = tmp_path / "k.jar"
+    jar.write_bytes(b"PK")
+    _manifest(tmp_path / "cache", packages, [jar])
+    assert main(["jars", "show", "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert "cached: 1 jar(s)" in capsys.readouterr().out
