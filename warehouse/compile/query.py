@@ -71,12 +71,9 @@ def starting_offsets(plan: TablePlan, configured: Any) -> Any:
 
 def read_snapshot(spark: SparkSession, path: str, *, engine: str) -> DataFrame:
     """The latest version of a Delta table as a static DataFrame (stream–static joins)."""
-    if engine == "native":
-        return spark.read.format("delta").load(path)
-    from streams.delta import read_table
+    from streams.delta import delta_engine
 
-    arrow = read_table(path)
-    return spark.createDataFrame(arrow)
+    return delta_engine(engine).read_snapshot(spark, path)
 
 
 def build_query(
