@@ -71,7 +71,7 @@ def _project(root: Path, topic: str, bootstrap: str, parse: str = "auto") -> Pro
     (root / "conf" / "local.yml").write_text(
         f"warehouse_root: {root / '.warehouse'}\n"
         f'kafka:\n  bootstrap: "{bootstrap}"\n'
-        f"engines: {{kafka: auto, delta: auto, parse: {parse}}}\n"
+        f"engines: {{kafka: python, delta: python, parse: {parse}}}\n"
         'spark:\n  master: "local[2]"\n  conf:\n    spark.sql.shuffle.partitions: "2"\n'
     )
     (root / "schemas" / "flat.json").write_text(json.dumps(SCHEMA))

@@ -38,10 +38,12 @@ def cli(project: Path, *args: str, timeout: float = 600) -> subprocess.Completed
     )
 
 
-def test_run_once_status_then_continuous_run_stopped_by_sigterm(broker, unique, tmp_path: Path) -> None:
+def test_run_once_status_then_continuous_run_stopped_by_sigterm(
+    broker, unique, tmp_path: Path, engine: str
+) -> None:
     topic = unique("orders")
     ensure_topic(broker.bootstrap, topic, partitions=2)
-    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap)
+    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
     root = proj / ".warehouse"
     ods, dwd = root / "tables" / "ods_orders", root / "tables" / "dwd_orders"
     produce(

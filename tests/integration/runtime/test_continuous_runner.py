@@ -31,11 +31,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_a_real_failure_stops_every_query_and_names_the_table(
-    spark, broker, unique, tmp_path: Path
+    spark, broker, unique, tmp_path: Path, engine: str
 ) -> None:
     topic = unique("orders")
     ensure_topic(broker.bootstrap, topic, partitions=1)
-    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap)
+    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
     # Valid SQL that fails on every row at run time.
     (proj / "layers" / "dwd" / "orders.yml").write_text(
         "table: dwd_orders\n"
@@ -82,7 +82,8 @@ def test_a_worker_that_misses_the_connect_window_is_started_again(
 ) -> None:
     topic = unique("orders")
     ensure_topic(broker.bootstrap, topic, partitions=1)
-    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap)
+    # The Python engine's stream sources are the Python workers this test delays.
+    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine="python")
     dwd = proj / ".warehouse" / "tables" / "dwd_orders"
     produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.0, 0))])
     python = tmp_path / "python"

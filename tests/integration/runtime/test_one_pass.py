@@ -69,7 +69,9 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
 ) -> None:
     topic = unique("landing")
     ensure_topic(broker.bootstrap, topic, partitions=2)
-    root = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, dwd=False)
+    root = write_project(
+        tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, dwd=False, engine="python"
+    )
     _tables(root, topic)
     project = Project.load(root)
     caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")

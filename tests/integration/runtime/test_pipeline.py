@@ -25,12 +25,16 @@ ODS_COLS = ["order_id", "user_id", "amount", "event_time", "_partition", "_offse
 DWD_COLS = ["order_id", "user_id", "amount", "event_time"]
 
 
-def test_once_rerun_new_records_recover_and_status(spark, broker, unique, tmp_path: Path) -> None:
+def test_once_rerun_new_records_recover_and_status(
+    spark, broker, unique, tmp_path: Path, engine: str
+) -> None:
     from decimal import Decimal
 
     topic = unique("orders")
     ensure_topic(broker.bootstrap, topic, partitions=1)
-    project = Project.load(write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap))
+    project = Project.load(
+        write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
+    )
     ods, dwd = project.table_path("ods_orders"), project.table_path("dwd_orders")
     quarantine = project.quarantine_path("ods_orders")
     lines: list[str] = []

@@ -35,8 +35,9 @@ def write_project(
     warehouse_root: Path | None = None,
     dwd: bool = True,
     extra_conf: str = "",
+    engine: str = "auto",
 ) -> Path:
-    """Write the project into `root` and return it."""
+    """Write the project into `root` and return it; `engine` for both Kafka and Delta."""
     wroot = warehouse_root or root / ".warehouse"
     (root / "conf").mkdir(parents=True, exist_ok=True)
     (root / "schemas").mkdir(exist_ok=True)
@@ -47,7 +48,7 @@ warehouse_root: {wroot}
 kafka:
   bootstrap: "{bootstrap}"
   embedded: {{host: 127.0.0.1, port: 0}}
-engines: {{kafka: auto, delta: auto}}
+engines: {{kafka: {engine}, delta: {engine}}}
 spark:
   master: "local[2]"
   conf:
