@@ -4,7 +4,9 @@ The Java client is used unchanged, with Spark's own options: subscribe and
 subscribePattern (Metadata through the admin client), partitions and topics found
 while a query runs, starting offsets by position and by timestamp (ListOffsets),
 read_committed over transactions (Fetch with aborted transactions, the last stable
-offset), batch reads with ending offsets, and failOnDataLoss after DeleteRecords.
+offset), batch reads with ending offsets, failOnDataLoss after DeleteRecords, the
+deprecated consumer-group offset fetching, and Spark's `kafka` sink (the Java producer,
+idempotent by default).
 
 Every test asserts whole records: topic, partition, offset, key, value, timestamp
 (with its type) and headers.
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Producer, TopicPartition
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from streams.kafka import ensure_topic, native_kafka_available, read_kafka_stream
@@ -537,3 +539,81 @@ def test_fail_on_data_loss_after_delete_records(spark, broker, unique, tmp_path)
         run(True)
     # failOnDataLoss=false replays the same batch without the lost records.
     assert run(False) == [r for r in sorted(second) if r.offset >= 15]
+
+
+def _consume(bootstrap: str, topic: str, partitions: int, count: int) -> list[Rec]:
+    """`count` records of `topic` read from offset 0 by confluent-kafka (librdkafka)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "fetch.wait.max.ms": 50}
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[Rec] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            kind, ts = msg.timestamp()
+            headers = msg.headers()
+            out.append(
+                Rec(
+                    msg.topic(),
+                    msg.partition(),
+                    msg.offset(),
+                    msg.key(),
+                    msg.value(),
+                    ts,
+                    tuple(headers) if headers else None,
+                    int(kind == TIMESTAMP_LOG_APPEND_TIME),
+                )
+            )
+    finally:
+        consumer.close()
+    return sorted(out)
+
+
+def test_spark_kafka_sink_writes_what_another_client_reads(spark, broker, unique) -> None:
+    """Spark's `kafka` sink: the Java producer (idempotent by default) writes records that
+    librdkafka reads back whole."""
+    topic = unique("sink")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    rows = [
+        (
+            None if i == 3 else f"k{i}",
+            None if i == 4 else f"v{i}",
+            i % 2,
+            [("h", f"{i}".encode()), ("null", None)] if i % 2 else None,
+        )
+        for i in range(8)
+    ]
+    schema = (
+        "key string, value string, partition int, headers array<struct<key:string,value:binary>>"
+    )
+    before = int(time.time() * 1000)
+    (
+        spark.createDataFrame(rows, schema)
+        .coalesce(1)
+        .write.format("kafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", topic)
+        .save()
+    )
+    after = int(time.time() * 1000)
+    got = _consume(broker.bootstrap, topic, 2, len(rows))
+    assert all(before <= r.timestamp <= after and r.timestamp_type == 0 for r in got)
+    expected = [
+        Rec(
+            topic,
+            p,
+            offset,
+            None if k is None else k.encode(),
+            None if v is None else v.encode(),
+            0,
+            None if h is None else tuple(h),
+        )
+        for p in (0, 1)
+        for offset, (k, v, _, h) in enumerate(r for r in rows if r[2] == p)
+    ]
+    assert [r._replace(timestamp=0) for r in got] == sorted(expected)
