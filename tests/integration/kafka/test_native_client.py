@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient
 
 from streams.kafka import ensure_topic, native_kafka_available, read_kafka_stream
 from streams.kafka.admin import add_partitions
+from tests.integration.kafka.helpers import run_available_now
 from tests.support.broker_clients import produce_transactions
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.native]
@@ -95,6 +96,22 @@ Out = tuple[str, int, "str | bytes | None", "str | bytes | None", "int | None", 
 """A record to write: `(topic, partition, key, value, CreateTime or None, headers)`."""
 
 
+def _rec(msg, headers: Headers) -> Rec:
+    """A confluent-kafka message as a record, with `headers` (a producer's delivery report
+    carries none: the caller keeps the ones written)."""
+    kind, ts = msg.timestamp()
+    return Rec(
+        msg.topic(),
+        msg.partition(),
+        msg.offset(),
+        msg.key(),
+        msg.value(),
+        ts,
+        headers,
+        int(kind == TIMESTAMP_LOG_APPEND_TIME),
+    )
+
+
 def send(bootstrap: str, records: Iterable[Out], **config: object) -> list[Rec]:
     """Write `records` with one producer (`config` added to its settings); what the broker
     acknowledged, with offsets and the timestamp it reported (LogAppendTime where the topic
@@ -104,25 +121,11 @@ def send(bootstrap: str, records: Iterable[Out], **config: object) -> list[Rec]:
     errors: list[Any] = []
 
     def on_delivery(headers: Headers):
-        # The delivery report carries no headers: keep the ones written.
         def report(err, msg) -> None:
             if err is not None:
                 errors.append(err)
                 return
-            kind, ts = msg.timestamp()
-            append_time = int(kind == TIMESTAMP_LOG_APPEND_TIME)
-            acked.append(
-                Rec(
-                    msg.topic(),
-                    msg.partition(),
-                    msg.offset(),
-                    msg.key(),
-                    msg.value(),
-                    ts,
-                    headers,
-                    append_time,
-                )
-            )
+            acked.append(_rec(msg, headers))
 
         return report
 
@@ -160,26 +163,17 @@ def fill(bootstrap: str, topic: str, counts: dict[int, int], *, tag: str = "v") 
     )
 
 
-def run_available_now(df, checkpoint: Path) -> tuple[list[list[Rec]], dict[str, Any]]:
-    """Run `df` with Trigger.AvailableNow: each batch's records and the last batch's end
-    offsets (from the query's progress)."""
+def read_available_now(df, checkpoint: Path) -> tuple[list[list[Rec]], dict[str, Any]]:
+    """Run `df` with Trigger.AvailableNow: each batch's records, and the end offsets the
+    last batch wrote to the checkpoint's offset log."""
     batches: list[list[Rec]] = []
-    query = (
-        df.writeStream.foreachBatch(lambda b, _i: batches.append(_rows(b)))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert query.awaitTermination(240), "query did not finish in 240 s"
-        if query.exception() is not None:
-            raise query.exception()  # type: ignore[misc]
-        ends = [p["sources"][0]["endOffset"] for p in query.recentProgress]
-        ends = [e for e in ends if e is not None]
-        end = json.loads(ends[-1]) if ends else {}
-    finally:
-        query.stop()
-    return batches, end
+    run_available_now(df, lambda b, _i: batches.append(_rows(b)), checkpoint)
+    logs = [p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()]
+    if not logs:
+        return batches, {}
+    last = max(logs, key=lambda p: int(p.name))
+    # An offset log entry: a version line, the batch's metadata, then one line per source.
+    return batches, json.loads(last.read_text().splitlines()[2])
 
 
 class Live:
@@ -317,7 +311,7 @@ def test_read_committed_and_uncommitted_over_transactions(spark, broker, unique,
             isolation_level=level,  # type: ignore[arg-type]
             **kw,
         )
-        return run_available_now(df, tmp_path / name)
+        return read_available_now(df, tmp_path / name)
 
     def values(batches: list[list[Rec]]) -> list[tuple[int, bytes | None, bytes | None]]:
         return sorted((r.offset, r.key, r.value) for b in batches for r in b)
@@ -408,7 +402,7 @@ def test_record_shapes(spark, broker, unique, tmp_path) -> None:
         starting_offsets=starting,
         engine="native",
     )
-    batches, _ = run_available_now(df, tmp_path / "cp")
+    batches, _ = read_available_now(df, tmp_path / "cp")
     expected = [r for r in written if r.partition >= 4 or r.offset >= 2] + stamped
     assert sorted(r for b in batches for r in b) == sorted(expected)
 
@@ -426,7 +420,7 @@ def test_offsets_fetched_by_a_consumer_group(spark, broker, unique, tmp_path) ->
     written = fill(broker.bootstrap, a, {0: 4, 1: 2}) + fill(broker.bootstrap, b, {0: 3})
     for name, kw in (("topics", {"topics": [a, b]}), ("pattern", {"pattern": f"{prefix}\\..*"})):
         df = read_kafka_stream(session, bootstrap=broker.bootstrap, engine="native", **kw)
-        batches, end = run_available_now(df, tmp_path / name)
+        batches, end = read_available_now(df, tmp_path / name)
         assert sorted(r for batch in batches for r in batch) == sorted(written), name
         assert end == {a: {"0": 4, "1": 2}, b: {"0": 3}}
 
@@ -469,7 +463,7 @@ def test_starting_positions(spark, broker, timed, tmp_path, options, wanted) -> 
     topic, written = timed
     opts = {k: v.replace('"T"', json.dumps(topic)) for k, v in options.items()}
     df = native(spark, broker.bootstrap, subscribe=topic, **opts)
-    batches, end = run_available_now(df, tmp_path / "cp")
+    batches, end = read_available_now(df, tmp_path / "cp")
     assert sorted(r for b in batches for r in b) == _select(written, wanted)
     assert end == {topic: {"0": 5, "1": 3}}
 
@@ -525,7 +519,7 @@ def test_fail_on_data_loss_after_delete_records(spark, broker, unique, tmp_path)
             engine="native",
             on_data_loss="fail" if fail else "skip",
         )
-        batches, _ = run_available_now(df, checkpoint)
+        batches, _ = read_available_now(df, checkpoint)
         return sorted(r for b in batches for r in b)
 
     assert run(True) == sorted(first)
@@ -555,20 +549,7 @@ def _consume(bootstrap: str, topic: str, partitions: int, count: int) -> list[Re
             if msg is None:
                 continue
             assert msg.error() is None, msg.error()
-            kind, ts = msg.timestamp()
-            headers = msg.headers()
-            out.append(
-                Rec(
-                    msg.topic(),
-                    msg.partition(),
-                    msg.offset(),
-                    msg.key(),
-                    msg.value(),
-                    ts,
-                    tuple(headers) if headers else None,
-                    int(kind == TIMESTAMP_LOG_APPEND_TIME),
-                )
-            )
+            out.append(_rec(msg, tuple(msg.headers() or ()) or None))
     finally:
         consumer.close()
     return sorted(out)
