@@ -56,24 +56,29 @@ ENGINES = ("python", "native")
 delta-rs) and `native` (Spark's `kafka` format, delta-spark)."""
 
 
+@pytest.fixture
+def native_jars(spark) -> None:
+    """Fails the test when the native engines' jars are not on the test session's class
+    path: `make install` caches them, and a test that skipped instead would pass without
+    testing anything."""
+    from warehouse.runtime.engines import native_available, native_package
+
+    missing = [k for k in ("kafka", "delta") if not native_available(spark, k)]
+    if missing:
+        pytest.fail(
+            "the native engines' jars are not on the test session's class path: "
+            + ", ".join(f"`{native_package(k)}`" for k in missing)
+            + ". Run `make install` (it resolves them from Maven Central into "
+            "~/.cache/spark-warehouse/jars).",
+            pytrace=False,
+        )
+
+
 @pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> str:
-    """The engine of this run of the test, `python` or `native`. The native one needs its
-    jars on the test session's class path; `make install` caches them, so a missing jar
-    fails the test (it would otherwise pass without testing anything)."""
+    """The engine of this run of the test, `python` or `native` (whose jars must be there)."""
     if request.param == "native":
-        from warehouse.runtime.engines import native_available, native_package
-
-        spark = request.getfixturevalue("spark")
-        missing = [k for k in ("kafka", "delta") if not native_available(spark, k)]
-        if missing:
-            pytest.fail(
-                "the native engine's jars are not on the test session's class path: "
-                + ", ".join(f"`{native_package(k)}`" for k in missing)
-                + ". Run `make install` (it resolves them from Maven Central into "
-                "~/.cache/spark-warehouse/jars).",
-                pytrace=False,
-            )
+        request.getfixturevalue("native_jars")
     return request.param
 
 

@@ -25,12 +25,17 @@ import pytest
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from streams.kafka import ensure_topic, native_kafka_available, read_kafka_stream
+from streams.kafka import ensure_topic, read_kafka_stream
 from streams.kafka.admin import add_partitions
 from tests.integration.kafka.helpers import run_available_now
 from tests.support.broker_clients import produce_transactions
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.native]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.kafka,
+    pytest.mark.native,
+    pytest.mark.usefixtures("native_jars"),
+]
 
 BASE_TS = 1_700_000_000_000
 """CreateTime of the records the tests write (ms); far from now so no default creeps in."""
@@ -84,12 +89,6 @@ def _rows(df) -> list[Rec]:
             )
         )
     return out
-
-
-@pytest.fixture(autouse=True)
-def _native(spark) -> None:
-    if not native_kafka_available(spark):
-        pytest.skip("Spark's native Kafka source (spark-sql-kafka-0-10) is not on the class path")
 
 
 Out = tuple[str, int, "str | bytes | None", "str | bytes | None", "int | None", Headers]

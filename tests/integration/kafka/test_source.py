@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from streams.kafka import DataLossError, native_kafka_available, read_kafka_stream
+from streams.kafka import DataLossError, read_kafka_stream
 from streams.kafka.admin import add_partitions, end_offsets, ensure_topic, produce
 from tests.integration.kafka.helpers import fill, run_available_now
 from tests.support.broker_clients import produce_transactions
@@ -174,9 +174,7 @@ def test_read_committed_skips_aborted_records(spark, broker, unique, tmp_path) -
     assert len({o for _, _, o, _ in rows}) == 4
 
 
-def test_native_engine_reads_the_same_ranges(spark, broker, unique, tmp_path) -> None:
-    if not native_kafka_available(spark):
-        pytest.skip("Spark's native Kafka source (spark-sql-kafka-0-10) is not on the class path")
+def test_native_engine_reads_the_same_ranges(spark, broker, unique, tmp_path, native_jars) -> None:
     topic = unique("native")
     ensure_topic(broker.bootstrap, topic, partitions=2)
     fill(broker.bootstrap, topic, {0: 30, 1: 5})
