@@ -34,16 +34,27 @@ def test_local_defaults_reach_the_launched_jvm(spark) -> None:
     assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == "1000"
 
 
-def test_engines_resolve_to_python_without_the_native_jars(spark) -> None:
-    # This JVM has no spark-sql-kafka / delta-spark jars (pip-only environment).
-    has_kafka = native_available(spark, "kafka")
-    has_delta = native_available(spark, "delta")
+def test_auto_resolves_to_native_where_the_jars_are_and_says_how_to_get_them(
+    spark, native_jars, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The test session carries the jars `make install` cached, as the CLI's sessions do.
+    caplog.set_level("INFO", logger="warehouse.runtime.engines")
+    assert resolve_engine(spark, "kafka", "auto") == "native"
+    assert resolve_engine(spark, "delta", "auto") == "native"
     assert resolve_engine(spark, "kafka", "python") == "python"
-    assert resolve_engine(spark, "kafka", "auto") == ("native" if has_kafka else "python")
-    assert resolve_engine(spark, "delta", "auto") == ("native" if has_delta else "python")
-    if not has_kafka:
-        with pytest.raises(RuntimeConfigError, match="KafkaSourceProvider"):
-            resolve_engine(spark, "kafka", "native")
+    assert "kafka engine: native (`auto`: org.apache.spark.sql.kafka010" in caplog.text
+    from warehouse.runtime import engines
+
+    saved = dict(engines.NATIVE_CLASSES)
+    try:  # a class this JVM lacks: auto falls back, native asked for says which jar
+        engines.NATIVE_CLASSES["delta"] = "io.delta.tables.NoSuchClass"
+        assert resolve_engine(spark, "delta", "auto") == "python"
+        with pytest.raises(RuntimeConfigError, match=r"io\.delta:delta-spark_4\.2_2\.13") as e:
+            resolve_engine(spark, "delta", "native")
+        assert "make install" in str(e.value)
+    finally:
+        engines.NATIVE_CLASSES.clear()
+        engines.NATIVE_CLASSES.update(saved)
 
 
 def test_native_probe_sees_classes_that_are_on_the_class_path(spark) -> None:
