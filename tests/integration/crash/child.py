@@ -1,9 +1,10 @@
-"""The process the crash tests kill: a Kafka -> Delta query (append and upsert tables).
+"""The process the crash tests kill: a Kafka -> Delta query (append, upsert and SCD2 tables).
 
 Run as `python child.py '<json params>'`. It reads the topic with the real
 `streams.kafka.read_kafka_stream` and writes every micro-batch through
-`streams.delta.write_batch` into two tables, exactly as the runtime does, and through
-the Arrow path (`streams.landing`) into a third: app id
+`streams.delta.write_batch` into three tables, exactly as the runtime does, on the
+engine `params["engine"]` (`python` or `native`); on the Python engine also through
+the Arrow path (`streams.landing`) into a fourth: app id
 `<table>:<checkpoint query id>`, commit info with the batch's end offsets from the
 checkpoint's offset log. Trigger.AvailableNow: it exits 0 when the topic is drained.
 Crash points are armed by the parent through `WAREHOUSE_CRASH_POINT`.
@@ -49,12 +50,14 @@ def main(params: dict) -> None:
     spark = get_session(SparkSettings(master="local[2]", conf=conf), app_name="crash-child")
     log.info("SparkSession ready")
     ckpt = params["checkpoint"]
+    engine = params["engine"]
     source = read_kafka_stream(
         spark,
         bootstrap=params["bootstrap"],
         topics=[params["topic"]],
         starting_offsets=params.get("starting_offsets") or "earliest",
         max_offsets_per_trigger=params["max_offsets_per_trigger"],
+        engine=engine,
     )
     rows = source.select(
         F.col("key").cast("string").alias("k"),
@@ -89,6 +92,36 @@ def main(params: dict) -> None:
             "warehouse.sourceOffsets": json.dumps(end),
             "warehouse.batchId": batch_id,
         }
+        if engine == "python":
+            _arrow(batch, batch_id, info, qid)
+        for name, target in (
+            ("events", DeltaTarget(params["append_path"], app_id=f"events:{qid}", engine=engine)),
+            (
+                "latest",
+                DeltaTarget(
+                    params["upsert_path"],
+                    mode="upsert",
+                    keys=["k"],
+                    sequence_by="seq",
+                    app_id=f"latest:{qid}",
+                    engine=engine,
+                ),
+            ),
+            (
+                "history",
+                DeltaTarget(
+                    params["scd2_path"],
+                    mode="scd2",
+                    keys=["k"],
+                    sequence_by="seq",
+                    app_id=f"history:{qid}",
+                    engine=engine,
+                ),
+            ),
+        ):
+            write_batch(batch, batch_id, target, commit_info={**info, "warehouse.table": name})
+
+    def _arrow(batch, batch_id: int, info: dict, qid: str) -> None:
         # The Arrow path (streams.landing): reads the batch's planned ranges
         # itself; the records with a number in `s` go back to Spark's parse and their
         # files join the same commit.
@@ -108,20 +141,6 @@ def main(params: dict) -> None:
             if done is None or (done.bad is not None and done.bad.count()):
                 print(f"ARROW-PATH-FAILED batch {batch_id}: {done}", flush=True)
                 os._exit(5)
-        for name, target in (
-            ("events", DeltaTarget(params["append_path"], app_id=f"events:{qid}")),
-            (
-                "latest",
-                DeltaTarget(
-                    params["upsert_path"],
-                    mode="upsert",
-                    keys=["k"],
-                    sequence_by="seq",
-                    app_id=f"latest:{qid}",
-                ),
-            ),
-        ):
-            write_batch(batch, batch_id, target, commit_info={**info, "warehouse.table": name})
 
     query = (
         rows.writeStream.foreachBatch(write)

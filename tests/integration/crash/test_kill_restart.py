@@ -1,4 +1,5 @@
-"""Kafka -> Delta under SIGKILL: no loss, no duplicate, by Kafka coordinates and by key.
+"""Kafka -> Delta under SIGKILL: no loss, no duplicate, by Kafka coordinates and by key,
+on both engines (append, upsert and SCD2 tables; on the Python engine the Arrow path too).
 
 A child process (child.py) runs the real Kafka source into the real Delta sink on a
 topic produced up front to the real broker. It is killed at random points (armed
@@ -135,6 +136,23 @@ def _latest(path: str) -> dict[str, int]:
     return dict(zip(keys, seqs, strict=True))
 
 
+def _history(path: str) -> dict[str, list[tuple[int, bool]]]:
+    """The SCD2 table per key: its versions' `seq` in order, and which is current."""
+    t = pa.table(read_table(path, columns=["k", "seq", "is_current"]))
+    out: dict[str, list[tuple[int, bool]]] = {}
+    for k, seq, current in zip(*(t.column(c).to_pylist() for c in t.column_names), strict=True):
+        out.setdefault(k, []).append((seq, current))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _expected_history(produced: int) -> dict[str, list[tuple[int, bool]]]:
+    """Every change of a key is one version, each once; the latest is the current one."""
+    out: dict[str, list[tuple[int, bool]]] = {}
+    for i in range(produced):
+        out.setdefault(f"k{i % N_KEYS}", []).append(i)
+    return {k: [(i, i == seqs[-1]) for i in seqs] for k, seqs in out.items()}
+
+
 def _arrow_rows(path: str) -> list[tuple[str, int, int]]:
     """The Arrow path's table: coordinates, and each row's `s` as Spark types it."""
     t = pa.table(read_table(path, columns=["_topic", "_partition", "_offset", "i", "s"]))
@@ -147,7 +165,9 @@ def _expected(produced: int) -> dict[str, int]:
     return {f"k{i % N_KEYS}": i for i in range(produced)}
 
 
-def test_sigkill_anywhere_loses_and_repeats_nothing(broker, unique, tmp_path: Path) -> None:
+def test_sigkill_anywhere_loses_and_repeats_nothing(
+    broker, unique, tmp_path: Path, engine: str
+) -> None:
     seed = os.environ.get("CRASH_SEED") or str(time.time_ns())
     # Shown with a failure's captured output: the same seed replays the same choices of
     # kill points and timer delays (the machine's timing still moves where a timer hits).
@@ -166,8 +186,20 @@ def test_sigkill_anywhere_loses_and_repeats_nothing(broker, unique, tmp_path: Pa
         "append_path": str(tmp_path / "events"),
         "upsert_path": str(tmp_path / "latest"),
         "arrow_path": str(tmp_path / "arrow"),
+        "scd2_path": str(tmp_path / "history"),
         "max_offsets_per_trigger": 200,
+        "engine": engine,
     }
+    tables = ["append_path", "upsert_path", "scd2_path"]
+    if engine == "python":
+        tables.append("arrow_path")
+
+    def check(n: int) -> None:
+        assert _coordinates(params["append_path"]) == produced
+        assert _latest(params["upsert_path"]) == _expected(n)
+        assert _history(params["scd2_path"]) == _expected_history(n)
+        if engine == "python":
+            assert _arrow_rows(params["arrow_path"]) == produced
 
     def more() -> None:
         nonlocal n
@@ -180,22 +212,20 @@ def test_sigkill_anywhere_loses_and_repeats_nothing(broker, unique, tmp_path: Pa
 
     produced = sorted((topic, p, o) for p, o in _offsets_of(broker, topic))
     assert len(produced) == n
-    assert _coordinates(params["append_path"]) == produced
-    assert _latest(params["upsert_path"]) == _expected(n)
-    assert _arrow_rows(params["arrow_path"]) == produced
+    check(n)
     # Files of attempts killed before their commit are unreferenced; removing them
     # changes nothing in the tables.
-    for path in (params["append_path"], params["upsert_path"], params["arrow_path"]):
-        remove_orphans(path, older_than_hours=0)
-        assert not list(Path(path).glob("_warehouse_staging/*"))
-    assert _coordinates(params["append_path"]) == produced
-    assert _latest(params["upsert_path"]) == _expected(n)
-    assert _arrow_rows(params["arrow_path"]) == produced
+    for key in tables:
+        remove_orphans(params[key], older_than_hours=0)
+        assert not list(Path(params[key]).glob("_warehouse_staging/*"))
+    check(n)
 
     # Checkpoint lost: a new query starts from the offsets the table recorded.
     offsets = recorded_offsets(params["append_path"], table="events")
     assert offsets == recorded_offsets(params["upsert_path"], table="latest")
-    assert offsets == recorded_offsets(params["arrow_path"], table="arrow")
+    assert offsets == recorded_offsets(params["scd2_path"], table="history")
+    if engine == "python":
+        assert offsets == recorded_offsets(params["arrow_path"], table="arrow")
     assert sum(offsets[topic].values()) == n
     m = 500
     assert produce(broker.bootstrap, topic, _records(n, m)) == m
@@ -203,9 +233,7 @@ def test_sigkill_anywhere_loses_and_repeats_nothing(broker, unique, tmp_path: Pa
     _finish({**params, "starting_offsets": offsets}, logs / "recover.log")
     produced = sorted((topic, p, o) for p, o in _offsets_of(broker, topic))
     assert len(produced) == n + m
-    assert _coordinates(params["append_path"]) == produced
-    assert _latest(params["upsert_path"]) == _expected(n + m)
-    assert _arrow_rows(params["arrow_path"]) == produced
+    check(n + m)
 
 
 def _offsets_of(broker, topic: str) -> list[tuple[int, int]]:
