@@ -181,7 +181,7 @@ def _assert_replay_is_noop(target: DeltaTarget, frames: list) -> None:
     assert DeltaTable(target.path).version() == version
 
 
-def test_every_cdc_case_into_scd1_upsert(spark, tmp_path: Path) -> None:
+def test_every_cdc_case_into_scd1_upsert(spark, tmp_path: Path, engine: str) -> None:
     batches, scd1, _ = _combined()
     target = DeltaTarget(
         str(tmp_path / "dim_users"),
@@ -189,6 +189,7 @@ def test_every_cdc_case_into_scd1_upsert(spark, tmp_path: Path) -> None:
         keys=["user_id"],
         sequence_by="_source_ts_ms",
         app_id="dim_users:q",
+        engine=engine,
     )
     frames = _run(spark, target, batches)
     expected = [Row(user_id=i, name=n, city=c_) for i, n, c_ in scd1]
@@ -197,7 +198,7 @@ def test_every_cdc_case_into_scd1_upsert(spark, tmp_path: Path) -> None:
     assert_rows(read_table(spark, target.path, ["user_id", "name", "city"]), expected)
 
 
-def test_every_cdc_case_into_scd2_history(spark, tmp_path: Path) -> None:
+def test_every_cdc_case_into_scd2_history(spark, tmp_path: Path, engine: str) -> None:
     batches, _, scd2 = _combined()
     target = DeltaTarget(
         str(tmp_path / "dim_users"),
@@ -205,6 +206,7 @@ def test_every_cdc_case_into_scd2_history(spark, tmp_path: Path) -> None:
         keys=["user_id"],
         sequence_by="_source_ts_ms",
         app_id="dim_users:q",
+        engine=engine,
     )
     frames = _run(spark, target, batches)
     columns = ["user_id", "name", "city", "valid_from", "valid_to", "is_current"]

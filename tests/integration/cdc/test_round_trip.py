@@ -30,14 +30,19 @@ def _change(op: str, uid: int, t: int, name: str = "", city: str = "") -> tuple[
 
 
 def test_cdc_topic_to_scd2_table_to_published_topic_and_back(
-    spark, broker, tmp_path: Path, unique
+    spark, broker, tmp_path: Path, unique, engine: str
 ) -> None:
     bs = broker.bootstrap
     source, published, name = unique("shop.users"), unique("mv.dim_users"), unique("dim_users")
     ensure_topic(bs, source)
     path = str(tmp_path / "dim_users")
     target = DeltaTarget(
-        path, mode="scd2", keys=["user_id"], sequence_by="_source_ts_ms", app_id=f"{name}:q"
+        path,
+        mode="scd2",
+        keys=["user_id"],
+        sequence_by="_source_ts_ms",
+        app_id=f"{name}:q",
+        engine=engine,
     )
 
     def apply(batch, batch_id: int) -> None:
@@ -48,7 +53,9 @@ def test_cdc_topic_to_scd2_table_to_published_topic_and_back(
         )
 
     def run() -> None:
-        stream = read_kafka_stream(spark, bootstrap=bs, topics=source, max_offsets_per_trigger=5)
+        stream = read_kafka_stream(
+            spark, bootstrap=bs, topics=source, max_offsets_per_trigger=5, engine=engine
+        )
         query = (
             stream.writeStream.foreachBatch(apply)
             .option("checkpointLocation", str(tmp_path / "checkpoint"))

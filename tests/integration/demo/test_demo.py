@@ -33,7 +33,7 @@ def table(project: Project, name: str) -> list[dict[str, Any]]:
 
 
 def test_demo_results_equal_an_independent_computation(
-    spark, broker_factory, tmp_path: Path
+    spark, broker_factory, tmp_path: Path, engine: str
 ) -> None:
     broker = broker_factory()
     project = Project.load(
@@ -41,6 +41,7 @@ def test_demo_results_equal_an_independent_computation(
         environ={},
         warehouse_root=str(tmp_path / "wh"),
         kafka={"bootstrap": broker.bootstrap},
+        engines={"kafka": engine, "delta": engine},
     )
     lines: list[str] = []
     result = run_demo(

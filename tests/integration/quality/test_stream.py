@@ -49,7 +49,15 @@ def land(folder: Path, name: str, rows: list[tuple], *, order: int) -> None:
     os.utime(folder / name, (stamp, stamp))
 
 
-def run_stream(spark, src: Path, root: Path, expectations: list[dict], *, table: str) -> None:
+def run_stream(
+    spark,
+    src: Path,
+    root: Path,
+    expectations: list[dict],
+    *,
+    table: str,
+    engine: str = "python",
+) -> None:
     checks = RowChecks.compile(
         [Expectation.model_validate(e) for e in expectations],
         spark.createDataFrame([], SCHEMA).schema,
@@ -60,12 +68,14 @@ def run_stream(spark, src: Path, root: Path, expectations: list[dict], *, table:
     def each_batch(batch_df, batch_id: int) -> None:
         app = f"{table}:test"
         with checks.apply(batch_df, table=table, batch_id=batch_id) as out:
-            write_batch(out.keep, batch_id, DeltaTarget(tables / table, app_id=app))
+            write_batch(out.keep, batch_id, DeltaTarget(tables / table, app_id=app, engine=engine))
             if out.quarantine is not None:
                 write_batch(
                     out.quarantine,
                     batch_id,
-                    DeltaTarget(tables / f"{table}__quarantine", app_id=f"{app}:quarantine"),
+                    DeltaTarget(
+                        tables / f"{table}__quarantine", app_id=f"{app}:quarantine", engine=engine
+                    ),
                 )
             write_quality_events(spark, root, out.metrics, app_id=app, batch_id=batch_id)
 
@@ -86,7 +96,7 @@ def run_stream(spark, src: Path, root: Path, expectations: list[dict], *, table:
         raise query.exception()
 
 
-def test_quarantine_drop_and_warn_in_a_stream_with_quality_events(spark, tmp_path):
+def test_quarantine_drop_and_warn_in_a_stream_with_quality_events(spark, tmp_path, engine):
     src = tmp_path / "src"
     land(src, "part-0.parquet", order=0, rows=[("a", 1, 0, 10), (None, 2, 0, 11), ("c", -3, 0, 12)])
     land(src, "part-1.parquet", order=1, rows=[("d", 4, 1, 5), (None, -5, 1, 6)])
@@ -102,6 +112,7 @@ def test_quarantine_drop_and_warn_in_a_stream_with_quality_events(spark, tmp_pat
             {"expect_column_values_to_be_in_set": {"column": "order_id", "value_set": ["a", "d"]}},
         ],
         table="ods_orders",
+        engine=engine,
     )  # fmt: skip
     kept = read_table(str(tmp_path / "tables" / "ods_orders"))
     assert sorted(kept.column("order_id").to_pylist()) == ["a", "d"]
