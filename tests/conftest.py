@@ -57,19 +57,19 @@ delta-rs) and `native` (Spark's `kafka` format, delta-spark)."""
 
 
 @pytest.fixture
-def native_jars(spark) -> None:
-    """Fails the test when the native engines' jars are not on the test session's class
-    path: `make install` caches them, and a test that skipped instead would pass without
-    testing anything."""
-    from warehouse.runtime.engines import native_available, native_package
+def native_jars() -> None:
+    """Fails the test when the native engines' jars are not cached: `make install` caches
+    them, sessions started by the framework (the `spark` fixture's too) carry them, and a
+    test that skipped instead would pass without testing anything."""
+    from warehouse.runtime.jars import cached_jars, default_cache_dir, installed_packages
 
-    missing = [k for k in ("kafka", "delta") if not native_available(spark, k)]
-    if missing:
+    jars = cached_jars(default_cache_dir())
+    if jars is None or not (jars.kafka and jars.delta):
         pytest.fail(
-            "the native engines' jars are not on the test session's class path: "
-            + ", ".join(f"`{native_package(k)}`" for k in missing)
+            "the native engines' jars are not cached: "
+            + ", ".join(f"`{c}`" for c in installed_packages().coordinates)
             + ". Run `make install` (it resolves them from Maven Central into "
-            "~/.cache/spark-warehouse/jars).",
+            f"{default_cache_dir()}).",
             pytrace=False,
         )
 

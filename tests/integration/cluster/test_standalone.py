@@ -17,6 +17,11 @@ workers get Spark's own `$SPARK_HOME/python/lib/pyspark.zip` first on their path
 In client mode the driver JVM also starts Python workers with
 `spark.pyspark.python` (the Python data sources plan their reads there), so the
 same archive is unpacked as `env` in the driver's working directory.
+
+It runs on both engines: `python` submits with no extra jars (`engines: auto` finds
+none and picks the Python data sources); `native` submits the cached native jars with
+`--conf spark.jars=...` and Delta's extension, as a cluster user passes `--packages`,
+and `auto` picks Spark's `kafka` format and delta-spark.
 """
 
 from __future__ import annotations
@@ -81,7 +86,19 @@ def failure(run: subprocess.CompletedProcess[str]) -> str:
     return "\n".join(said[:20]) + "\n...\n" + run.stderr[-2000:]
 
 
-def test_ods_then_dwd_on_a_standalone_cluster(broker_factory, unique, env_bundle, tmp_path: Path) -> None:
+def _engine_args(engine: str) -> list[str]:
+    if engine == "python":
+        return []
+    from warehouse.runtime.jars import cached_jars, default_cache_dir
+
+    jars = cached_jars(default_cache_dir())
+    assert jars is not None, "no native jars cached: run `make install`"
+    return [arg for k, v in jars.spark_conf().items() for arg in ("--conf", f"{k}={v}")]
+
+
+def test_ods_then_dwd_on_a_standalone_cluster(
+    broker_factory, unique, env_bundle, tmp_path: Path, engine: str
+) -> None:
     broker = broker_factory(**{"sasl.users": f"{USER}:{PASSWORD}"})
     topic = unique("orders")
     ensure_topic(broker.bootstrap, topic, partitions=2, client_config=SASL)
@@ -112,11 +129,12 @@ def test_ods_then_dwd_on_a_standalone_cluster(broker_factory, unique, env_bundle
     with tarfile.open(env_bundle.path) as tar:
         tar.extractall(project / "env", filter="tar")  # the driver's ./env (cwd = project)
     with cluster:
-        ods_run = submit(cluster, project, "ods", env)
+        native = _engine_args(engine)
+        ods_run = submit(cluster, project, "ods", env, *native)
         assert ods_run.returncode == 0, failure(ods_run)
         ods_executors = cluster.executor_dirs()
         dwd_run = submit(
-            cluster, project, "dwd", env,
+            cluster, project, "dwd", env, *native,
             "--archives", f"{env_bundle.path}#env",
             executor_python="./env/bin/python",
         )
