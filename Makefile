@@ -11,9 +11,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint install java jars lock clean
+.PHONY: demo test lint install java lock clean
 
-demo: install java jars
+demo: install
 	$(BIN)/warehouse demo
 
 # The whole suite runs as two pytest processes side by side: the crash test (20+ lives
@@ -25,7 +25,7 @@ demo: install java jars
 # does. PYTEST_ARGS given: one pytest process with exactly those arguments.
 SIDE_TESTS := tests/integration/crash tests/integration/cluster
 
-test: install java jars
+test: install
 	@scripts/ensure-test-tools.sh
 ifeq ($(strip $(PYTEST_ARGS)),)
 	@side_log=$$(mktemp); \
@@ -42,8 +42,13 @@ endif
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
-install: $(STAMP)
+# Where Maven Central cannot be reached the framework still runs, on its Python engines
+# (`engines: auto`); the tests of the native engines then fail and say why.
+install: $(STAMP) java
+	@$(BIN)/warehouse jars fetch \
+	  || echo "native jars not resolved: sessions will run on the Python engines" >&2
 
 $(BIN)/python:
 	@test -n "$(PYTHON)" || { echo "Python >= 3.11 is required (python3.11 or newer on PATH)" >&2; exit 1; }
@@ -56,12 +61,6 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 
 java:
 	@scripts/ensure-java.sh
-
-# Where Maven Central cannot be reached the framework still runs, on its Python engines
-# (`engines: auto`); the tests of the native engines then fail and say why.
-jars: install java
-	@$(BIN)/warehouse jars fetch \
-	  || echo "native jars not resolved: sessions will run on the Python engines" >&2
 
 # Re-pin constraints.txt to what is installed in .venv now.
 lock: install

@@ -5,9 +5,9 @@ subclass carrying its protocol `errno`, named after Kafka's error code
 (`CORRUPT_MESSAGE` -> `CorruptMessageError`); `for_code(errno)` maps a code
 received or sent on the wire back to its class. The storage layer raises these
 too (with `topic`, `partition`, `path` set where known), so a storage failure
-reaches the handlers already carrying its code. Handlers raise these (or return
-their `errno` in a response field); the server turns an escaping `BrokerError`
-into the error code of the failed request where the response has a place for it.
+reaches the handlers already carrying its code. Handlers catch these and answer
+with their `errno` in the response's error field; a `BrokerError` that escapes a
+handler is a bug in it, and the server closes that connection (`FrameError`).
 
 Codes the broker does not name here still resolve through `for_code`: a class
 is created on first use from kio's `ErrorCode` table, so a code is never lost.
