@@ -15,7 +15,7 @@ import pytest
 
 from streams.broker.storage import LogManager, decode_records, validate_batches
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[4]
 
 CHILD = r"""
 import sys
