@@ -16,6 +16,8 @@ abort, `record_aborted(producer_id, first_offset, last_offset)` adds the
 transaction to the `.txnindex` of the segment holding the marker, and
 `aborted_transactions(start, end)` answers a read_committed fetch.
 
+Files: the segments, log end offset and flushed offset are a `LocalLog`'s.
+
 Concurrency: all methods may be called from any thread; a per-log lock
 serialises them. Operations that delete segment files (retention, truncation,
 close) also take `segments_lock`, which compaction holds while it reads, so
@@ -27,34 +29,20 @@ itself runs outside the lock, so appends continue while a flush is in progress.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streams.broker.errors import (
-    InvalidTxnStateError,
-    KafkaStorageError,
-    MessageTooLargeError,
-    OffsetOutOfRangeError,
-)
-from streams.broker.storage.batch import (
-    BatchHeader,
-    build_control_batch,
-    validate_batches,
-    write_buffers,
-)
+from streams.broker.errors import InvalidTxnStateError, MessageTooLargeError, OffsetOutOfRangeError
+from streams.broker.storage.batch import BatchHeader, build_control_batch, validate_batches
 from streams.broker.storage.config import LogConfig
 from streams.broker.storage.file_records import FileRecords, Slice
-from streams.broker.storage.files import (
-    CLEAN_SHUTDOWN_FILE,
-    LOG_START_OFFSET_FILE,
-    write_atomically,
-)
-from streams.broker.storage.index import AbortedTxn, fsync_path
+from streams.broker.storage.files import LOG_START_OFFSET_FILE, write_atomically
+from streams.broker.storage.index import AbortedTxn
 from streams.broker.storage.loader import LogLoader
+from streams.broker.storage.local_log import LocalLog
 from streams.broker.storage.log_segments import LogSegments
 from streams.broker.storage.retention import expired_prefix
 from streams.broker.storage.segment import LogSegment
@@ -100,19 +88,20 @@ class PartitionLog:
         loaded = LogLoader(self.directory, self._config, now_ms=clock()).load()
         self._segments = LogSegments(self.directory, loaded.segments, name=self.name)
         self._log_start_offset = loaded.log_start_offset
-        self._next_offset = loaded.next_offset
-        # What was on disk when we opened counts as durable (it is all we have).
-        self._flushed_offset = loaded.next_offset
-        self._unflushed_messages = 0
-        self._last_flush_ms = clock()
-        self._closed = False
+        self._local = LocalLog(
+            self.directory,
+            self._segments,
+            next_offset=loaded.next_offset,
+            name=self.name,
+            now_ms=clock(),
+        )
         self.recovered_bytes = loaded.truncated_bytes
         logger.info(
             "Log %s: loaded %d segment(s), offsets [%d, %d)%s",
             self.name,
             len(self._segments),
             self._log_start_offset,
-            self._next_offset,
+            self._local.next_offset,
             "" if loaded.clean_shutdown else " after an unclean shutdown",
         )
 
@@ -134,17 +123,17 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        return self._next_offset
+        return self._local.next_offset
 
     @property
     def high_watermark(self) -> int:
         if self._config.durability == "sync":
-            return self._flushed_offset
-        return self._next_offset
+            return self._local.flushed_offset
+        return self._local.next_offset
 
     @property
     def flushed_offset(self) -> int:
-        return self._flushed_offset
+        return self._local.flushed_offset
 
     @property
     def size_bytes(self) -> int:
@@ -162,7 +151,7 @@ class PartitionLog:
 
     @property
     def dirty(self) -> bool:
-        return self._flushed_offset < self._next_offset or self._segments.dirty
+        return self._local.dirty
 
     # -- append -------------------------------------------------------------------
 
@@ -197,22 +186,20 @@ class PartitionLog:
         else:
             max_ts = max(h.max_timestamp for h in headers)
         count = sum(h.last_offset_delta + 1 for h in headers)
-        size = len(records)
         with self._lock:
-            self._check_open()
-            first = self._next_offset
-            segment = self._segments.maybe_roll(first, size, count, now, self._config)
-            buffers = write_buffers(
-                records, headers, first, log_append_time_ms=now if append_time else None
+            self._local.check_open()
+            first = self._local.append(
+                records,
+                headers,
+                count=count,
+                now=now,
+                config=self._config,
+                log_append_time_ms=now if append_time else None,
             )
-            segment.append(buffers, size, headers, first)
-            next_offset = first + count
-            self._next_offset = next_offset
-            self._unflushed_messages += count
             log_start = self._log_start_offset
         return AppendInfo(
             base_offset=first,
-            last_offset=next_offset - 1,
+            last_offset=first + count - 1,
             max_timestamp=max_ts,
             batches=headers,
             log_append_time_ms=now if append_time else -1,
@@ -264,17 +251,14 @@ class PartitionLog:
         with self._lock:
             return self._segments.aborted_transactions(start_offset, end_offset)
 
-    def _roll(self, now: int) -> LogSegment:
-        return self._segments.roll(
-            self._next_offset, now, index_interval_bytes=self._config.index_interval_bytes
-        )
-
     def roll(self) -> int:
         """Start a new segment at the log end offset (if the active one is not empty)."""
         with self._lock:
-            self._check_open()
+            self._local.check_open()
             if self._segments.active.size:
-                self._roll(self._clock())
+                self._local.roll(
+                    self._clock(), index_interval_bytes=self._config.index_interval_bytes
+                )
             return self._segments.active.base_offset
 
     # -- read ---------------------------------------------------------------------
@@ -301,40 +285,19 @@ class PartitionLog:
             return FileRecords.of(self._slice_segments(offset, max_bytes, max_offset))
 
     def _slice_segments(self, offset: int, max_bytes: int, max_offset: int | None) -> list[Slice]:
-        """Ranges of whole batches from the one holding `offset`, below `max_offset`.
-
-        At most `max_bytes` in total, except that the first batch is always
-        included. Later segments are read only once a segment was read to its
-        end, so a fetch is not under-filled because a segment ended. Raises
-        `OffsetOutOfRangeError` outside [log_start_offset, log_end_offset].
-        Call with the lock held.
+        """Ranges of whole batches from the one holding `offset`, below `max_offset`
+        (see `LocalLog.slices`). Raises `OffsetOutOfRangeError` outside
+        [log_start_offset, log_end_offset]. Call with the lock held.
         """
-        self._check_open()
-        limit = self._next_offset if max_offset is None else min(max_offset, self._next_offset)
-        if offset < self._log_start_offset or offset > self._next_offset:
+        self._local.check_open()
+        end = self._local.next_offset
+        limit = end if max_offset is None else min(max_offset, end)
+        if offset < self._log_start_offset or offset > end:
             raise OffsetOutOfRangeError(
                 f"Log `{self.name}`: offset `{offset}` is outside the log's range "
-                f"[{self._log_start_offset}, {self._next_offset}]; reset to the start or end.",
+                f"[{self._log_start_offset}, {end}]; reset to the start or end.",
             )
-        out: list[Slice] = []
-        budget = max_bytes
-        for seg in self._segments.from_offset(offset):
-            if seg.base_offset >= limit:
-                break
-            first = seg.find_batch(offset)
-            if first is None:
-                continue  # nothing at or after `offset` here (an empty or compacted segment)
-            if out and first.size > budget:
-                break
-            start, end = seg.batch_range(first, max(budget, 1), limit)
-            if end <= start:
-                break
-            out.append((seg, start, end))
-            budget -= end - start
-            if budget <= 0 or end < seg.size:
-                break  # stopped by the budget or by `limit` inside this segment
-            offset = seg.next_offset
-        return out
+        return self._local.slices(offset, max_bytes, limit)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """The first offset whose record timestamp is >= `timestamp_ms`, with that
@@ -342,7 +305,7 @@ class PartitionLog:
         decoded for the one batch that matters; when its codec is not available the
         batch's base offset and max timestamp are returned."""
         with self._lock:
-            self._check_open()
+            self._local.check_open()
             return self._segments.offset_for_timestamp(timestamp_ms, self._log_start_offset)
 
     # -- flush --------------------------------------------------------------------
@@ -355,34 +318,16 @@ class PartitionLog:
         flush started.
         """
         with self._lock:
-            if self._closed:
+            if self._local.closed:
                 return
-            end = self._next_offset
-            todo = self._segments.begin_flush()
-            self._unflushed_messages = 0
-            self._last_flush_ms = self._clock()
-        for item in todo:
-            if isinstance(item, Path):
-                fsync_path(item)
-                continue
-            try:
-                os.fsync(item)
-            except OSError as e:  # the segment was deleted meanwhile: nothing left to flush
-                logger.debug("Log %s: fsync skipped: %s", self.name, e)
+            end, todo = self._local.begin_flush(self._clock())
+        self._local.fsync(todo)
         with self._lock:
-            if end > self._flushed_offset:
-                self._flushed_offset = min(end, self._next_offset)
+            self._local.end_flush(end)
 
     def flush_due(self, now_ms: int) -> bool:
         """Whether flush.messages / flush.ms ask for a flush now."""
-        c = self._config
-        if self._unflushed_messages == 0 and not self.dirty:
-            return False
-        return (
-            c.durability == "sync"
-            or self._unflushed_messages >= c.flush_messages
-            or now_ms - self._last_flush_ms >= c.flush_ms
-        )
+        return self._local.flush_due(now_ms, self._config)
 
     # -- truncation and deletion ----------------------------------------------------
 
@@ -390,7 +335,7 @@ class PartitionLog:
         """Advance the log start offset to `offset` (DeleteRecords); whole segments below
         it are deleted. Returns the new log start offset."""
         with self._segments_lock, self._lock:
-            self._check_open()
+            self._local.check_open()
             if offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
                     f"Log `{self.name}`: cannot delete records before `{offset}`: it is past "
@@ -400,28 +345,22 @@ class PartitionLog:
                 return self._log_start_offset
             self._log_start_offset = offset
             write_atomically(self.directory / LOG_START_OFFSET_FILE, str(offset).encode())
-            self._delete_segments_below(offset)
+            self._segments.delete_below(offset)  # whole segments only; keeps the active one
+            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             return self._log_start_offset
-
-    def _delete_segments_below(self, offset: int) -> int:
-        """Delete leading segments whose batches are all < `offset` (keeps the active one)."""
-        deleted = self._segments.delete_below(offset)
-        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-        return deleted
 
     def truncate_to(self, offset: int) -> int:
         """Remove batches at and after `offset` (whole batches); returns the new end offset."""
         with self._segments_lock, self._lock:
-            self._check_open()
-            if offset >= self._next_offset:
-                return self._next_offset
-            self._next_offset = self._segments.truncate_to(
+            self._local.check_open()
+            if offset >= self._local.next_offset:
+                return self._local.next_offset
+            end = self._local.truncate_to(
                 offset, self._clock(), index_interval_bytes=self._config.index_interval_bytes
             )
-            self._log_start_offset = min(self._log_start_offset, self._next_offset)
-            self._flushed_offset = min(self._flushed_offset, self._next_offset)
-            logger.warning("Log %s: truncated to offset %d", self.name, self._next_offset)
-            return self._next_offset
+            self._log_start_offset = min(self._log_start_offset, end)
+            logger.warning("Log %s: truncated to offset %d", self.name, end)
+            return end
 
     def delete_old_segments(self, now_ms: int) -> int:
         """Retention: delete whole segments past retention.ms / retention.bytes.
@@ -431,14 +370,14 @@ class PartitionLog:
         segments were deleted.
         """
         with self._segments_lock, self._lock:
-            self._check_open()
+            self._local.check_open()
             c = self._config
             if not c.delete:
                 return 0
             segments = self._segments.snapshot()
             deletable = expired_prefix(segments, self._config, now_ms, self.high_watermark)
             if deletable == len(segments) and self._segments.active.size:
-                self._roll(now_ms)
+                self._local.roll(now_ms, index_interval_bytes=c.index_interval_bytes)
             deleted = self._segments.delete_first(deletable, reason="retention deleted")
             if deleted:
                 self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
@@ -450,14 +389,6 @@ class PartitionLog:
             self._segments.replace(old, new)
 
     # -- lifecycle ------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise KafkaStorageError(
-                f"Log `{self.name}` is closed (its topic was deleted or the broker is "
-                "shutting down); reopen it through LogManager.get_log.",
-                path=str(self.directory),
-            )
 
     @property
     def lock(self) -> threading.RLock:
@@ -471,15 +402,11 @@ class PartitionLog:
     def close(self) -> None:
         """Flush, close the files and mark the shutdown clean (next open skips the scan)."""
         with self._segments_lock, self._lock:
-            if self._closed:
+            if self._local.closed:
                 return
-            self._segments.flush_all()
-            self._closed = True
-            self._segments.close()
-            (self.directory / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
+            self._local.close()
 
     def delete(self) -> None:
         """Close without a clean-shutdown marker and remove every segment file."""
         with self._segments_lock, self._lock:
-            self._closed = True
-            self._segments.delete_all()
+            self._local.delete()

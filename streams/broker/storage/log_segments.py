@@ -1,13 +1,15 @@
 """`LogSegments`: the ordered segments of one partition and the file work on them.
 
-Kafka's `LogSegments`/`LocalLog`: lookups by offset (the segment holding an
+Kafka's `LogSegments`: lookups by offset (the segment holding an
 offset, the segments from it on), rolling a new active segment, removing
 segments from either end, swapping in a compacted one, and the per-segment
 loops of flush, close and delete. Offsets that belong to the log as a whole
-(log start, high watermark, the next offset to assign) stay in `PartitionLog`.
+stay above it: the log end and flushed offsets in `LocalLog`, the log start
+offset and high watermark in `PartitionLog`.
 
-Concurrency contract: not thread-safe. `PartitionLog` calls every method with
-its lock held, and additionally `segments_lock` for whatever deletes files.
+Concurrency contract: not thread-safe. `PartitionLog` (directly or through
+`LocalLog`) calls every method with its lock held, and additionally
+`segments_lock` for whatever deletes files.
 """
 
 from __future__ import annotations
