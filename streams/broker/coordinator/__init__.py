@@ -8,8 +8,9 @@ internal compacted topics ``__consumer_offsets`` and ``__transaction_state``.
 from __future__ import annotations
 
 from streams.broker.coordinator.coordinator import Coordinator
-from streams.broker.coordinator.group import Group, GroupState, JoinResult, SyncResult
+from streams.broker.coordinator.group import Group, GroupState
 from streams.broker.coordinator.groups import CommittedOffset, GroupCoordinator
+from streams.broker.coordinator.member import JoinResult, SyncResult
 from streams.broker.coordinator.producer_state import ProducerStateManager
 from streams.broker.coordinator.transactions import TransactionCoordinator, TxnState
 

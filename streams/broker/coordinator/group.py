@@ -21,6 +21,14 @@ from enum import Enum
 
 from kio.schema.errors import ErrorCode
 
+from streams.broker.coordinator.member import (
+    JoinCallback,
+    JoinResult,
+    Member,
+    SyncCallback,
+    SyncResult,
+)
+
 logger = logging.getLogger(__name__)
 
 
@@ -30,53 +38,6 @@ class GroupState(Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
-
-
-@dataclass(frozen=True)
-class JoinResult:
-    """What a JoinGroup answers; ``members`` is filled for the leader only."""
-
-    error: ErrorCode
-    member_id: str
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    members: tuple[tuple[str, str | None, bytes], ...] = ()
-
-
-@dataclass(frozen=True)
-class SyncResult:
-    error: ErrorCode
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-JoinCallback = Callable[[JoinResult], None]
-SyncCallback = Callable[[SyncResult], None]
-
-
-@dataclass
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    last_heartbeat_ms: int
-    assignment: bytes = b""
-    join_callback: JoinCallback | None = None
-    sync_callback: SyncCallback | None = None
-
-    def metadata_for(self, protocol: str | None) -> bytes:
-        for name, metadata in self.protocols:
-            if name == protocol:
-                return metadata
-        return b""
 
 
 @dataclass

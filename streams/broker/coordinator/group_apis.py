@@ -20,8 +20,9 @@ from kio.schema.errors import ErrorCode
 
 from streams.broker.context import RequestContext
 from streams.broker.coordinator.coordinator import Coordinator
-from streams.broker.coordinator.group import GroupState, JoinResult, SyncResult
+from streams.broker.coordinator.group import GroupState
 from streams.broker.coordinator.groups import CommittedOffset
+from streams.broker.coordinator.member import JoinResult, SyncResult
 from streams.broker.protocol import make, response_module
 
 logger = logging.getLogger(__name__)

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from streams.broker.coordinator.group import Group, GroupState, JoinResult, SyncResult
+from streams.broker.coordinator.group import Group, GroupState
+from streams.broker.coordinator.member import JoinResult, SyncResult
 
 
 class Answers:
