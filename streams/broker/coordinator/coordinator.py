@@ -32,7 +32,8 @@ from typing import Any
 from streams.broker.config import ConfigError
 from streams.broker.context import BrokerContext
 from streams.broker.coordinator.groups import GroupCoordinator
-from streams.broker.coordinator.producer_state import Duplicate, ProducerStateManager, Rejected
+from streams.broker.coordinator.partition_producers import Duplicate, Rejected
+from streams.broker.coordinator.producer_state import ProducerStateManager
 from streams.broker.coordinator.sasl import load_users
 from streams.broker.coordinator.transactions import TransactionCoordinator
 from streams.broker.errors import BrokerError

@@ -8,13 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from streams.broker.coordinator.producer_state import (
+from streams.broker.coordinator.partition_producers import (
     Duplicate,
     PartitionProducers,
-    ProducerStateManager,
     Rejected,
     iter_batch_info,
 )
+from streams.broker.coordinator.producer_state import ProducerStateManager
 from tests.support.broker_wire import producer_batch
 
 _TS = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
