@@ -12,7 +12,8 @@ from streams.broker.coordinator.group import Group, GroupState
 from streams.broker.coordinator.groups import CommittedOffset, GroupCoordinator
 from streams.broker.coordinator.member import JoinResult, SyncResult
 from streams.broker.coordinator.producer_state import ProducerStateManager
-from streams.broker.coordinator.transactions import TransactionCoordinator, TxnState
+from streams.broker.coordinator.transactions import TransactionCoordinator
+from streams.broker.coordinator.txn_metadata import TxnState
 
 __all__ = [
     "CommittedOffset",

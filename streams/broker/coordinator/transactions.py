@@ -3,8 +3,8 @@
 Producer ids are handed out from blocks whose end is written to
 ``__transaction_state`` before any id of the block is used, so a restart never
 reuses an id. Each transactional id's metadata (producer id, epoch, timeout,
-state, partitions, groups, pending transactional offset commits) is a record
-keyed by the id in the same log.
+state, partitions, groups, pending transactional offset commits;
+``TxnMetadata``, txn_metadata.py) is a record keyed by the id in the same log.
 
 Ending a transaction is done in one step on the loop thread: write
 PrepareCommit/PrepareAbort, write a control batch to every partition of the
@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -29,66 +27,13 @@ from kio.schema.errors import ErrorCode
 from streams.broker.coordinator.groups import CommittedOffset, GroupCoordinator
 from streams.broker.coordinator.internal_log import TRANSACTION_STATE, InternalLog
 from streams.broker.coordinator.producer_state import ProducerStateManager
+from streams.broker.coordinator.txn_metadata import TxnMetadata, TxnState
 from streams.broker.errors import BrokerError
 
 logger = logging.getLogger(__name__)
 
 _PID_BLOCK = 1000
 _MAX_EPOCH = 2**15 - 2
-
-
-class TxnState(Enum):
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-
-
-@dataclass
-class TxnMetadata:
-    transactional_id: str
-    producer_id: int
-    epoch: int
-    timeout_ms: int
-    state: TxnState = TxnState.EMPTY
-    partitions: set[tuple[str, int]] = field(default_factory=set)
-    groups: set[str] = field(default_factory=set)
-    pending_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
-    start_ms: int = -1
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "pid": self.producer_id,
-            "epoch": self.epoch,
-            "timeout": self.timeout_ms,
-            "state": self.state.value,
-            "partitions": sorted([t, p] for t, p in self.partitions),
-            "groups": sorted(self.groups),
-            "offsets": {
-                g: [[t, p, o.offset, o.leader_epoch, o.metadata] for (t, p), o in offs.items()]
-                for g, offs in self.pending_offsets.items()
-            },
-            "start": self.start_ms,
-        }
-
-    @classmethod
-    def from_json(cls, transactional_id: str, v: dict[str, Any]) -> TxnMetadata:
-        return cls(
-            transactional_id,
-            v["pid"],
-            v["epoch"],
-            v["timeout"],
-            TxnState(v["state"]),
-            {(t, p) for t, p in v["partitions"]},
-            set(v["groups"]),
-            {
-                g: {(t, p): CommittedOffset(o, e, m) for t, p, o, e, m in offs}
-                for g, offs in v["offsets"].items()
-            },
-            v["start"],
-        )
 
 
 class TransactionCoordinator:

@@ -10,7 +10,8 @@ from streams.broker.coordinator.group import GroupState
 from streams.broker.coordinator.groups import CommittedOffset, GroupCoordinator
 from streams.broker.coordinator.internal_log import CONSUMER_OFFSETS, TRANSACTION_STATE
 from streams.broker.coordinator.producer_state import ProducerStateManager
-from streams.broker.coordinator.transactions import TransactionCoordinator, TxnState
+from streams.broker.coordinator.transactions import TransactionCoordinator
+from streams.broker.coordinator.txn_metadata import TxnState
 from streams.broker.storage import LogManager
 from tests.unit.broker.coordinator.test_producer_state import batch
 
