@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from streams.delta._faults import crash_point
 from streams.delta._schema import arrow_schema
-from streams.delta.commit import committed
+from streams.delta.commit import committed, load_table
 from streams.delta.errors import DeltaWriteError, NativeEngineUnavailableError
 from streams.delta.scd2 import ACTION, plan_batch
 from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
@@ -67,9 +67,8 @@ def write_batch_native(
     transaction shows the batch is in already (a replay after a crash)."""
     spark = df.sparkSession
     _require(spark, target.path)
-    from delta.tables import DeltaTable  # delta-spark's Python API, present with its jars
 
-    before = _version(spark, DeltaTable, target.path)
+    before = _version(target.path)
     user_meta = json.dumps(dict(commit_info or {}), sort_keys=True)
     if target.mode == "append":
         _append(df, batch_id, target, user_meta)
@@ -79,7 +78,7 @@ def write_batch_native(
         return None
     else:
         _scd2(df, batch_id, target, user_meta, commit_info)
-    after = _version(spark, DeltaTable, target.path)
+    after = _version(target.path)
     if after == before:
         logger.info(
             "Delta table %s: batch %d of app `%s` already committed; skipped",
@@ -91,10 +90,11 @@ def write_batch_native(
     return after
 
 
-def _version(spark: SparkSession, delta_table: Any, path: str) -> int | None:
-    if not delta_table.isDeltaTable(spark, path):
-        return None
-    return delta_table.forPath(spark, path).history(1).collect()[0]["version"]
+def _version(path: str) -> int | None:
+    """The table's latest version, read from its log by delta-rs: a Spark `history()`
+    is a job per call, twice per batch, for one number the log states."""
+    table = load_table(path)
+    return None if table is None else table.version()
 
 
 def _writer(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> Any:
@@ -145,9 +145,8 @@ def _idempotent_dml(
 
 
 def _create_empty(df: DataFrame, target: DeltaTarget) -> None:
-    from delta.tables import DeltaTable
 
-    if DeltaTable.isDeltaTable(df.sparkSession, target.path):
+    if load_table(target.path) is not None:
         return
     writer = df.limit(0).write.format("delta").option("delta.enableChangeDataFeed", "true")
     if target.partition_by:
