@@ -12,11 +12,11 @@ See docs/cdc.md for the rules and guarantees, docs/architecture.md for the seams
 
 from __future__ import annotations
 
+from streams.cdc.changelog import changelog_records
 from streams.cdc.errors import CdcError, KTableError, PublishError
 from streams.cdc.ktable import latest_values, read_ktable
 from streams.cdc.publish import (
     PublishResult,
-    changelog_records,
     marker_group,
     publish_changes,
     transactional_id,

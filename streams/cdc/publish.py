@@ -27,21 +27,19 @@ closes the current row without a new one (a delete) is a tombstone.
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import decimal
 import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
+from streams.cdc.changelog import ChangeRecord, PublishMode, changelog_records
 from streams.cdc.errors import PublishError
 from streams.delta import crash_point
 from streams.kafka import KafkaAdminError, ensure_topic
@@ -49,7 +47,6 @@ from streams.kafka import KafkaAdminError, ensure_topic
 logger = logging.getLogger(__name__)
 
 MARKER_PARTITION = 0
-CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 HEADER_TABLE = "warehouse.table"
 HEADER_VERSION = "warehouse.version"
 _NO_TRANSACTIONS = {
@@ -57,8 +54,6 @@ _NO_TRANSACTIONS = {
     KafkaError.UNSUPPORTED_VERSION,
     KafkaError._NOT_IMPLEMENTED,
 }
-
-PublishMode = Literal["upsert", "scd2"]
 
 
 def marker_group(table: str) -> str:
@@ -69,13 +64,6 @@ def marker_group(table: str) -> str:
 def transactional_id(table: str) -> str:
     """Stable per table: a restarted publisher fences its killed predecessor."""
     return f"warehouse-publish.{table}"
-
-
-@dataclass(frozen=True)
-class ChangeRecord:
-    version: int
-    key: bytes
-    value: bytes | None
 
 
 @dataclass(frozen=True)
@@ -93,56 +81,6 @@ class PublishResult:
     @property
     def skipped(self) -> bool:
         return self.first_version is None
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, dt.datetime | dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)  # exact; Spark's from_json reads decimals from strings
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    raise TypeError(f"value of type {type(value).__name__} is not JSON serializable")
-
-
-def encode_json(obj: Mapping[str, Any]) -> bytes:
-    """Compact, deterministic JSON (equal keys give equal bytes, as compaction needs)."""
-    return json.dumps(obj, default=_json_default, separators=(",", ":")).encode("utf-8")
-
-
-def changelog_records(
-    changes: pa.Table, keys: Sequence[str], *, mode: PublishMode = "upsert"
-) -> list[ChangeRecord]:
-    """The records of a change feed slice, in version order: one per key and version."""
-    missing = [
-        k for k in (*keys, "_change_type", "_commit_version") if k not in changes.schema.names
-    ]
-    if missing:
-        raise PublishError(
-            f"change feed lacks the column(s) {', '.join(f'`{c}`' for c in missing)}; the "
-            f"published keys must be columns of the table (have: {', '.join(changes.schema.names)})"
-        )
-    data_columns = [c for c in changes.schema.names if c not in CDF_COLUMNS]
-    by_version: dict[int, dict[tuple[Any, ...], list[dict[str, Any]]]] = {}
-    for row in changes.to_pylist():
-        kind = row["_change_type"]
-        if kind == "update_preimage":
-            continue
-        key = tuple(row[k] for k in keys)
-        by_version.setdefault(row["_commit_version"], {}).setdefault(key, []).append(row)
-    records: list[ChangeRecord] = []
-    for version in sorted(by_version):
-        for key, rows in by_version[version].items():
-            images = [r for r in rows if r["_change_type"] in ("insert", "update_postimage")]
-            if mode == "scd2":
-                images = [r for r in images if r.get("is_current")]
-            key_bytes = encode_json(dict(zip(keys, key, strict=True)))
-            if images:
-                value = encode_json({c: images[-1][c] for c in data_columns})
-                records.append(ChangeRecord(version, key_bytes, value))
-            else:
-                records.append(ChangeRecord(version, key_bytes, None))
-    return records
 
 
 def _committed_marker(consumer: Consumer, topic: str, table_id: str, timeout: float) -> int:

@@ -27,7 +27,8 @@ from streams.kafka.errors import (
     KafkaStreamError,
 )
 from streams.kafka.offsets import OffsetRange
-from streams.kafka.parse import ParsedFrames, as_struct, parse_kafka
+from streams.kafka.parse import as_struct, parse_kafka
+from streams.kafka.parse_frames import ParsedFrames
 from streams.kafka.source import (
     SCHEMA,
     SCHEMA_WITHOUT_HEADERS,

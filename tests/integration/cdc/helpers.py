@@ -103,7 +103,7 @@ def read_records(
 
 def snapshot(path: str, version: int, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
     """The table at `version` as `{key JSON: row}` (rows in published JSON form)."""
-    from streams.cdc.publish import encode_json
+    from streams.cdc.changelog import encode_json
 
     rows = read_arrow(DeltaTable(str(path), version=version)).to_pylist()
     return {encode_json({k: r[k] for k in keys}).decode(): json.loads(encode_json(r)) for r in rows}

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from streams.cdc import latest_values, marker_group, publish_changes, read_ktable
-from streams.cdc.publish import encode_json
+from streams.cdc.changelog import encode_json
 from tests.integration.cdc import tables
 from tests.integration.cdc.helpers import (
     decoded,

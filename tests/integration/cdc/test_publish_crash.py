@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from streams.cdc import read_ktable
-from streams.cdc.publish import encode_json
+from streams.cdc.changelog import encode_json
 from tests.conftest import REPO_ROOT
 from tests.integration.cdc import tables
 from tests.integration.cdc.helpers import (

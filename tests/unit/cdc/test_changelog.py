@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from streams.cdc import PublishError, changelog_records
-from streams.cdc.publish import encode_json
+from streams.cdc.changelog import encode_json
 
 
 def cdf(rows: list[dict]) -> pa.Table:

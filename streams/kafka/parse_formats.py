@@ -1,0 +1,222 @@
+"""The expressions of each Kafka format: `json`, `debezium-json` and `upsert-json`
+type the payload with `from_json` and explain flagged rows from a VARIANT parse of the
+same text; `raw` passes the records through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from streams.kafka.parse_frames import (
+    ParsedFrames,
+    _coordinates,
+    _Exprs,
+    _make_exprs,
+    _observed,
+    _Stage,
+)
+
+_CORRUPT = "_corrupt_record"
+_DEBEZIUM_OPS = ("c", "u", "d", "r")
+
+
+def _lit_path(base: str, name: str) -> str:
+    escaped = name.replace("\\", "\\\\").replace('"', '\\"')
+    return f'{base}["{escaped}"]'
+
+
+def _field_errors(
+    variant: Column, typed: Column, schema: StructType, base: str, required: Sequence[str]
+) -> list[Column]:
+    """One message per field that is missing (when required) or not of its type."""
+    out: list[Column] = []
+    for field in schema.fields:
+        raw_v = F.call_function("variant_get", variant, F.lit(_lit_path(base, field.name)))
+        absent = raw_v.isNull() | F.call_function("is_variant_null", raw_v)
+        value = typed.getField(field.name)
+        if field.name in required:
+            out.append(F.when(absent, F.lit(f"missing required field `{field.name}`")))
+        got = F.lower(F.call_function("schema_of_variant", raw_v))
+        out.append(
+            F.when(
+                ~absent & value.isNull(),
+                F.concat(
+                    F.lit(f"field `{field.name}`: expected {field.dataType.simpleString()}, got "),
+                    got,
+                ),
+            )
+        )
+    return out
+
+
+def _explain(
+    text: Column, schema: StructType, typed: Column, required: Sequence[str], *, base: str = "$"
+) -> Column:
+    variant = F.call_function("try_parse_json", text)
+    kind = F.call_function("schema_of_variant", variant)
+    detail = F.concat_ws("; ", *_field_errors(variant, typed, schema, base, required))
+    return (
+        F.when(text.isNull(), F.lit("value is null"))
+        .when(variant.isNull(), F.lit("invalid JSON"))
+        .when(
+            ~kind.startswith("OBJECT"),
+            F.concat(F.lit("not a JSON object (got "), F.lower(kind), F.lit(")")),
+        )
+        .when(detail != "", detail)
+        .otherwise(F.lit("does not match the schema"))
+    )
+
+
+def _required_missing(typed: Column, required: Sequence[str]) -> Column:
+    cond = F.lit(False)
+    for name in required:
+        cond = cond | typed.getField(name).isNull()
+    return cond
+
+
+def _with_corrupt(schema: StructType) -> StructType:
+    return StructType([*schema.fields, StructField(_CORRUPT, StringType(), True)])
+
+
+def _from_json(text: Column, schema: StructType) -> Column:
+    return F.from_json(text, _with_corrupt(schema), {"columnNameOfCorruptRecord": _CORRUPT})
+
+
+def _json_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
+    text = F.col("value").cast("string")
+    typed = F.col("_parsed")
+    flagged = (
+        text.isNull() | typed.getField(_CORRUPT).isNotNull() | _required_missing(typed, required)
+    )
+    cols = [typed.getField(f.name).alias(f.name) for f in schema.fields]
+    explain = _explain(text, schema, typed, required)
+    return _make_exprs(
+        [("_parsed", _from_json(text, schema))], [*cols, *_coordinates()], flagged, explain
+    )
+
+
+def _parse_raw(df: DataFrame, stage: _Stage) -> ParsedFrames:
+    if stage.persist is not None:
+        df = stage.persist(df)
+    df = _observed(df, stage.observe, F.lit(False))
+    cols = [F.col("key"), F.col("value")]
+    if "headers" in df.columns:
+        cols.append(F.col("headers"))
+    good = df.select(*cols, *_coordinates())
+    bad = df.where(F.lit(False)).select(
+        F.col("key"), F.col("value"), *_coordinates(), F.lit(None).cast("string").alias("_error")
+    )
+    return ParsedFrames(good, bad)
+
+
+def _debezium_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
+    envelope = StructType.fromJson(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "before", "type": schema.jsonValue(), "nullable": True, "metadata": {}},
+                {"name": "after", "type": schema.jsonValue(), "nullable": True, "metadata": {}},
+                {"name": "op", "type": "string", "nullable": True, "metadata": {}},
+                {
+                    "name": "source",
+                    "type": {
+                        "type": "struct",
+                        "fields": [
+                            {"name": "ts_ms", "type": "long", "nullable": True, "metadata": {}}
+                        ],
+                    },
+                    "nullable": True,
+                    "metadata": {},
+                },
+                {"name": "ts_ms", "type": "long", "nullable": True, "metadata": {}},
+            ],
+        }
+    )
+    outer = StructType([StructField("payload", envelope, True), *envelope.fields])
+    text = F.col("value").cast("string")
+    p = F.col("_parsed")
+    wrapped = p.getField("payload").isNotNull()
+    env = F.when(wrapped, p.getField("payload")).otherwise(
+        F.struct(*[p.getField(f.name).alias(f.name) for f in envelope.fields])
+    )
+    e = F.col("_env")
+    op = e.getField("op")
+    image = F.when(op == "d", e.getField("before")).otherwise(e.getField("after"))
+    img = F.col("_image")
+    image_key = F.when(op == "d", F.lit("before")).otherwise(F.lit("after"))
+    variant = F.call_function("try_parse_json", text)
+
+    def at(path: str) -> Column:
+        return F.call_function("variant_get", variant, F.lit(path))
+
+    # variant_get needs a literal path: pick the image the row was typed from.
+    image_variant = (
+        F.when(wrapped & (op == "d"), at("$.payload.before"))
+        .when(wrapped, at("$.payload.after"))
+        .when(op == "d", at("$.before"))
+        .otherwise(at("$.after"))
+    )
+    field_errs = F.concat_ws("; ", *_field_errors(image_variant, img, schema, "$", required))
+    kind = F.call_function("schema_of_variant", variant)
+    explain = (
+        F.when(variant.isNull(), F.lit("invalid JSON"))
+        .when(
+            ~kind.startswith("OBJECT"),
+            F.concat(F.lit("not a JSON object (got "), F.lower(kind), F.lit(")")),
+        )
+        .when(op.isNull(), F.lit("missing Debezium field `op`"))
+        .when(
+            ~op.isin(*_DEBEZIUM_OPS), F.concat(F.lit("unsupported Debezium op `"), op, F.lit("`"))
+        )
+        .when(img.isNull(), F.concat(F.lit("missing row image `"), image_key, F.lit("`")))
+        .when(field_errs != "", field_errs)
+        .otherwise(F.lit("does not match the schema"))
+    )
+    flagged = (
+        p.getField(_CORRUPT).isNotNull()
+        | op.isNull()
+        | ~op.isin(*_DEBEZIUM_OPS)
+        | img.isNull()
+        | _required_missing(img, required)
+    )
+    cols = [img.getField(f.name).alias(f.name) for f in schema.fields]
+    source_ts = F.coalesce(e.getField("source").getField("ts_ms"), e.getField("ts_ms"))
+    good_cols = [*cols, op.alias("_op"), source_ts.alias("_source_ts_ms"), *_coordinates()]
+    # Tombstones follow deletes for compaction; they carry no row image.
+    staged = [("_parsed", _from_json(text, outer)), ("_env", env), ("_image", image)]
+    return _make_exprs(staged, good_cols, flagged, explain, keep=F.col("value").isNotNull())
+
+
+def _upsert_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
+    text = F.col("value").cast("string")
+    key_text = F.col("key").cast("string")
+    v, k = F.col("_parsed"), F.col("_kparsed")
+    deleted = F.col("value").isNull()
+    key_kind = F.call_function("schema_of_variant", F.call_function("try_parse_json", key_text))
+    key_bad = (
+        F.when(F.col("key").isNull(), F.lit("tombstone without a key"))
+        .when(
+            key_kind.isNull() | ~key_kind.startswith("OBJECT"),
+            F.lit("tombstone key is not a JSON object"),
+        )
+        .when(k.getField(_CORRUPT).isNotNull(), F.lit("tombstone key does not match the schema"))
+    )
+    value_flag = v.getField(_CORRUPT).isNotNull() | _required_missing(v, required)
+    flagged = F.when(deleted, key_bad.isNotNull()).otherwise(value_flag)
+    explain = F.when(deleted, key_bad).otherwise(_explain(text, schema, v, required))
+    cols = [
+        F.when(deleted, k.getField(f.name)).otherwise(v.getField(f.name)).alias(f.name)
+        for f in schema.fields
+    ]
+    good_cols = [
+        *cols,
+        deleted.alias("_deleted"),
+        F.col("key").alias("_key"),
+        *_coordinates(),
+    ]
+    staged = [("_parsed", _from_json(text, schema)), ("_kparsed", _from_json(key_text, schema))]
+    return _make_exprs(staged, good_cols, flagged, explain)
