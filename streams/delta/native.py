@@ -79,6 +79,8 @@ def write_batch_native(
     else:
         _scd2(df, batch_id, target, user_meta, commit_info)
     after = _version(target.path)
+    if after != before:
+        crash_point("after_commit")
     if after == before:
         logger.info(
             "Delta table %s: batch %d of app `%s` already committed; skipped",
