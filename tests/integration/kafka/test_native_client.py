@@ -188,8 +188,16 @@ class Live:
             .start()
         )
 
-    def drain(self) -> list[Rec]:
-        self.query.processAllAvailable()
+    def drain(self, *, at_least: int = 0, timeout: float = 120.0) -> list[Rec]:
+        """`at_least`: keep waiting (up to `timeout` s) until that many records arrived,
+        for data the source sees only after a metadata refresh (partitions added)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.query.processAllAvailable()
+            count = sum(len(b) for b in self._batches[self._seen :])
+            if count >= at_least or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         new = self._batches[self._seen :]
         self._seen = len(self._batches)
         return sorted(r for b in new for r in b)
@@ -231,7 +239,7 @@ def test_subscribe_several_topics_and_partitions_added_while_running(
         add_partitions(broker.bootstrap, a, 4)
         grown = fill(broker.bootstrap, a, {2: 3, 3: 1, 0: 1}, tag="grown")
         assert sorted(r.partition for r in grown) == [0, 2, 2, 2, 3]
-        got = live.drain()
+        got = live.drain(at_least=len(grown))
         assert got == sorted(grown)
         assert [(r.partition, r.offset) for r in got] == [(0, 7), (2, 0), (2, 1), (2, 2), (3, 0)]
         assert live.end_offsets()[a] == {"0": 8, "1": 4, "2": 3, "3": 1}
