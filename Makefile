@@ -16,11 +16,12 @@ PYTEST_ARGS ?=
 demo: install
 	$(BIN)/warehouse demo
 
-# The whole suite runs as two pytest processes side by side: the crash test (20+ lives
-# of a child process, each a fresh Spark start-up) and the standalone-cluster tests in
-# one, everything else in the other. Side by side both take ~15 min on 2 cores (C1-only
-# JIT and serial GC for every test JVM, tests/conftest.py; Python workers importing the
-# compiled pyspark, warehouse/runtime/spark_home.py; ~22 min before both).
+# The whole suite runs as two pytest processes side by side: the crash tests (20+ lives
+# of a child process per engine, each a fresh Spark start-up) and the standalone-cluster
+# tests in one, everything else in the other. Every test JVM runs C1-only with the serial
+# collector (tests/conftest.py), Python workers import the compiled pyspark
+# (warehouse/runtime/spark_home.py). On 2 cores with other jobs beside it (load average
+# 4-16) the crash + cluster process took 44 min; docs/benchmarks.md has no quiet figure.
 # The second process's output is printed when both are done; the target fails if either
 # does. PYTEST_ARGS given: one pytest process with exactly those arguments.
 SIDE_TESTS := tests/integration/crash tests/integration/cluster
