@@ -79,8 +79,6 @@ def write_batch_native(
     else:
         _scd2(df, batch_id, target, user_meta, commit_info)
     after = _version(target.path)
-    if after != before:
-        crash_point("after_commit")
     if after == before:
         logger.info(
             "Delta table %s: batch %d of app `%s` already committed; skipped",
@@ -89,6 +87,7 @@ def write_batch_native(
             target.app_id,
         )
         return None
+    crash_point("after_commit")
     return after
 
 
