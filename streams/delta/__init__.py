@@ -17,7 +17,11 @@ from streams.delta._faults import crash_point
 from streams.delta._files import STAGING_DIR, file_writer
 from streams.delta._schema import arrow_schema
 from streams.delta.arrow import read_table
-from streams.delta.checkpoint import batch_end_offsets, checkpoint_query_id
+from streams.delta.checkpoint import (
+    batch_end_offsets,
+    checkpoint_query_id,
+    remove_interrupted_writes,
+)
 from streams.delta.commit import FileEntry, append_files, committed
 from streams.delta.engine import (
     DeltaEngine,
@@ -82,6 +86,7 @@ __all__ = [
     "read_delta_stream",
     "read_table",
     "recorded_offsets",
+    "remove_interrupted_writes",
     "remove_orphans",
     "table_info",
     "vacuum",

@@ -62,3 +62,35 @@ def batch_end_offsets(checkpoint_dir: str | Path, batch_id: int) -> dict | None:
     if len(sources) == 1:
         return sources[0] if isinstance(sources[0], dict) else {"offset": sources[0]}
     return {"sources": sources}
+
+
+_LOGS = ("offsets", "commits")
+
+
+def remove_interrupted_writes(checkpoint_dir: str | Path) -> list[Path]:
+    """Delete the temporary files a killed query left in its offset and commit logs; the
+    paths removed.
+
+    Spark writes each log entry to a hidden `.<batch>.<uuid>.tmp` (and its `.crc`) and
+    renames it into place, so such a file is never part of the log. But Spark refuses to
+    start a query whose `offsets/` holds any file while no batch is logged
+    (`STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY`): a SIGKILL during the very first offset
+    write would leave the checkpoint unusable. Call only while no query runs on it.
+    """
+    removed: list[Path] = []
+    for log in _LOGS:
+        folder = Path(checkpoint_dir) / log
+        if not folder.is_dir():
+            continue
+        for f in folder.iterdir():
+            if f.name.startswith(".") and (f.name.endswith(".tmp") or f.name.endswith(".tmp.crc")):
+                f.unlink(missing_ok=True)
+                removed.append(f)
+    if removed:
+        logger.warning(
+            "checkpoint %s: removed %d file(s) of an interrupted log write: %s",
+            checkpoint_dir,
+            len(removed),
+            ", ".join(f"{p.parent.name}/{p.name}" for p in removed),
+        )
+    return removed

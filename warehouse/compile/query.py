@@ -51,9 +51,12 @@ class CompiledQuery(Generic[B]):
     views: list[str]
 
     def start(self) -> StreamingQuery:
+        from streams.delta import remove_interrupted_writes
+
         logger.info(
             "table %s: starting query (checkpoint %s)", self.plan.name, self.plan.checkpoint_path
         )
+        remove_interrupted_writes(self.plan.checkpoint_path)
         return self.writer.start()
 
 

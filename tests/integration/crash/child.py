@@ -32,6 +32,7 @@ def main(params: dict) -> None:
         DeltaTarget,
         batch_end_offsets,
         checkpoint_query_id,
+        remove_interrupted_writes,
         write_batch,
     )
     from streams.kafka import read_kafka_stream
@@ -142,6 +143,7 @@ def main(params: dict) -> None:
                 print(f"ARROW-PATH-FAILED batch {batch_id}: {done}", flush=True)
                 os._exit(5)
 
+    remove_interrupted_writes(ckpt)  # as the runtime does before it starts a query
     query = (
         rows.writeStream.foreachBatch(write)
         .option("checkpointLocation", ckpt)
