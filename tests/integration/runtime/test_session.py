@@ -35,16 +35,18 @@ def test_local_defaults_reach_the_launched_jvm(spark) -> None:
 
 
 def test_auto_resolves_to_native_where_the_jars_are_and_says_how_to_get_them(
-    spark, native_jars, caplog: pytest.LogCaptureFixture
+    spark, native_jars, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from warehouse.runtime import engines
+
     # The test session carries the jars `make install` cached, as the CLI's sessions do.
+    # The choice is logged once per session: forget what earlier tests had logged.
+    monkeypatch.setattr(engines, "_logged", set())
     caplog.set_level("INFO", logger="warehouse.runtime.engines")
     assert resolve_engine(spark, "kafka", "auto") == "native"
     assert resolve_engine(spark, "delta", "auto") == "native"
     assert resolve_engine(spark, "kafka", "python") == "python"
     assert "kafka engine: native (`auto`: org.apache.spark.sql.kafka010" in caplog.text
-    from warehouse.runtime import engines
-
     saved = dict(engines.NATIVE_CLASSES)
     try:  # a class this JVM lacks: auto falls back, native asked for says which jar
         engines.NATIVE_CLASSES["delta"] = "io.delta.tables.NoSuchClass"
