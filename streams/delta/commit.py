@@ -112,6 +112,18 @@ def commit_empty(
     return DeltaTable(target.path).version()
 
 
+
+def version_after_merge(
+    target: DeltaTarget, batch_id: int, commit_info: Mapping[str, Any] | None
+) -> int:
+    """The table's version after a delta-rs MERGE of batch `batch_id`. delta-rs skips the
+    commit of a MERGE that changed nothing (every change stale); the batch is then
+    recorded with an empty commit, so that a replay stays a no-op."""
+    table = DeltaTable(target.path)
+    if table.transaction_version(target.app_id) != batch_id:
+        return commit_empty(table, batch_id, target, commit_info)
+    return table.version()
+
 def create_table(
     path: str,
     schema: pa.Schema,

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from streams.delta import _schema
 from streams.delta._faults import crash_point
 from streams.delta.arrow import read_table
-from streams.delta.commit import commit_empty, evolve_schema
+from streams.delta.commit import commit_empty, evolve_schema, version_after_merge
 from streams.delta.errors import DeltaSchemaError, DeltaWriteError
 from streams.delta.scd2_plan import (
     ARRIVAL,
@@ -248,9 +248,6 @@ def apply_scd2_arrow(
             path=target.path,
             batch_id=batch_id,
         ) from e
-    table = DeltaTable(target.path)
-    if table.transaction_version(target.app_id) != batch_id:
-        return commit_empty(table, batch_id, target, commit_info)
     logger.info(
         "Delta table %s: batch %d: closed %d version(s), inserted %d",
         target.name,
@@ -258,7 +255,7 @@ def apply_scd2_arrow(
         counts[0],
         counts[1],
     )
-    return table.version()
+    return version_after_merge(target, batch_id, commit_info)
 
 
 def plan_batch(

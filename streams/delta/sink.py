@@ -37,6 +37,7 @@ from streams.delta.commit import (
     evolve_schema,
     load_table,
     prepare_append,
+    version_after_merge,
 )
 from streams.delta.errors import DeltaWriteError
 from streams.delta.scd2 import apply_scd2
@@ -227,12 +228,7 @@ def _upsert(
             path=target.path,
             batch_id=batch_id,
         ) from e
-    table = DeltaTable(target.path)
-    if table.transaction_version(target.app_id) != batch_id:
-        # delta-rs skips the commit of a MERGE that changed nothing (every change stale);
-        # the batch must still be recorded so that a replay stays a no-op.
-        return commit_empty(table, batch_id, target, commit_info)
-    return table.version()
+    return version_after_merge(target, batch_id, commit_info)
 
 
 __all__ = [
