@@ -12,6 +12,7 @@ import io
 import itertools
 import socket
 import struct
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -30,11 +31,16 @@ def record_batch(
     values: Sequence[bytes | None],
     *,
     keys: Sequence[bytes | None] | None = None,
-    first_timestamp: int = 1_000,
+    first_timestamp: int | None = None,
 ) -> bytes:
     """One uncompressed RecordBatch v2 (non-idempotent, non-transactional) as on the wire,
-    built by kafka-python's encoder (a second implementation, not the broker's)."""
+    built by kafka-python's encoder (a second implementation, not the broker's). Record `i`
+    has CreateTime `first_timestamp + i` ms (default: now); a time older than the broker's
+    retention (7 days) lets its retention check delete the records while a test runs."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    if first_timestamp is None:
+        first_timestamp = int(time.time() * 1000)
 
     builder = DefaultRecordBatchBuilder(
         magic=2,

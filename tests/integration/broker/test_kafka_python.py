@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import (
@@ -83,7 +85,8 @@ def test_kafka_python_admin_topics_partitions_and_configs(broker, unique) -> Non
 def test_offsets_for_times_with_kafka_python(broker, unique) -> None:
     topic = unique("kptimes")
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
-    base = 1_600_000_000_000
+    # A day ago: inside retention (older records may be deleted while the test runs).
+    base = (int(time.time()) // 60 - 24 * 60) * 60_000
     for i in range(5):
         producer.send(topic, value=b"t", timestamp_ms=base + i * 10).get(30)
     producer.close()

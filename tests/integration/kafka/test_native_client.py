@@ -37,8 +37,10 @@ pytestmark = [
     pytest.mark.usefixtures("native_jars"),
 ]
 
-BASE_TS = 1_700_000_000_000
-"""CreateTime of the records the tests write (ms); far from now so no default creeps in."""
+BASE_TS = (int(time.time()) // 60 - 24 * 60) * 60_000
+"""CreateTime of the records the tests write (ms): a day before the run, far enough from now
+that no default timestamp passes unnoticed, and inside the broker's 7-day retention (its
+retention check deletes records older than that while the tests run, as Kafka's does)."""
 
 Headers = tuple[tuple[str, bytes | None], ...] | None
 
