@@ -1,7 +1,8 @@
 """Kafka -> Spark/Delta ingest benchmark: the framework's source against a bare consumer.
 
     .venv/bin/python benchmarks/kafka_ingest_bench.py [--records 1000000] [--size 200]
-        [--partitions 4] [--bootstrap HOST:PORT] [--rounds 2] [--skip d] [--jvm-threads]
+        [--partitions 4] [--bootstrap HOST:PORT] [--rounds 2] [--skip b,c,d,k]
+        [--engines python,native] [--jvm-threads]
 
 Starts the bundled broker (unless `--bootstrap`), produces the records once, then in
 one run measures on the same topic:
@@ -10,8 +11,12 @@ one run measures on the same topic:
   (c) read_kafka_stream -> Delta through streams.delta.write_batch in foreachBatch,
   (d) delta-rs `write_deltalake` of the same records as one Arrow table, no Spark,
   (e) the framework itself: an ODS table spec (JSON with a schema, malformed records to
-      quarantine) compiled and run once (`Pipeline(project, spark, layer="ods")`),
-and prints rows/s and the ratio of each to (a). (b), (c) and (e) run `--rounds` times
+      quarantine) compiled and run once (`Pipeline(project, spark, layer="ods")`), on each
+      engine of `--engines` (python: our Kafka source and Delta writer; native: Spark's
+      `kafka` format and delta-spark),
+  (q) the same table with a not-null expectation that quarantines, on each engine,
+  (k) kcat (`kcat -C -e -o beginning`), a C consumer, reading the whole topic,
+and prints rows/s and the ratio of each to (a) and (k). (b), (c) and (e) run `--rounds` times
 each over the whole topic: round 1 is the JVM's first full-size run of each (its JIT still
 compiling), later rounds are the steady state of a long-running stream. (a) runs
 again before each later round, and every case's ratio is to its own round's (a): the
@@ -35,6 +40,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -260,6 +266,23 @@ def run_bare(bootstrap: str, topic: str, args: argparse.Namespace, label: str) -
     return dt
 
 
+def run_kcat(bootstrap: str, topic: str, records: int) -> float | None:
+    """(k): kcat (librdkafka in C) reading the whole topic, `kcat -C -e -o beginning`, every
+    message printed to /dev/null; its seconds, or None when kcat is not installed."""
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    if kcat is None:
+        print("(k) kcat not installed: no C-consumer baseline", flush=True)
+        return None
+    cmd = [kcat, "-C", "-e", "-q", "-o", "beginning", "-b", bootstrap, "-t", topic]
+    cmd += ["-X", "fetch.max.bytes=67108864", "-f", "%s\\n"]
+    t0 = time.perf_counter()
+    with open(os.devnull, "wb") as sink:
+        subprocess.run(cmd, stdout=sink, check=True)
+    dt = time.perf_counter() - t0
+    print(f"(k) kcat -C -e: {records / dt:>10,.0f} rows/s", flush=True)
+    return dt
+
+
 def spark_session():
     from warehouse.runtime.session import get_session
     from warehouse.spec.config import SparkSettings
@@ -342,22 +365,35 @@ def add_batch_times():
     return AddBatchTimes()
 
 
-def framework_ods(spark, bootstrap: str, topic: str, work: Path) -> tuple[float, int, float | None]:
-    """(e): what a user's ODS table does: `layers/ods/<t>.yml`, run once by the runner."""
+NOT_NULL_QUARANTINE = (
+    "expectations:\n"
+    "  - expect_column_values_to_not_be_null: {column: order_id}\n"
+    "    on_violation: quarantine\n"
+)
+
+
+def framework_ods(
+    spark, bootstrap: str, topic: str, work: Path, *, engine: str = "python", expect: bool = False
+) -> tuple[float, int, float | None]:
+    """(e)/(q): what a user's ODS table does: `layers/ods/<t>.yml`, run once by the runner,
+    on `engine` (both Kafka and Delta); (q) adds a not-null expectation that quarantines,
+    as every ODS table of the bundled example has."""
     from warehouse import Project
     from warehouse.runtime.pipeline import Pipeline
 
-    root = work / f"project-{topic}"
+    name = f"{topic}-{engine}{'-q' if expect else ''}"
+    root = work / f"project-{name}"
     (root / "conf").mkdir(parents=True)
     (root / "schemas").mkdir()
     (root / "layers" / "ods").mkdir(parents=True)
     (root / "conf" / "local.yml").write_text(
-        f'warehouse_root: {work / ("wh-" + topic)}\nkafka:\n  bootstrap: "{bootstrap}"\n'
+        f'warehouse_root: {work / ("wh-" + name)}\nkafka:\n  bootstrap: "{bootstrap}"\n'
+        f"engines: {{kafka: {engine}, delta: {engine}}}\n"
     )
     (root / "schemas" / "bench.json").write_text(json.dumps(ODS_SCHEMA))
     (root / "layers" / "ods" / "bench.yml").write_text(
         f"table: ods_bench\nsource:\n  kafka: {{topic: {topic}, format: json, schema: bench}}\n"
-        "sink: {mode: append}\n"
+        "sink: {mode: append}\n" + (NOT_NULL_QUARANTINE if expect else "")
     )
     project = Project.load(root)
     listener = add_batch_times()
@@ -370,6 +406,66 @@ def framework_ods(spark, bootstrap: str, topic: str, work: Path) -> tuple[float,
     finally:
         spark.streams.removeListener(listener)
     return dt, result.rows_written, busy
+
+
+def bench_cases(args: argparse.Namespace, skip: set[str]) -> list[tuple[str, str, dict]]:
+    """(case letter, label, how to run it) for every case not skipped, in running order."""
+    cases: list[tuple[str, str, dict]] = []
+    if "b" not in skip:
+        cases.append(("b", "Kafka source -> noop", {"sink": "noop"}))
+    if "c" not in skip:
+        cases.append(("c", "Kafka source -> Delta (write_batch)", {"sink": "delta"}))
+    for engine in (e for e in args.engines.split(",") if e):
+        for case, expect, text in (("e", False, "no expectation"), ("q", True, "not-null")):
+            if case not in skip:
+                label = f"ODS table, {engine}, {text}"
+                cases.append((case, label, {"engine": engine, "expect": expect}))
+    return cases
+
+
+def report(
+    label: str,
+    dt: float,
+    rows: int,
+    busy: float | None,
+    meter: CpuMeter,
+    rates: dict[str, float | None],
+) -> None:
+    """A case's rate, its ratio to each baseline of its round ((a), (k)), and its CPU."""
+    rate = rows / dt
+    ratios = ", ".join(f"to ({k}): {rate / v:.2f}" for k, v in rates.items() if v)
+    print(
+        f"{label:<42} {rate:>10,.0f} rows/s  ({rows:,} rows, {dt:.1f}s incl. query start)  "
+        f"ratio {ratios}\n    {cpu_line(meter.stop(), rows)}",
+        flush=True,
+    )
+    if meter.jvm:
+        per_m = 1_000_000 / rows
+        print(
+            "    jvm by thread: "
+            + ", ".join(
+                f"{g} {v * per_m:.1f}" for g, v in sorted(meter.jvm.items(), key=lambda kv: -kv[1])
+            ),
+            flush=True,
+        )
+    if busy:
+        base = rates["a"] or 0
+        print(
+            f"    same, time in addBatch only (no query start): {rows / busy:,.0f} "
+            f"rows/s, ratio to (a): {(rows / busy) / base:.2f}",
+            flush=True,
+        )
+
+
+def run_case(
+    spark, bootstrap: str, topic: str, work: Path, how: dict, args: argparse.Namespace
+) -> tuple[float, int, float | None]:
+    """One case over the whole topic: a bare stream into `how["sink"]`, or the framework's
+    ODS table on `how["engine"]`."""
+    work.mkdir(parents=True, exist_ok=True)
+    if "sink" in how:
+        return run_stream(spark, bootstrap, topic, work, how["sink"], args.split_offsets)
+    return framework_ods(spark, bootstrap, topic, work, engine=how["engine"], expect=how["expect"])
 
 
 def delta_rs_only(bootstrap: str, topic: str, partitions: int, work: Path) -> tuple[float, int]:
@@ -404,7 +500,12 @@ def main() -> None:
     ap.add_argument("--topic", help="reuse an existing, already filled topic")
     ap.add_argument("--split-offsets", type=int, default=200_000)
     ap.add_argument("--warmup", type=int, default=20_000, help="records of the warm-up topic")
-    ap.add_argument("--skip", default="", help="comma list of cases to skip: a,b,c,d")
+    ap.add_argument("--skip", default="", help="comma list of cases to skip: b,c,d,e,q,k")
+    ap.add_argument(
+        "--engines",
+        default="python,native",
+        help="engines the framework's ODS table runs on, each in this run (comma list)",
+    )
     ap.add_argument(
         "--rounds",
         type=int,
@@ -443,22 +544,15 @@ def main() -> None:
         from streams.kafka import register_source
 
         register_source(spark)
-        labels = {
-            "b": "Kafka source -> noop",
-            "c": "Kafka source -> Delta (write_batch)",
-            "e": "framework ODS table (json, once)",
-        }
+        cases = bench_cases(args, skip)
         if args.warmup:
             # The first query of a session pays for JVM warm-up and Python worker start;
-            # a long-running stream does not, so both sinks run once on a small topic.
+            # a long-running stream does not, so every case runs once on a small topic.
             warm = f"{topic}-warmup"
             produce_records(bootstrap, warm, args.warmup, args.size, args.partitions)
-            for sink in ("noop", "delta"):
-                dt, rows, _ = run_stream(spark, bootstrap, warm, work, sink, args.split_offsets)
-                print(f"    warm-up {sink}: {rows:,} rows in {dt:.1f}s", flush=True)
-            if "e" not in skip:
-                dt, rows, _ = framework_ods(spark, bootstrap, warm, work)
-                print(f"    warm-up framework: {rows:,} rows in {dt:.1f}s", flush=True)
+            for case, label, how in cases:
+                dt, rows, _ = run_case(spark, bootstrap, warm, work / "warmup", how, args)
+                print(f"    warm-up ({case}) {label}: {rows:,} rows in {dt:.1f}s", flush=True)
         # Round 1 is the first full-size run of each case in this JVM: its JIT is still
         # compiling the parse and write paths (measured: (e) used 16-19 s of JVM CPU per
         # 1M in round 1, 9-10 from round 2 on). A stream that runs for hours is in the
@@ -473,42 +567,15 @@ def main() -> None:
                 # (the JVM alive and idle) as the cases it is compared with.
                 a_seconds = run_bare(bootstrap, topic, args, "again")
             a_rates.append(args.records / a_seconds)
-            for case, sink in (("b", "noop"), ("c", "delta"), ("e", "framework")):
-                if case in skip:
-                    continue
+            k_seconds = None if "k" in skip else run_kcat(bootstrap, topic, args.records)
+            for case, label, how in cases:
                 meter = CpuMeter(threads=args.jvm_threads).start()
-                if sink == "framework":
-                    (work / f"round{rnd}").mkdir(exist_ok=True)
-                    dt, rows, busy = framework_ods(spark, bootstrap, topic, work / f"round{rnd}")
-                else:
-                    dt, rows, busy = run_stream(
-                        spark, bootstrap, topic, work, sink, args.split_offsets
-                    )
-                used = meter.stop()
-                base = a_rates[-1]
-                print(
-                    f"({case}) {labels[case]:<34} {rows / dt:>10,.0f} rows/s  "
-                    f"({rows:,} rows, {dt:.1f}s incl. query start)  ratio to (a): "
-                    f"{(rows / dt) / base:.2f}\n    {cpu_line(used, rows)}",
-                    flush=True,
-                )
-                if meter.jvm:
-                    per_m = 1_000_000 / rows
-                    print(
-                        "    jvm by thread: "
-                        + ", ".join(
-                            f"{g} {v * per_m:.1f}"
-                            for g, v in sorted(meter.jvm.items(), key=lambda kv: -kv[1])
-                        ),
-                        flush=True,
-                    )
-                if busy is None:
-                    continue
-                print(
-                    f"    same, time in addBatch only (no query start): {rows / busy:,.0f} "
-                    f"rows/s, ratio to (a): {(rows / busy) / base:.2f}",
-                    flush=True,
-                )
+                dt, rows, busy = run_case(spark, bootstrap, topic, work / f"round{rnd}", how, args)
+                rates = {
+                    "a": a_rates[-1],
+                    "k": None if k_seconds is None else args.records / k_seconds,
+                }
+                report(f"({case}) {label}", dt, rows, busy, meter, rates)
         spark.stop()
         print(
             "(a) by round: " + ", ".join(f"{r:,.0f}" for r in a_rates) + " rows/s; each "
