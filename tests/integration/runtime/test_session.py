@@ -32,6 +32,8 @@ def test_local_defaults_reach_the_launched_jvm(spark) -> None:
     for key in ("spark.sql.codegen.cache.maxEntries", "spark.sql.session.timeZone"):
         assert jconf.get(key) == LOCAL_DEFAULTS[key]
     assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == "1000"
+    # local[2]: Delta rebuilds snapshots in one task per core, not its cluster default of 50.
+    assert spark.conf.get("spark.databricks.delta.snapshotPartitions") == "2"
 
 
 def test_auto_resolves_to_native_where_the_jars_are_and_says_how_to_get_them(
