@@ -105,6 +105,20 @@ def build_parser() -> argparse.ArgumentParser:
         b = bsub.add_parser(action, help=f"{action} the broker")
         b.add_argument("--data-dir", default=None, metavar="D")
 
+    p = sub.add_parser("produce", help="send JSON lines to a topic (all lines checked first)")
+    p.add_argument("--topic", required=True, metavar="T")
+    p.add_argument("--key", metavar="FIELD", help="key each record by this top-level field")
+    p.add_argument("input", nargs="?", default="-", metavar="FILE",
+                   help="JSON lines, one record each (default -: standard input)")
+
+    p = sub.add_parser("consume", help="print a topic's records as key<TAB>value (read_committed)")
+    p.add_argument("--topic", required=True, metavar="T")
+    p.add_argument("--from-beginning", action="store_true",
+                   help="start at the beginning (default: only records produced from now on)")
+    p.add_argument("--max", type=int, default=None, metavar="N", help="exit after N records")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                   help="exit when nothing new came for S seconds (default 5; 0: never)")
+
     p = sub.add_parser("demo", help="the example warehouse end to end on the embedded broker")
     p.add_argument("--events", type=int, default=3000, help="business events to generate (default 3000)")
     p.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
