@@ -10,18 +10,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from warehouse.cli.errors import UsageError
 from warehouse.errors import WarehouseError
 
 if TYPE_CHECKING:
     from warehouse.project import Project
 
 logger = logging.getLogger(__name__)
-
-
-class UsageError(WarehouseError):
-    """A command line that cannot be carried out as given."""
-
-    exit_code = 2
 
 
 def _out(text: str) -> None:
@@ -101,8 +96,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     created = scaffold(Path(args.dir))
     _out(f"created a warehouse project in {args.dir} ({len(created)} files); next:")
-    _out(f"  warehouse --project {args.dir} plan")
-    _out(f"  warehouse --project {args.dir} run --layer all --once")
+    _out(f"  warehouse plan --project {args.dir}")
+    _out(f"  then the first run in {Path(args.dir) / 'README.md'}: produce, run, status, consume")
     return 0
 
 
@@ -288,6 +283,50 @@ def cmd_generate(args: argparse.Namespace) -> int:
         progress=lambda s: _out(f"  {s.line()}"),
     )
     _out(stats.line())
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    """JSON lines to a topic of the project's Kafka (the embedded broker on demand)."""
+    from warehouse.cli.topics import open_input, produce_lines, read_json_lines
+    from warehouse.runtime.bootstrap import resolve_bootstrap
+
+    project = load_project(args)
+    lines, source = open_input(args.input)
+    records = read_json_lines(lines, source=source, key=args.key)
+    bootstrap = resolve_bootstrap(project, start=True)
+    assert bootstrap is not None
+    sent = produce_lines(
+        bootstrap, args.topic, records, client_config=project.config.kafka.client_config()
+    )
+    keyed = f", keyed by `{args.key}`" if args.key else ""
+    _out(f"produced {sent} record(s) to topic `{args.topic}` at {bootstrap}{keyed}")
+    return 0
+
+
+def cmd_consume(args: argparse.Namespace) -> int:
+    """Print a topic of the project's Kafka (read_committed), e.g. a published view."""
+    from warehouse.cli.topics import consume_topic
+    from warehouse.runtime.bootstrap import resolve_bootstrap
+
+    if (args.max is not None and args.max < 1) or args.timeout < 0:
+        raise UsageError(
+            f"`--max` must be >= 1 and `--timeout` >= 0 (got `{args.max}` and `{args.timeout}`); "
+            "e.g. `warehouse consume --topic T --from-beginning --max 10 --timeout 5`."
+        )
+    project = load_project(args)
+    bootstrap = resolve_bootstrap(project, start=True)
+    assert bootstrap is not None
+    read = consume_topic(
+        bootstrap,
+        args.topic,
+        client_config=project.config.kafka.client_config(),
+        from_beginning=args.from_beginning,
+        max_records=args.max,
+        idle_timeout=args.timeout,
+        out=_out,
+    )
+    _err(f"consumed {read} record(s) from topic `{args.topic}` at {bootstrap}")
     return 0
 
 

@@ -12,6 +12,7 @@ import logging
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from warehouse.errors import WarehouseError
 from warehouse.generate import DEFAULT_START, iso
@@ -22,15 +23,38 @@ LAYER_CHOICES = ("ods", "dwd", "dws", "ads", "all")
 GENERATOR_START = iso(DEFAULT_START)
 
 
+def _add_common(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """`--project`, `--env` and `-v`, taken before and after a command's name.
+
+    Only the top-level parser holds the defaults; a command's own copies default to
+    SUPPRESS, so they set a value only when given, and argparse copies what a
+    subparser parsed over the top level's: a value after the command wins.
+    """
+
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--project", default=default("."), metavar="DIR", help="project folder (default: .)"
+    )
+    parser.add_argument(
+        "--env", default=default("local"), metavar="NAME", help="conf/<NAME>.yml (default: local)"
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", default=default(False),
+        help="log progress and show tracebacks",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="warehouse",
         description="A layered real-time data warehouse on Spark, Kafka and Delta.",
     )
-    parser.add_argument("--project", default=".", metavar="DIR", help="project folder (default: .)")
-    parser.add_argument("--env", default="local", metavar="NAME", help="conf/<NAME>.yml (default: local)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_common(parser, defaults=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _add_common(common, defaults=False)
+    sub = _Commands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True), common)
 
     p = sub.add_parser("plan", help="show the compiled graph: tables, sources, sinks, checkpoints")
     p.add_argument("--layer", choices=LAYER_CHOICES)
@@ -71,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--retention-hours", type=int, default=168)
 
     p = sub.add_parser("broker", help="the bundled Kafka-protocol broker")
-    bsub = p.add_subparsers(dest="broker_command", metavar="ACTION", required=True)
+    bsub = _Commands(p.add_subparsers(dest="broker_command", metavar="ACTION", required=True), common)
     b = bsub.add_parser("start", help="start it (detached unless --foreground)")
     b.add_argument("--port", type=int, default=None, help="port (default 9092, 0 = any free)")
     b.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
@@ -80,6 +104,20 @@ def build_parser() -> argparse.ArgumentParser:
     for action in ("stop", "status"):
         b = bsub.add_parser(action, help=f"{action} the broker")
         b.add_argument("--data-dir", default=None, metavar="D")
+
+    p = sub.add_parser("produce", help="send JSON lines to a topic (all lines checked first)")
+    p.add_argument("--topic", required=True, metavar="T")
+    p.add_argument("--key", metavar="FIELD", help="key each record by this top-level field")
+    p.add_argument("input", nargs="?", default="-", metavar="FILE",
+                   help="JSON lines, one record each (default -: standard input)")
+
+    p = sub.add_parser("consume", help="print a topic's records as key<TAB>value (read_committed)")
+    p.add_argument("--topic", required=True, metavar="T")
+    p.add_argument("--from-beginning", action="store_true",
+                   help="start at the beginning (default: only records produced from now on)")
+    p.add_argument("--max", type=int, default=None, metavar="N", help="exit after N records")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                   help="exit when nothing new came for S seconds (default 5; 0: never)")
 
     p = sub.add_parser("demo", help="the example warehouse end to end on the embedded broker")
     p.add_argument("--events", type=int, default=3000, help="business events to generate (default 3000)")
@@ -117,6 +155,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the base Python lives on the executors, if not where it is here")
     p.add_argument("--force", action="store_true", help="overwrite FILE")
     return parser
+
+
+class _Commands:
+    """A subparsers action whose every parser also takes the common options."""
+
+    def __init__(self, action: Any, common: argparse.ArgumentParser) -> None:
+        self._action = action
+        self._common = common
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = self._action.add_parser(
+            name, parents=[self._common], **kwargs
+        )
+        return parser
 
 
 def _configure_logging(verbose: bool) -> None:

@@ -1,7 +1,8 @@
 """`warehouse init DIR`: copy the starter project in `templates/project/` into DIR.
 
-The starter passes `warehouse plan` as it is: one Kafka topic landed in ODS and a
-deduplicated DWD table over it, on the embedded broker.
+The starter passes `warehouse plan` as it is: one Kafka topic landed in ODS, a
+deduplicated DWD table over it and an ADS view published to Kafka, on the embedded
+broker, with a sample of events (`samples/events.jsonl`) its README's first run feeds in.
 """
 
 from __future__ import annotations

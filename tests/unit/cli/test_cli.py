@@ -91,7 +91,7 @@ def test_init_scaffolds_a_project_that_plans(tmp_path: Path, capsys: pytest.Capt
     capsys.readouterr()
     assert main(["--project", str(target), "plan", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [t["name"] for t in data["tables"]] == ["ods_events", "dwd_events"]
+    assert [t["name"] for t in data["tables"]] == ["ods_events", "dwd_events", "ads_event_totals"]
     # A second init into the now non-empty folder refuses.
     assert main(["init", str(target)]) == 2
     assert "not empty" in capsys.readouterr().err
