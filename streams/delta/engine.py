@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
-from streams.delta import native, sink, source
+from streams.delta import maintenance, native, native_maintenance, sink, source
 from streams.delta.arrow import read_table
 from streams.delta.errors import DeltaConfigError
 from streams.delta.target import DeltaTarget, Engine
@@ -56,6 +56,14 @@ class DeltaEngine(Protocol):
         """The table's latest version as a static DataFrame (stream-static joins)."""
         ...
 
+    def optimize(self, spark: SparkSession | None, path: str) -> dict[str, Any]:
+        """Compact the table's small files (no data change); the engine's metrics."""
+        ...
+
+    def vacuum(self, spark: SparkSession | None, path: str, retention_hours: int) -> list[str]:
+        """Delete files unreferenced for more than `retention_hours`; the files deleted."""
+        ...
+
 
 class PythonDelta:
     """delta-rs and the Python data source: runs wherever pip installed us."""
@@ -85,6 +93,12 @@ class PythonDelta:
     def read_snapshot(self, spark: SparkSession, path: str) -> DataFrame:
         return spark.createDataFrame(read_table(path))
 
+    def optimize(self, spark: SparkSession | None, path: str) -> dict[str, Any]:
+        return maintenance.optimize(path)
+
+    def vacuum(self, spark: SparkSession | None, path: str, retention_hours: int) -> list[str]:
+        return maintenance.vacuum(path, retention_hours=retention_hours)
+
 
 class NativeDelta:
     """Spark's `delta` format: needs delta-spark on the session's class path."""
@@ -113,6 +127,22 @@ class NativeDelta:
 
     def read_snapshot(self, spark: SparkSession, path: str) -> DataFrame:
         return spark.read.format("delta").load(path)
+
+    def optimize(self, spark: SparkSession | None, path: str) -> dict[str, Any]:
+        return native_maintenance.optimize_native(_session(spark), path)
+
+    def vacuum(self, spark: SparkSession | None, path: str, retention_hours: int) -> list[str]:
+        return native_maintenance.vacuum_native(_session(spark), path, retention_hours)
+
+
+def _session(spark: SparkSession | None) -> SparkSession:
+    if spark is None:
+        raise DeltaConfigError(
+            "The native Delta engine needs a SparkSession with delta-spark; pass one, "
+            "or use the `python` engine.",
+            option="engine",
+        )
+    return spark
 
 
 _ENGINES: dict[str, DeltaEngine] = {"python": PythonDelta(), "native": NativeDelta()}

@@ -134,18 +134,26 @@ def vacuum(path: str | Path, retention_hours: int = 168, *, dry_run: bool = Fals
     versions whose files are gone; keep the retention above the longest downtime.
     """
     dt = _open(path, "vacuum")
-    removed = dt.vacuum(
-        retention_hours=retention_hours,
-        dry_run=dry_run,
-        enforce_retention_duration=False,
+    # delta-rs names every file the log's tombstones hold, deleted by an earlier vacuum or
+    # not (a dry run relative to the table, a real one absolute); on a local table only the
+    # ones still on disk are what this call deletes.
+    candidates = dt.vacuum(
+        retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False
     )
+    if "://" in str(path):
+        removed = list(candidates)
+    else:
+        found = (os.path.join(str(path), f) for f in candidates)  # an absolute f stays
+        removed = [f for f in found if os.path.exists(f)]
+    if removed and not dry_run:
+        dt.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
     logger.info(
         "Delta table %s: vacuum %s %d files",
         path,
         "would delete" if dry_run else "deleted",
         len(removed),
     )
-    return list(removed)
+    return removed
 
 
 def _referenced(root: Path) -> set[str]:

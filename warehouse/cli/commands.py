@@ -128,21 +128,34 @@ def _one_table_path(args: argparse.Namespace) -> tuple[Project, str]:
     return project, str(project.table_path(args.table))
 
 
-def cmd_optimize(args: argparse.Namespace) -> int:
-    from streams.delta import optimize
+def _maintenance_engine(project: Project) -> tuple[Any, Any]:
+    """(Delta engine, session) for maintenance: `python` needs no Spark (delta-rs); `auto`
+    and `native` start the project's session and use delta-spark where it resolves, so a
+    table is compacted by the engine that writes it."""
+    from streams.delta import delta_engine
 
-    _, path = _one_table_path(args)
-    metrics = optimize(path)
-    _out(f"{args.table}: optimized {path}: {json.dumps(metrics, default=str)}")
+    setting = project.config.engines.delta
+    if setting == "python":
+        return delta_engine("python"), None
+    from warehouse.runtime.engines import resolve_engine
+
+    spark = _session(project)
+    return delta_engine(resolve_engine(spark, "delta", setting)), spark
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    project, path = _one_table_path(args)
+    engine, spark = _maintenance_engine(project)
+    metrics = engine.optimize(spark, path)
+    _out(f"{args.table}: optimized {path} ({engine.name}): {json.dumps(metrics, default=str)}")
     return 0
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
-    from streams.delta import vacuum
-
-    _, path = _one_table_path(args)
-    removed = vacuum(path, retention_hours=args.retention_hours)
-    _out(f"{args.table}: vacuum removed {len(removed)} file(s) from {path}")
+    project, path = _one_table_path(args)
+    engine, spark = _maintenance_engine(project)
+    removed = engine.vacuum(spark, path, args.retention_hours)
+    _out(f"{args.table}: vacuum removed {len(removed)} file(s) from {path} ({engine.name})")
     return 0
 
 

@@ -41,7 +41,10 @@ def _add_common(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
         "--env", default=default("local"), metavar="NAME", help="conf/<NAME>.yml (default: local)"
     )
     parser.add_argument(
-        "-v", "--verbose", action="store_true", default=default(False),
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default(False),
         help="log progress and show tracebacks",
     )
 
@@ -86,16 +89,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layer", choices=LAYER_CHOICES)
     p.add_argument("--table", metavar="T")
     p.add_argument("--report", metavar="DIR", help="write results.json and data docs here")
-    p.add_argument("--incremental", action="store_true", help="only data added since the last check")
+    p.add_argument(
+        "--incremental", action="store_true", help="only data added since the last check"
+    )
 
-    for name, text in (("optimize", "compact small files"), ("vacuum", "delete unreferenced files")):
+    for name, text in (
+        ("optimize", "compact small files"),
+        ("vacuum", "delete unreferenced files"),
+    ):
         p = sub.add_parser(name, help=f"{text} of a table")
         p.add_argument("--table", required=True, metavar="T")
         if name == "vacuum":
             p.add_argument("--retention-hours", type=int, default=168)
 
     p = sub.add_parser("broker", help="the bundled Kafka-protocol broker")
-    bsub = _Commands(p.add_subparsers(dest="broker_command", metavar="ACTION", required=True), common)
+    bsub = _Commands(
+        p.add_subparsers(dest="broker_command", metavar="ACTION", required=True), common
+    )
     b = bsub.add_parser("start", help="start it (detached unless --foreground)")
     b.add_argument("--port", type=int, default=None, help="port (default 9092, 0 = any free)")
     b.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
@@ -108,24 +118,45 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("produce", help="send JSON lines to a topic (all lines checked first)")
     p.add_argument("--topic", required=True, metavar="T")
     p.add_argument("--key", metavar="FIELD", help="key each record by this top-level field")
-    p.add_argument("input", nargs="?", default="-", metavar="FILE",
-                   help="JSON lines, one record each (default -: standard input)")
+    p.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="JSON lines, one record each (default -: standard input)",
+    )
 
     p = sub.add_parser("consume", help="print a topic's records as key<TAB>value (read_committed)")
     p.add_argument("--topic", required=True, metavar="T")
-    p.add_argument("--from-beginning", action="store_true",
-                   help="start at the beginning (default: only records produced from now on)")
+    p.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="start at the beginning (default: only records produced from now on)",
+    )
     p.add_argument("--max", type=int, default=None, metavar="N", help="exit after N records")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
-                   help="exit when nothing new came for S seconds (default 5; 0: never)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="exit when nothing new came for S seconds (default 5; 0: never)",
+    )
 
     p = sub.add_parser("demo", help="the example warehouse end to end on the embedded broker")
-    p.add_argument("--events", type=int, default=3000, help="business events to generate (default 3000)")
+    p.add_argument(
+        "--events", type=int, default=3000, help="business events to generate (default 3000)"
+    )
     p.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
-    p.add_argument("--continuous", action="store_true", help="keep running and producing until Ctrl-C")
-    p.add_argument("--rate", type=float, default=20.0, help="events per second with --continuous (default 20)")
+    p.add_argument(
+        "--continuous", action="store_true", help="keep running and producing until Ctrl-C"
+    )
+    p.add_argument(
+        "--rate", type=float, default=20.0, help="events per second with --continuous (default 20)"
+    )
 
-    p = sub.add_parser("generate", help="produce the example's events (orders, payments, views, CDC)")
+    p = sub.add_parser(
+        "generate", help="produce the example's events (orders, payments, views, CDC)"
+    )
     p.add_argument("--events", type=int, default=3000, help="business events (default 3000)")
     p.add_argument(
         "--rate",
@@ -137,22 +168,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
 
     p = sub.add_parser("jars", help="the native engines' jars: resolve them once into a cache")
-    p.add_argument("action", choices=["fetch", "show"],
-                   help="fetch: resolve from Maven (once; offline after); show: what is cached")
-    p.add_argument("--cache-dir", default=None, metavar="DIR",
-                   help="where the jars are cached (default ~/.cache/spark-warehouse/jars)")
+    p.add_argument(
+        "action",
+        choices=["fetch", "show"],
+        help="fetch: resolve from Maven (once; offline after); show: what is cached",
+    )
+    p.add_argument(
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="where the jars are cached (default ~/.cache/spark-warehouse/jars)",
+    )
 
     p = sub.add_parser("bundle", help="pack the Python environment for executors (--archives)")
-    p.add_argument("--output", "-o", default="env.tar.gz", metavar="FILE",
-                   help="archive to write (.tar.gz, .tgz, .zip, ...; default env.tar.gz)")
-    p.add_argument("--venv", default=None, metavar="DIR",
-                   help="virtual environment to pack (default: the one running warehouse)")
-    p.add_argument("--with-pyspark", action="store_true",
-                   help="keep pyspark in the archive (executors normally use the cluster's own)")
-    p.add_argument("--wheel", action="append", default=[], metavar="WHL",
-                   help="also install this wheel into the archive (no dependencies); repeatable")
-    p.add_argument("--python-prefix", default=None, metavar="DIR",
-                   help="where the base Python lives on the executors, if not where it is here")
+    p.add_argument(
+        "--output",
+        "-o",
+        default="env.tar.gz",
+        metavar="FILE",
+        help="archive to write (.tar.gz, .tgz, .zip, ...; default env.tar.gz)",
+    )
+    p.add_argument(
+        "--venv",
+        default=None,
+        metavar="DIR",
+        help="virtual environment to pack (default: the one running warehouse)",
+    )
+    p.add_argument(
+        "--with-pyspark",
+        action="store_true",
+        help="keep pyspark in the archive (executors normally use the cluster's own)",
+    )
+    p.add_argument(
+        "--wheel",
+        action="append",
+        default=[],
+        metavar="WHL",
+        help="also install this wheel into the archive (no dependencies); repeatable",
+    )
+    p.add_argument(
+        "--python-prefix",
+        default=None,
+        metavar="DIR",
+        help="where the base Python lives on the executors, if not where it is here",
+    )
     p.add_argument("--force", action="store_true", help="overwrite FILE")
     return parser
 

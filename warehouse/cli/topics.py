@@ -78,7 +78,9 @@ def read_json_lines(lines: Iterable[bytes], *, source: str, key: str | None = No
             records.append(record)
     if bad:
         shown = "\n".join(f"  {source} line {n}: {why}" for n, why in bad[:_SHOWN_PROBLEMS])
-        more = f"\n  ... and {len(bad) - _SHOWN_PROBLEMS} more" if len(bad) > _SHOWN_PROBLEMS else ""
+        more = (
+            f"\n  ... and {len(bad) - _SHOWN_PROBLEMS} more" if len(bad) > _SHOWN_PROBLEMS else ""
+        )
         raise TopicInputError(
             f"{len(bad)} of the lines of {source} cannot be produced, so nothing was sent:\n"
             f"{shown}{more}\nEach line must be one JSON value"
@@ -165,9 +167,9 @@ def consume_topic(
     failure: KafkaStreamError | None = None
     while True:
         try:
-            ends = end_offsets(
-                bootstrap, topic, client_config=client_config, read_committed=True
-            )[topic]
+            ends = end_offsets(bootstrap, topic, client_config=client_config, read_committed=True)[
+                topic
+            ]
             failure = None
         except KafkaStreamError as e:  # not there (yet): a view appears on its first publish
             ends, failure, missed = {}, e, missed or positions is None
@@ -180,7 +182,9 @@ def consume_topic(
             if end <= max(pos, 0):
                 continue
             conf = consumer_config(
-                bootstrap, dict(client_config), isolation_level="read_committed",
+                bootstrap,
+                dict(client_config),
+                isolation_level="read_committed",
                 size=end - max(pos, 0),
             )
             for batch in read_range(OffsetRange(topic, part, pos, end), conf, schema):

@@ -15,9 +15,8 @@ from pyspark.sql import Row
 from streams.delta import (
     DeltaSchemaError,
     DeltaTarget,
-    optimize,
+    delta_engine,
     table_info,
-    vacuum,
     write_batch,
 )
 from tests.support.rows import assert_rows
@@ -144,18 +143,23 @@ def test_timestamps_round_trip_in_utc(spark, tmp_path: Path, read_table) -> None
     assert_rows(read_table(target.path), [Row(id=1, ts=ts)])
 
 
-def test_optimize_and_vacuum_keep_the_rows(spark, tmp_path: Path, read_table) -> None:
-    target = DeltaTarget(str(tmp_path / "t"), app_id="a:q")
+def test_optimize_and_vacuum_keep_the_rows(spark, tmp_path: Path, read_table, engine) -> None:
+    """Each engine compacts and vacuums with its own library (delta-rs, delta-spark's
+    OPTIMIZE and VACUUM); rows and the writer's app transaction stay."""
+    target = DeltaTarget(str(tmp_path / "t"), app_id="a:q", engine=engine)
     for b in range(4):
         write_batch(_orders(spark, range(b * 10, b * 10 + 10)), b, target)
     files_before = table_info(target.path)["files"]
-    metrics = optimize(target.path)
+    assert files_before >= 4
+    metrics = delta_engine(engine).optimize(spark, target.path)
     assert metrics["numFilesRemoved"] == files_before and table_info(target.path)["files"] == 1
-    deleted = vacuum(target.path, retention_hours=0)
+    assert DeltaTable(target.path).history(1)[0]["operation"] == "OPTIMIZE"
+    deleted = delta_engine(engine).vacuum(spark, target.path, 0)
     assert len(deleted) == files_before
     assert table_info(target.path)["rows"] == 40
     assert_rows(read_table(target.path).select("order_id"), [Row(order_id=i) for i in range(40)])
     assert DeltaTable(target.path).transaction_version("a:q") == 3
+    assert delta_engine(engine).vacuum(spark, target.path, 0) == []
 
 
 def test_optimize_every_compacts_automatically(spark, tmp_path: Path) -> None:
