@@ -17,7 +17,7 @@ from typing import Any
 
 from warehouse.spec.column_checks import ColumnChecker, did_you_mean, sql_location, ticks
 from warehouse.spec.errors import Problem
-from warehouse.spec.expectations import validate
+from warehouse.spec.expectations import validate_all
 from warehouse.spec.graph import TableGraph, build_graph
 from warehouse.spec.pycode import ImportProblem, import_reference
 from warehouse.spec.schemas import Columns, to_ddl
@@ -144,9 +144,11 @@ class _Checker:
             )
 
     def expectations(self, d: TableDefinition) -> None:
-        for i, exp in enumerate(d.spec.expectations):
-            for message in validate(exp):
-                self.add(d, f"expectations[{i}].{exp.type}", message)
+        # `validate_all`, not `validate` one by one: two expectations with one name would
+        # otherwise load and only fail when the first micro-batch compiles the checks.
+        exps = d.spec.expectations
+        for i, message in validate_all(exps):
+            self.add(d, f"expectations[{i}].{exps[i].type}", message)
 
     def publish_topics(self, defs: Mapping[str, TableDefinition]) -> None:
         by_topic: dict[str, list[TableDefinition]] = {}
