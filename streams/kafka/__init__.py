@@ -27,7 +27,7 @@ from streams.kafka.errors import (
     KafkaStreamError,
 )
 from streams.kafka.offsets import OffsetRange
-from streams.kafka.parse import as_struct, parse_kafka
+from streams.kafka.parse import as_struct, parse_kafka, required_fields
 from streams.kafka.parse_frames import ParsedFrames
 from streams.kafka.source import (
     SCHEMA,
@@ -67,4 +67,5 @@ __all__ = [
     "read_kafka_stream",
     "read_partition",
     "register_source",
+    "required_fields",
 ]

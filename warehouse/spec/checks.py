@@ -209,7 +209,9 @@ def check_project(
         update: dict[str, Any] = {"static_tables": static}
         k = d.spec.source.kafka
         if k is not None and k.schema_ in payload:
-            update["payload_ddl"] = to_ddl(payload[k.schema_])
+            # NOT NULL marks the fields a record must have (JSON Schema `required`):
+            # the parse quarantines a record without one.
+            update["payload_ddl"] = to_ddl(payload[k.schema_], not_null=True)
         enriched[name] = d.model_copy(update=update)
     checker.publish_topics(enriched)
     graph = build_graph(enriched)

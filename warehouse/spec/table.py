@@ -348,7 +348,8 @@ class TableDefinition(Spec):
     static_tables: list[str] = Field(default_factory=list)
     """Project tables the SQL reads besides `source` and join streams (latest snapshot)."""
     payload_ddl: str | None = None
-    """Kafka sources: the payload schema (`schemas/NAME`) as a Spark DDL string."""
+    """Kafka sources: the payload schema (`schemas/NAME`) as a Spark DDL string; the
+    fields a record must have (JSON Schema `required`, DDL `NOT NULL`) are `NOT NULL`."""
 
     @property
     def name(self) -> str:
