@@ -103,6 +103,14 @@ class _Checker:
                 f"`schemas/{k.schema_}.json` or `schemas/{k.schema_}.ddl` (schemas: "
                 f"{ticks(sorted(self.payload))}).{did_you_mean(k.schema_, self.payload)}",
             )
+        if k.format in ("debezium-json", "upsert-json") and not k.schema_:
+            self.add(
+                d,
+                "source.kafka.schema",
+                f"Table `{d.name}`: format `{k.format}` needs the columns of the row: add "
+                "`schema: NAME` (a file `schemas/NAME.json` or `schemas/NAME.ddl` describing "
+                f"the row image).{_schemas_known(self.payload)}",
+            )
         for op in ("watermark", "dedupe", "aggregate"):
             if getattr(d.spec, op) is not None:
                 self.add(
@@ -176,6 +184,10 @@ class _Checker:
             return []  # reported with the column checks
         streamed = set(d.spec.source.upstream_tables) | {"source"}
         return [t for t in read_tables(tree) if t in defs and t not in streamed]
+
+
+def _schemas_known(payload: Mapping[str, Columns]) -> str:
+    return f" Schemas of the project: {ticks(sorted(payload))}." if payload else ""
 
 
 def _reserved(name: str) -> str | None:

@@ -10,16 +10,20 @@ from pathlib import Path
 from tests.unit.spec.conftest import PROJECTS, REPO_ROOT
 
 
-def test_plan_reports_every_expectation_problem_with_file_and_field(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "warehouse", "--project", str(PROJECTS / "expectation_problems"),
-         "plan"],
+def plan(project: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m warehouse --project DIR plan`, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "warehouse", "--project", str(PROJECTS / project), "plan"],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         timeout=120,
     )
+
+
+def test_plan_reports_every_expectation_problem_with_file_and_field(tmp_path: Path) -> None:
+    result = plan("expectation_problems", tmp_path)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
@@ -34,3 +38,13 @@ def test_plan_reports_every_expectation_problem_with_file_and_field(tmp_path: Pa
     ):
         assert any(where in line for line in lines), f"{where!r} not in:\n{result.stderr}"
     assert result.stdout == ""
+
+
+def test_plan_reports_a_cdc_table_without_schema(tmp_path: Path) -> None:
+    result = plan("cdc_without_schema", tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "layers/dwd/users.yml: source.kafka.schema: Table `dim_users`: format " \
+        "`debezium-json` needs the columns of the row" in result.stderr
+    assert "layers/dwd/prices.yml: source.kafka.schema: Table `dim_prices`" in result.stderr
+    assert "dim_products" not in result.stderr

@@ -151,6 +151,19 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
             ("`amount` is not a column of the transform output", "(`id`, `doubled`)"),
         ),
     ],
+    ("cdc_without_schema", "local"): [
+        (
+            "layers/dwd/users.yml",
+            "source.kafka.schema",
+            ("Table `dim_users`: format `debezium-json` needs the columns", "`schema: NAME`",
+             "`products`"),
+        ),
+        (
+            "layers/dwd/prices.yml",
+            "source.kafka.schema",
+            ("Table `dim_prices`: format `upsert-json` needs the columns", "`schema: NAME`"),
+        ),
+    ],
     ("publish_conflict", "local"): [
         ("layers/ads/one.yml", "publish.kafka.topic", ("`mv.events`", "`ads_two`")),
         ("layers/ads/two.yml", "publish.kafka.topic", ("`mv.events`", "`ads_one`")),
