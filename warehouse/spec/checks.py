@@ -103,14 +103,7 @@ class _Checker:
                 f"`schemas/{k.schema_}.json` or `schemas/{k.schema_}.ddl` (schemas: "
                 f"{ticks(sorted(self.payload))}).{did_you_mean(k.schema_, self.payload)}",
             )
-        if k.format in ("debezium-json", "upsert-json") and not k.schema_:
-            self.add(
-                d,
-                "source.kafka.schema",
-                f"Table `{d.name}`: format `{k.format}` needs the columns of the row: add "
-                "`schema: NAME` (a file `schemas/NAME.json` or `schemas/NAME.ddl` describing "
-                f"the row image).{_schemas_known(self.payload)}",
-            )
+        self._row_schema(d)
         for op in ("watermark", "dedupe", "aggregate"):
             if getattr(d.spec, op) is not None:
                 self.add(
@@ -121,6 +114,52 @@ class _Checker:
                     "to quarantine in the same batch. Land the raw events in an ODS table "
                     f"and do the `{op}` in a DWD table that reads it.",
                 )
+
+    def _row_schema(self, d: TableDefinition) -> None:
+        """A CDC format knows its columns from `schema`, or from the records themselves
+        (`connect_schema`, Debezium only); one of the two, and only where it applies."""
+        k = d.spec.source.kafka
+        assert k is not None
+        if k.connect_schema:
+            if k.format != "debezium-json":
+                self.add(
+                    d,
+                    "source.kafka.connect_schema",
+                    f"Table `{d.name}`: `connect_schema` reads the columns from Debezium "
+                    f"change events and applies to format `debezium-json`, not `{k.format}`. "
+                    "Remove it and give `schema: NAME`.",
+                )
+            elif k.schema_:
+                self.add(
+                    d,
+                    "source.kafka.connect_schema",
+                    f"Table `{d.name}`: give either `schema: {k.schema_}` or "
+                    "`connect_schema: true` (the columns from the records), not both.",
+                )
+            elif k.pattern:
+                self.add(
+                    d,
+                    "source.kafka.connect_schema",
+                    f"Table `{d.name}`: `connect_schema` reads the columns from the newest "
+                    "records of named topics; use `topic` or `topics` instead of `pattern`, "
+                    "or give `schema: NAME`.",
+                )
+            return
+        if k.format in ("debezium-json", "upsert-json") and not k.schema_:
+            connect = (
+                " or, when the records carry their Kafka Connect schema "
+                '(`{"schema": ..., "payload": ...}`: JsonConverter with `schemas.enable=true`), '
+                "`connect_schema: true`"
+                if k.format == "debezium-json"
+                else ""
+            )
+            self.add(
+                d,
+                "source.kafka.schema",
+                f"Table `{d.name}`: format `{k.format}` needs the columns of the row: add "
+                "`schema: NAME` (a file `schemas/NAME.json` or `schemas/NAME.ddl` describing "
+                f"the row image){connect}.{_schemas_known(self.payload)}",
+            )
 
     def layer_order(
         self, d: TableDefinition, up: TableDefinition, fld: str, path: str | None = None

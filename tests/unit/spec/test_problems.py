@@ -156,12 +156,27 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
             "layers/dwd/users.yml",
             "source.kafka.schema",
             ("Table `dim_users`: format `debezium-json` needs the columns", "`schema: NAME`",
-             "`products`"),
+             "`connect_schema: true`", "`products`"),
         ),
         (
             "layers/dwd/prices.yml",
             "source.kafka.schema",
             ("Table `dim_prices`: format `upsert-json` needs the columns", "`schema: NAME`"),
+        ),
+        (
+            "layers/dwd/both.yml",
+            "source.kafka.connect_schema",
+            ("either `schema: products` or `connect_schema: true`",),
+        ),
+        (
+            "layers/dwd/stock.yml",
+            "source.kafka.connect_schema",
+            ("applies to format `debezium-json`, not `upsert-json`",),
+        ),
+        (
+            "layers/dwd/many.yml",
+            "source.kafka.connect_schema",
+            ("instead of `pattern`",),
         ),
     ],
     ("publish_conflict", "local"): [
