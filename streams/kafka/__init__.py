@@ -27,7 +27,8 @@ from streams.kafka.errors import (
     KafkaStreamError,
 )
 from streams.kafka.offsets import OffsetRange
-from streams.kafka.parse import as_struct, parse_kafka
+from streams.kafka.parse import as_struct, parse_kafka, required_fields
+from streams.kafka.parse_connect import connect_struct, sample_connect_struct
 from streams.kafka.parse_frames import ParsedFrames
 from streams.kafka.source import (
     SCHEMA,
@@ -55,6 +56,7 @@ __all__ = [
     "ParsedFrames",
     "PythonKafka",
     "as_struct",
+    "connect_struct",
     "consumer_config",
     "end_offsets",
     "ensure_topic",
@@ -67,4 +69,6 @@ __all__ = [
     "read_kafka_stream",
     "read_partition",
     "register_source",
+    "required_fields",
+    "sample_connect_struct",
 ]

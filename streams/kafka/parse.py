@@ -79,7 +79,10 @@ def parse_kafka(
 ) -> ParsedFrames:
     """Split Kafka records (`key, value, topic, partition, offset, timestamp`) into typed
     `good` rows and `bad` rows with an `_error` reason. `required` names fields that must
-    be present and non-null. Works on batch and streaming frames.
+    be present and non-null, as does every field `schema` declares `NOT NULL`; a record
+    without one is bad with "missing required field `name`" (a Debezium delete's
+    `before` image excepted: it may hold only the key columns). The good rows' columns
+    are nullable either way. Works on batch and streaming frames.
 
     `persist` (batch frames): called once with the parsed and flagged frame both
     results derive from; returning it persisted lets `good` and `bad` share one read
@@ -109,8 +112,17 @@ def parse_kafka(
         )
     struct = as_struct(schema, format)
     _check_required(struct, required)
+    fields = required_fields(struct, required)
     jvm = getattr(df.sparkSession, "_jvm", None)  # None under Spark Connect
-    return _split(df, _exprs(jvm, format, struct.json(), tuple(required)), stage)
+    return _split(df, _exprs(jvm, format, struct.json(), fields), stage)
+
+
+def required_fields(schema: StructType, required: Sequence[str] = ()) -> tuple[str, ...]:
+    """The fields a record must have, non-null: `required`, then every field `schema`
+    declares not nullable (`NOT NULL` in DDL; a JSON Schema's `required` property, as
+    the project loader writes it). One rule for every parse path, Spark's and Arrow's."""
+    names = [*required, *(f.name for f in schema.fields if not f.nullable)]
+    return tuple(dict.fromkeys(names))
 
 
 _BUILDERS: dict[str, Callable[[StructType, Sequence[str]], _Exprs]] = {

@@ -160,7 +160,13 @@ def _debezium_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
         .when(op == "d", at("$.before"))
         .otherwise(at("$.after"))
     )
-    field_errs = F.concat_ws("; ", *_field_errors(image_variant, img, schema, "$", required))
+    # A delete's `before` image may carry only the key columns (Postgres' default replica
+    # identity): `required` applies to the `after` images alone.
+    after_required = _field_errors(image_variant, img, schema, "$", required)
+    deleted_required = _field_errors(image_variant, img, schema, "$", ())
+    field_errs = F.when(op == "d", F.concat_ws("; ", *deleted_required)).otherwise(
+        F.concat_ws("; ", *after_required)
+    )
     kind = F.call_function("schema_of_variant", variant)
     explain = (
         F.when(variant.isNull(), F.lit("invalid JSON"))
@@ -181,7 +187,7 @@ def _debezium_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
         | op.isNull()
         | ~op.isin(*_DEBEZIUM_OPS)
         | img.isNull()
-        | _required_missing(img, required)
+        | ((op != "d") & _required_missing(img, required))
     )
     cols = [img.getField(f.name).alias(f.name) for f in schema.fields]
     source_ts = F.coalesce(e.getField("source").getField("ts_ms"), e.getField("ts_ms"))

@@ -48,7 +48,7 @@ from streams.delta import (
     file_writer,
     write_files,
 )
-from streams.kafka import COORDINATES, SCHEMA, parse_kafka
+from streams.kafka import COORDINATES, SCHEMA, parse_kafka, required_fields
 from streams.landing.arrow_json import payload_schema
 
 logger = logging.getLogger(__name__)
@@ -148,6 +148,9 @@ def kafka_json_append(
 ) -> Iterator[KafkaJsonAppend | None]:
     """Append the JSON records of `partitions` (`planned_partitions` of the batch) to
     the table of `target` (embedded engine, append mode) as batch `batch_id`.
+    `required` and the fields `payload` declares not nullable must be present and
+    non-null (`streams.kafka.required_fields`); records without one are quarantined
+    by Spark's parse, with its reason.
 
     Yields the outcome, or None when the tasks failed and nothing was committed (the
     caller then writes the batch the general way). Staged records and cached frames
@@ -155,7 +158,11 @@ def kafka_json_append(
     parsed_payload = arrow_payload(payload)
     if parsed_payload is None:
         raise ValueError(f"payload `{payload.simpleString()}` has types Arrow does not parse")
-    table_schema = arrow_schema(StructType([*payload.fields, *_COORDINATE_FIELDS]))
+    # A record without a required field is handed back to Spark, which quarantines it
+    # with the same reason as on its own path; the columns stay nullable, as Spark's are.
+    required = required_fields(payload, required)
+    nullable = [StructField(f.name, f.dataType, True, f.metadata) for f in payload.fields]
+    table_schema = arrow_schema(StructType([*nullable, *_COORDINATE_FIELDS]))
     stage = os.path.join(target.path, STAGING_DIR, f"kafka-json-{uuid.uuid4().hex}")
     cached: list[DataFrame] = []
     seen: dict[str, Any] = {"records": 0, "typed": 0, "written": 0, "bad": None}

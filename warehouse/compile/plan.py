@@ -67,7 +67,9 @@ def _source_text(defn: TableDefinition) -> str:
             if k.pattern
             else ", ".join(f"`{t}`" for t in k.topic_list)
         )
-        fmt = k.format + (f" ({k.schema_})" if k.schema_ else "")
+        fmt = k.format + (
+            f" ({k.schema_})" if k.schema_ else " (schema from the records)" if k.connect_schema else ""
+        )
         start = k.starting_offsets if isinstance(k.starting_offsets, str) else "explicit offsets"
         return f"kafka {where} as {fmt} from {start}"
     text = f"table `{src.table}` ({src.read})"

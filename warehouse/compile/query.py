@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
     from warehouse.spec.model import LoadedProject
+    from warehouse.spec.table import TableDefinition
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +38,10 @@ class ForeachBatch(Protocol):
 
 
 B = TypeVar("B", bound=ForeachBatch)
-BatchFactory = Callable[[TablePlan, dict[str, str]], B]
-"""Makes a table's foreachBatch function from its plan and its registered views."""
+BatchFactory = Callable[[TablePlan, dict[str, str], "TableDefinition"], B]
+"""Makes a table's foreachBatch function from its plan, its registered views and its
+definition as the query reads it (`payload_ddl` filled in from the records' Connect
+schema for `connect_schema` tables)."""
 
 
 @dataclass
@@ -79,6 +82,35 @@ def read_snapshot(spark: SparkSession, path: str, *, engine: str) -> DataFrame:
     return delta_engine(engine).read_snapshot(spark, path)
 
 
+def _with_connect_schema(
+    project: LoadedProject, defn: TableDefinition, bootstrap: str
+) -> TableDefinition:
+    """`defn` with the payload columns read from the newest record's Connect schema, once
+    per query start (a change of the source table's columns needs a restart)."""
+    from streams.kafka import KafkaStreamError, sample_connect_struct
+
+    k = defn.spec.source.kafka
+    assert k is not None
+    try:
+        struct = sample_connect_struct(
+            bootstrap, k.topic_list, client_config=project.config.kafka.client_config(k.options)
+        )
+    except KafkaStreamError as e:
+        raise CompileError(
+            f"Table `{defn.name}` ({defn.path}) takes its columns from the Connect schema of "
+            f"its records (`connect_schema: true`), but {e}. Produce a change event with "
+            "its schema first (JsonConverter with `schemas.enable=true`), or declare the "
+            "columns with `schema: NAME`.",
+            table=defn.name,
+        ) from e
+    ddl = ", ".join(
+        f"`{f.name}` {f.dataType.simpleString()}" + ("" if f.nullable else " NOT NULL")
+        for f in struct.fields
+    )
+    logger.info("table %s: columns from the records' Connect schema: %s", defn.name, ddl)
+    return defn.model_copy(update={"payload_ddl": ddl})
+
+
 def build_query(
     project: LoadedProject,
     table: str,
@@ -91,8 +123,9 @@ def build_query(
 ) -> CompiledQuery[B]:
     """Wire source → transform → stateful operators → foreachBatch sink for `table`.
 
-    `batch(plan, views)` makes the foreachBatch function (the runtime's writer; views
-    maps the tables the SQL names to their registered views). `bootstrap` is the
+    `batch(plan, views, defn)` makes the foreachBatch function (the runtime's writer;
+    views maps the tables the SQL names to their registered views; `defn` is the table
+    as the query reads it). `bootstrap` is the
     resolved Kafka bootstrap (needed for Kafka-sourced tables; `embedded` must already
     be resolved by the caller) and `engines` the resolved `{kafka, delta}` engines
     (default: python for both).
@@ -132,6 +165,8 @@ def build_query(
         from streams.kafka import read_kafka_stream
 
         k = spec.source.kafka
+        if k.connect_schema:
+            defn = _with_connect_schema(project, defn, bootstrap)
         stream = read_kafka_stream(
             spark,
             bootstrap=bootstrap,
@@ -176,7 +211,7 @@ def build_query(
         )
         out = stateful(out, defn, watermark_done=wm_first)
 
-    foreach = batch(plan, views)
+    foreach = batch(plan, views, defn)
     writer = (
         out.writeStream.queryName(f"warehouse_{table}")
         .option("checkpointLocation", plan.checkpoint_path)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from warehouse.spec.model import LoadedProject
+    from warehouse.spec.table import TableDefinition
 
 Query = CompiledQuery[BatchWriter]
 
@@ -135,10 +136,10 @@ class Pipeline:
     def _build(self, name: str, *, once: bool) -> Query:
         bootstrap, engines = self.bootstrap(), self.engines
 
-        def writer(plan: TablePlan, views: dict[str, str]) -> BatchWriter:
+        def writer(plan: TablePlan, views: dict[str, str], defn: TableDefinition) -> BatchWriter:
             return BatchWriter(
                 project=self.project,
-                defn=self.project.tables[name],
+                defn=defn,
                 plan=plan,
                 engines=engines,
                 views=views,

@@ -17,7 +17,7 @@ from typing import Any
 
 from warehouse.spec.column_checks import ColumnChecker, did_you_mean, sql_location, ticks
 from warehouse.spec.errors import Problem
-from warehouse.spec.expectations import validate
+from warehouse.spec.expectations import validate_all
 from warehouse.spec.graph import TableGraph, build_graph
 from warehouse.spec.pycode import ImportProblem, import_reference
 from warehouse.spec.schemas import Columns, to_ddl
@@ -103,6 +103,7 @@ class _Checker:
                 f"`schemas/{k.schema_}.json` or `schemas/{k.schema_}.ddl` (schemas: "
                 f"{ticks(sorted(self.payload))}).{did_you_mean(k.schema_, self.payload)}",
             )
+        self._row_schema(d)
         for op in ("watermark", "dedupe", "aggregate"):
             if getattr(d.spec, op) is not None:
                 self.add(
@@ -113,6 +114,52 @@ class _Checker:
                     "to quarantine in the same batch. Land the raw events in an ODS table "
                     f"and do the `{op}` in a DWD table that reads it.",
                 )
+
+    def _row_schema(self, d: TableDefinition) -> None:
+        """A CDC format knows its columns from `schema`, or from the records themselves
+        (`connect_schema`, Debezium only); one of the two, and only where it applies."""
+        k = d.spec.source.kafka
+        assert k is not None
+        if k.connect_schema:
+            if k.format != "debezium-json":
+                self.add(
+                    d,
+                    "source.kafka.connect_schema",
+                    f"Table `{d.name}`: `connect_schema` reads the columns from Debezium "
+                    f"change events and applies to format `debezium-json`, not `{k.format}`. "
+                    "Remove it and give `schema: NAME`.",
+                )
+            elif k.schema_:
+                self.add(
+                    d,
+                    "source.kafka.connect_schema",
+                    f"Table `{d.name}`: give either `schema: {k.schema_}` or "
+                    "`connect_schema: true` (the columns from the records), not both.",
+                )
+            elif k.pattern:
+                self.add(
+                    d,
+                    "source.kafka.connect_schema",
+                    f"Table `{d.name}`: `connect_schema` reads the columns from the newest "
+                    "records of named topics; use `topic` or `topics` instead of `pattern`, "
+                    "or give `schema: NAME`.",
+                )
+            return
+        if k.format in ("debezium-json", "upsert-json") and not k.schema_:
+            connect = (
+                " or, when the records carry their Kafka Connect schema "
+                '(`{"schema": ..., "payload": ...}`: JsonConverter with `schemas.enable=true`), '
+                "`connect_schema: true`"
+                if k.format == "debezium-json"
+                else ""
+            )
+            self.add(
+                d,
+                "source.kafka.schema",
+                f"Table `{d.name}`: format `{k.format}` needs the columns of the row: add "
+                "`schema: NAME` (a file `schemas/NAME.json` or `schemas/NAME.ddl` describing "
+                f"the row image){connect}.{_schemas_known(self.payload)}",
+            )
 
     def layer_order(
         self, d: TableDefinition, up: TableDefinition, fld: str, path: str | None = None
@@ -144,9 +191,11 @@ class _Checker:
             )
 
     def expectations(self, d: TableDefinition) -> None:
-        for i, exp in enumerate(d.spec.expectations):
-            for message in validate(exp):
-                self.add(d, f"expectations[{i}].{exp.type}", message)
+        # `validate_all`, not `validate` one by one: two expectations with one name would
+        # otherwise load and only fail when the first micro-batch compiles the checks.
+        exps = d.spec.expectations
+        for i, message in validate_all(exps):
+            self.add(d, f"expectations[{i}].{exps[i].type}", message)
 
     def publish_topics(self, defs: Mapping[str, TableDefinition]) -> None:
         by_topic: dict[str, list[TableDefinition]] = {}
@@ -174,6 +223,10 @@ class _Checker:
             return []  # reported with the column checks
         streamed = set(d.spec.source.upstream_tables) | {"source"}
         return [t for t in read_tables(tree) if t in defs and t not in streamed]
+
+
+def _schemas_known(payload: Mapping[str, Columns]) -> str:
+    return f" Schemas of the project: {ticks(sorted(payload))}." if payload else ""
 
 
 def _reserved(name: str) -> str | None:
@@ -207,7 +260,9 @@ def check_project(
         update: dict[str, Any] = {"static_tables": static}
         k = d.spec.source.kafka
         if k is not None and k.schema_ in payload:
-            update["payload_ddl"] = to_ddl(payload[k.schema_])
+            # NOT NULL marks the fields a record must have (JSON Schema `required`):
+            # the parse quarantines a record without one.
+            update["payload_ddl"] = to_ddl(payload[k.schema_], not_null=True)
         enriched[name] = d.model_copy(update=update)
     checker.publish_topics(enriched)
     graph = build_graph(enriched)

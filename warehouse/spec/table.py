@@ -56,6 +56,9 @@ class KafkaSource(Spec):
     starting_offsets: Literal["earliest", "latest"] | dict[str, dict[str, int]] = "earliest"
     format: KafkaFormat = "json"
     schema_: str | None = Field(default=None, alias="schema")
+    connect_schema: bool = False
+    """`debezium-json` without `schema`: the records carry their Kafka Connect schema
+    (`{"schema": ..., "payload": ...}`), read from the topic when the query starts."""
     max_offsets_per_trigger: int | None = Field(default=None, gt=0)
     on_data_loss: Literal["fail", "skip"] = "fail"
     options: dict[str, str] = Field(default_factory=dict)
@@ -348,7 +351,8 @@ class TableDefinition(Spec):
     static_tables: list[str] = Field(default_factory=list)
     """Project tables the SQL reads besides `source` and join streams (latest snapshot)."""
     payload_ddl: str | None = None
-    """Kafka sources: the payload schema (`schemas/NAME`) as a Spark DDL string."""
+    """Kafka sources: the payload schema (`schemas/NAME`) as a Spark DDL string; the
+    fields a record must have (JSON Schema `required`, DDL `NOT NULL`) are `NOT NULL`."""
 
     @property
     def name(self) -> str:

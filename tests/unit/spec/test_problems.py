@@ -124,6 +124,61 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
             ("at least one of",),
         ),
     ],
+    ("expectation_problems", "local"): [
+        (
+            "layers/ods/events.yml",
+            "expectations[1].expect_column_values_to_not_be_null",
+            ("`expect_column_values_to_not_be_null(id)` is declared twice", "expectations[0]"),
+        ),
+        (
+            "layers/ods/events.yml",
+            "expectations[3].expect_column_values_to_not_be_null",
+            ("`positive` is declared twice", "expectations[2]", "distinct `name`"),
+        ),
+        (
+            "layers/ods/events.yml",
+            "expectations[4].expect_column_values_to_not_be_null.column",
+            ("`amout` is not a column of the source", "`id`, `amount`, `_topic`", "`amount`?"),
+        ),
+        (
+            "layers/ods/clicks.yml",
+            "expectations[0].on_violation",
+            ("`explode` is not allowed", "'quarantine'"),
+        ),
+        (
+            "layers/dwd/events.yml",
+            "expectations[0].expect_column_values_to_be_between.column",
+            ("`amount` is not a column of the transform output", "(`id`, `doubled`)"),
+        ),
+    ],
+    ("cdc_without_schema", "local"): [
+        (
+            "layers/dwd/users.yml",
+            "source.kafka.schema",
+            ("Table `dim_users`: format `debezium-json` needs the columns", "`schema: NAME`",
+             "`connect_schema: true`", "`products`"),
+        ),
+        (
+            "layers/dwd/prices.yml",
+            "source.kafka.schema",
+            ("Table `dim_prices`: format `upsert-json` needs the columns", "`schema: NAME`"),
+        ),
+        (
+            "layers/dwd/both.yml",
+            "source.kafka.connect_schema",
+            ("either `schema: products` or `connect_schema: true`",),
+        ),
+        (
+            "layers/dwd/stock.yml",
+            "source.kafka.connect_schema",
+            ("applies to format `debezium-json`, not `upsert-json`",),
+        ),
+        (
+            "layers/dwd/many.yml",
+            "source.kafka.connect_schema",
+            ("instead of `pattern`",),
+        ),
+    ],
     ("publish_conflict", "local"): [
         ("layers/ads/one.yml", "publish.kafka.topic", ("`mv.events`", "`ads_two`")),
         ("layers/ads/two.yml", "publish.kafka.topic", ("`mv.events`", "`ads_one`")),

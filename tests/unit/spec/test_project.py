@@ -97,9 +97,9 @@ def test_output_columns_of_kafka_tables(shop: Project) -> None:
         ("is_current", "boolean"),
     ]
     assert shop.tables["ods_orders"].payload_ddl == (
-        "`order_id` string, `user_id` string, `amount` double, "
-        "`items` array<struct<sku: string, qty: bigint>>, `event_time` timestamp"
-    )
+        "`order_id` string NOT NULL, `user_id` string, `amount` double, "
+        "`items` array<struct<sku: string, qty: bigint>>, `event_time` timestamp NOT NULL"
+    )  # NOT NULL: JSON Schema `required`, which the parse enforces
     assert shop.payload_schemas["users"].names == ["user_id", "name", "city", "signup_date"]
 
 
