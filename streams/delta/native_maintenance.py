@@ -20,6 +20,10 @@ from streams.delta.errors import DeltaTableNotFoundError
 logger = logging.getLogger(__name__)
 
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+# VACUUM lists the table's directories in this many tasks (Spark's default 10000, sized for
+# tables of many partitions on a cluster); one task per core of the session is plenty for
+# the tables a streaming warehouse keeps and keeps a local vacuum from running 10000 tasks.
+_LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
 def _table(spark: SparkSession, path: str | Path, what: str) -> Any:
@@ -56,8 +60,10 @@ def vacuum_native(
     minimum (7 days) is what the caller asked for, so Delta's check is off for this call."""
     table = _table(spark, path, "vacuum")
     location = str(path).replace("`", "``")
-    previous = spark.conf.get(_RETENTION_CHECK, "true")
+    previous = {k: spark.conf.get(k, None) for k in (_RETENTION_CHECK, _LISTING_PARALLELISM)}
     spark.conf.set(_RETENTION_CHECK, "false")
+    if previous[_LISTING_PARALLELISM] is None:
+        spark.conf.set(_LISTING_PARALLELISM, str(spark.sparkContext.defaultParallelism))
     try:
         files = [
             row[0]
@@ -68,7 +74,11 @@ def vacuum_native(
         if not dry_run and files:
             table.vacuum(float(retention_hours))
     finally:
-        spark.conf.set(_RETENTION_CHECK, previous)
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
     logger.info(
         "Delta table %s: vacuum %s %d files",
         path,
