@@ -204,7 +204,7 @@ class UpsertSink(_SinkBase):
 
     With `sequence_by`, a deleted key is remembered for `tombstone_retention` (an
     interval, `7 days` by default), so a change older than the delete arriving later
-    does not bring the key back (docs/cdc.md "Deletes")."""
+    does not bring the key back (docs/cdc.md, "SCD type 1")."""
 
     mode: Literal["upsert"]
     keys: list[str] = Field(min_length=1)
