@@ -51,9 +51,18 @@ from streams.delta.native import native_delta_available
 from streams.delta.scd2 import apply_scd2, apply_scd2_arrow
 from streams.delta.scd2_plan import SCD2_COLUMNS
 from streams.delta.sink import file_entry, write_files
-from streams.delta.target import INTERNAL_COLUMNS, DeltaTarget, commit_properties
+from streams.delta.target import (
+    DEFAULT_TOMBSTONE_RETENTION_S,
+    INTERNAL_COLUMNS,
+    DeltaTarget,
+    commit_properties,
+)
+from streams.delta.tombstones import TOMBSTONES_SUFFIX, tombstone_path
 
 __all__ = [
+    "DEFAULT_TOMBSTONE_RETENTION_S",
+    "TOMBSTONES_SUFFIX",
+    "tombstone_path",
     "INTERNAL_COLUMNS",
     "SCD2_COLUMNS",
     "STAGING_DIR",

@@ -26,6 +26,7 @@ from streams.delta.scd2 import ACTION, plan_batch
 from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
 from streams.delta.sink import DELETE_FLAG, dedupe_changes
 from streams.delta.target import DeltaTarget
+from streams.delta.tombstones import keep_after_tombstones_spark, record_tombstones
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +163,10 @@ def _upsert(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -
     changes = dedupe_changes(df, target)
     _refuse_null_keys(changes, batch_id, target)
     _create_empty(changes.drop(DELETE_FLAG), target)
+    if target.sequence_by:
+        keys = [*target.keys, target.sequence_by]
+        deletes = changes.where(F.col(DELETE_FLAG)).select(*keys).toArrow()
+        changes = keep_after_tombstones_spark(changes, record_tombstones(deletes, target), target)
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in target.keys)
     newer = "true"
     if target.sequence_by:

@@ -42,6 +42,7 @@ from streams.delta.commit import (
 from streams.delta.errors import DeltaWriteError
 from streams.delta.scd2 import apply_scd2
 from streams.delta.target import INTERNAL_COLUMNS, DeltaTarget, commit_properties
+from streams.delta.tombstones import keep_after_tombstones, record_tombstones
 
 logger = logging.getLogger(__name__)
 
@@ -215,6 +216,9 @@ def _upsert(
                 path=target.path,
                 batch_id=batch_id,
             )
+    if target.sequence_by:
+        deletes = data.filter(data.column(DELETE_FLAG))
+        data = keep_after_tombstones(data, record_tombstones(deletes, target), target)
     crash_point("before_commit")
     props = commit_properties(target, batch_id, commit_info)
     if data.num_rows == 0:

@@ -17,6 +17,9 @@ Engine = Literal["python", "native"]
 CDF_CONFIGURATION: dict[str, str | None] = {"delta.enableChangeDataFeed": "true"}
 """Every table is created with the change data feed on, so `read: changes` works downstream."""
 
+DEFAULT_TOMBSTONE_RETENTION_S = 7 * 24 * 3600.0
+"""How long an upsert sink with `sequence_by` remembers a deleted key (streams.delta.tombstones)."""
+
 INTERNAL_COLUMNS: tuple[str, ...] = ("_op", "_deleted")
 """Change-marker columns an upsert consumes and does not store (a delete marker is not data)."""
 
@@ -31,6 +34,9 @@ class DeltaTarget:
     by this sink (None: never automatically). `unique_columns`: columns whose values
     are all or nearly all distinct, such as Kafka offsets; their Parquet column chunks
     are written without a dictionary, which for them costs time and saves no space.
+    `tombstone_retention`: seconds an upsert sink with `sequence_by` remembers a deleted
+    key, so an older change arriving later does not bring it back
+    (`streams.delta.tombstones`).
     """
 
     path: str
@@ -44,6 +50,7 @@ class DeltaTarget:
     table: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
     unique_columns: Sequence[str] = ()
+    tombstone_retention: float = DEFAULT_TOMBSTONE_RETENTION_S
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", str(self.path))
@@ -83,6 +90,13 @@ class DeltaTarget:
                 f"Delta target `{self.path}`: engine `{self.engine}` is not `python` or `native`",
                 path=self.path,
                 option="engine",
+            )
+        if not self.tombstone_retention > 0:
+            raise DeltaConfigError(
+                f"Delta target `{self.path}`: `tombstone_retention` must be a positive "
+                f"number of seconds (got `{self.tombstone_retention}`)",
+                path=self.path,
+                option="tombstone_retention",
             )
         if self.optimize_every is not None and self.optimize_every < 1:
             raise DeltaConfigError(

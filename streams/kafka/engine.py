@@ -48,6 +48,9 @@ class KafkaRead:
     """Python engine only: ranges longer than this are split."""
     max_tasks: int | None = None
     """Python engine only: the most tasks a batch's ranges are packed into."""
+    checkpoint_location: str | None = None
+    """Python engine only: the query's checkpoint, where the source records its resolved
+    initial offsets (Spark's own source finds its checkpoint itself)."""
 
 
 class KafkaEngine(Protocol):
@@ -105,6 +108,8 @@ class PythonKafka:
             )
         if request.split_offsets is not None:
             reader = reader.option("split_offsets", str(int(request.split_offsets)))
+        if request.checkpoint_location:
+            reader = reader.option("checkpoint_location", request.checkpoint_location)
         tasks = request.max_tasks or spark.sparkContext.defaultParallelism
         reader = reader.option("max_tasks", str(int(tasks)))
         return reader.load()

@@ -35,6 +35,7 @@ from pyspark.sql.types import (
 )
 
 from streams.kafka.errors import DataLossError, KafkaConfigError
+from streams.kafka.initial_offsets import InitialOffsetsLog
 from streams.kafka.offsets import (
     OffsetRange,
     Offsets,
@@ -189,6 +190,9 @@ class _Options:
             if k.lower().startswith(_CLIENT_PREFIX) and k.lower() != "kafka.bootstrap.servers":
                 client[k[len(_CLIENT_PREFIX) :]] = v
         self.client_config = client
+        ckpt = opts.get("checkpoint_location")
+        subscription = f"topics={','.join(self.topics)}" if self.topics else f"pattern={pattern}"
+        self.initial_log = InitialOffsetsLog(ckpt, subscription) if ckpt else None
 
     def matches(self, topic: str) -> bool:
         if self.topics is not None:
@@ -267,10 +271,20 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def initialOffset(self) -> dict:
+        # Spark asks again when it replays an uncommitted batch 0: answer what the first
+        # call resolved, or the replay plans from a moved `latest` (initial_offsets.py).
+        log = self._opts.initial_log
+        if log is not None:
+            saved = log.read()
+            if saved is not None:
+                logger.info("kafka source starts at %s (recorded in %s)", saved, log.path)
+                return saved
         low, high = self._watermarks(self._partitions())
-        start = resolve_start(self._opts.starting, low, high)
-        logger.info("kafka source starts at %s", to_json_dict(start))
-        return to_json_dict(start)
+        start = to_json_dict(resolve_start(self._opts.starting, low, high))
+        if log is not None:
+            log.write(start)
+        logger.info("kafka source starts at %s", start)
+        return start
 
     def _check_loss(self, start: Offsets, low: Offsets, known: set[tuple[str, int]]) -> Offsets:
         """Effective start per known partition; raises or warns on offsets already gone."""

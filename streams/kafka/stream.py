@@ -47,6 +47,7 @@ def read_kafka_stream(
     split_offsets: int | None = None,
     max_tasks: int | None = None,
     include_headers: bool = True,
+    checkpoint_location: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over Kafka with columns `key, value, topic, partition, offset,
     timestamp, timestamp_type, headers`.
@@ -61,6 +62,11 @@ def read_kafka_stream(
     default parallelism), each reading its partitions with one consumer.
     `include_headers=False` leaves the `headers` column out (Spark's `includeHeaders`):
     a query that never looks at headers reads faster without them.
+    `checkpoint_location`: the checkpoint of the query this stream feeds. The Python
+    source records its resolved initial offsets there and reuses them when the query
+    restarts before batch 0 committed; without it `latest` (or `earliest` after
+    retention) is resolved again at such a restart, and records can be skipped or
+    repeated. Spark's own source does this by itself.
     """
     names = _topics_arg(topics)
     if (names is None) == (pattern is None):
@@ -89,5 +95,6 @@ def read_kafka_stream(
         include_headers=include_headers,
         split_offsets=split_offsets,
         max_tasks=max_tasks,
+        checkpoint_location=str(checkpoint_location) if checkpoint_location else None,
     )
     return kafka_engine(engine).read_stream(spark, request)

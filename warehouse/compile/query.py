@@ -179,6 +179,7 @@ def build_query(
             engine=engines["kafka"],
             # Only `raw` keeps headers in the table; the parsed formats drop them.
             include_headers=k.format == "raw",
+            checkpoint_location=plan.checkpoint_path,
         )
         out = stream  # parse + stateless transform run per batch (bad rows to quarantine)
     else:

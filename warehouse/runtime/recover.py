@@ -86,13 +86,17 @@ def recover(project: LoadedProject, table: str) -> dict[str, Any]:
 
 
 def reset(project: LoadedProject, table: str) -> list[str]:
-    """Delete the table, its quarantine and its checkpoint; returns what was removed."""
+    """Delete the table, its quarantine, its tombstones and its checkpoint; returns what
+    was removed."""
+    from streams.delta import tombstone_path  # imports pyspark: only when resetting
+
     _known(project, table)
     removed = []
     ckpt = Path(project.checkpoint_path(table))
     for p in (
         Path(project.table_path(table)),
         Path(project.quarantine_path(table)),
+        Path(tombstone_path(str(project.table_path(table)))),
         ckpt,
         recover_file(ckpt),
     ):

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from warehouse.spec.expectations import interval_seconds
 from warehouse.spec.paths import QUARANTINE_SUFFIX
+from warehouse.spec.table import UpsertSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -75,6 +77,9 @@ class BatchTargets:
                 table=self.defn.name + QUARANTINE_SUFFIX,
                 unique_columns=unique,
             )
+        extra: dict[str, Any] = {}
+        if isinstance(sink, UpsertSink):
+            extra["tombstone_retention"] = interval_seconds(sink.tombstone_retention)
         return DeltaTarget(
             self.plan.table_path,
             mode=sink.mode,
@@ -85,6 +90,7 @@ class BatchTargets:
             engine=self.engines["delta"],  # type: ignore[arg-type]
             table=self.defn.name,
             unique_columns=unique,
+            **extra,
         )
 
     def committed(self, batch_id: int) -> bool:

@@ -203,11 +203,24 @@ class AppendSink(_SinkBase):
 
 
 class UpsertSink(_SinkBase):
-    """SCD type 1: one row per key; the latest by `sequence_by` wins; deletes remove the row."""
+    """SCD type 1: one row per key; the latest by `sequence_by` wins; deletes remove the row.
+
+    With `sequence_by`, a deleted key is remembered for `tombstone_retention` (an
+    interval, `7 days` by default), so a change older than the delete arriving later
+    does not bring the key back (docs/cdc.md, "SCD type 1")."""
 
     mode: Literal["upsert"]
     keys: list[str] = Field(min_length=1)
     sequence_by: str | None = None
+    tombstone_retention: str = "7 days"
+
+    @field_validator("tombstone_retention")
+    @classmethod
+    def _retention(cls, v: str) -> str:
+        v = _check_interval(v)
+        if int(v.split()[0]) == 0:
+            raise ValueError(f"`{v}` keeps no tombstone; give a positive interval, e.g. `7 days`")
+        return v
 
 
 class Scd2Sink(_SinkBase):

@@ -111,11 +111,17 @@ CASES = {
         ],
     ),
     "delete_before_insert": (
-        # the delete overtook the insert it follows; SCD1 keeps no trace of a delete of a
-        # key it never held (documented limit), SCD2 records it and ignores the late insert
+        # the delete overtook the insert it follows: SCD1 keeps a tombstone of the key,
+        # SCD2 a zero-length version; both ignore the late insert
         [[d(1, 300)], [c(1, "ann", "paris", 200)]],
-        [(1, "ann", "paris")],
+        [],
         [(1, "x", "x", 300, 300, False)],
+    ),
+    "late_change_after_delete": (
+        # an update older than the delete arrives in a later batch: the key stays deleted
+        [[c(1, "ann", "paris", 100)], [d(1, 300), tomb(1)], [u(1, "ann", "oslo", 200)]],
+        [],
+        [(1, "ann", "paris", 100, 300, False)],
     ),
     "snapshot": (
         [

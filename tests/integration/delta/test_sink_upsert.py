@@ -8,7 +8,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import Row
 
-from streams.delta import DeltaTarget, DeltaWriteError, write_batch
+from streams.delta import DeltaTarget, DeltaWriteError, tombstone_path, write_batch
 from tests.support.rows import assert_rows
 
 pytestmark = pytest.mark.spark
@@ -114,8 +114,51 @@ def test_null_keys_and_missing_keys_are_refused(spark, tmp_path: Path, engine: s
     target = _target(tmp_path, engine)
     with pytest.raises(DeltaWriteError, match="key column `user_id` is null"):
         write_batch(spark.createDataFrame([(None, "a", 1, "c")], SCHEMA), 0, target)
-    bad = DeltaTarget(
-        str(tmp_path / "u2"), mode="upsert", keys=["id"], app_id="x", engine=engine
-    )
+    bad = DeltaTarget(str(tmp_path / "u2"), mode="upsert", keys=["id"], app_id="x", engine=engine)
     with pytest.raises(Exception, match="key columns `id` not in the batch"):
         write_batch(spark.createDataFrame([(1, "a", 1, "c")], SCHEMA), 0, bad)
+
+
+def test_a_deleted_key_stays_deleted_against_older_changes_of_later_batches(
+    spark, tmp_path: Path, read_table, engine: str
+) -> None:
+    target = _target(tmp_path, engine, sequence_by="seq")
+    write_batch(
+        spark.createDataFrame([(1, "rome", 1, "c"), (2, "lima", 1, "c")], SCHEMA), 0, target
+    )
+    write_batch(spark.createDataFrame([(1, None, 5, "d"), (3, None, 4, "d")], SCHEMA), 1, target)
+    # Older than the deletes, arriving later: key 1 (deleted) and key 3 (a delete of a key
+    # the table never held) stay away; key 2 takes its update.
+    late = [(1, "oslo", 3, "u"), (3, "bern", 2, "c"), (2, "kyiv", 2, "u")]
+    write_batch(spark.createDataFrame(late, SCHEMA), 2, target)
+    assert_rows(read_table(target.path), [Row(user_id=2, city="kyiv", seq=2)])
+    # The table holds live rows only; the deletes are kept beside it.
+    assert_rows(
+        read_table(tombstone_path(target.path)).select("user_id", "seq"),
+        [Row(user_id=1, seq=5), Row(user_id=3, seq=4)],
+    )
+    # A change as new as the delete, or newer, brings the key back.
+    write_batch(
+        spark.createDataFrame([(1, "bern", 5, "c"), (3, "baku", 9, "c")], SCHEMA), 3, target
+    )
+    expected = [
+        Row(user_id=1, city="bern", seq=5),
+        Row(user_id=2, city="kyiv", seq=2),
+        Row(user_id=3, city="baku", seq=9),
+    ]
+    assert_rows(read_table(target.path), expected)
+    # Replaying batch 2 changes nothing.
+    assert write_batch(spark.createDataFrame(late, SCHEMA), 2, target) is None
+    assert_rows(read_table(target.path), expected)
+
+
+def test_tombstones_expire_after_their_retention(
+    spark, tmp_path: Path, read_table, engine: str
+) -> None:
+    target = _target(tmp_path, engine, sequence_by="seq", tombstone_retention=0.001)
+    write_batch(spark.createDataFrame([(1, "rome", 1, "c")], SCHEMA), 0, target)
+    write_batch(spark.createDataFrame([(1, None, 5, "d")], SCHEMA), 1, target)
+    # Long past the retention: the delete is forgotten and the old change wins again.
+    write_batch(spark.createDataFrame([(1, "oslo", 3, "u")], SCHEMA), 2, target)
+    assert_rows(read_table(target.path), [Row(user_id=1, city="oslo", seq=3)])
+    assert read_table(tombstone_path(target.path)).count() == 0
