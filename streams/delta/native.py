@@ -22,6 +22,7 @@ from streams.delta._faults import crash_point
 from streams.delta._schema import arrow_schema
 from streams.delta.commit import committed, load_table
 from streams.delta.errors import DeltaWriteError, NativeEngineUnavailableError
+from streams.delta.native_maintenance import optimize_native
 from streams.delta.scd2 import ACTION, plan_batch
 from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
 from streams.delta.sink import DELETE_FLAG, dedupe_changes
@@ -89,6 +90,8 @@ def write_batch_native(
         )
         return None
     crash_point("after_commit")
+    if target.optimize_every and after and after % target.optimize_every == 0:
+        optimize_native(spark, target.path)
     return after
 
 
