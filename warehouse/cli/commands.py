@@ -29,6 +29,15 @@ def load_project(args: argparse.Namespace) -> Project:
     return Project.load(args.project, env=args.env)
 
 
+def _bootstrap(project: Project) -> str:
+    """The project's Kafka bootstrap; an `embedded` one starts the bundled broker on demand."""
+    from warehouse.runtime.bootstrap import resolve_bootstrap
+
+    bootstrap = resolve_bootstrap(project, start=True)
+    assert bootstrap is not None  # start=True resolves `embedded` or raises
+    return bootstrap
+
+
 def _session(project: Project) -> Any:
     from warehouse.runtime.session import get_session
 
@@ -267,7 +276,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
         generate,
         produce_records,
     )
-    from warehouse.runtime.bootstrap import resolve_bootstrap
 
     if args.events < 0 or (args.rate is not None and args.rate <= 0):
         raise GenerateArgumentError(
@@ -275,8 +283,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             "e.g. `warehouse generate --events 3000 --rate 20`."
         )
     project = load_project(args)
-    bootstrap = resolve_bootstrap(project, start=True)
-    assert bootstrap is not None
+    bootstrap = _bootstrap(project)
 
     client = project.config.kafka.client_config()
     ensure_topics(bootstrap, client_config=client)
@@ -302,13 +309,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_produce(args: argparse.Namespace) -> int:
     """JSON lines to a topic of the project's Kafka (the embedded broker on demand)."""
     from warehouse.cli.topics import open_input, produce_lines, read_json_lines
-    from warehouse.runtime.bootstrap import resolve_bootstrap
 
     project = load_project(args)
     lines, source = open_input(args.input)
     records = read_json_lines(lines, source=source, key=args.key)
-    bootstrap = resolve_bootstrap(project, start=True)
-    assert bootstrap is not None
+    bootstrap = _bootstrap(project)
     sent = produce_lines(
         bootstrap, args.topic, records, client_config=project.config.kafka.client_config()
     )
@@ -320,7 +325,6 @@ def cmd_produce(args: argparse.Namespace) -> int:
 def cmd_consume(args: argparse.Namespace) -> int:
     """Print a topic of the project's Kafka (read_committed), e.g. a published view."""
     from warehouse.cli.topics import consume_topic
-    from warehouse.runtime.bootstrap import resolve_bootstrap
 
     if (args.max is not None and args.max < 1) or args.timeout < 0:
         raise UsageError(
@@ -328,8 +332,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
             "e.g. `warehouse consume --topic T --from-beginning --max 10 --timeout 5`."
         )
     project = load_project(args)
-    bootstrap = resolve_bootstrap(project, start=True)
-    assert bootstrap is not None
+    bootstrap = _bootstrap(project)
     read = consume_topic(
         bootstrap,
         args.topic,
