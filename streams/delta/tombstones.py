@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import write_deltalake
 
 from streams.delta.arrow import read_table
@@ -43,6 +44,7 @@ logger = logging.getLogger(__name__)
 TOMBSTONES_SUFFIX = "__tombstones"
 DELETED_AT = "_deleted_at"
 _TOMB_SEQ = "__warehouse_tombstone_seq"
+_ROW = "__warehouse_row"
 
 
 def tombstone_path(table_path: str) -> str:
@@ -117,12 +119,17 @@ def keep_after_tombstones(
         return data
     seq, keys = target.sequence_by, list(target.keys)
     assert seq
-    dead = {_key(r, keys): r[seq] for r in tombstones.to_pylist()}
-    mask = []
-    for row in data.select([*keys, seq]).to_pylist():
-        at = dead.get(_key(row, keys))
-        mask.append(at is None or (row[seq] is not None and row[seq] >= at))
-    kept = data.filter(pa.array(mask, pa.bool_()))
+    # One Arrow hash join of the keys, not a Python loop over the batch; the row numbers
+    # ride along so the kept rows keep their order.
+    dead = tombstones.select([*keys, seq]).rename_columns([*keys, _TOMB_SEQ])
+    rows = data.select([*keys, seq]).append_column(_ROW, pa.array(range(data.num_rows), pa.int64()))
+    joined = rows.join(dead, keys=keys, join_type="left outer")
+    at, mine = joined.column(_TOMB_SEQ), joined.column(seq)
+    keep = pc.or_kleene(
+        pc.is_null(at), pc.and_kleene(pc.is_valid(mine), pc.greater_equal(mine, at))
+    )
+    survivors = joined.filter(pc.fill_null(keep, False)).column(_ROW)
+    kept = data.take(pc.take(survivors, pc.sort_indices(survivors)))
     if kept.num_rows < data.num_rows:
         logger.info(
             "Delta table %s: %d change(s) older than their key's delete dropped",
