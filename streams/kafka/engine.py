@@ -163,7 +163,8 @@ class NativeKafka:
             raise KafkaConfigError(str(e), option="kafka.client") from e
         for k, v in options.items():
             reader = reader.option(f"kafka.{k}", v)
-        return reader.load()
+        # Spark names it `timestampType`; both engines give the columns the protocol names.
+        return reader.load().withColumnRenamed("timestampType", "timestamp_type")
 
 
 def _shaded_kafka_client(spark: SparkSession) -> bool:

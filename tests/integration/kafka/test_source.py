@@ -187,6 +187,25 @@ def test_native_engine_reads_the_same_ranges(spark, broker, unique, tmp_path, na
     )
 
 
+@pytest.mark.parametrize("headers", [False, True])
+def test_both_engines_give_the_same_columns(spark, broker, unique, native_jars, headers) -> None:
+    topic = unique("columns")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    schemas = {
+        engine: read_kafka_stream(
+            spark, bootstrap=broker.bootstrap, topics=topic, engine=engine, include_headers=headers
+        ).schema.simpleString()
+        for engine in ("python", "native")
+    }
+    expected = (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestamp_type:int"
+        + (",headers:array<struct<key:string,value:binary>>" if headers else "")
+        + ">"
+    )
+    assert schemas == {"python": expected, "native": expected}
+
+
 def test_parse_kafka_on_the_stream_itself(spark, broker, unique, tmp_path) -> None:
     from streams.kafka import parse_kafka
     from streams.kafka.admin import produce_json
