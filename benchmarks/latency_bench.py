@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/latency_bench.py [--seconds 180] [--rate 10]
         [--probe-every 5] [--initial-events 300] [--bootstrap HOST:PORT]
-        [--chain-only] [--trigger "5 seconds"]
+        [--chain-only] [--trigger "5 seconds"] [--engines python,native]
 
 Starts the bundled broker (unless `--bootstrap`), loads the repository's example
 project into a temporary warehouse root, produces a first slice of the generator's
@@ -158,8 +158,25 @@ def main() -> int:
         help="run every query on this processing-time interval (`5 seconds`) instead of "
         "what its spec says",
     )
+    parser.add_argument(
+        "--engines",
+        default=None,
+        help="comma-separated engines to run one after the other in this run, each with "
+        "its own broker and warehouse root (`python,native`); default: what the "
+        "project's conf says (`auto`)",
+    )
     args = parser.parse_args()
+    engines = args.engines.split(",") if args.engines else [None]
+    results = [(engine, run_case(args, engine)) for engine in engines]
+    if len(results) > 1:
+        print("\n== by engine ==")
+        for engine, (table, topic) in results:
+            print(f"{engine}: table p50/p99 {table}, topic p50/p99 {topic}")
+    return 0
 
+
+def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
+    """One measurement on `engine` (both Kafka and Delta), or on the conf's engines."""
     from confluent_kafka import Producer
 
     from streams.broker.launcher import BrokerProcess
@@ -177,9 +194,11 @@ def main() -> int:
     if bootstrap is None:
         broker = BrokerProcess(work / "broker").start()
         bootstrap = broker.bootstrap
+    overrides = {} if engine is None else {"engines": {"kafka": engine, "delta": engine}}
+    print(f"\n== engines: {engine or 'as the conf says'} ==", flush=True)
     try:
         project = Project.load(
-            REPO, warehouse_root=str(work / "wh"), kafka={"bootstrap": bootstrap}
+            REPO, warehouse_root=str(work / "wh"), kafka={"bootstrap": bootstrap}, **overrides
         )
         if args.trigger:
             from warehouse.spec.table import Trigger
@@ -272,12 +291,11 @@ def main() -> int:
         for w in (table_w, topic_w):
             w.stop.set()
             w.join(timeout=30)
-        report(sent, table_w.seen, topic_w.seen, args)
+        return report(sent, table_w.seen, topic_w.seen, args)
     finally:
         if broker is not None:
             broker.stop()
         shutil.rmtree(work, ignore_errors=True)
-    return 0
 
 
 def report(
@@ -285,7 +303,9 @@ def report(
     table_seen: dict[int, float],
     topic_seen: dict[int, float],
     args: argparse.Namespace,
-) -> None:
+) -> tuple[str, str]:
+    """Prints the figures; returns `p50 / p99` of the table and of the topic."""
+    out = []
     print(
         f"\nprobes: {len(sent)} (one every {args.probe_every:g}s), background {args.rate:g} events/s, "
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
@@ -295,12 +315,15 @@ def report(
         missing = len(sent) - len(lat)
         if not lat:
             print(f"{name}: no probe seen")
+            out.append("-")
             continue
+        out.append(f"{percentile(lat, 0.5):.1f}s / {percentile(lat, 0.99):.1f}s")
         print(
             f"{name}: p50 {percentile(lat, 0.5):.1f}s  p99 {percentile(lat, 0.99):.1f}s  "
             f"min {min(lat):.1f}s  max {max(lat):.1f}s  mean {statistics.mean(lat):.1f}s"
             + (f"  ({missing} probe(s) never seen)" if missing else "")
         )
+    return out[0], out[1]
 
 
 if __name__ == "__main__":
