@@ -15,13 +15,15 @@ import json
 import shutil
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError
+from confluent_kafka import Producer as KafkaProducer
 
 from streams.delta import batch_end_offsets
 from streams.kafka.admin import end_offsets, ensure_topic, produce
-from tests.integration.crash.child import STARTED_MARKER
 from tests.integration.crash.test_kill_restart import (
     DRAIN_TIMEOUT_S,
     LIFE_TIMEOUT_S,
@@ -33,6 +35,8 @@ from tests.integration.crash.test_kill_restart import (
 pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.spark, pytest.mark.timeout(1800)]
 
 ATTEMPTS = 4
+# One record every 2 ms: a few hundred a second, whatever the child's start-up takes.
+PACE_S = 0.002
 
 
 def _ends(bootstrap: str, topic: str) -> dict[int, int]:
@@ -53,30 +57,59 @@ def _initial_offsets(ckpt: Path, engine: str, topic: str) -> dict[int, int]:
 
 
 class Producer:
-    """Writes chunks of records to `topic` from a thread, from when the child's log says
-    its query started until it says batch 0 was planned (what comes later is batch 1's),
-    or until stopped."""
+    """Writes one record to `topic` every PACE_S from a thread, from the moment it is
+    made (before the child is launched) until the child's log says batch 0 was planned
+    (what comes later is batch 1's), or until stopped.
+
+    One long-lived producer without linger keeps the topic growing through the whole
+    first trigger, so the moment between the source's "initial offset" and "latest
+    offset" answers sees records arrive however fast or slow the machine is. A producer
+    per chunk, started once the query runs, left gaps of tens of milliseconds and could
+    begin after the first trigger was already planned."""
 
     def __init__(self, bootstrap: str, topic: str, first: int, log: Path) -> None:
         self.next = first
+        self.errors: list[str] = []
         self._log = log
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(bootstrap, topic), daemon=True)
         self._thread.start()
 
+    def _planned(self) -> bool:
+        return self._log.is_file() and "batch 0: foreachBatch" in self._log.read_text(
+            errors="replace"
+        )
+
+    def _delivered(self, err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            self.errors.append(err.str())
+
     def _run(self, bootstrap: str, topic: str) -> None:
-        while not self._stop.wait(0.05):
-            if self._log.is_file() and STARTED_MARKER in self._log.read_text():
-                break
-        while not self._stop.is_set():
-            assert produce(bootstrap, topic, _records(self.next, 200)) == 200
-            self.next += 200
-            if self._log.is_file() and "batch 0: foreachBatch" in self._log.read_text():
-                return
+        producer = KafkaProducer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": False}
+        )
+        checked = time.monotonic()
+        try:
+            while not self._stop.wait(PACE_S):
+                ((key, value),) = _records(self.next, 1)
+                producer.produce(topic, key=key, value=value, on_delivery=self._delivered)
+                producer.poll(0)
+                self.next += 1
+                if time.monotonic() - checked > 0.1:
+                    checked = time.monotonic()
+                    if self._planned():
+                        return
+        finally:
+            left = producer.flush(60)
+            if left:
+                self.errors.append(f"{left} record(s) still unsent after 60 s")
 
     def stop(self) -> int:
+        """Stops producing; returns the number of the next record. Fails the test if any
+        record was not acknowledged (the expected offsets would then be wrong)."""
         self._stop.set()
         self._thread.join()
+        assert not self.errors, f"records not delivered: {self.errors[:5]}"
         return self.next
 
 
