@@ -134,12 +134,14 @@ class GroupCoordinator:
         self._now_ms = now_ms
 
     def list_groups(self, states: set[str] | None = None) -> list[tuple[str, str, str]]:
-        """``(group_id, protocol_type, state)`` of live groups, optionally filtered by state."""
+        """``(group_id, protocol_type, state)`` of live groups, optionally filtered by state
+        (compared case-insensitively, as Kafka does: ``stable`` matches ``Stable``)."""
+        wanted = {s.strip().lower() for s in states or ()}
         out = []
         for group in self.groups.values():
             if group.state is GroupState.DEAD:
                 continue
-            if states and group.state.value not in states:
+            if wanted and group.state.value.lower() not in wanted:
                 continue
             out.append((group.group_id, group.protocol_type or "", group.state.value))
         return out
