@@ -95,3 +95,19 @@ def test_fetch_only_the_first_partition_with_data_may_exceed_the_limits(broker, 
         parts = first_missing.responses[0].partitions
         assert parts[0].error_code == ErrorCode.unknown_topic_or_partition
         assert [len(p.records) for p in parts[1:]] == [one, 0]
+
+
+def test_both_clients_negotiate_with_api_versions_v4_advertised(broker, unique) -> None:
+    """ApiVersions v4 is served; librdkafka and kafka-python still agree on versions."""
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+
+    topic = unique("negotiate")
+    create_topic(broker.bootstrap, topic)
+    metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+    assert topic in metadata.topics
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+    try:
+        assert topic in admin.list_topics()
+    finally:
+        admin.close()
