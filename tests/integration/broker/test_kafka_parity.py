@@ -111,3 +111,43 @@ def test_both_clients_negotiate_with_api_versions_v4_advertised(broker, unique) 
         assert topic in admin.list_topics()
     finally:
         admin.close()
+
+
+def _create_error(admin, new_topic) -> KafkaError | None:
+    from confluent_kafka import KafkaException
+
+    try:
+        admin.create_topics([new_topic])[new_topic.topic].result(timeout=30)
+    except KafkaException as e:
+        return e.args[0]
+    return None
+
+
+def test_create_topics_takes_an_assignment_naming_this_node(broker, unique) -> None:
+    """Kafka's controller accepts a manual assignment of registered brokers and refuses
+    an unknown broker id with INVALID_REPLICA_ASSIGNMENT (a one-node cluster: node 0)."""
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = unique("assigned")
+    assert (
+        _create_error(admin, NewTopic(topic, num_partitions=2, replica_assignment=[[0], [0]]))
+        is None
+    )
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 2
+
+    for bad in ([[1]], [[0, 0]], [[0], [0, 0]]):
+        error = _create_error(
+            admin, NewTopic(unique("refused"), num_partitions=len(bad), replica_assignment=bad)
+        )
+        assert error is not None and error.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT, bad
+
+    more = admin.create_partitions([NewPartitions(topic, 3, replica_assignment=[[0]])])
+    more[topic].result(timeout=30)
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3
+    from confluent_kafka import KafkaException
+
+    refused = admin.create_partitions([NewPartitions(topic, 4, replica_assignment=[[5]])])
+    with pytest.raises(KafkaException) as info:
+        refused[topic].result(timeout=30)
+    assert info.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
