@@ -151,3 +151,54 @@ def test_create_topics_takes_an_assignment_naming_this_node(broker, unique) -> N
     with pytest.raises(KafkaException) as info:
         refused[topic].result(timeout=30)
     assert info.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_compression_type_is_a_known_topic_config(broker, unique) -> None:
+    """Kafka's topic config `compression.type`: default `producer`, set at creation and
+    by AlterConfigs, described back; an unknown codec is INVALID_CONFIG."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+    )
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def described(topic: str) -> str:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        return (
+            admin.describe_configs([resource])[resource]
+            .result(timeout=30)["compression.type"]
+            .value
+        )
+
+    plain, zstd = unique("codec-default"), unique("codec-zstd")
+    create_topic(broker.bootstrap, plain)
+    create_topic(broker.bootstrap, zstd, config={"compression.type": "zstd"})
+    assert described(plain) == "producer"
+    assert described(zstd) == "zstd"
+
+    error = _create_error(
+        admin, NewTopic(unique("codec-bad"), 1, config={"compression.type": "brotli"})
+    )
+    assert error is not None and error.code() == KafkaError.INVALID_CONFIG
+
+    def set_codec(value: str):
+        change = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            plain,
+            incremental_configs=[
+                ConfigEntry("compression.type", value, incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        return admin.incremental_alter_configs([change])[change]
+
+    set_codec("lz4").result(timeout=30)
+    assert described(plain) == "lz4"
+    with pytest.raises(KafkaException) as info:
+        set_codec("LZ4").result(timeout=30)  # Kafka's validator is case-sensitive
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert described(plain) == "lz4"
