@@ -214,6 +214,19 @@ class GroupCoordinator:
                 now_ms=now_ms,
             )
 
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
+        """Forget the committed offsets of ``partitions`` (OffsetDelete); missing ones are
+        ignored, as in Kafka."""
+        stored = self.offsets.get(group_id, {})
+        gone = [tp for tp in partitions if stored.pop(tp, None) is not None]
+        if gone and self._log is not None:
+            self._log.append(
+                [({"t": "o", "g": group_id, "tp": [t, p]}, None) for t, p in gone],
+                now_ms=self._now_ms,
+            )
+        if gone:
+            logger.info("group %s: deleted committed offsets of %s", group_id, gone)
+
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None
     ) -> dict[tuple[str, int], CommittedOffset]:

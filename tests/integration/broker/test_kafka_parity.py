@@ -202,3 +202,94 @@ def test_compression_type_is_a_known_topic_config(broker, unique) -> None:
         set_codec("LZ4").result(timeout=30)  # Kafka's validator is case-sensitive
     assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
     assert described(plain) == "lz4"
+
+
+def test_legacy_alter_configs_replaces_the_whole_set(broker, unique) -> None:
+    """Kafka's AlterConfigs (key 33): the named configs become the topic's overrides,
+    every override not named returns to its default."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = unique("legacy-alter")
+    create_topic(broker.bootstrap, topic, config={"retention.ms": "86400000"})
+
+    def described() -> dict[str, str]:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        entries = admin.describe_configs([resource])[resource].result(timeout=30)
+        return {k: e.value for k, e in entries.items()}
+
+    change = ConfigResource(
+        ConfigResource.Type.TOPIC, topic, set_config={"cleanup.policy": "compact"}
+    )
+    admin.alter_configs([change])[change].result(timeout=30)
+    after = described()
+    assert after["cleanup.policy"] == "compact"
+    assert after["retention.ms"] == str(7 * 24 * 3600 * 1000)  # back to the default
+
+    bad = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"no.such.key": "1"})
+    from confluent_kafka import KafkaException
+
+    with pytest.raises(KafkaException) as info:
+        admin.alter_configs([bad])[bad].result(timeout=30)
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert described()["cleanup.policy"] == "compact"
+
+
+def test_acl_apis_answer_as_a_broker_without_an_authorizer(broker) -> None:
+    """Kafka without `authorizer.class.name`: SECURITY_DISABLED (54) for every ACL API."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    binding = AclBinding(
+        ResourceType.TOPIC,
+        "t",
+        ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    match_all = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    calls = [  # librdkafka reports DescribeAcls' error as an empty list: checked on the wire
+        lambda: admin.create_acls([binding])[binding].result(timeout=30),
+        lambda: admin.delete_acls([match_all])[match_all].result(timeout=30),
+    ]
+    for call in calls:
+        with pytest.raises(KafkaException) as info:
+            call()
+        assert info.value.args[0].code() == KafkaError.SECURITY_DISABLED
+
+    from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+    from kio.schema.describe_acls.v3.response import DescribeAclsResponse
+
+    request = DescribeAclsRequest(
+        resource_type_filter=1,  # ANY
+        resource_name_filter=None,
+        pattern_type_filter=1,  # ANY
+        principal_filter=None,
+        host_filter=None,
+        operation=1,  # ANY
+        permission_type=1,  # ANY
+    )
+    with Wire(broker.bootstrap) as wire:
+        described = wire.call(request, DescribeAclsResponse)
+    assert described.error_code == ErrorCode.security_disabled
+    assert described.error_message == "No Authorizer is configured."
+    assert described.resources == ()

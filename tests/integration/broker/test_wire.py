@@ -95,7 +95,11 @@ def test_api_versions_advertises_core_apis_and_no_kip848_or_telemetry(broker) ->
         21: (0, 2),
         19: (2, 7),
         20: (1, 6),
+        29: (1, 3),
+        30: (1, 3),
+        31: (1, 3),
         32: (1, 4),
+        33: (0, 2),
         37: (0, 3),
         44: (0, 1),
     }
@@ -105,6 +109,7 @@ def test_api_versions_advertises_core_apis_and_no_kip848_or_telemetry(broker) ->
         assert absent not in ranges
     if 8 in ranges:  # OffsetCommit from the coordinator: not the KIP-848 v9+
         assert ranges[8][1] <= 8
+        assert ranges[47] == (0, 0)  # OffsetDelete
 
 
 @pytest.mark.parametrize(

@@ -129,3 +129,75 @@ def test_list_groups_filters_compare_case_insensitively(broker, unique) -> None:
             assert group in listed(states=states), states
         assert group not in listed(states=("stable",))
         assert group in listed(states=("empty",), types=("classic",))
+
+
+def _offset_delete(group: str, topics: dict[str, list[int]]):
+    from kio.schema.offset_delete.v0 import request as delete_req
+
+    return delete_req.OffsetDeleteRequest(
+        group_id=group,
+        topics=tuple(
+            delete_req.OffsetDeleteRequestTopic(
+                name=t,
+                partitions=tuple(
+                    delete_req.OffsetDeleteRequestPartition(partition_index=p) for p in parts
+                ),
+            )
+            for t, parts in topics.items()
+        ),
+    )
+
+
+def test_offset_delete_forgets_offsets_but_not_of_subscribed_topics(broker, unique) -> None:
+    """Kafka's OffsetDelete: GROUP_ID_NOT_FOUND for an unknown group; a consumer group with
+    members keeps the offsets of topics they subscribe to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+    from kio.schema.offset_delete.v0.response import OffsetDeleteResponse
+
+    from tests.support.broker_clients import FAST_GROUP
+
+    read, other, group = unique("del-read"), unique("del-other"), unique("g")
+    create_topic(broker.bootstrap, read)
+    create_topic(broker.bootstrap, other)
+    with Wire(broker.bootstrap) as wire:
+        unknown = wire.call(_offset_delete(unique("nobody"), {read: [0]}), OffsetDeleteResponse)
+        assert unknown.error_code == ErrorCode.group_id_not_found
+
+        wire.call(_commit(group, {read: [(0, 2, -1)], other: [(0, 3, -1)]}), OffsetCommitResponse)
+        consumer = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": group, **FAST_GROUP}
+        )
+        try:
+            consumer.subscribe([read])
+            for _ in range(100):
+                consumer.poll(0.1)
+                if consumer.assignment():
+                    break
+            assert consumer.assignment(), "the consumer never got its partition"
+            response = wire.call(
+                _offset_delete(group, {read: [0], other: [0]}), OffsetDeleteResponse
+            )
+            assert response.error_code == ErrorCode.none
+            errors = {t.name: t.partitions[0].error_code for t in response.topics}
+            assert errors == {read: ErrorCode.group_subscribed_to_topic, other: ErrorCode.none}
+            assert (
+                wire.call(_fetch(group, other, [0]), OffsetFetchResponse)
+                .topics[0]
+                .partitions[0]
+                .committed_offset
+                == -1
+            )
+            assert (
+                wire.call(_fetch(group, read, [0]), OffsetFetchResponse)
+                .topics[0]
+                .partitions[0]
+                .committed_offset
+                == 2
+            )
+        finally:
+            consumer.close()
+
+        emptied = wire.call(_offset_delete(group, {read: [0]}), OffsetDeleteResponse)
+        assert emptied.error_code == ErrorCode.none
+        assert emptied.topics[0].partitions[0].error_code == ErrorCode.none
+        fetched = wire.call(_fetch(group, read, [0]), OffsetFetchResponse)
+        assert fetched.topics[0].partitions[0].committed_offset == -1
