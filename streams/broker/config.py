@@ -31,6 +31,7 @@ TOPIC_CONFIG_KEYS = frozenset(
         "durability",
         "max.message.bytes",
         "message.timestamp.type",
+        "compression.type",
     }
 )
 _BROKER_ALIASES = {

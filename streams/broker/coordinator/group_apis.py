@@ -23,6 +23,7 @@ from streams.broker.coordinator.coordinator import Coordinator
 from streams.broker.coordinator.group import GroupState
 from streams.broker.coordinator.groups import CommittedOffset
 from streams.broker.coordinator.member import JoinResult, SyncResult
+from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
 
 logger = logging.getLogger(__name__)
@@ -206,8 +207,11 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:
         parts = []
+        count = catalog.partition_count(ctx.broker, topic.name) or 0
         for p in topic.partitions:
-            perr = error
+            # as Kafka's KafkaApis: a partition that does not exist is refused before
+            # the group is asked, the others of the request are still committed
+            perr = error if 0 <= p.partition_index < count else ErrorCode.unknown_topic_or_partition
             if (
                 perr is ErrorCode.none
                 and p.committed_metadata is not None
@@ -267,7 +271,7 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
                 module.OffsetFetchResponsePartition,
                 partition_index=partition,
                 committed_offset=committed.offset if committed else -1,
-                committed_leader_epoch=-1,
+                committed_leader_epoch=committed.leader_epoch if committed else -1,
                 metadata=(committed.metadata if committed else "") or "",
                 error_code=ErrorCode.unstable_offset_commit
                 if (topic, partition) in unstable
@@ -288,7 +292,8 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
     coord = _coord(ctx)
     assert coord.groups is not None
     states = set(getattr(request, "states_filter", None) or ())
-    types = set(getattr(request, "types_filter", None) or ())
+    # every group here is a classic one; Kafka parses type names case-insensitively
+    types = {t.lower() for t in getattr(request, "types_filter", None) or ()}
     groups = tuple(
         make(
             module.ListedGroup,

@@ -134,12 +134,14 @@ class GroupCoordinator:
         self._now_ms = now_ms
 
     def list_groups(self, states: set[str] | None = None) -> list[tuple[str, str, str]]:
-        """``(group_id, protocol_type, state)`` of live groups, optionally filtered by state."""
+        """``(group_id, protocol_type, state)`` of live groups, optionally filtered by state
+        (compared case-insensitively, as Kafka does: ``stable`` matches ``Stable``)."""
+        wanted = {s.strip().lower() for s in states or ()}
         out = []
         for group in self.groups.values():
             if group.state is GroupState.DEAD:
                 continue
-            if states and group.state.value not in states:
+            if wanted and group.state.value.lower() not in wanted:
                 continue
             out.append((group.group_id, group.protocol_type or "", group.state.value))
         return out
@@ -211,6 +213,19 @@ class GroupCoordinator:
                 ],
                 now_ms=now_ms,
             )
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
+        """Forget the committed offsets of ``partitions`` (OffsetDelete); missing ones are
+        ignored, as in Kafka."""
+        stored = self.offsets.get(group_id, {})
+        gone = [tp for tp in partitions if stored.pop(tp, None) is not None]
+        if gone and self._log is not None:
+            self._log.append(
+                [({"t": "o", "g": group_id, "tp": [t, p]}, None) for t, p in gone],
+                now_ms=self._now_ms,
+            )
+        if gone:
+            logger.info("group %s: deleted committed offsets of %s", group_id, gone)
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None

@@ -122,12 +122,20 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     coord = _coord(ctx)
     assert coord.txns is not None
     now = coord.now_ms()
+    # as Kafka: partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION, the rest go on
+    unknown = {
+        (t.name, p.partition_index)
+        for t in request.topics
+        for p in t.partitions
+        if not 0 <= p.partition_index < (catalog.partition_count(ctx.broker, t.name) or 0)
+    }
     offsets = {
         (t.name, p.partition_index): CommittedOffset(
             p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata, now
         )
         for t in request.topics
         for p in t.partitions
+        if (t.name, p.partition_index) not in unknown
     }
     error = coord.txns.txn_offset_commit(
         request.transactional_id,
@@ -148,7 +156,9 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
                 make(
                     module.TxnOffsetCommitResponsePartition,
                     partition_index=p.partition_index,
-                    error_code=error,
+                    error_code=ErrorCode.unknown_topic_or_partition
+                    if (t.name, p.partition_index) in unknown
+                    else error,
                 )
                 for p in t.partitions
             ),

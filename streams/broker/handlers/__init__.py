@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from streams.broker.context import Handler
 from streams.broker.handlers import (
+    acls,
     api_versions,
     catalog,
     configs,
@@ -23,7 +24,17 @@ from streams.broker.handlers import (
 
 __all__ = ["API_VERSIONS", "HANDLERS", "api_versions", "catalog"]
 
-_MODULES = (api_versions, metadata, produce, fetch, list_offsets, topics, configs, records)
+_MODULES = (
+    api_versions,
+    metadata,
+    produce,
+    fetch,
+    list_offsets,
+    topics,
+    configs,
+    records,
+    acls,
+)
 
 HANDLERS: dict[int, Handler] = {}
 API_VERSIONS: dict[int, tuple[int, int]] = {}

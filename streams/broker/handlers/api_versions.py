@@ -1,4 +1,9 @@
-"""ApiVersions (key 18), v0–v3: the APIs and versions this broker implements."""
+"""ApiVersions (key 18), v0–v4: the APIs and versions this broker implements.
+
+v4 (KIP-1073) differs from v3 only in what a broker may put in
+`supported_features`, which this broker leaves empty; a version above 4 gets
+UNSUPPORTED_VERSION in v0 format with the supported list, as Kafka answers.
+"""
 
 from __future__ import annotations
 
@@ -40,4 +45,4 @@ def unsupported_version_response(broker: BrokerContext, correlation_id: int) -> 
     return encode_response(correlation_id, response)
 
 
-APIS = [(API_KEY, (0, 3), handle)]
+APIS = [(API_KEY, (0, 4), handle)]

@@ -36,6 +36,7 @@ __all__ = [
     "auto_create",
     "create_topic",
     "get_log",
+    "is_compacted",
     "max_timestamp",
     "needs_fsync",
     "partition_count",
@@ -133,6 +134,11 @@ def alter_topic_configs(
             broker.logs.alter_topic_config(topic, changes)
     except OSError as e:
         raise KafkaStorageError(str(e)) from e
+
+
+def is_compacted(broker: BrokerContext, topic: str) -> bool:
+    """True when `topic`'s cleanup.policy includes compact (every record needs a key)."""
+    return _config_of(broker, topic).compact
 
 
 def needs_fsync(broker: BrokerContext, topic: str) -> bool:

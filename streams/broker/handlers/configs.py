@@ -1,4 +1,8 @@
-"""DescribeConfigs (32) v1–v4 and IncrementalAlterConfigs (44) v0–v1 for topics.
+"""DescribeConfigs (32) v1–v4, AlterConfigs (33) v0–v2 and IncrementalAlterConfigs (44) v0–v1.
+
+AlterConfigs is the legacy, whole-set form: the configs it names become the
+topic's overrides and every override it does not name returns to the default,
+as in Kafka; IncrementalAlterConfigs changes only the keys it names.
 
 Topic configs are the storage's `LogConfig` keys (retention.ms, retention.bytes,
 segment.bytes, cleanup.policy, ...); a topic's overrides are persisted by the
@@ -21,6 +25,7 @@ from streams.broker.protocol import make, response_module
 logger = logging.getLogger(__name__)
 
 DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
 INCREMENTAL_ALTER_CONFIGS = 44
 TOPIC = 2
 BROKER = 4
@@ -148,7 +153,41 @@ async def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
     )
 
 
+async def alter_configs(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(ALTER_CONFIGS, ctx.api_version)
+    results = []
+    for res in request.resources:
+        error, message = ErrorCode.none, None
+        name = res.resource_name
+        try:
+            if int(res.resource_type) != TOPIC:
+                raise catalog.InvalidRequestError(
+                    f"only topic configs can be altered, not resource type `{res.resource_type}`"
+                )
+            _, overrides = catalog.topic_configs(ctx.broker, name)
+            changes: dict[str, str | None] = dict.fromkeys(overrides)
+            changes.update({c.name: c.value for c in res.configs})
+            catalog.alter_topic_configs(
+                ctx.broker, name, changes, validate_only=bool(request.validate_only)
+            )
+            if not request.validate_only:
+                logger.info("replaced configs of topic %s: %s", name, changes)
+        except BrokerError as e:
+            error, message = e.error_code, e.detail or str(e)
+        results.append(
+            make(
+                module.AlterConfigsResourceResponse,
+                error_code=error,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=name,
+            )
+        )
+    return make(module.AlterConfigsResponse, throttle_time=timedelta(0), responses=tuple(results))
+
+
 APIS = [
     (DESCRIBE_CONFIGS, (1, 4), describe_configs),
+    (ALTER_CONFIGS, (0, 2), alter_configs),
     (INCREMENTAL_ALTER_CONFIGS, (0, 1), incremental_alter_configs),
 ]

@@ -8,7 +8,8 @@ extra system calls. A fetch that finds fewer than `min_bytes` waits on append
 notifications for its partitions until `max_wait`; it answers as soon as enough
 data is there. Like Kafka, the first partition with data returns at least one
 whole batch even when it exceeds the byte limits, so a consumer can always make
-progress.
+progress; every later partition stays within `partition_max_bytes` and what is
+left of `max_bytes` (a batch that does not fit is not returned).
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ READ_COMMITTED = 1
 SENDFILE_MIN_BYTES = 64 * 1024
 
 
-def _records(log: Any, offset: int, max_bytes: int, upper: int, opened: list[Any]) -> Any:
-    records = log.read_records(offset, max_bytes, max_offset=upper)
+def _records(
+    log: Any, offset: int, max_bytes: int, upper: int, opened: list[Any], *, min_one: bool
+) -> Any:
+    records = log.read_records(offset, max_bytes, max_offset=upper, min_one=min_one)
     if len(records) >= SENDFILE_MIN_BYTES:
         opened.append(records)
         return records
@@ -73,8 +76,10 @@ def _read_all(
             data: Any = b""
             limit = min(int(fp.partition_max_bytes), remaining)
             if offset < upper and (limit > 0 or total == 0):
-                # max_bytes <= 0 still returns one batch if nothing was returned yet
-                data = _records(log, offset, max(limit, 1), upper, opened)
+                # Kafka's minOneMessage: until a partition returned data, one batch goes
+                # out whatever the limits (so a consumer always progresses); after that
+                # max_bytes and partition_max_bytes hold
+                data = _records(log, offset, max(limit, 1), upper, opened, min_one=total == 0)
                 total += len(data)
                 remaining = max(0, remaining - len(data))
             aborted = None

@@ -2,7 +2,10 @@
 
 Batches stay bytes from the socket to the segment: kio decodes the request's
 topic/partition structure and hands `records` over as one bytes object, the
-storage validates CRCs and assigns offsets. With acks=all and a flush policy of
+storage validates CRCs and assigns offsets. A compacted topic is the exception:
+its records are walked for their keys, and a batch with a keyless record is
+refused with INVALID_RECORD and one record error per such record, as Kafka's
+LogValidator does (batches whose codec this Python cannot read are kept unchecked). With acks=all and a flush policy of
 fsync-per-batch the response waits for the group flusher, so all produce
 requests arriving in the same interval share one fsync.
 """
@@ -11,13 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from streams.broker import storage
 from streams.broker.context import RequestContext
-from streams.broker.errors import BrokerError
+from streams.broker.errors import BrokerError, UnsupportedCompressionTypeError
 from streams.broker.extension import Duplicate, Reject
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
@@ -27,80 +32,123 @@ logger = logging.getLogger(__name__)
 API_KEY = 0
 
 
-def _partition_response(
-    module: Any,
-    index: int,
-    error: ErrorCode,
-    *,
-    base_offset: int = -1,
-    log_start_offset: int = -1,
-    append_time_ms: int = -1,
-    message: str | None = None,
-) -> Any:
+@dataclass(frozen=True, slots=True)
+class _Appended:
+    """The outcome of one partition's append, as its produce response reports it."""
+
+    error: ErrorCode
+    base_offset: int = -1
+    log_start_offset: int = -1
+    append_time_ms: int = -1
+    message: str | None = None
+    appended: bool = False
+    record_errors: tuple[tuple[int, str], ...] = ()
+
+
+def _partition_response(module: Any, index: int, result: _Appended) -> Any:
+    append_ms = result.append_time_ms
     return make(
         module.PartitionProduceResponse,
         index=index,
-        error_code=error,
-        base_offset=base_offset,
+        error_code=result.error,
+        base_offset=result.base_offset,
         log_append_time=(
-            datetime.fromtimestamp(append_time_ms / 1000, tz=UTC) if append_time_ms >= 0 else None
+            datetime.fromtimestamp(append_ms / 1000, tz=UTC) if append_ms >= 0 else None
         ),
-        log_start_offset=log_start_offset,
-        record_errors=(),
-        error_message=message,
+        log_start_offset=result.log_start_offset,
+        record_errors=tuple(
+            module.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+            for i, m in result.record_errors
+        )
+        if hasattr(module, "BatchIndexAndErrorMessage")  # Produce v8+
+        else (),
+        error_message=result.message,
     )
+
+
+def _check_keys(topic: str, index: int, records: memoryview) -> _Appended | None:
+    """INVALID_RECORD with one error per keyless record, as Kafka's LogValidator answers
+    a produce to a compacted topic; None when every record has a key."""
+    try:
+        batch, missing = storage.keyless_records(records)
+    except UnsupportedCompressionTypeError:
+        # the codec is not installed here: the keys cannot be read, the batch is kept
+        logger.debug("cannot check the keys of a compressed batch for %s-%d", topic, index)
+        return None
+    if not missing:
+        return None
+    per_record = tuple(
+        (
+            i,
+            f"Compacted topic `{topic}` partition {index} cannot accept a record without a "
+            "key; give every record a key or change the topic's cleanup.policy.",
+        )
+        for i in missing
+    )
+    shown = ", ".join(str(i) for i in missing[:3])
+    message = (
+        f"One or more records have been rejected due to {len(missing)} record errors in "
+        f"total: record(s) {shown}{', ...' if len(missing) > 3 else ''} of batch {batch} have "
+        f"no key, which topic `{topic}` (cleanup.policy=compact) requires."
+    )
+    return _Appended(ErrorCode.invalid_record, message=message, record_errors=per_record)
 
 
 def _append(
     ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int, txn: str | None
-) -> tuple[ErrorCode, int, int, int, str | None, bool]:
-    """(error, base offset, log start, append time, message, appended) for one partition."""
+) -> _Appended:
     broker = ctx.broker
     try:
         log = catalog.get_log(broker, topic, index)
     except BrokerError as e:
-        return e.error_code, -1, -1, -1, None, False
+        return _Appended(e.error_code)
     if catalog.is_internal(broker, topic):
         # the coordinator owns internal topics; a client write would corrupt its state
         message = f"Cannot append to internal topic `{topic}`."
-        return ErrorCode.invalid_topic_exception, -1, -1, -1, message, False
+        return _Appended(ErrorCode.invalid_topic_exception, message=message)
     if not records:
-        return ErrorCode.corrupt_message, -1, -1, -1, "empty record set", False
+        return _Appended(ErrorCode.corrupt_message, message="empty record set")
     view = memoryview(records)
+    if catalog.is_compacted(broker, topic):
+        # before the producer-state check, as Kafka validates records before sequences
+        try:
+            refused = _check_keys(topic, index, view)
+        except catalog.CORRUPT_ERRORS as e:
+            return _Appended(ErrorCode.corrupt_message, message=catalog.storage_error_message(e))
+        if refused is not None:
+            logger.info("refused keyless records for compacted %s-%d", topic, index)
+            return refused
     check = broker.extension.check_produce(topic, index, view, transactional_id=txn, acks=acks)
     if isinstance(check, Duplicate):
-        return (
+        return _Appended(
             ErrorCode.none,
-            check.base_offset,
-            log.log_start_offset,
-            check.log_append_time_ms,
-            None,
-            False,
+            base_offset=check.base_offset,
+            log_start_offset=log.log_start_offset,
+            append_time_ms=check.log_append_time_ms,
         )
     if isinstance(check, Reject):
-        return ErrorCode(check.error_code), -1, -1, -1, check.message, False
+        return _Appended(ErrorCode(check.error_code), message=check.message)
     try:
         info = log.append(records)
     except catalog.CORRUPT_ERRORS as e:
         logger.warning(
             "rejected produce to %s-%d from %s: %s", topic, index, ctx.connection.peer, e
         )
-        return ErrorCode.corrupt_message, -1, -1, -1, catalog.storage_error_message(e), False
+        return _Appended(ErrorCode.corrupt_message, message=catalog.storage_error_message(e))
     except catalog.TOO_LARGE_ERRORS as e:
-        return ErrorCode.message_too_large, -1, -1, -1, catalog.storage_error_message(e), False
+        return _Appended(ErrorCode.message_too_large, message=catalog.storage_error_message(e))
     except OSError as e:
         logger.error("append to %s-%d failed: %s", topic, index, e)
-        return ErrorCode.kafka_storage_error, -1, -1, -1, str(e), False
+        return _Appended(ErrorCode.kafka_storage_error, message=str(e))
     broker.extension.on_appended(topic, index, view, info.base_offset, info.last_offset)
     broker.notifier.notify(topic, index)
     logger.debug("appended %s-%d offsets %d..%d", topic, index, info.base_offset, info.last_offset)
-    return (
+    return _Appended(
         ErrorCode.none,
-        info.base_offset,
-        info.log_start_offset,
-        info.log_append_time_ms,
-        None,
-        True,
+        base_offset=info.base_offset,
+        log_start_offset=info.log_start_offset,
+        append_time_ms=info.log_append_time_ms,
+        appended=True,
     )
 
 
@@ -111,7 +159,9 @@ def _fail_all(module: Any, responses: list[Any], error: ErrorCode) -> list[Any]:
             name=t.name,
             partition_responses=tuple(
                 _partition_response(
-                    module, p.index, error if p.error_code == ErrorCode.none else p.error_code
+                    module,
+                    p.index,
+                    _Appended(error if p.error_code == ErrorCode.none else p.error_code),
                 )
                 for p in t.partition_responses
             ),
@@ -131,25 +181,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for pdata in topic_data.partition_data:
             if acks not in (0, 1, -1):
                 partitions.append(
-                    _partition_response(module, pdata.index, ErrorCode.invalid_required_acks)
+                    _partition_response(
+                        module, pdata.index, _Appended(ErrorCode.invalid_required_acks)
+                    )
                 )
                 continue
-            error, base, start, append_ms, message, appended = _append(
-                ctx, topic_data.name, pdata.index, pdata.records, acks, txn
-            )
-            if appended and catalog.needs_fsync(ctx.broker, topic_data.name):
+            result = _append(ctx, topic_data.name, pdata.index, pdata.records, acks, txn)
+            if result.appended and catalog.needs_fsync(ctx.broker, topic_data.name):
                 sync_appends = True
-            partitions.append(
-                _partition_response(
-                    module,
-                    pdata.index,
-                    error,
-                    base_offset=base,
-                    log_start_offset=start,
-                    append_time_ms=append_ms,
-                    message=message,
-                )
-            )
+            partitions.append(_partition_response(module, pdata.index, result))
         responses.append(
             make(
                 module.TopicProduceResponse,

@@ -1,4 +1,8 @@
-"""CreateTopics (19) v2–v7, DeleteTopics (20) v1–v6, CreatePartitions (37) v0–v3."""
+"""CreateTopics (19) v2–v7, DeleteTopics (20) v1–v6, CreatePartitions (37) v0–v3.
+
+Manual replica assignments are accepted when they name this node only, and
+refused as Kafka refuses them otherwise (see `assignments`).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from streams.broker.context import RequestContext
 from streams.broker.errors import BrokerError
-from streams.broker.handlers import catalog
+from streams.broker.handlers import assignments, catalog
 from streams.broker.protocol import make, response_module
 
 logger = logging.getLogger(__name__)
@@ -33,6 +37,8 @@ def _create_one(
         catalog.validate_topic_name(name)
         if catalog.partition_count(broker, name) is not None:
             return ErrorCode.topic_already_exists, f"Topic `{name}` already exists.", -1, {}
+        if topic.assignments:
+            partitions = assignments.check_new_topic(topic, broker.config.node_id)
         limit = broker.config.max_partitions_per_topic
         if not 1 <= partitions <= limit:
             return (
@@ -42,18 +48,11 @@ def _create_one(
                 -1,
                 {},
             )
-        if int(topic.replication_factor) not in (-1, 1):
+        if not topic.assignments and int(topic.replication_factor) not in (-1, 1):
             return (
                 ErrorCode.invalid_replication_factor,
                 f"Topic `{name}`: replication factor `{topic.replication_factor}` is not "
                 "possible on this single-node broker; use 1 (or -1 for the default).",
-                -1,
-                {},
-            )
-        if topic.assignments:
-            return (
-                ErrorCode.invalid_request,
-                "Manual replica assignments are not supported.",
                 -1,
                 {},
             )
@@ -65,6 +64,8 @@ def _create_one(
             )
     except BrokerError as e:
         return e.error_code, e.detail or str(e), -1, {}
+    except assignments.AssignmentError as e:
+        return e.error, e.message, -1, {}
     return ErrorCode.none, None, partitions, effective
 
 
@@ -158,8 +159,11 @@ def _add_partitions(
             ErrorCode.invalid_partitions,
             f"Topic `{name}`: `{total}` partitions exceed max.partitions.per.topic ({limit}).",
         )
-    if topic.assignments:
-        return ErrorCode.invalid_request, "Manual replica assignments are not supported."
+    if topic.assignments is not None:
+        try:
+            assignments.check_new_partitions(topic, current, ctx.broker.config.node_id)
+        except assignments.AssignmentError as e:
+            return e.error, e.message
     if validate_only:
         return ErrorCode.none, None
     try:

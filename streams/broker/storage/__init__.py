@@ -11,7 +11,8 @@ Public API (see each module's docstring):
   segment files for a zero-copy send.
 - `LogSegment`, `OffsetIndex`, `TimeIndex`, `TransactionIndex`, `LogLoader`.
 - Batch helpers: `BatchHeader`, `parse_batch_header`, `iter_batches`,
-  `validate_batches`, `build_control_batch`; `decode_records` (off the hot path).
+  `validate_batches`, `build_control_batch`; `decode_records` (off the hot path),
+  `keyless_records` (the key check of a produce to a compacted topic).
 - Errors are the broker's own (`streams.broker.errors`), each with its Kafka `errno`.
 """
 
@@ -30,7 +31,7 @@ from streams.broker.storage.index import AbortedTxn, OffsetIndex, TimeIndex, Tra
 from streams.broker.storage.loader import LogLoader
 from streams.broker.storage.log import AppendInfo, PartitionLog
 from streams.broker.storage.manager import LogManager, TopicMetadata, validate_topic_name
-from streams.broker.storage.records import Record, decode_records
+from streams.broker.storage.records import Record, decode_records, keyless_records
 from streams.broker.storage.segment import LogSegment
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "build_control_batch",
     "decode_records",
     "iter_batches",
+    "keyless_records",
     "parse_batch_header",
     "validate_batches",
     "validate_topic_name",

@@ -4,6 +4,10 @@ Built from a Kafka-style `dict[str, str]` (`LogConfig.from_kafka({...})`, as in
 CreateTopics / AlterConfigs requests) or from keyword arguments. Invalid values
 raise `InvalidConfigError` naming the key.
 
+`compression.type` is kept and described as Kafka does (default `producer`), but
+batches are always stored as the producer compressed them: the broker never
+recompresses, so a value other than `producer` is only reported, not applied.
+
 Flush policy. `durability` is this broker's knob:
 - `"interval"` (default): appends are written to the page cache; `LogManager`
   fsyncs dirty logs when `flush.ms` / `flush.messages` say so
@@ -24,6 +28,7 @@ from streams.broker.errors import InvalidConfigError
 
 CleanupPolicy = Literal["delete", "compact", "compact,delete"]
 Durability = Literal["interval", "sync"]
+CompressionType = Literal["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]
 
 _MAX_LONG = 2**63 - 1
 _MAX_INT = 2**31 - 1
@@ -43,7 +48,10 @@ _KEYS: dict[str, tuple[str, str, int]] = {
     "max.message.bytes": ("max_message_bytes", "int", 0),
     "message.timestamp.type": ("message_timestamp_type", "tstype", 0),
     "durability": ("durability", "durability", 0),
+    "compression.type": ("compression_type", "compression", 0),
 }
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,9 @@ class LogConfig:
     max_message_bytes: int = 1024 * 1024 + 12
     message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = "CreateTime"
     durability: Durability = "interval"
+    # Stored and described as Kafka's; batches are kept as the producer compressed
+    # them whatever the value (the broker never recompresses).
+    compression_type: CompressionType = "producer"
 
     def __post_init__(self) -> None:
         for key, (attr, kind, minimum) in _KEYS.items():
@@ -88,6 +99,12 @@ class LogConfig:
                 raise InvalidConfigError(
                     f"Config `message.timestamp.type` is `{value}`; use `CreateTime` or "
                     "`LogAppendTime`.",
+                    key=key,
+                )
+            elif kind == "compression" and value not in COMPRESSION_TYPES:
+                raise InvalidConfigError(
+                    f"Config `compression.type` is `{value}`; use one of "
+                    f"{', '.join(f'`{c}`' for c in COMPRESSION_TYPES)}.",
                     key=key,
                 )
             elif kind == "durability" and value not in ("interval", "sync"):

@@ -94,11 +94,13 @@ class LocalLog:
 
     # -- read ---------------------------------------------------------------------
 
-    def slices(self, offset: int, max_bytes: int, limit: int) -> list[Slice]:
+    def slices(
+        self, offset: int, max_bytes: int, limit: int, *, min_one: bool = True
+    ) -> list[Slice]:
         """Ranges of whole batches from the one holding `offset`, below `limit`.
 
-        At most `max_bytes` in total, except that the first batch is always
-        included. Later segments are read only once a segment was read to its
+        At most `max_bytes` in total, except that the first batch is included
+        even when larger if `min_one` (without it, nothing is returned then). Later segments are read only once a segment was read to its
         end, so a fetch is not under-filled because a segment ended. The caller
         has checked that `offset` is inside the log.
         """
@@ -110,7 +112,7 @@ class LocalLog:
             first = seg.find_batch(offset)
             if first is None:
                 continue  # nothing at or after `offset` here (an empty or compacted segment)
-            if out and first.size > budget:
+            if (out or not min_one) and first.size > budget:
                 break
             start, end = seg.batch_range(first, max(budget, 1), limit)
             if end <= start:

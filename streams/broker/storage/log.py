@@ -278,13 +278,26 @@ class PartitionLog:
             )
 
     def read_records(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one: bool = True,
     ) -> FileRecords:
-        """What `read` returns, as file ranges for a zero-copy send; close it once sent."""
-        with self._lock:
-            return FileRecords.of(self._slice_segments(offset, max_bytes, max_offset))
+        """What `read` returns, as file ranges for a zero-copy send; close it once sent.
 
-    def _slice_segments(self, offset: int, max_bytes: int, max_offset: int | None) -> list[Slice]:
+        With `min_one=False` a first batch larger than `max_bytes` is not returned
+        either (Kafka's `minOneMessage`: only a fetch's first partition with data
+        may exceed the limits)."""
+        with self._lock:
+            return FileRecords.of(
+                self._slice_segments(offset, max_bytes, max_offset, min_one=min_one)
+            )
+
+    def _slice_segments(
+        self, offset: int, max_bytes: int, max_offset: int | None, *, min_one: bool = True
+    ) -> list[Slice]:
         """Ranges of whole batches from the one holding `offset`, below `max_offset`
         (see `LocalLog.slices`). Raises `OffsetOutOfRangeError` outside
         [log_start_offset, log_end_offset]. Call with the lock held.
@@ -297,7 +310,7 @@ class PartitionLog:
                 f"Log `{self.name}`: offset `{offset}` is outside the log's range "
                 f"[{self._log_start_offset}, {end}]; reset to the start or end.",
             )
-        return self._local.slices(offset, max_bytes, limit)
+        return self._local.slices(offset, max_bytes, limit, min_one=min_one)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """The first offset whose record timestamp is >= `timestamp_ms`, with that

@@ -1,8 +1,9 @@
 """Decoding the records inside a batch: only off the hot path.
 
-Appends and fetches never come here. Two places need records: `offset_for_timestamp`
-(the exact record whose timestamp reaches a target, ListOffsets) and the
-compaction of `cleanup.policy=compact` topics (record keys). Compressed batches
+Fetches never come here. Three places need records: `offset_for_timestamp`
+(the exact record whose timestamp reaches a target, ListOffsets), the
+compaction of `cleanup.policy=compact` topics (record keys), and a produce to a
+compacted topic (`keyless_records`: Kafka refuses records without a key there). Compressed batches
 are decompressed with the codecs this Python has: gzip always; snappy, lz4 and
 zstd are reported as `UnsupportedCompressionTypeError` (the cleaner then keeps such
 batches whole, and timestamp lookups fall back to the batch).
@@ -18,7 +19,7 @@ import zlib
 from dataclasses import dataclass
 
 from streams.broker.errors import CorruptMessageError, UnsupportedCompressionTypeError
-from streams.broker.storage.batch import HEADER_SIZE, parse_batch_header
+from streams.broker.storage.batch import HEADER_SIZE, iter_batches, parse_batch_header
 
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
@@ -114,3 +115,42 @@ def first_at_or_after(batch: bytes, timestamp_ms: int) -> tuple[int, int] | None
     except (UnsupportedCompressionTypeError, CorruptMessageError):
         return None
     return None
+
+
+def _keyless_in_batch(batch: bytes | memoryview, count: int) -> list[int]:
+    payload = records_payload(bytes(batch))
+    out: list[int] = []
+    pos = 0
+    for index in range(count):
+        length, pos = _read_varint(payload, pos)
+        end = pos + length
+        if length < 0 or end > len(payload):
+            raise CorruptMessageError(
+                f"Record {index} of the batch declares length `{length}` past the batch's end."
+            )
+        pos += 1  # attributes
+        _, pos = _read_varint(payload, pos)  # timestampDelta
+        _, pos = _read_varint(payload, pos)  # offsetDelta
+        key_length, _ = _read_varint(payload, pos)
+        if key_length < 0:
+            out.append(index)
+        pos = end
+    return out
+
+
+def keyless_records(records: bytes | memoryview) -> tuple[int, list[int]]:
+    """`(batch number, record indexes)` of the first batch in `records` holding records
+    without a key, or `(-1, [])` when every record has one. Control batches are skipped.
+
+    Raises `UnsupportedCompressionTypeError` for a batch whose codec this Python cannot
+    read (its keys cannot be checked) and `CorruptMessageError` for broken records.
+    """
+    view = memoryview(records)
+    for number, header in enumerate(iter_batches(view)):
+        if header.is_control:
+            continue
+        batch = view[header.position : header.position + header.size]
+        missing = _keyless_in_batch(batch, header.records_count)
+        if missing:
+            return number, missing
+    return -1, []

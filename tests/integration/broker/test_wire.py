@@ -50,11 +50,25 @@ def _fetch(topic: str, offset: int, *, max_wait_ms: int, min_bytes: int, isolati
     )
 
 
-def test_api_versions_fallback_answers_v0_format_with_supported_list(broker) -> None:
+def test_api_versions_v4_is_answered_in_v4(broker) -> None:
+    from kio.schema.api_versions.v4.response import ApiVersionsResponse as ApiVersionsV4Response
+
+    request = ApiVersionsV4(client_software_name="w", client_software_version="1")
     with Wire(broker.bootstrap) as wire:
-        wire.send_raw(
-            encode_request(ApiVersionsV4(client_software_name="w", client_software_version="1"), 7)
-        )
+        response = wire.call(request, ApiVersionsV4Response)
+    assert response.error_code == ErrorCode.none
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert ranges[18] == (0, 4)
+
+
+def test_api_versions_fallback_answers_v0_format_with_supported_list(broker) -> None:
+    # a version newer than any this broker knows: v4's bytes announced as v5
+    frame = bytearray(
+        encode_request(ApiVersionsV4(client_software_name="w", client_software_version="1"), 7)
+    )
+    struct.pack_into(">h", frame, 6, 5)
+    with Wire(broker.bootstrap) as wire:
+        wire.send_raw(bytes(frame))
         frame = wire.read_frame()
         assert frame is not None
         assert struct.unpack_from(">i", frame)[0] == 7
@@ -62,7 +76,7 @@ def test_api_versions_fallback_answers_v0_format_with_supported_list(broker) -> 
         assert used == len(frame) - 4
         assert response.error_code == ErrorCode.unsupported_version
         ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-        assert ranges[18] == (0, 3)
+        assert ranges[18] == (0, 4)
         # the connection stays usable: the client retries with a version we support
         ok = wire.call(API_VERSIONS_V3, ApiVersionsResponse, correlation_id=8)
         assert ok.error_code == ErrorCode.none
@@ -77,11 +91,15 @@ def test_api_versions_advertises_core_apis_and_no_kip848_or_telemetry(broker) ->
         1: (4, 12),
         2: (1, 7),
         3: (0, 12),
-        18: (0, 3),
+        18: (0, 4),
         21: (0, 2),
         19: (2, 7),
         20: (1, 6),
+        29: (1, 3),
+        30: (1, 3),
+        31: (1, 3),
         32: (1, 4),
+        33: (0, 2),
         37: (0, 3),
         44: (0, 1),
     }
@@ -91,6 +109,7 @@ def test_api_versions_advertises_core_apis_and_no_kip848_or_telemetry(broker) ->
         assert absent not in ranges
     if 8 in ranges:  # OffsetCommit from the coordinator: not the KIP-848 v9+
         assert ranges[8][1] <= 8
+        assert ranges[47] == (0, 0)  # OffsetDelete
 
 
 @pytest.mark.parametrize(
