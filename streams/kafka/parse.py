@@ -19,13 +19,25 @@ from pyspark.sql.types import DataType, StructType
 
 from streams.kafka.columns import KAFKA_COLUMNS
 from streams.kafka.errors import KafkaConfigError
-from streams.kafka.parse_formats import _debezium_exprs, _json_exprs, _parse_raw, _upsert_exprs
+from streams.kafka.parse_formats import (
+    _debezium_exprs,
+    _json_exprs,
+    _parse_raw,
+    _upsert_connect_exprs,
+    _upsert_exprs,
+)
 from streams.kafka.parse_frames import ParsedFrames, Persist, _Exprs, _split, _Stage
 
 logger = logging.getLogger(__name__)
 
-Format = Literal["json", "raw", "debezium-json", "upsert-json"]
-FORMATS: tuple[str, ...] = ("json", "raw", "debezium-json", "upsert-json")
+Format = Literal["json", "raw", "debezium-json", "upsert-json", "upsert-connect-json"]
+FORMATS: tuple[str, ...] = (
+    "json",
+    "raw",
+    "debezium-json",
+    "upsert-json",
+    "upsert-connect-json",
+)
 
 
 @functools.lru_cache(maxsize=64)
@@ -84,6 +96,11 @@ def parse_kafka(
     `before` image excepted: it may hold only the key columns). The good rows' columns
     are nullable either way. Works on batch and streaming frames.
 
+    `upsert-connect-json` is `upsert-json` as Kafka Connect's JsonConverter writes it
+    with `schemas.enable=true`: each value `{"schema": ..., "payload": row}`, a null
+    value or `payload` a delete, the key an envelope too or plain JSON; a value that is
+    not an envelope is bad ("not a Kafka Connect envelope ...").
+
     `persist` (batch frames): called once with the parsed and flagged frame both
     results derive from; returning it persisted lets `good` and `bad` share one read
     and one parse of the records instead of two.
@@ -129,6 +146,7 @@ _BUILDERS: dict[str, Callable[[StructType, Sequence[str]], _Exprs]] = {
     "json": _json_exprs,
     "debezium-json": _debezium_exprs,
     "upsert-json": _upsert_exprs,
+    "upsert-connect-json": _upsert_connect_exprs,
 }
 
 

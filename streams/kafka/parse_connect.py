@@ -1,11 +1,12 @@
-"""The row columns of Debezium records that carry their Kafka Connect schema.
+"""The row columns of records that carry their Kafka Connect schema.
 
 Kafka Connect's JsonConverter with `schemas.enable=true` (Debezium's default) writes
-each value as `{"schema": {...}, "payload": {...}}`: the schema describes the envelope,
-whose `after` and `before` fields are the row image. `connect_struct` turns that into
-the `StructType` `parse_kafka` takes for `debezium-json`; `sample_connect_struct`
-reads it from the newest records of the topic, so a table can be declared without a
-schema file. A field the Connect schema marks not optional is `NOT NULL`, which
+each value as `{"schema": {...}, "payload": {...}}`. For a Debezium change event the
+schema describes the envelope, whose `after` and `before` fields are the row image;
+for an upsert record (`upsert-json`) it describes the row itself. `connect_struct`
+turns that into the `StructType` `parse_kafka` takes; `sample_connect_struct` reads
+it from the newest records of the topic, so a table can be declared without a schema
+file. A field the Connect schema marks not optional is `NOT NULL`, which
 `parse_kafka` enforces as required.
 
 Types are the JSON wire types (Connect's logical types keep their encoding: a
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 from pyspark.sql.types import (
@@ -52,6 +53,8 @@ _PRIMITIVES: dict[str, DataType] = {
     "string": StringType(),
     "bytes": BinaryType(),
 }
+ConnectFormat = Literal["debezium-json", "upsert-json"]
+"""The formats whose columns a record's Connect schema can give."""
 _TAIL = 100
 """Records read from the end of each partition to find one with a value."""
 
@@ -88,20 +91,35 @@ def _struct(schema: Mapping[str, Any], where: str) -> StructType:
     return StructType(out)
 
 
-def connect_struct(value: bytes | str) -> StructType:
-    """The row image's columns of one Debezium record written with its Connect schema;
-    `KafkaConfigError` saying what the record lacks when it has none."""
+def connect_struct(value: bytes | str, *, format: ConnectFormat = "debezium-json") -> StructType:
+    """The row columns of one record written with its Connect schema: the `after` (or
+    `before`) struct of a Debezium envelope (`debezium-json`), the value's own struct
+    (`upsert-json`); `KafkaConfigError` saying what the record lacks when it has none."""
+    if format not in ("debezium-json", "upsert-json"):
+        raise KafkaConfigError(
+            f"Format `{format}` does not take its columns from a Connect schema; expected "
+            "`debezium-json` or `upsert-json`.",
+            option="format",
+        )
     try:
         doc = json.loads(value)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise KafkaConfigError(f"the record is not JSON ({e})", option="schema") from e
     if not isinstance(doc, Mapping) or not isinstance(doc.get("schema"), Mapping):
         raise KafkaConfigError(
-            "the record has no Connect schema: expected `{\"schema\": ..., \"payload\": ...}` "
+            'the record has no Connect schema: expected `{"schema": ..., "payload": ...}` '
             "(Kafka Connect's JsonConverter with `schemas.enable=true`)",
             option="schema",
         )
     envelope = _type(doc["schema"], "schema")
+    if format == "upsert-json":
+        if not isinstance(envelope, StructType):
+            raise KafkaConfigError(
+                f"the record's Connect schema is `{doc['schema']['type']}`, not a struct of "
+                "columns: format `upsert-json` needs each value to be a row",
+                option="schema",
+            )
+        return envelope
     images = {
         f.name: f.dataType
         for f in getattr(envelope, "fields", [])
@@ -122,9 +140,11 @@ def sample_connect_struct(
     topics: Iterable[str],
     *,
     client_config: Mapping[str, Any] | None = None,
+    format: ConnectFormat = "debezium-json",
 ) -> StructType:
-    """`connect_struct` of the newest record with a value in `topics` (its last
-    `_TAIL` records per partition are read); `KafkaConfigError` when there is none."""
+    """`connect_struct` (for `format`) of the newest record with a value in `topics`
+    (its last `_TAIL` records per partition are read); `KafkaConfigError` when there is
+    none."""
     names = list(topics)
     ends = end_offsets(bootstrap, names, client_config=client_config, read_committed=True)
     conf = consumer_config(
@@ -162,4 +182,4 @@ def sample_connect_struct(
             "columns cannot be read from a record's Connect schema",
             option="schema",
         )
-    return connect_struct(newest[1])
+    return connect_struct(newest[1], format=format)

@@ -1,6 +1,7 @@
-"""The expressions of each Kafka format: `json`, `debezium-json` and `upsert-json`
-type the payload with `from_json` and explain flagged rows from a VARIANT parse of the
-same text; `raw` passes the records through.
+"""The expressions of each Kafka format: `json`, `debezium-json`, `upsert-json` and
+`upsert-connect-json` (upsert records in Kafka Connect envelopes) type the payload with
+`from_json` and explain flagged rows from a VARIANT parse of the same text; `raw`
+passes the records through.
 """
 
 from __future__ import annotations
@@ -198,12 +199,25 @@ def _debezium_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
 
 
 def _upsert_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
+    """`upsert-json`: the value is the row; a null value is a delete whose key columns
+    come from the key."""
     text = F.col("value").cast("string")
     key_text = F.col("key").cast("string")
     v, k = F.col("_parsed"), F.col("_kparsed")
     deleted = F.col("value").isNull()
-    key_kind = F.call_function("schema_of_variant", F.call_function("try_parse_json", key_text))
-    key_bad = (
+    value_flag = v.getField(_CORRUPT).isNotNull() | _required_missing(v, required)
+    flagged = F.when(deleted, _key_bad(k).isNotNull()).otherwise(value_flag)
+    explain = F.when(deleted, _key_bad(k)).otherwise(_explain(text, schema, v, required))
+    staged = [("_parsed", _from_json(text, schema)), ("_kparsed", _from_json(key_text, schema))]
+    return _make_exprs(staged, _upsert_good(schema, v, k, deleted), flagged, explain)
+
+
+def _key_bad(k: Column) -> Column:
+    """Why a tombstone's key (typed as `k`) gives no key columns; null when it does."""
+    key_kind = F.call_function(
+        "schema_of_variant", F.call_function("try_parse_json", F.col("key").cast("string"))
+    )
+    return (
         F.when(F.col("key").isNull(), F.lit("tombstone without a key"))
         .when(
             key_kind.isNull() | ~key_kind.startswith("OBJECT"),
@@ -211,18 +225,109 @@ def _upsert_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
         )
         .when(k.getField(_CORRUPT).isNotNull(), F.lit("tombstone key does not match the schema"))
     )
-    value_flag = v.getField(_CORRUPT).isNotNull() | _required_missing(v, required)
-    flagged = F.when(deleted, key_bad.isNotNull()).otherwise(value_flag)
-    explain = F.when(deleted, key_bad).otherwise(_explain(text, schema, v, required))
+
+
+def _upsert_good(schema: StructType, v: Column, k: Column, deleted: Column) -> list[Column]:
     cols = [
         F.when(deleted, k.getField(f.name)).otherwise(v.getField(f.name)).alias(f.name)
         for f in schema.fields
     ]
-    good_cols = [
-        *cols,
-        deleted.alias("_deleted"),
-        F.col("key").alias("_key"),
-        *_coordinates(),
+    return [*cols, deleted.alias("_deleted"), F.col("key").alias("_key"), *_coordinates()]
+
+
+NOT_ENVELOPE = (
+    'not a Kafka Connect envelope: expected `{"schema": ..., "payload": ...}` '
+    "(JsonConverter with `schemas.enable=true`)"
+)
+
+
+def _kind(json_kind: Column) -> Column:
+    """A VARIANT kind as a message names it (`void`, a JSON null, as `null`)."""
+    return F.when(json_kind == "VOID", F.lit("null")).otherwise(F.lower(json_kind))
+
+
+def _is_envelope(text: Column) -> Column:
+    """Whether `text` is a JSON object of exactly `schema` and `payload`, as Kafka
+    Connect's JsonConverter writes each key and value with `schemas.enable=true` (a
+    row with a column named `schema` or `payload` is not taken for one)."""
+    keys = F.array_sort(F.call_function("json_object_keys", text))
+    return F.coalesce(keys == F.array(F.lit("payload"), F.lit("schema")), F.lit(False))
+
+
+def _in_envelope(schema: StructType) -> StructType:
+    return StructType([StructField("schema", StringType(), True), StructField("payload", schema)])
+
+
+def _upsert_connect_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
+    """`upsert-json` whose values (and keys, when they are) are Kafka Connect envelopes:
+    the row is `payload`; a null value or a null `payload` is a delete, whose key
+    columns come from the key (its `payload` when the key is an envelope too). A value
+    that is not an envelope is bad, not read as a row."""
+    text = F.col("value").cast("string")
+    key_text = F.col("key").cast("string")
+    p = F.col("_parsed")
+    v, k = p.getField("payload"), F.col("_kparsed")
+    enveloped = _is_envelope(text)
+    deleted = F.col("value").isNull() | (enveloped & p.getField(_CORRUPT).isNull() & v.isNull())
+    # The key is parsed for deletes only: an upsert's key columns are in its value.
+    key_env = _is_envelope(key_text)
+    ke = F.col("_kenvelope")
+    key_struct = F.when(
+        key_env,
+        F.struct(
+            *[ke.getField("payload").getField(f.name).alias(f.name) for f in schema.fields],
+            ke.getField(_CORRUPT).alias(_CORRUPT),
+        ),
+    ).otherwise(F.when(F.col("_deleted"), _from_json(key_text, schema)))
+    key_payload = F.call_function(
+        "schema_of_variant",
+        F.call_function(
+            "variant_get", F.call_function("try_parse_json", key_text), F.lit("$.payload")
+        ),
+    )
+    key_bad = F.when(
+        key_env & ~key_payload.startswith("OBJECT"),
+        F.concat(
+            F.lit("tombstone key's `payload` is not a JSON object (got "),
+            _kind(key_payload),
+            F.lit(")"),
+        ),
+    ).otherwise(_key_bad(k))
+    value_flag = p.getField(_CORRUPT).isNotNull() | ~enveloped | _required_missing(v, required)
+    is_del = F.col("_deleted")
+    flagged = F.when(is_del, key_bad.isNotNull()).otherwise(value_flag)
+    explain = F.when(is_del, key_bad).otherwise(_explain_connect(text, schema, v, required))
+    staged = [
+        ("_parsed", _from_json(text, _in_envelope(schema))),
+        ("_deleted", deleted),
+        ("_kenvelope", F.when(is_del & key_env, _from_json(key_text, _in_envelope(schema)))),
+        ("_kparsed", key_struct),
     ]
-    staged = [("_parsed", _from_json(text, schema)), ("_kparsed", _from_json(key_text, schema))]
-    return _make_exprs(staged, good_cols, flagged, explain)
+    return _make_exprs(staged, _upsert_good(schema, v, k, is_del), flagged, explain)
+
+
+def _explain_connect(
+    text: Column, schema: StructType, typed: Column, required: Sequence[str]
+) -> Column:
+    variant = F.call_function("try_parse_json", text)
+    kind = F.call_function("schema_of_variant", variant)
+    payload_kind = F.call_function(
+        "schema_of_variant", F.call_function("variant_get", variant, F.lit("$.payload"))
+    )
+    detail = F.concat_ws("; ", *_field_errors(variant, typed, schema, "$.payload", required))
+    return (
+        F.when(variant.isNull(), F.lit("invalid JSON"))
+        .when(
+            ~kind.startswith("OBJECT"),
+            F.concat(F.lit("not a JSON object (got "), F.lower(kind), F.lit(")")),
+        )
+        .when(~_is_envelope(text), F.lit(NOT_ENVELOPE))
+        .when(
+            ~payload_kind.startswith("OBJECT"),
+            F.concat(
+                F.lit("`payload` is not a JSON object (got "), _kind(payload_kind), F.lit(")")
+            ),
+        )
+        .when(detail != "", detail)
+        .otherwise(F.lit("does not match the schema"))
+    )

@@ -86,19 +86,23 @@ def _with_connect_schema(
     project: LoadedProject, defn: TableDefinition, bootstrap: str
 ) -> TableDefinition:
     """`defn` with the payload columns read from the newest record's Connect schema, once
-    per query start (a change of the source table's columns needs a restart)."""
+    per query start (a change of the source table's columns needs a restart). An
+    `upsert-json` table is read as `upsert-connect-json`: its records are envelopes."""
     from streams.kafka import KafkaStreamError, sample_connect_struct
 
     k = defn.spec.source.kafka
-    assert k is not None
+    assert k is not None and k.format in ("debezium-json", "upsert-json")
     try:
         struct = sample_connect_struct(
-            bootstrap, k.topic_list, client_config=project.config.kafka.client_config(k.options)
+            bootstrap,
+            k.topic_list,
+            client_config=project.config.kafka.client_config(k.options),
+            format="upsert-json" if k.format == "upsert-json" else "debezium-json",
         )
     except KafkaStreamError as e:
         raise CompileError(
             f"Table `{defn.name}` ({defn.path}) takes its columns from the Connect schema of "
-            f"its records (`connect_schema: true`), but {e}. Produce a change event with "
+            f"its records (`connect_schema: true`), but {e}. Produce a record with "
             "its schema first (JsonConverter with `schemas.enable=true`), or declare the "
             "columns with `schema: NAME`.",
             table=defn.name,
@@ -108,7 +112,15 @@ def _with_connect_schema(
         for f in struct.fields
     )
     logger.info("table %s: columns from the records' Connect schema: %s", defn.name, ddl)
-    return defn.model_copy(update={"payload_ddl": ddl})
+    update: dict[str, Any] = {"payload_ddl": ddl}
+    if k.format == "upsert-json":
+        # The parse format of Connect-wrapped upserts; no other reader of the format
+        # after the start distinguishes the two.
+        src = defn.spec.source
+        kafka = k.model_copy(update={"format": "upsert-connect-json"})
+        spec = defn.spec.model_copy(update={"source": src.model_copy(update={"kafka": kafka})})
+        update["spec"] = spec
+    return defn.model_copy(update=update)
 
 
 def build_query(

@@ -117,17 +117,19 @@ class _Checker:
 
     def _row_schema(self, d: TableDefinition) -> None:
         """A CDC format knows its columns from `schema`, or from the records themselves
-        (`connect_schema`, Debezium only); one of the two, and only where it applies."""
+        (`connect_schema`, `debezium-json` and `upsert-json`); one of the two, and only
+        where it applies."""
         k = d.spec.source.kafka
         assert k is not None
         if k.connect_schema:
-            if k.format != "debezium-json":
+            if k.format not in ("debezium-json", "upsert-json"):
                 self.add(
                     d,
                     "source.kafka.connect_schema",
-                    f"Table `{d.name}`: `connect_schema` reads the columns from Debezium "
-                    f"change events and applies to format `debezium-json`, not `{k.format}`. "
-                    "Remove it and give `schema: NAME`.",
+                    f"Table `{d.name}`: `connect_schema` reads the columns from the Kafka "
+                    "Connect schema of change records and applies to formats "
+                    f"`debezium-json` and `upsert-json`, not `{k.format}`. Remove it and "
+                    "give `schema: NAME`.",
                 )
             elif k.schema_:
                 self.add(
@@ -150,8 +152,6 @@ class _Checker:
                 " or, when the records carry their Kafka Connect schema "
                 '(`{"schema": ..., "payload": ...}`: JsonConverter with `schemas.enable=true`), '
                 "`connect_schema: true`"
-                if k.format == "debezium-json"
-                else ""
             )
             self.add(
                 d,

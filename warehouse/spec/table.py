@@ -57,8 +57,9 @@ class KafkaSource(Spec):
     format: KafkaFormat = "json"
     schema_: str | None = Field(default=None, alias="schema")
     connect_schema: bool = False
-    """`debezium-json` without `schema`: the records carry their Kafka Connect schema
-    (`{"schema": ..., "payload": ...}`), read from the topic when the query starts."""
+    """`debezium-json` or `upsert-json` without `schema`: the records carry their Kafka
+    Connect schema (`{"schema": ..., "payload": ...}`), read from the topic when the
+    query starts."""
     max_offsets_per_trigger: int | None = Field(default=None, gt=0)
     on_data_loss: Literal["fail", "skip"] = "fail"
     options: dict[str, str] = Field(default_factory=dict)
@@ -78,7 +79,14 @@ class KafkaSource(Spec):
                     "(letters, digits, `.`, `_`, `-`; at most 249 characters)"
                 )
         if self.format == "json" and not self.schema_:
-            raise ValueError("format `json` needs `schema: NAME` (a file in `schemas/`)")
+            raise ValueError(
+                "format `json` needs `schema: NAME` (a file in `schemas/`)"
+                + (
+                    "; `connect_schema` applies to `debezium-json` and `upsert-json`"
+                    if self.connect_schema
+                    else ""
+                )
+            )
         return self
 
     @property

@@ -1,6 +1,6 @@
-"""A Debezium table without a schema file: `connect_schema: true` takes the columns from
-the Kafka Connect schema its records carry (`{"schema": ..., "payload": ...}`), read from
-the topic when the query starts. Real broker, real Spark, real Delta."""
+"""Debezium and upsert tables without a schema file: `connect_schema: true` takes the
+columns from the Kafka Connect schema their records carry (`{"schema": ..., "payload":
+...}`), read from the topic when the query starts. Real broker, real Spark, real Delta."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from pyspark.sql import Row
 
 from streams.delta.arrow import read_table
+from streams.kafka import parse_kafka
 from streams.kafka.admin import ensure_topic, produce
+from streams.kafka.source import SCHEMA
+from tests.support.rows import assert_rows
 from warehouse import Project
 from warehouse.compile import CompileError
 from warehouse.runtime.pipeline import Pipeline
@@ -51,7 +55,7 @@ def change(op: str, before: dict | None, after: dict | None, ts: int) -> str:
     return json.dumps({"schema": ENVELOPE, "payload": payload})
 
 
-def _project(root: Path, bootstrap: str, topic: str) -> Project:
+def _project(root: Path, bootstrap: str, topic: str, *, upsert: bool = False) -> Project:
     (root / "conf").mkdir(parents=True)
     dwd = root / "layers" / "dwd"
     dwd.mkdir(parents=True)
@@ -61,10 +65,11 @@ def _project(root: Path, bootstrap: str, topic: str) -> Project:
         "engines: {kafka: python, delta: python}\n"
         'spark:\n  master: "local[2]"\n  conf:\n    spark.sql.shuffle.partitions: "2"\n'
     )
+    fmt, seq = ("upsert-json", "") if upsert else ("debezium-json", ", sequence_by: _source_ts_ms")
     (dwd / "users.yml").write_text(
         "table: dim_users\n"
-        f"source: {{kafka: {{topic: {topic}, format: debezium-json, connect_schema: true}}}}\n"
-        "sink: {mode: upsert, keys: [user_id], sequence_by: _source_ts_ms}\n"
+        f"source: {{kafka: {{topic: {topic}, format: {fmt}, connect_schema: true}}}}\n"
+        f"sink: {{mode: upsert, keys: [user_id]{seq}}}\n"
     )
     return Project.load(root)
 
@@ -133,3 +138,121 @@ def test_records_without_their_schema_fail_the_start_naming_the_table(
     project = _project(tmp_path / "proj", broker.bootstrap, topic)
     with pytest.raises(CompileError, match=r"Table `dim_users`.*has no Connect schema"):
         Pipeline(project, spark, layer="dwd").run(once=True)
+
+
+KEY = {
+    "type": "struct",
+    "optional": False,
+    "name": "shop.public.users.Key",
+    "fields": [{"field": "user_id", "type": "int64", "optional": False}],
+}
+
+
+def wrapped(schema: dict, payload: object) -> str:
+    """A key or value as Kafka Connect's JsonConverter writes it with schemas enabled."""
+    return json.dumps({"schema": schema, "payload": payload})
+
+
+def key(user_id: int) -> str:
+    return wrapped(KEY, {"user_id": user_id})
+
+
+def test_upsert_columns_come_from_the_value_s_connect_schema(
+    spark, broker, unique, tmp_path: Path
+) -> None:
+    topic = unique("connect-upsert")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    produce(
+        broker.bootstrap,
+        topic,
+        [
+            (key(1), wrapped(ROW, {"user_id": 1, "name": "Ann", "visits": 1})),
+            (key(2), wrapped(ROW, {"user_id": 2, "name": "Bob", "visits": 5})),
+            (key(1), wrapped(ROW, {"user_id": 1, "name": "Ann", "visits": 2})),
+            (key(3), wrapped(ROW, {"user_id": 3, "name": "Cy", "visits": 0})),
+            (key(4), wrapped(ROW, {"user_id": 4, "name": "Di", "visits": 7})),
+            (key(3), wrapped(ROW, None)),  # a delete: the envelope of a null value
+            (key(4), None),  # a delete: a tombstone, the key columns from the key's payload
+            ('{"user_id": 5}', '{"user_id": 5, "name": "plain", "visits": 1}'),  # no envelope
+            (key(6), wrapped(ROW, {"name": "no id", "visits": 9})),  # `user_id` not optional
+            ('{"user_id": 2}', None),  # a plain key on a tombstone is the key columns too
+        ],
+    )
+    project = _project(tmp_path / "proj", broker.bootstrap, topic, upsert=True)
+    assert project.tables["dim_users"].payload_ddl is None  # known only from the records
+
+    (result,) = Pipeline(project, spark, layer="dwd").run(once=True)
+
+    assert (result.rows_read, result.quarantined) == (10, 2)
+    assert rows(project.table_path("dim_users"), ["user_id", "name", "visits"]) == [
+        (1, "Ann", 2),
+    ]
+    assert rows(project.quarantine_path("dim_users"), ["source_offset", "reason"]) == [
+        (
+            7,
+            'parse error: not a Kafka Connect envelope: expected `{"schema": ..., '
+            '"payload": ...}` (JsonConverter with `schemas.enable=true`)',
+        ),
+        (8, "parse error: missing required field `user_id`"),
+    ]
+
+
+def test_upsert_records_in_envelopes_parse_alike_plain_and_persisted(spark) -> None:
+    records = [
+        (key(1), wrapped(ROW, {"user_id": 1, "name": "Ann", "visits": 1})),
+        (key(2), wrapped(ROW, None)),
+        ('{"user_id": 3}', None),
+        (wrapped(KEY, None), None),
+        (None, None),
+        (key(4), wrapped(ROW, {"user_id": "four"})),
+        (key(5), wrapped(ROW, 5)),
+        ('{"user_id": 6}', '{"schema": "public", "user_id": 6}'),
+        ("k", "not json"),
+    ]
+
+    def b(x: str | None) -> bytes | None:
+        return x.encode() if x is not None else None
+
+    frame = spark.createDataFrame(
+        [(b(k), b(v), "t", 0, i, None, 0, None) for i, (k, v) in enumerate(records)], SCHEMA
+    )
+    schema = "user_id bigint NOT NULL, name string, visits int"
+    plain = parse_kafka(frame, format="upsert-connect-json", schema=schema)
+    kept: list = []
+    persisted = parse_kafka(
+        frame,
+        format="upsert-connect-json",
+        schema=schema,
+        persist=lambda f: kept.append(f.persist()) or kept[-1],
+    )
+    try:
+        for parsed in (plain, persisted):
+            assert_rows(
+                parsed.good.select("user_id", "name", "visits", "_deleted", "_offset"),
+                [
+                    Row(user_id=1, name="Ann", visits=1, _deleted=False, _offset=0),
+                    Row(user_id=2, name=None, visits=None, _deleted=True, _offset=1),
+                    Row(user_id=3, name=None, visits=None, _deleted=True, _offset=2),
+                ],
+            )
+            assert_rows(
+                parsed.bad.select("_offset", "_error"),
+                [
+                    Row(
+                        _offset=3,
+                        _error="tombstone key's `payload` is not a JSON object (got null)",
+                    ),
+                    Row(_offset=4, _error="tombstone without a key"),
+                    Row(_offset=5, _error="field `user_id`: expected bigint, got string"),
+                    Row(_offset=6, _error="`payload` is not a JSON object (got bigint)"),
+                    Row(
+                        _offset=7,
+                        _error='not a Kafka Connect envelope: expected `{"schema": ..., '
+                        '"payload": ...}` (JsonConverter with `schemas.enable=true`)',
+                    ),
+                    Row(_offset=8, _error="invalid JSON"),
+                ],
+            )
+    finally:
+        for f in kept:
+            f.unpersist()

@@ -65,7 +65,9 @@ def test_the_row_image_of_the_envelope_schema_with_not_optional_fields_not_null(
         ("not json", "is not JSON"),
         (json.dumps({"schema": {"type": "struct", "fields": []}, "payload": {}}), "no `after`"),
         (
-            json.dumps({"schema": {"type": "struct", "fields": [{"field": "after", "type": "uuid"}]}}),
+            json.dumps(
+                {"schema": {"type": "struct", "fields": [{"field": "after", "type": "uuid"}]}}
+            ),
             "`uuid` is not supported",
         ),
     ],
@@ -73,3 +75,33 @@ def test_the_row_image_of_the_envelope_schema_with_not_optional_fields_not_null(
 def test_a_record_without_a_usable_schema_says_what_it_lacks(value: str, words: str) -> None:
     with pytest.raises(KafkaConfigError, match=words):
         connect_struct(value)
+
+
+def test_an_upsert_record_s_columns_are_its_value_s_own_struct() -> None:
+    value = json.dumps({"schema": ROW, "payload": {"user_id": 1}})
+    struct = connect_struct(value, format="upsert-json")
+    assert struct.fieldNames() == ["user_id", "name", "signup", "score", "tags", "photo"]
+    assert [f.nullable for f in struct.fields] == [False, True, True, True, True, True]
+    # A value without a payload (a delete) still carries the row's schema.
+    assert connect_struct(json.dumps({"schema": ROW, "payload": None}), format="upsert-json") == (
+        struct
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "fmt", "words"),
+    [
+        (
+            json.dumps({"schema": {"type": "string"}, "payload": "x"}),
+            "upsert-json",
+            "`string`, not a struct",
+        ),
+        ('{"user_id": 1}', "upsert-json", "has no Connect schema"),
+        (json.dumps({"schema": ROW, "payload": {}}), "json", "Format `json` does not take"),
+    ],
+)
+def test_an_upsert_record_without_a_row_schema_says_what_it_lacks(
+    value: str, fmt: str, words: str
+) -> None:
+    with pytest.raises(KafkaConfigError, match=words):
+        connect_struct(value, format=fmt)  # type: ignore[arg-type]

@@ -50,3 +50,4 @@ def test_plan_reports_a_cdc_table_without_schema(tmp_path: Path) -> None:
     # Declared with a schema file, or with the records' own schema: both load.
     assert "dim_products" not in result.stderr
     assert "dim_accounts" not in result.stderr
+    assert "dim_stock" not in result.stderr

@@ -161,7 +161,8 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
         (
             "layers/dwd/prices.yml",
             "source.kafka.schema",
-            ("Table `dim_prices`: format `upsert-json` needs the columns", "`schema: NAME`"),
+            ("Table `dim_prices`: format `upsert-json` needs the columns", "`schema: NAME`",
+             "`connect_schema: true`"),
         ),
         (
             "layers/dwd/both.yml",
@@ -169,9 +170,9 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
             ("either `schema: products` or `connect_schema: true`",),
         ),
         (
-            "layers/dwd/stock.yml",
+            "layers/dwd/clicks.yml",
             "source.kafka.connect_schema",
-            ("applies to format `debezium-json`, not `upsert-json`",),
+            ("Table `ods_clicks`", "formats `debezium-json` and `upsert-json`, not `raw`"),
         ),
         (
             "layers/dwd/many.yml",
