@@ -31,8 +31,8 @@ test: install
 	@scripts/ensure-test-tools.sh
 ifeq ($(strip $(PYTEST_ARGS)),)
 	@side_log=$$(mktemp); \
-	$(BIN)/python -m pytest -p no:cacheprovider $(SIDE_TESTS) >"$$side_log" 2>&1 & side=$$!; \
-	$(BIN)/python -m pytest $(addprefix --ignore=,$(SIDE_TESTS)); main_rc=$$?; \
+	$(BIN)/python -m pytest -p no:cacheprovider --durations=15 $(SIDE_TESTS) >"$$side_log" 2>&1 & side=$$!; \
+	$(BIN)/python -m pytest --durations=25 $(addprefix --ignore=,$(SIDE_TESTS)); main_rc=$$?; \
 	wait $$side; side_rc=$$?; \
 	echo "==== pytest $(SIDE_TESTS) (ran beside the run above) ===="; \
 	cat "$$side_log"; rm -f "$$side_log"; \
