@@ -130,4 +130,3 @@ def test_fetch_out_of_range(brokers: dict[str, str]) -> None:
     on_bundled, on_kafka = on_both(brokers, fetch_out_of_range)
     assert on_kafka["inside"] == [1, 2] and on_kafka["past_end"] == ["_AUTO_OFFSET_RESET", True]
     assert on_bundled == on_kafka
-
