@@ -301,10 +301,12 @@ class ApacheKafka:
 
 
 def _started(work_dir: Path, *, nodes: int) -> ApacheKafka:
+    """Started nodes; a failed test (not a skipped one) saying why when they cannot start."""
     try:
         return ApacheKafka(work_dir, nodes=nodes).start()
     except ApacheKafkaError as e:
-        pytest.fail(str(e), pytrace=False)
+        reason = str(e)
+    pytest.fail(reason, pytrace=False)
 
 
 @pytest.fixture(scope="session")
