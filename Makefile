@@ -51,6 +51,7 @@ lint: install
 install: $(STAMP) java
 	@$(BIN)/warehouse jars fetch \
 	  || echo "native jars not resolved: sessions will run on the Python engines" >&2
+	@scripts/apache-kafka.sh || echo "Apache Kafka not cached (see above): the oracle tests in tests/integration/oracle will fail until scripts/apache-kafka.sh succeeds" >&2
 
 $(BIN)/python:
 	@test -n "$(PYTHON)" || { echo "Python >= 3.11 is required (python3.11 or newer on PATH)" >&2; exit 1; }

@@ -28,6 +28,9 @@ os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSeria
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# Apache Kafka, the oracle of tests/integration/oracle: `apache_kafka`, `apache_kafka_cluster`.
+pytest_plugins = ["tests.support.apache_kafka"]
+
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):

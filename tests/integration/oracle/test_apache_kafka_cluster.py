@@ -1,0 +1,33 @@
+"""The three-node Apache Kafka fixture is the cluster it claims to be: every partition on
+three replicas, all in sync, min.insync.replicas=2, and acks=all writes go through."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import ConfigResource, NewTopic
+
+from tests.integration.oracle.clients import admin, produce, read_to_end
+from tests.integration.oracle.differential import unique
+from tests.support.apache_kafka import ApacheKafka
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def test_three_node_cluster(apache_kafka_cluster: ApacheKafka) -> None:
+    bootstrap = apache_kafka_cluster.bootstrap
+    topic = unique("replicated")
+    a = admin(bootstrap)
+    assert sorted(a.list_topics(timeout=10).brokers) == [1, 2, 3]
+    a.create_topics([NewTopic(topic, 2, 3)])[topic].result(timeout=30)
+    partitions = a.list_topics(topic, timeout=10).topics[topic].partitions
+    assert {p: (len(m.replicas), len(m.isrs)) for p, m in partitions.items()} == {
+        0: (3, 3),
+        1: (3, 3),
+    }
+    configs = next(iter(a.describe_configs([ConfigResource("topic", topic)]).values()))
+    assert configs.result(timeout=10)["min.insync.replicas"].value == "2"
+    reports = produce(
+        bootstrap, topic, [{"partition": p, "value": b"v"} for p in (0, 1)], acks="all"
+    )
+    assert [r[:3] for r in reports] == [(None, 0, 0), (None, 1, 0)]
+    assert len(read_to_end(bootstrap, topic, 2)["records"]) == 2

@@ -1,0 +1,138 @@
+"""Transactions as confluent-kafka sees them on both brokers: what read_committed and
+read_uncommitted readers get, where the control markers sit, the last stable offset
+under an open transaction, offsets committed inside a transaction, and fencing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException, Producer, TopicPartition
+
+from tests.integration.oracle.clients import (
+    QUIET,
+    consumer,
+    create_topic,
+    error_name,
+    read_to_end,
+)
+from tests.integration.oracle.differential import on_both, unique
+
+pytestmark = pytest.mark.kafka
+
+
+def _txn_producer(bootstrap: str, txn_id: str) -> Producer:
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **QUIET}
+    )
+    p.init_transactions(30)
+    return p
+
+
+def _transaction(p: Producer, topic: str, values: list[bytes], *, commit: bool | None) -> None:
+    """One transaction of `values` into partition 0, committed, aborted or (None) left open."""
+    p.begin_transaction()
+    for v in values:
+        p.produce(topic, value=v, partition=0)
+    p.flush(30)
+    if commit is True:
+        p.commit_transaction(30)
+    elif commit is False:
+        p.abort_transaction(30)
+
+
+def _values(read: dict[str, Any]) -> dict[str, Any]:
+    return {"ends": read["ends"], "records": [(r[1], r[3]) for r in read["records"]]}
+
+
+def isolation_levels(bootstrap: str) -> dict[str, Any]:
+    topic = unique("txn")
+    create_topic(bootstrap, topic, 1)
+    p = _txn_producer(bootstrap, unique("txn-id"))
+    _transaction(p, topic, [b"a", b"b"], commit=True)
+    _transaction(p, topic, [b"c"], commit=False)
+    _transaction(p, topic, [b"d"], commit=True)
+    _transaction(p, topic, [b"e", b"f"], commit=None)
+    seen: dict[str, Any] = {}
+    for isolation in ("read_committed", "read_uncommitted"):
+        seen[f"open/{isolation}"] = _values(read_to_end(bootstrap, topic, 1, isolation=isolation))
+    p.commit_transaction(30)
+    for isolation in ("read_committed", "read_uncommitted"):
+        seen[f"closed/{isolation}"] = _values(read_to_end(bootstrap, topic, 1, isolation=isolation))
+    return seen
+
+
+def test_isolation_levels(brokers: dict[str, str]) -> None:
+    on_bundled, on_kafka = on_both(brokers, isolation_levels)
+    assert [v for _, v in on_kafka["closed/read_committed"]["records"]] == [
+        b"a",
+        b"b",
+        b"d",
+        b"e",
+        b"f",
+    ]
+    assert on_bundled == on_kafka
+
+
+def offsets_in_transactions(bootstrap: str) -> list[Any]:
+    """send_offsets_to_transaction: the group's offsets appear only when the transaction commits."""
+    topic, group = unique("txn-offsets"), unique("group")
+    create_topic(bootstrap, topic, 1)
+    c = consumer(bootstrap, group)
+    p = _txn_producer(bootstrap, unique("txn-id"))
+    seen = []
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        for offset, commit in ((5, False), (7, True)):
+            p.begin_transaction()
+            p.produce(topic, value=b"v%d" % offset, partition=0)
+            p.send_offsets_to_transaction(
+                [TopicPartition(topic, 0, offset)], c.consumer_group_metadata(), 30
+            )
+            if commit:
+                p.commit_transaction(30)
+            else:
+                p.abort_transaction(30)
+            tp = c.committed([TopicPartition(topic, 0)], timeout=10)[0]
+            seen.append((commit, tp.offset, tp.error))
+    finally:
+        c.close()
+    return seen
+
+
+def test_offsets_in_transactions(brokers: dict[str, str]) -> None:
+    on_bundled, on_kafka = on_both(brokers, offsets_in_transactions)
+    assert on_kafka == [(False, -1001, None), (True, 7, None)]
+    assert on_bundled == on_kafka
+
+
+def _failure(call: Any) -> tuple[Any, ...] | None:
+    try:
+        call()
+    except KafkaException as e:
+        err = e.args[0]
+        return (error_name(err), err.fatal(), err.retriable(), err.txn_requires_abort())
+    return None
+
+
+def fenced_producer(bootstrap: str) -> dict[str, Any]:
+    """A second producer with the same transactional.id fences the first, whose open
+    transaction is aborted; the first's next commit fails."""
+    topic, txn_id = unique("fenced"), unique("txn-id")
+    create_topic(bootstrap, topic, 1)
+    first = _txn_producer(bootstrap, txn_id)
+    _transaction(first, topic, [b"from first"], commit=None)
+    second = _txn_producer(bootstrap, txn_id)
+    failed = _failure(lambda: first.commit_transaction(30))
+    _transaction(second, topic, [b"from second"], commit=True)
+    return {
+        "first_commit": failed,
+        "read_committed": _values(read_to_end(bootstrap, topic, 1, isolation="read_committed")),
+        "read_uncommitted": _values(read_to_end(bootstrap, topic, 1, isolation="read_uncommitted")),
+    }
+
+
+def test_fenced_producer(brokers: dict[str, str]) -> None:
+    on_bundled, on_kafka = on_both(brokers, fenced_producer)
+    assert on_kafka["first_commit"] is not None
+    assert on_bundled == on_kafka
