@@ -32,6 +32,7 @@ TOPIC_CONFIG_KEYS = frozenset(
         "max.message.bytes",
         "message.timestamp.type",
         "compression.type",
+        "min.insync.replicas",
     }
 )
 _BROKER_ALIASES = {

@@ -49,6 +49,7 @@ _KEYS: dict[str, tuple[str, str, int]] = {
     "message.timestamp.type": ("message_timestamp_type", "tstype", 0),
     "durability": ("durability", "durability", 0),
     "compression.type": ("compression_type", "compression", 0),
+    "min.insync.replicas": ("min_insync_replicas", "int", 1),
 }
 
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
@@ -74,6 +75,9 @@ class LogConfig:
     # Stored and described as Kafka's; batches are kept as the producer compressed
     # them whatever the value (the broker never recompresses).
     compression_type: CompressionType = "producer"
+    # Kafka caps it at the partition's replica count, which is 1 here: acks=all
+    # succeeds whatever the value, as on a one-replica topic of a Kafka cluster.
+    min_insync_replicas: int = 1
 
     def __post_init__(self) -> None:
         for key, (attr, kind, minimum) in _KEYS.items():
