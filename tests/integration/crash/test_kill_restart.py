@@ -1,5 +1,6 @@
 """Kafka -> Delta under SIGKILL: no loss, no duplicate, by Kafka coordinates and by key,
-on both engines (append, upsert and SCD2 tables; on the Python engine the Arrow path too).
+on both engines (append, upsert and SCD2 tables fed by a CDC stream with deletes and late
+changes; on the Python engine the Arrow path too).
 
 A child process (child.py) runs the real Kafka source into the real Delta sink on a
 topic produced up front to the real broker. It is killed at random points (armed
@@ -25,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from streams.delta import recorded_offsets, remove_orphans
+from streams.delta import recorded_offsets, remove_orphans, tombstone_path
 from streams.delta.arrow import read_table
 from streams.kafka.admin import ensure_topic, produce
 from tests.integration.crash.child import STARTED_MARKER
@@ -47,14 +48,37 @@ BATCH_RECORDS = {"python": 200, "native": 600}
 MAX_LIVES = 60
 
 
+def _change(i: int) -> tuple[int, str, bool]:
+    """Record `i` as a change of key `k{i % N_KEYS}`: its `seq`, its op, and whether it is
+    late. Every 7th change deletes the key; every 11th from the third round of keys on
+    is a late update or delete whose `seq` is older than its key's previous change, so
+    only the tombstone of a delete keeps it from reviving a deleted key. A late `seq`
+    is never one its key had."""
+    if i > 2 * N_KEYS and i % 11 == 5:
+        return i - 2 * N_KEYS - 1, "d" if i % 2 else "u", True
+    return i, "d" if i % 7 == 3 else "u", False
+
+
 def _value(i: int) -> str:
     # Every 50th has a number in its string field `s`: Spark types it ("<i>"), Arrow
     # refuses it, so the Arrow path's fallback runs in most batches.
-    return json.dumps({"i": i, "s": i} if i % 50 == 0 else {"i": i})
+    seq, op, late = _change(i)
+    value = {"i": i, "seq": seq, "op": op, "late": late}
+    return json.dumps({**value, "s": i} if i % 50 == 0 else value)
 
 
 def _records(first: int, n: int) -> list[tuple[str, str]]:
     return [(f"k{i % N_KEYS}", _value(i)) for i in range(first, first + n)]
+
+
+def _in_order(produced: int) -> dict[str, list[tuple[int, str]]]:
+    """Each key's changes that are not late, in order: `(seq, op)`."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for i in range(produced):
+        seq, op, late = _change(i)
+        if not late:
+            out.setdefault(f"k{i % N_KEYS}", []).append((seq, op))
+    return out
 
 
 class Child:
@@ -153,11 +177,12 @@ def _history(path: str) -> dict[str, list[tuple[int, bool]]]:
 
 
 def _expected_history(produced: int) -> dict[str, list[tuple[int, bool]]]:
-    """Every change of a key is one version, each once; the latest is the current one."""
-    out: dict[str, list[tuple[int, bool]]] = {}
-    for i in range(produced):
-        out.setdefault(f"k{i % N_KEYS}", []).append(i)
-    return {k: [(i, i == seqs[-1]) for i in seqs] for k, seqs in out.items()}
+    """Every change of a key is one version, each once, a delete a closed one (it keeps
+    the delete's `seq`); the latest is the current one unless it is a delete."""
+    return {
+        k: [(seq, n == len(changes) - 1 and op != "d") for n, (seq, op) in enumerate(changes)]
+        for k, changes in _in_order(produced).items()
+    }
 
 
 def _arrow_rows(path: str) -> list[tuple[str, int, int]]:
@@ -169,7 +194,18 @@ def _arrow_rows(path: str) -> list[tuple[str, int, int]]:
 
 
 def _expected(produced: int) -> dict[str, int]:
-    return {f"k{i % N_KEYS}": i for i in range(produced)}
+    """The upsert table: each key at its last change, unless that deleted it."""
+    return {k: c[-1][0] for k, c in _in_order(produced).items() if c[-1][1] != "d"}
+
+
+def _deleted(produced: int) -> dict[str, int]:
+    """The keys the feed left deleted, at their delete's `seq`."""
+    return {k: c[-1][0] for k, c in _in_order(produced).items() if c[-1][1] == "d"}
+
+
+def _tombstones(path: str) -> dict[str, int]:
+    t = pa.table(read_table(tombstone_path(path), columns=["k", "seq"]))
+    return dict(zip(t.column("k").to_pylist(), t.column("seq").to_pylist(), strict=True))
 
 
 def test_sigkill_anywhere_loses_and_repeats_nothing(
@@ -204,6 +240,8 @@ def test_sigkill_anywhere_loses_and_repeats_nothing(
     def check(n: int) -> None:
         assert _coordinates(params["append_path"]) == produced
         assert _latest(params["upsert_path"]) == _expected(n)
+        tombstones = _tombstones(params["upsert_path"])
+        assert {k: tombstones.get(k) for k in _deleted(n)} == _deleted(n)
         assert _history(params["scd2_path"]) == _expected_history(n)
         if engine == "python":
             assert _arrow_rows(params["arrow_path"]) == produced
