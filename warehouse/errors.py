@@ -25,7 +25,11 @@ class WarehouseError(Exception):
         return self.message
 
 
-_EXC_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Failed)): (.+)$")
+_EXC_LINE = re.compile(
+    r"^\s*(?:Caused by: |: )?([A-Za-z_][\w.$]*(?:Error|Exception|Failed)): (.+)$"
+)
+"""`SomeError: message` of a Python traceback, and a JVM stack trace's own forms of it as
+Py4J quotes them (`: org...SparkException: ...` first, `Caused by: ...` for each cause)."""
 
 
 def root_cause_line(error: BaseException | str) -> str:

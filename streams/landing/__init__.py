@@ -8,18 +8,23 @@ Above both `streams.kafka` (the planned input partitions, the source's reader) a
   does not apply to it;
 - `kafka_json_append(...)`: one batch appended through Arrow, with Spark's parse for
   the records Arrow hands back (`KafkaJsonAppend` says what it did);
-- `payload_schema`, `split_block`: the Arrow parse itself (`streams.landing.arrow_json`).
+- `payload_schema`, `split_block`: the Arrow parse itself (`streams.landing.arrow_json`);
+- errors (`streams.landing.errors`): `LandingError` (root, `.table`, `.path`),
+  `LandingConfigError` (`.field`).
 """
 
 from __future__ import annotations
 
 from streams.landing.arrow_json import ArrowParse, payload_schema, split_block
+from streams.landing.errors import LandingConfigError, LandingError
 from streams.landing.kafka_json import KafkaJsonAppend, arrow_payload, kafka_json_append
 from streams.landing.planned import planned_partitions
 
 __all__ = [
     "ArrowParse",
     "KafkaJsonAppend",
+    "LandingConfigError",
+    "LandingError",
     "arrow_payload",
     "kafka_json_append",
     "payload_schema",

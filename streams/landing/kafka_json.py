@@ -49,7 +49,8 @@ from streams.delta import (
     write_files,
 )
 from streams.kafka import COORDINATES, SCHEMA, parse_kafka, required_fields
-from streams.landing.arrow_json import payload_schema
+from streams.landing.arrow_json import SPARK_TYPES, payload_schema
+from streams.landing.errors import LandingConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +132,44 @@ def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]
     yield counts
 
 
+def _checked(target: DeltaTarget, payload: StructType) -> pa.Schema:
+    """The Arrow schema of `payload` for `target`, or a `LandingConfigError` saying why
+    this path cannot land it (callers ask `arrow_payload` first)."""
+    name = target.table or target.path
+    if target.mode != "append":
+        raise LandingConfigError(
+            f"Delta table `{name}`: `kafka_json_append` appends, but the target's mode is "
+            f"`{target.mode}`. Write an `{target.mode}` table with "
+            "`streams.delta.write_batch`.",
+            table=target.table,
+            path=target.path,
+            field="mode",
+        )
+    parsed = arrow_payload(payload)
+    if parsed is not None:
+        return parsed
+    kinds = ", ".join(f"`{k}`" for k in SPARK_TYPES)
+    wrong = [
+        f for f in payload.fields if payload_schema([(f.name, f.dataType.simpleString())]) is None
+    ]
+    if not wrong:
+        raise LandingConfigError(
+            f"Delta table `{name}`: the payload has no fields; give the JSON payload's "
+            f"fields, each of type {kinds}.",
+            table=target.table,
+            path=target.path,
+        )
+    listed = ", ".join(f"`{f.name}` (`{f.dataType.simpleString()}`)" for f in wrong)
+    raise LandingConfigError(
+        f"Delta table `{name}`: payload field(s) {listed} have types Arrow does not parse "
+        f"like Spark; this path takes {kinds}. Ask `arrow_payload(payload)` first and "
+        "land such a payload with `parse_kafka` and `write_batch`.",
+        table=target.table,
+        path=target.path,
+        field=wrong[0].name,
+    )
+
+
 class _TasksFailed(Exception):
     pass
 
@@ -155,9 +194,7 @@ def kafka_json_append(
     Yields the outcome, or None when the tasks failed and nothing was committed (the
     caller then writes the batch the general way). Staged records and cached frames
     are released when the context ends."""
-    parsed_payload = arrow_payload(payload)
-    if parsed_payload is None:
-        raise ValueError(f"payload `{payload.simpleString()}` has types Arrow does not parse")
+    parsed_payload = _checked(target, payload)
     # A record without a required field is handed back to Spark, which quarantines it
     # with the same reason as on its own path; the columns stay nullable, as Spark's are.
     required = required_fields(payload, required)

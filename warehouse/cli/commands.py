@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.cli.errors import UsageError
-from warehouse.errors import WarehouseError
 
 if TYPE_CHECKING:
     from warehouse.project import Project
@@ -168,50 +167,10 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     return 0
 
 
-def _broker_dir(args: argparse.Namespace) -> tuple[Path, Any]:
-    if args.data_dir:
-        project = None
-        try:
-            project = load_project(args)
-        except WarehouseError:
-            project = None  # an explicit data dir needs no project
-        return Path(args.data_dir), project
-    project = load_project(args)
-    return project.broker_dir(), project
-
-
 def cmd_broker(args: argparse.Namespace) -> int:
-    from streams.broker import launcher
+    from warehouse.cli.broker import cmd_broker as broker
 
-    data_dir, project = _broker_dir(args)
-    if args.broker_command == "status":
-        st = launcher.broker_status(data_dir)
-        if not st:
-            _out(f"no broker running for {data_dir}")
-            return 1
-        _out(json.dumps(st, indent=2, default=str))
-        return 0
-    if args.broker_command == "stop":
-        stopped = launcher.stop_broker(data_dir)
-        _out(f"broker {'stopped' if stopped else 'was not running'} ({data_dir})")
-        return 0
-    emb = project.config.kafka.embedded if project is not None else None
-    host = args.host or (emb.host if emb else "127.0.0.1")
-    port = args.port if args.port is not None else (emb.port if emb else 9092)
-    config = dict(emb.config) if emb else {}
-    if args.foreground:
-        from streams.broker.__main__ import main as broker_main
-
-        data_dir.mkdir(parents=True, exist_ok=True)
-        argv = ["--host", host, "--port", str(port), "--data-dir", str(data_dir)]
-        argv += ["--pid-file", str(data_dir / launcher.PID_FILE)]
-        for key, value in config.items():
-            argv += ["--config", f"{key}={value}"]
-        _out(f"broker starting on {host}:{port} (data {data_dir}); Ctrl-C stops it")
-        return broker_main(argv)
-    bootstrap = launcher.ensure_broker(data_dir, host=host, port=port, config=config)
-    _out(f"broker running at {bootstrap} (data {data_dir})")
-    return 0
+    return broker(args, _out)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -1,8 +1,9 @@
 """`warehouse` command line: argparse front end, exit codes, error printing.
 
-Exit codes: 0 success; 1 a run/check failed; 2 the project or the command line
-is wrong (`ProjectError`, unknown table/layer). Known errors print their message
-to stderr without a traceback; `-v` adds the traceback and INFO logging.
+Exit codes: 0 success; 1 a run/check failed; 2 the project, its environment or the
+command line is wrong (`ProjectError`, unknown table/layer, Spark cannot start).
+Known errors (`WarehouseError` and the `streams` roots in `STREAMS_ERRORS`) print
+their message to stderr without a traceback; `-v` adds the traceback and INFO logging.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from warehouse.cli.broker import config_pair
 from warehouse.errors import WarehouseError
 from warehouse.generate import DEFAULT_START, iso
 
@@ -111,6 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     b.add_argument("--data-dir", default=None, metavar="D", help="default <warehouse_root>/broker")
     b.add_argument("--foreground", action="store_true")
+    b.add_argument(
+        "--config",
+        type=config_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="broker or default topic setting (e.g. num.partitions=3), over the project's "
+        "kafka.embedded.config; repeatable",
+    )
     for action in ("stop", "status"):
         b = bsub.add_parser(action, help=f"{action} the broker")
         b.add_argument("--data-dir", default=None, metavar="D")
@@ -240,23 +251,40 @@ def _configure_logging(verbose: bool) -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-def _known_errors() -> tuple[type[BaseException], ...]:
-    """Errors with a message meant for users; `streams` errors do not derive from ours."""
+STREAMS_ERRORS: tuple[tuple[str, str], ...] = (
+    ("streams.kafka.errors", "KafkaStreamError"),
+    ("streams.delta.errors", "DeltaStreamError"),
+    ("streams.cdc.errors", "CdcError"),
+    ("streams.landing.errors", "LandingError"),
+    ("streams.broker.errors", "BrokerError"),
+    ("streams.broker.launcher", "BrokerStartError"),
+)
+"""The roots of the `streams` errors (module, class): `streams` never imports `warehouse`,
+so they do not derive from `WarehouseError`; their messages are meant for users too."""
+
+
+def known_errors() -> tuple[type[BaseException], ...]:
+    """Errors with a message meant for users: `WarehouseError` and the `streams` roots whose
+    module is loaded (an error of a module never imported cannot have been raised, and
+    importing `streams.kafka` for the check alone would cost the CLI pyspark's import)."""
     kinds: list[type[BaseException]] = [WarehouseError]
-    for module, name in (
-        ("streams.kafka.errors", "KafkaStreamError"),
-        ("streams.delta.errors", "DeltaStreamError"),
-        ("streams.broker.errors", "BrokerError"),
-        ("streams.broker.launcher", "BrokerStartError"),
-    ):
-        try:
-            mod = __import__(module, fromlist=[name])
-        except ImportError:
-            continue
-        kind = getattr(mod, name, None)
+    for module, name in STREAMS_ERRORS:
+        kind = getattr(sys.modules.get(module), name, None)
         if isinstance(kind, type) and issubclass(kind, BaseException):
             kinds.append(kind)
     return tuple(kinds)
+
+
+def report(error: BaseException, *, verbose: bool) -> int | None:
+    """Print a known error as `error: <message>` (with its traceback when `verbose`) and
+    return the exit code: its `exit_code`, else 1 (a failed run). None for any other
+    error, which the caller lets through with its traceback: it is a bug to report."""
+    if not isinstance(error, known_errors()):
+        return None
+    if verbose:
+        traceback.print_exception(error)
+    print(f"error: {error}", file=sys.stderr)
+    return int(getattr(error, "exit_code", 1))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -272,12 +300,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as e:
-        if not isinstance(e, _known_errors()):
+        code = report(e, verbose=args.verbose)
+        if code is None:
             raise
-        if args.verbose:
-            traceback.print_exc()
-        print(f"error: {e}", file=sys.stderr)
-        return int(getattr(e, "exit_code", 1))
+        return code
 
 
 def entry() -> None:

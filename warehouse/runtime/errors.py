@@ -11,8 +11,31 @@ class RuntimeConfigError(WarehouseError):
     exit_code = 2
 
 
+class SessionStartError(RuntimeConfigError):
+    """Spark could not start a session (no Java, a bad `spark.master` or `spark.conf`);
+    `master` is the master it was asked for."""
+
+    def __init__(self, message: str, *, master: str) -> None:
+        super().__init__(message)
+        self.master = master
+
+
 class QueryFailedError(WarehouseError):
-    """A streaming query stopped with an exception."""
+    """A table's streaming query could not be built, or stopped with an exception; `table`
+    and `layer` name it."""
+
+    def __init__(self, message: str, *, table: str, layer: str | None = None) -> None:
+        super().__init__(message, table=table)
+        self.layer = layer
+
+
+class CheckpointError(WarehouseError):
+    """A table's checkpoint is not what its writer needs (no query id); `path` is the
+    checkpoint folder."""
+
+    def __init__(self, message: str, *, table: str, path: str) -> None:
+        super().__init__(message, table=table)
+        self.path = path
 
 
 class RecoverError(WarehouseError):

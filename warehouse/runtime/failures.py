@@ -8,6 +8,7 @@ query again under a `RetryPolicy`. Everything else is a real failure, reported b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -73,10 +74,29 @@ def query_failure(
         return cause  # type: ignore[return-value]  # a WarehouseError from our code
     text = str(cause) if cause is not None else str(query.exception() if query else "")
     first = root_cause_line(text)
-    err = QueryFailedError(
+    return QueryFailedError(
         f"Table `{plan.name}` (layer `{plan.layer}`): the streaming query failed: "
         f"{first}. Fix the cause and run again; the checkpoint "
         f"{plan.checkpoint_path} resumes where the last committed batch ended.",
         table=plan.name,
+        layer=plan.layer,
     )
-    return err
+
+
+def build_failure(
+    table: str, layer: str, e: BaseException, *, inputs: Sequence[str] = ()
+) -> QueryFailedError:
+    """The error a table whose query could not be built is reported with (an input table
+    Delta cannot read, a source that refuses its options): names the table, quotes the
+    cause and lists the `inputs` to look at (descriptions such as "table `x` at PATH")."""
+    line = root_cause_line(e).rstrip(".")
+    if ":" not in line.split(" ", 1)[0]:  # the cause's text does not say what it is
+        line = f"{type(e).__name__}: {line}"
+    look = "; its inputs: " + ", ".join(inputs) if inputs else ""
+    return QueryFailedError(
+        f"Table `{table}` (layer `{layer}`): its query could not be built: {line}{look}. "
+        "Repair or rebuild what the cause names (`warehouse status` shows each table), "
+        "then run again; nothing was written.",
+        table=table,
+        layer=layer,
+    )

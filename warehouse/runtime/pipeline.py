@@ -21,8 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.compile.plan import TablePlan, select_tables
 from warehouse.compile.query import CompiledQuery, build_query
+from warehouse.errors import WarehouseError
 from warehouse.runtime.errors import QueryFailedError
-from warehouse.runtime.failures import RetryPolicy, is_transient, query_failure
+from warehouse.runtime.failures import (
+    RetryPolicy,
+    build_failure,
+    is_transient,
+    query_failure,
+)
 from warehouse.runtime.results import RunResult, add_results, result_of
 from warehouse.runtime.writer import BatchWriter
 from warehouse.spec.paths import table_exists
@@ -133,8 +139,9 @@ class Pipeline:
             inputs += [t for t in defn.static_tables if t in self.project.tables]
         return [t for t in inputs if not table_exists(self.project.table_path(t))]
 
-    def _build(self, name: str, *, once: bool) -> Query:
-        bootstrap, engines = self.bootstrap(), self.engines
+    def _build(
+        self, name: str, *, once: bool, bootstrap: str | None, engines: dict[str, str]
+    ) -> Query:
 
         def writer(plan: TablePlan, views: dict[str, str], defn: TableDefinition) -> BatchWriter:
             return BatchWriter(
@@ -178,8 +185,27 @@ class Pipeline:
     def _start(
         self, name: str, *, once: bool
     ) -> tuple[Query, StreamingQuery | None, BaseException | None]:
-        """Build and start `name`'s query; a start that raises is returned, not raised."""
-        cq = self._build(name, once=once)
+        """Build and start `name`'s query; a start that raises is returned, not raised.
+
+        A build that fails raises: a `WarehouseError` as it is, anything else (an input
+        table Delta cannot read, a source refusing its options) as a `QueryFailedError`
+        naming the table. The broker and the engines are resolved before, so that their
+        own errors are not blamed on the table."""
+        bootstrap, engines = self.bootstrap(), self.engines
+        try:
+            cq = self._build(name, once=once, bootstrap=bootstrap, engines=engines)
+        except WarehouseError:
+            raise
+        except Exception as e:  # the table's error boundary: named, chained
+            defn = self.project.tables[name]
+            inputs = [
+                f"table `{t}` at {self.project.table_path(t)}"
+                for t in [*defn.spec.source.upstream_tables, *defn.static_tables]
+                if t in self.project.tables
+            ]
+            if defn.spec.source.kafka is not None:
+                inputs += [f"topic `{t}`" for t in defn.spec.source.kafka.topic_list()]
+            raise build_failure(name, defn.layer, e, inputs=inputs) from e
         if not once:
             cq.batch.on_batch = lambda b, cq=cq: self._batch_line(cq, b)
         try:

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from warehouse.errors import root_cause_line
+from warehouse.runtime.errors import SessionStartError
 from warehouse.runtime.jars import cached_jars, default_cache_dir
 from warehouse.runtime.spark_home import launching
 from warehouse.spec.config import SparkSettings
@@ -83,13 +85,34 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
     for key, value in conf.items():
         builder = builder.config(key, value)
     logger.info("starting a SparkSession: master=%s app=%s", config.master, app_name)
-    if _submitted():
-        session = builder.getOrCreate()
-    else:
-        with launching(config.master):  # workers import pyspark compiled, see spark_home
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    try:
+        if _submitted():
             session = builder.getOrCreate()
+        else:
+            with launching(config.master):  # workers import pyspark compiled, see spark_home
+                session = builder.getOrCreate()
+    except (PySparkException, Py4JError, OSError) as e:
+        raise _start_failure(config.master, e) from e
     session.sparkContext.setLogLevel(conf.get("warehouse.logLevel", "WARN"))
     return session
+
+
+def _start_failure(master: str, e: BaseException) -> SessionStartError:
+    """What to tell a user whose session did not start: Java missing or unusable is the
+    usual cause on a new machine (Spark's launcher then only says the gateway exited)."""
+    cause = root_cause_line(e).rstrip(".")
+    java_home = os.environ.get("JAVA_HOME")
+    java = f"`JAVA_HOME` is `{java_home}`" if java_home else "`JAVA_HOME` is not set"
+    return SessionStartError(
+        f"Spark could not start a session (master `{master}`): {cause}. Spark needs "
+        f"Java 17 or 21: install it and point `JAVA_HOME` at it ({java}); check "
+        "`spark.master` and `spark.conf` in conf/<env>.yml. Spark's own output above "
+        "says more.",
+        master=master,
+    )
 
 
 def _local_delta_conf(master: str) -> dict[str, str]:

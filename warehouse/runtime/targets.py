@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from warehouse.runtime.errors import CheckpointError
 from warehouse.spec.expectations import interval_seconds
 from warehouse.spec.paths import QUARANTINE_SUFFIX
 from warehouse.spec.table import UpsertSink
@@ -44,8 +45,19 @@ class BatchTargets:
 
             qid = checkpoint_query_id(self.plan.checkpoint_path)
             if not qid:
-                raise RuntimeError(
-                    f"Table `{self.defn.name}`: no query id in {self.plan.checkpoint_path}/metadata"
+                name, path = self.defn.name, self.plan.checkpoint_path
+                fix = (
+                    f"`warehouse recover --table {name}` rebuilds it from the offsets the "
+                    "table's Delta log recorded"
+                    if self.defn.spec.source.kafka is not None
+                    else f"`warehouse reset --table {name} --yes` starts the table over"
+                )
+                raise CheckpointError(
+                    f"Table `{name}`: the checkpoint `{path}` has no query id in its "
+                    "`metadata` file (Spark writes one when the query starts), so the "
+                    f"checkpoint is damaged; {fix}.",
+                    table=name,
+                    path=str(path),
                 )
             self._query_id = qid
         return self._query_id

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from warehouse.runtime.errors import RuntimeConfigError
 from warehouse.runtime.targets import BatchTargets
 from warehouse.runtime.write_paths import Outcome, WritePaths
 from warehouse.spec.paths import recover_file
@@ -81,6 +82,15 @@ class BatchWriter:
         views: dict[str, str],
         bootstrap: str | None = None,
     ) -> None:
+        publish = defn.spec.publish
+        if publish is not None and not bootstrap:
+            raise RuntimeConfigError(
+                f"Table `{defn.name}` publishes to the topic `{publish.kafka.topic}`, but its "
+                "writer was given no Kafka bootstrap. Set `kafka.bootstrap` in "
+                "conf/<env>.yml (`embedded` starts the bundled broker), or pass "
+                "`bootstrap=` to the `Pipeline`.",
+                table=defn.name,
+            )
         self.bootstrap = bootstrap
         self.project = project
         self.defn = defn
@@ -219,11 +229,7 @@ class BatchWriter:
         from streams.cdc import publish_changes
 
         spec = self.defn.spec
-        assert spec.publish is not None
-        if not self.bootstrap:
-            raise RuntimeError(
-                f"Table `{self.defn.name}` publishes to Kafka but no bootstrap was resolved"
-            )
+        assert spec.publish is not None and self.bootstrap  # checked in __init__
         result = publish_changes(
             self.plan.table_path,
             bootstrap=self.bootstrap,

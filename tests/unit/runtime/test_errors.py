@@ -1,0 +1,104 @@
+"""The runtime's own errors, each a `WarehouseError` naming the table and what to do (no
+Spark: a writer is checked when it is made, a target when it asks for its query id)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from warehouse import Project
+from warehouse.compile.plan import plan_table
+from warehouse.errors import WarehouseError, root_cause_line
+from warehouse.runtime.errors import CheckpointError, QueryFailedError, RuntimeConfigError
+from warehouse.runtime.failures import build_failure
+from warehouse.runtime.targets import BatchTargets
+from warehouse.runtime.writer import BatchWriter
+from warehouse.templates import scaffold
+
+ENGINES = {"kafka": "python", "delta": "python"}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    """The scaffolded project: `ods_events` (Kafka), `dwd_events`, `ads_event_totals`
+    (published to `mv.event_totals`)."""
+    scaffold(tmp_path / "shop")
+    return Project.load(tmp_path / "shop")
+
+
+def test_a_publishing_writer_without_bootstrap_names_the_table_and_topic(project: Project) -> None:
+    name = "ads_event_totals"
+    defn, plan = project.tables[name], plan_table(project, name)
+    with pytest.raises(RuntimeConfigError) as e:
+        BatchWriter(project=project, defn=defn, plan=plan, engines=ENGINES, views={})
+    assert e.value.table == name and e.value.exit_code == 2
+    assert "`ads_event_totals` publishes to the topic `mv.event_totals`" in str(e.value)
+    assert "kafka.bootstrap" in str(e.value)
+    # With one, it is made; a table that publishes nothing needs none.
+    BatchWriter(
+        project=project, defn=defn, plan=plan, engines=ENGINES, views={}, bootstrap="h:9092"
+    )
+    dwd = "dwd_events"
+    BatchWriter(
+        project=project,
+        defn=project.tables[dwd],
+        plan=plan_table(project, dwd),
+        engines=ENGINES,
+        views={},
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "fix"),
+    [
+        ("ods_events", "`warehouse recover --table ods_events`"),
+        ("dwd_events", "`warehouse reset --table dwd_events --yes`"),
+    ],
+)
+def test_a_checkpoint_without_query_id_is_a_checkpoint_error_saying_the_fix(
+    project: Project, name: str, fix: str
+) -> None:
+    plan = plan_table(project, name)
+    Path(plan.checkpoint_path).mkdir(parents=True)  # a checkpoint folder, its metadata lost
+    targets = BatchTargets(defn=project.tables[name], plan=plan, engines=ENGINES)
+    with pytest.raises(CheckpointError) as e:
+        targets.app_id()
+    assert isinstance(e.value, WarehouseError)
+    assert (e.value.table, e.value.path) == (name, plan.checkpoint_path)
+    assert f"Table `{name}`: the checkpoint `{plan.checkpoint_path}`" in str(e.value)
+    assert fix in str(e.value)
+    # Once Spark's metadata is there, the id is the table's app id.
+    (Path(plan.checkpoint_path) / "metadata").write_text('{"id":"q-1"}\n')
+    assert targets.app_id() == f"{name}:q-1"
+
+
+def test_a_build_failure_names_the_table_its_inputs_and_the_cause() -> None:
+    class DeltaError(Exception):  # a foreign error whose text does not say what it is
+        pass
+
+    cause = DeltaError("Kernel error: Json error: unexpected 'o'\n   0: <unknown>")
+    err = build_failure("dwd_x", "dwd", cause, inputs=["table `ods_x` at /w/tables/ods_x"])
+    assert isinstance(err, QueryFailedError) and err.exit_code == 1
+    assert (err.table, err.layer) == ("dwd_x", "dwd")
+    assert str(err).startswith(
+        "Table `dwd_x` (layer `dwd`): its query could not be built: DeltaError: Kernel error: "
+        "Json error: unexpected 'o'; its inputs: table `ods_x` at /w/tables/ods_x. "
+    )
+    named = build_failure("dwd_x", "dwd", ValueError("ValueError: bad"))
+    assert "built: ValueError: bad. Repair" in str(named)
+
+
+def test_the_root_cause_of_a_jvm_error_is_its_innermost_caused_by() -> None:
+    text = (
+        "An error occurred while calling o63.load.\n"
+        ": org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error\n"
+        "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.cannotReadFilesError(x.scala:1)\n"
+        "Caused by: com.fasterxml.jackson.core.JsonParseException: Unrecognized token 'not'\n"
+        " at [Source: REDACTED]\n"
+    )
+    assert root_cause_line(text) == "JsonParseException: Unrecognized token 'not'"
+    assert root_cause_line("Traceback (most recent call last):\nValueError: bad") == (
+        "ValueError: bad"
+    )
+    assert root_cause_line("no exception named here\nsecond") == "no exception named here"
