@@ -6,6 +6,8 @@ Dead once deleted. The machine is pure: time is passed in as ``now_ms`` and
 delayed answers (a JoinGroup that waits for the other members, a SyncGroup
 that waits for the leader's assignment) are callbacks the caller supplies, so
 the same code runs under asyncio in the server and synchronously in unit tests.
+Static members (KIP-345, ``group.instance.id``) keep their place across a restart:
+a rejoin under a new member id replaces the old one, which is fenced.
 
 Concurrency contract: not thread-safe; the broker calls it from its single
 asyncio loop thread only.
