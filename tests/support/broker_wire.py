@@ -186,6 +186,26 @@ def produce_request(
     )
 
 
+def produce_partitions_request(
+    topic: str, records_by_partition: dict[int, bytes], acks: int = 1
+) -> produce_req.ProduceRequest:
+    """Produce v9 of one record set to each of several partitions of `topic`."""
+    return produce_req.ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout=timedelta(seconds=5),
+        topic_data=(
+            produce_req.TopicProduceData(
+                name=topic,
+                partition_data=tuple(
+                    produce_req.PartitionProduceData(index=p, records=r)
+                    for p, r in records_by_partition.items()
+                ),
+            ),
+        ),
+    )
+
+
 def fetch_request(
     topic: str, partitions: Sequence[int], *, max_bytes: int, partition_max_bytes: int
 ) -> fetch_req.FetchRequest:

@@ -6,6 +6,8 @@ Dead once deleted. The machine is pure: time is passed in as ``now_ms`` and
 delayed answers (a JoinGroup that waits for the other members, a SyncGroup
 that waits for the leader's assignment) are callbacks the caller supplies, so
 the same code runs under asyncio in the server and synchronously in unit tests.
+Static members (KIP-345, ``group.instance.id``) keep their place across a restart:
+a rejoin under a new member id replaces the old one, which is fenced.
 
 Concurrency contract: not thread-safe; the broker calls it from its single
 asyncio loop thread only.
@@ -27,6 +29,8 @@ from streams.broker.coordinator.member import (
     Member,
     SyncCallback,
     SyncResult,
+    select_protocol,
+    supports_protocols,
 )
 
 logger = logging.getLogger(__name__)
@@ -64,28 +68,9 @@ class Group:
         return not self.members and not self.pending_members
 
     def supports_protocols(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
-        if not protocols:
-            return False
-        if not self.members:
-            return True
-        if self.protocol_type is not None and protocol_type != self.protocol_type:
-            return False
-        names = {name for name, _ in protocols}
-        common = set.intersection(*({n for n, _ in m.protocols} for m in self.members.values()))
-        return bool(names & common)
-
-    def _select_protocol(self) -> str:
-        members = list(self.members.values())
-        candidates = set.intersection(*({n for n, _ in m.protocols} for m in members))
-        votes: dict[str, int] = {}
-        for m in members:
-            for name, _ in m.protocols:  # a member votes for its first supported preference
-                if name in candidates:
-                    votes[name] = votes.get(name, 0) + 1
-                    break
-        # ties go to the leader's (or first member's) preference order
-        order = [n for n, _ in members[0].protocols if n in candidates]
-        return max(order, key=lambda n: (votes.get(n, 0), -order.index(n)))
+        return supports_protocols(
+            self.members.values(), self.protocol_type, protocol_type, protocols
+        )
 
     # ---- JoinGroup -----------------------------------------------------------
 
@@ -114,7 +99,18 @@ class Group:
             # KIP-345 static member: no MEMBER_ID_REQUIRED round; a restarted instance
             # takes the place of its previous incarnation, which is fenced
             member_id = f"{group_instance_id}-{uuid.uuid4()}"
-            self._fence_static(group_instance_id, member_id)
+            old_id = self.member_for_instance(group_instance_id)
+            if old_id is not None:
+                self._replace_static(
+                    old_id,
+                    member_id,
+                    session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=rebalance_timeout_ms,
+                    protocols=protocols,
+                    now_ms=now_ms,
+                    callback=callback,
+                )
+                return
         elif not member_id:
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member_id:
@@ -125,9 +121,11 @@ class Group:
             member_id = new_id
         elif member_id in self.pending_members:
             del self.pending_members[member_id]
-        elif member_id not in self.members:
-            callback(JoinResult(ErrorCode.unknown_member_id, member_id))
-            return
+        else:
+            error = self.validate_member(member_id, group_instance_id)
+            if error is not ErrorCode.none:
+                callback(JoinResult(error, member_id))
+                return
 
         existing = self.members.get(member_id)
         if existing is None:
@@ -169,25 +167,88 @@ class Group:
         existing.join_callback = callback
         self._rebalance_or_complete(now_ms)
 
-    def _fence_static(self, group_instance_id: str, new_member_id: str) -> None:
-        old = next(
-            (m for m in self.members.values() if m.group_instance_id == group_instance_id), None
-        )
-        if old is None:
-            return
+    def _replace_static(
+        self,
+        old_id: str,
+        new_id: str,
+        *,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocols: list[tuple[str, bytes]],
+        now_ms: int,
+        callback: JoinCallback,
+    ) -> None:
+        """A known ``group.instance.id`` joined with an unknown member id (Kafka's
+        ``updateStaticMemberAndRebalance``): the member keeps its place and assignment
+        under the new id, the old id is fenced. A Stable group whose protocol choice
+        does not change answers at once with the current generation; a group waiting
+        for SyncGroup rebalances, as the leader may be assigning to the old id."""
+        member = self.members[old_id]
+        old_leader = self.leader_id
         logger.info(
-            "group %s: static member %s rejoined as %s; old id fenced",
+            "group %s: static member %s rejoined as %s in state %s; old id fenced",
             self.group_id,
-            group_instance_id,
-            new_member_id,
+            member.group_instance_id,
+            new_id,
+            self.state.value,
         )
-        del self.members[old.member_id]
-        if self.leader_id == old.member_id:
-            self.leader_id = new_member_id
-        if old.join_callback is not None:
-            old.join_callback(JoinResult(ErrorCode.fenced_instance_id, old.member_id))
-        if old.sync_callback is not None:
-            old.sync_callback(SyncResult(ErrorCode.fenced_instance_id))
+        if member.join_callback is not None:
+            member.join_callback(JoinResult(ErrorCode.fenced_instance_id, old_id))
+        if member.sync_callback is not None:
+            member.sync_callback(SyncResult(ErrorCode.fenced_instance_id))
+        member.sync_callback = None
+        # keep the member's position: the order of members is the leader's fallback order
+        self.members = {(new_id if k == old_id else k): v for k, v in self.members.items()}
+        member.member_id = new_id
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        member.protocols = list(protocols)
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.last_heartbeat_ms = now_ms
+        member.join_callback = callback
+        if self.state is GroupState.STABLE:
+            if select_protocol(self.members.values()) != self.protocol_name:
+                self._prepare_rebalance(now_ms)
+                return
+            member.join_callback = None
+            self._changed()
+            # the old leader id, never the new one: a restarted leader must not run the
+            # assignor, since a Stable group ignores the assignment of a later SyncGroup
+            callback(
+                JoinResult(
+                    ErrorCode.none,
+                    new_id,
+                    generation_id=self.generation_id,
+                    protocol_type=self.protocol_type,
+                    protocol_name=self.protocol_name,
+                    leader=old_leader or "",
+                )
+            )
+        elif self.state is GroupState.COMPLETING_REBALANCE:
+            self._prepare_rebalance(now_ms)
+        else:
+            self._maybe_complete_join(now_ms)
+
+    def validate_member(self, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        """Kafka's ``validateCurrentMember``: a request naming a ``group.instance.id``
+        whose member id is no longer the instance's current one is fenced."""
+        if group_instance_id:
+            current = self.member_for_instance(group_instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if current != member_id:
+                logger.info(
+                    "group %s: member %s of static instance %s is fenced by member %s",
+                    self.group_id,
+                    member_id,
+                    group_instance_id,
+                    current,
+                )
+                return ErrorCode.fenced_instance_id
+        if member_id not in self.members:
+            return ErrorCode.unknown_member_id
+        return ErrorCode.none
 
     def member_for_instance(self, group_instance_id: str) -> str | None:
         for m in self.members.values():
@@ -233,12 +294,29 @@ class Group:
             self._complete_join(now_ms)
 
     def _complete_join(self, now_ms: int) -> None:
-        for member_id in [mid for mid, m in self.members.items() if m.join_callback is None]:
+        # KIP-345: a static member that did not rejoin keeps its place (its session
+        # timeout removes it); a dynamic one is dropped
+        for member_id in [
+            mid
+            for mid, m in self.members.items()
+            if m.join_callback is None and m.group_instance_id is None
+        ]:
             logger.info(
                 "group %s: member %s did not rejoin in time; removed", self.group_id, member_id
             )
             del self.members[member_id]
         self.pending_members.clear()
+        joined = [mid for mid, m in self.members.items() if m.join_callback is not None]
+        if self.members and not joined:
+            # only absent static members: wait another rebalance timeout (or their sessions)
+            timeout = max(m.rebalance_timeout_ms for m in self.members.values())
+            self.rebalance_deadline_ms = now_ms + timeout
+            logger.info(
+                "group %s: no member rejoined; rebalance waits until %d",
+                self.group_id,
+                self.rebalance_deadline_ms,
+            )
+            return
         self.generation_id += 1
         if not self.members:
             self.state = GroupState.EMPTY
@@ -248,9 +326,9 @@ class Group:
             self._changed()
             return
         self.protocol_type = next(iter(self.members.values())).protocol_type
-        self.protocol_name = self._select_protocol()
-        if self.leader_id not in self.members:
-            self.leader_id = next(iter(self.members))
+        self.protocol_name = select_protocol(self.members.values())
+        if self.leader_id not in joined:
+            self.leader_id = joined[0]
         self.state = GroupState.COMPLETING_REBALANCE
         logger.info(
             "group %s: generation %d with %d members, protocol %s, leader %s",
@@ -263,8 +341,8 @@ class Group:
         for m in self.members.values():
             m.last_heartbeat_ms = now_ms
             cb, m.join_callback = m.join_callback, None
-            assert cb is not None
-            cb(self._join_result(m))
+            if cb is not None:
+                cb(self._join_result(m))
 
     def _join_result(self, member: Member) -> JoinResult:
         members: tuple[tuple[str, str | None, bytes], ...] = ()
@@ -293,10 +371,15 @@ class Group:
         assignments: dict[str, bytes],
         now_ms: int,
         callback: SyncCallback,
+        group_instance_id: str | None = None,
     ) -> None:
         member = self.members.get(member_id)
-        if member is None or self.state in (GroupState.EMPTY, GroupState.DEAD):
+        if self.state in (GroupState.EMPTY, GroupState.DEAD):
             callback(SyncResult(ErrorCode.unknown_member_id))
+            return
+        error = self.validate_member(member_id, group_instance_id)
+        if error is not ErrorCode.none or member is None:
+            callback(SyncResult(error))
             return
         if generation_id != self.generation_id:
             callback(SyncResult(ErrorCode.illegal_generation))
@@ -328,10 +411,20 @@ class Group:
 
     # ---- Heartbeat / LeaveGroup ----------------------------------------------
 
-    def heartbeat(self, *, member_id: str, generation_id: int, now_ms: int) -> ErrorCode:
+    def heartbeat(
+        self,
+        *,
+        member_id: str,
+        generation_id: int,
+        now_ms: int,
+        group_instance_id: str | None = None,
+    ) -> ErrorCode:
         member = self.members.get(member_id)
-        if member is None or self.state in (GroupState.EMPTY, GroupState.DEAD):
+        if self.state in (GroupState.EMPTY, GroupState.DEAD):
             return ErrorCode.unknown_member_id
+        error = self.validate_member(member_id, group_instance_id)
+        if error is not ErrorCode.none or member is None:
+            return error
         member.last_heartbeat_ms = now_ms
         if self.state is GroupState.PREPARING_REBALANCE:
             return ErrorCode.rebalance_in_progress
@@ -339,13 +432,22 @@ class Group:
             return ErrorCode.illegal_generation
         return ErrorCode.none
 
-    def leave(self, member_id: str, now_ms: int) -> ErrorCode:
-        if self.pending_members.pop(member_id, None) is not None:
+    def leave(self, member_id: str, now_ms: int, group_instance_id: str | None = None) -> ErrorCode:
+        """LeaveGroup of one member. An empty ``member_id`` removes the static member of
+        ``group_instance_id`` (an administrative removal, KIP-345); a member id together
+        with an instance id must be the instance's current one (else FENCED_INSTANCE_ID)."""
+        if not member_id:
+            member_id = self.member_for_instance(group_instance_id or "") or ""
+            if not member_id:
+                return ErrorCode.unknown_member_id
+        elif self.pending_members.pop(member_id, None) is not None:
             self._maybe_complete_join(now_ms)
             return ErrorCode.none
-        member = self.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
+        else:
+            error = self.validate_member(member_id, group_instance_id)
+            if error is not ErrorCode.none:
+                return error
+        member = self.members[member_id]
         logger.info("group %s: member %s leaves", self.group_id, member_id)
         self._remove_member(member, now_ms)
         return ErrorCode.none

@@ -142,6 +142,7 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
         assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
         now_ms=coord.now_ms(),
         callback=_future_callback(fut),
+        group_instance_id=getattr(request, "group_instance_id", None),
     )
     return respond(await fut)
 
@@ -155,7 +156,10 @@ async def heartbeat(ctx: RequestContext, request: Any) -> Any:
         error = ErrorCode.unknown_member_id
     else:
         error = group.heartbeat(
-            member_id=request.member_id, generation_id=request.generation_id, now_ms=coord.now_ms()
+            member_id=request.member_id,
+            generation_id=request.generation_id,
+            now_ms=coord.now_ms(),
+            group_instance_id=getattr(request, "group_instance_id", None),
         )
     return make(module.HeartbeatResponse, throttle_time=_ZERO, error_code=error)
 
@@ -173,10 +177,11 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
         return make(module.LeaveGroupResponse, throttle_time=_ZERO, error_code=error)
     results = []
     for identity in request.members:
-        member_id = identity.member_id
-        if not member_id and identity.group_instance_id and group is not None:
-            member_id = group.member_for_instance(identity.group_instance_id) or ""
-        error = ErrorCode.unknown_member_id if group is None else group.leave(member_id, now)
+        error = (
+            ErrorCode.unknown_member_id
+            if group is None
+            else group.leave(identity.member_id, now, identity.group_instance_id)
+        )
         results.append(
             make(
                 module.MemberResponse,
@@ -199,7 +204,10 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
     assert coord.groups is not None
     now = coord.now_ms()
     error = coord.groups.validate_commit(
-        request.group_id, request.member_id, request.generation_id_or_member_epoch
+        request.group_id,
+        request.member_id,
+        request.generation_id_or_member_epoch,
+        group_instance_id=getattr(request, "group_instance_id", None),
     )
     if error is ErrorCode.none and not request.group_id:
         error = ErrorCode.invalid_group_id

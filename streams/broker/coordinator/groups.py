@@ -167,15 +167,24 @@ class GroupCoordinator:
 
     # ---- offsets -------------------------------------------------------------
 
-    def validate_commit(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
-        """May this member commit now? Mirrors Kafka's checks for the classic protocol."""
+    def validate_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        *,
+        group_instance_id: str | None = None,
+    ) -> ErrorCode:
+        """May this member commit now? Mirrors Kafka's checks for the classic protocol,
+        FENCED_INSTANCE_ID for a replaced incarnation of a static member included."""
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.none if generation_id < 0 else ErrorCode.illegal_generation
         if generation_id < 0 and not member_id and not group.members:
             return ErrorCode.none  # a standalone consumer (assign + commit) of an empty group
-        if member_id not in group.members:
-            return ErrorCode.unknown_member_id
+        error = group.validate_member(member_id, group_instance_id)
+        if error is not ErrorCode.none:
+            return error
         if generation_id != group.generation_id:
             return ErrorCode.illegal_generation
         if group.state is GroupState.COMPLETING_REBALANCE:

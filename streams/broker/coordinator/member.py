@@ -11,12 +11,20 @@ loop thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["JoinCallback", "JoinResult", "Member", "SyncCallback", "SyncResult"]
+__all__ = [
+    "JoinCallback",
+    "JoinResult",
+    "Member",
+    "SyncCallback",
+    "SyncResult",
+    "select_protocol",
+    "supports_protocols",
+]
 
 
 @dataclass(frozen=True)
@@ -64,3 +72,39 @@ class Member:
             if name == protocol:
                 return metadata
         return b""
+
+
+def supports_protocols(
+    members: Iterable[Member],
+    group_protocol_type: str | None,
+    protocol_type: str,
+    protocols: list[tuple[str, bytes]],
+) -> bool:
+    """May a member with ``protocols`` join a group of ``members``? It must share the
+    group's protocol type and at least one protocol every member supports."""
+    members = list(members)
+    if not protocols:
+        return False
+    if not members:
+        return True
+    if group_protocol_type is not None and protocol_type != group_protocol_type:
+        return False
+    names = {name for name, _ in protocols}
+    common = set.intersection(*({n for n, _ in m.protocols} for m in members))
+    return bool(names & common)
+
+
+def select_protocol(members: Iterable[Member]) -> str:
+    """The protocol of the next generation (Kafka's ``selectProtocol``): each member votes
+    for its first supported preference among those all support."""
+    members = list(members)
+    candidates = set.intersection(*({n for n, _ in m.protocols} for m in members))
+    votes: dict[str, int] = {}
+    for m in members:
+        for name, _ in m.protocols:
+            if name in candidates:
+                votes[name] = votes.get(name, 0) + 1
+                break
+    # ties go to the leader's (or first member's) preference order
+    order = [n for n, _ in members[0].protocols if n in candidates]
+    return max(order, key=lambda n: (votes.get(n, 0), -order.index(n)))

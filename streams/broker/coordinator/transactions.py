@@ -235,6 +235,7 @@ class TransactionCoordinator:
         *,
         member_id: str = "",
         generation_id: int = -1,
+        group_instance_id: str | None = None,
         now_ms: int,
     ) -> ErrorCode:
         self._now_ms = now_ms
@@ -243,8 +244,10 @@ class TransactionCoordinator:
             return txn
         if txn.state is not TxnState.ONGOING or group_id not in txn.groups:
             return ErrorCode.invalid_txn_state
-        if member_id or generation_id >= 0:
-            error = self._groups.validate_commit(group_id, member_id, generation_id)
+        if member_id or generation_id >= 0 or group_instance_id:
+            error = self._groups.validate_commit(
+                group_id, member_id, generation_id, group_instance_id=group_instance_id
+            )
             if error is not ErrorCode.none:
                 return error
         txn.pending_offsets.setdefault(group_id, {}).update(offsets)

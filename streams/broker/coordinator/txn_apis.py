@@ -145,6 +145,7 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         offsets,
         member_id=getattr(request, "member_id", "") or "",
         generation_id=getattr(request, "generation_id", -1),
+        group_instance_id=getattr(request, "group_instance_id", None),
         now_ms=now,
     )
     error = _fenced_code(error)

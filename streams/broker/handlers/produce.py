@@ -2,18 +2,22 @@
 
 Batches stay bytes from the socket to the segment: kio decodes the request's
 topic/partition structure and hands `records` over as one bytes object, the
-storage validates CRCs and assigns offsets. A compacted topic is the exception:
-its records are walked for their keys, and a batch with a keyless record is
-refused with INVALID_RECORD and one record error per such record, as Kafka's
-LogValidator does (batches whose codec this Python cannot read are kept unchecked). With acks=all and a flush policy of
-fsync-per-batch the response waits for the group flusher, so all produce
-requests arriving in the same interval share one fsync.
+storage validates CRCs and assigns offsets. As in Kafka's
+`ProduceRequest.validateRecords`, each partition's records must be exactly one
+RecordBatch v2; none, an older magic or a second batch is INVALID_RECORD. A
+compacted topic's records are walked for their keys, and a batch with a keyless
+record is refused with INVALID_RECORD and one record error per such record, as
+Kafka's LogValidator does (batches whose codec this Python cannot read are kept
+unchecked). With acks=all and a flush policy of fsync-per-batch the response
+waits for the group flusher, so all produce requests arriving in the same
+interval share one fsync.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,6 +34,14 @@ from streams.broker.protocol import make, response_module
 logger = logging.getLogger(__name__)
 
 API_KEY = 0
+# RecordBatch v2 framing: baseOffset int64 then batchLength int32, which counts the
+# bytes after itself; the magic byte follows the partitionLeaderEpoch
+_LOG_OVERHEAD = 12
+_LENGTH_OFFSET = 8
+_MAGIC_OFFSET = 16
+_MAGIC_V2 = 2
+_MIN_RECORD_OVERHEAD = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
+_I32 = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +106,57 @@ def _check_keys(topic: str, index: int, records: memoryview) -> _Appended | None
     return _Appended(ErrorCode.invalid_record, message=message, record_errors=per_record)
 
 
+def _next_batch_size(records: memoryview, pos: int) -> int | None:
+    """Bytes of the whole batch at ``pos``; None when no complete batch starts there, -1
+    when its header is corrupt (Kafka's ``ByteBufferLogInputStream.nextBatch``: ``null``
+    ends the iteration, a corrupt header is CORRUPT_MESSAGE, which the storage answers)."""
+    remaining = len(records) - pos
+    if remaining < _LOG_OVERHEAD:
+        return None
+    (length,) = _I32.unpack_from(records, pos + _LENGTH_OFFSET)
+    if length < _MIN_RECORD_OVERHEAD:
+        return -1
+    if remaining <= _MAGIC_OFFSET:
+        return None
+    if not 0 <= records[pos + _MAGIC_OFFSET] <= _MAGIC_V2:
+        return -1
+    size = length + _LOG_OVERHEAD
+    return size if size <= remaining else None
+
+
+def _check_one_batch(
+    topic: str, index: int, records: bytes | None, version: int
+) -> _Appended | None:
+    """Kafka's ``ProduceRequest.validateRecords`` (Produce v3+): exactly one complete
+    RecordBatch v2 per partition, else INVALID_RECORD; None when the records pass."""
+    where = f"partition `{topic}-{index}`"
+    view = memoryview(records or b"")
+    first = _next_batch_size(view, 0)
+    if first is None:
+        message = (
+            f"Produce requests with version {version} must have at least one record batch "
+            f"per partition; {where} got {len(view)} bytes without a whole batch."
+        )
+        return _Appended(ErrorCode.invalid_record, message=message)
+    if first < 0:
+        return None
+    if view[_MAGIC_OFFSET] != _MAGIC_V2:
+        message = (
+            f"Produce requests with version {version} are only allowed to contain record "
+            f"batches with magic version 2; {where} got magic `{view[_MAGIC_OFFSET]}`."
+        )
+        return _Appended(ErrorCode.invalid_record, message=message)
+    second = _next_batch_size(view, first)
+    if second is not None and second > 0:
+        message = (
+            f"Produce requests with version {version} are only allowed to contain exactly one "
+            f"record batch per partition; {where} got more than one. Send one batch per "
+            "partition in each request."
+        )
+        return _Appended(ErrorCode.invalid_record, message=message)
+    return None
+
+
 def _append(
     ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int, txn: str | None
 ) -> _Appended:
@@ -102,12 +165,15 @@ def _append(
         log = catalog.get_log(broker, topic, index)
     except BrokerError as e:
         return _Appended(e.error_code)
+    refused = _check_one_batch(topic, index, records, ctx.api_version)
+    if refused is not None:
+        logger.info("refused produce to %s-%d: %s", topic, index, refused.message)
+        return refused
+    assert records is not None
     if catalog.is_internal(broker, topic):
         # the coordinator owns internal topics; a client write would corrupt its state
         message = f"Cannot append to internal topic `{topic}`."
         return _Appended(ErrorCode.invalid_topic_exception, message=message)
-    if not records:
-        return _Appended(ErrorCode.corrupt_message, message="empty record set")
     view = memoryview(records)
     if catalog.is_compacted(broker, topic):
         # before the producer-state check, as Kafka validates records before sequences

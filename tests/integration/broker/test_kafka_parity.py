@@ -14,7 +14,13 @@ from kio.schema.fetch.v12.response import FetchResponse
 from kio.schema.produce.v9.response import ProduceResponse
 
 from tests.support.broker_clients import create_topic
-from tests.support.broker_wire import Wire, fetch_request, produce_request, record_batch
+from tests.support.broker_wire import (
+    Wire,
+    fetch_request,
+    produce_partitions_request,
+    produce_request,
+    record_batch,
+)
 
 pytestmark = [pytest.mark.kafka]
 
@@ -293,3 +299,34 @@ def test_acl_apis_answer_as_a_broker_without_an_authorizer(broker) -> None:
     assert described.error_code == ErrorCode.security_disabled
     assert described.error_message == "No Authorizer is configured."
     assert described.resources == ()
+
+
+def test_produce_takes_exactly_one_record_batch_per_partition(broker, unique) -> None:
+    """Kafka's ProduceRequest.validateRecords (checked by KafkaApis for Produce v3+):
+    INVALID_RECORD (87) for a partition whose records are two batches, no batch, or a
+    batch of an older magic; nothing of them is appended, the request's other partitions are."""
+    topic = unique("one-batch")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    first, second = record_batch([b"a", b"b"]), record_batch([b"c"])
+    old_magic = bytearray(first)
+    old_magic[16] = 1  # the magic byte; the CRC does not cover it
+    with Wire(broker.bootstrap) as wire:
+        for records in (first + second, b"", bytes(old_magic)):
+            request = produce_partitions_request(topic, {0: records, 1: second})
+            response = wire.call(request, ProduceResponse)
+            refused, accepted = response.responses[0].partition_responses
+            assert (refused.index, refused.error_code, refused.base_offset) == (
+                0,
+                ErrorCode.invalid_record,
+                -1,
+            )
+            assert refused.error_message and "record batch" in refused.error_message
+            assert (accepted.index, accepted.error_code) == (1, ErrorCode.none)
+        one = wire.call(produce_request(topic, 0, first), ProduceResponse)
+        part = one.responses[0].partition_responses[0]
+        assert (part.error_code, part.base_offset) == (ErrorCode.none, 0)  # nothing landed
+        fetched = wire.call(
+            fetch_request(topic, [0, 1], max_bytes=1 << 20, partition_max_bytes=1 << 20),
+            FetchResponse,
+        )
+    assert [p.high_watermark for p in fetched.responses[0].partitions] == [2, 3]

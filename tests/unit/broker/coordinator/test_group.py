@@ -217,44 +217,6 @@ def test_initial_rebalance_delay_batches_simultaneous_joins():
     assert len(group.members) == 2
 
 
-def static_join(group: Group, answers: Answers, instance: str, *, now: int = 0) -> None:
-    group.join(
-        member_id="",
-        group_instance_id=instance,
-        client_id="c",
-        client_host="h",
-        session_timeout_ms=10_000,
-        rebalance_timeout_ms=30_000,
-        protocol_type="consumer",
-        protocols=[("range", b"r")],
-        require_known_member_id=True,
-        now_ms=now,
-        callback=answers.join_cb,
-    )
-
-
-def test_restarted_static_member_replaces_its_old_incarnation():
-    group, a, b, a2 = Group("g"), Answers(), Answers(), Answers()
-    static_join(group, a, "inst-a")
-    old_a = a.joins[-1].member_id
-    assert a.joins[-1].error is ErrorCode.none  # no MEMBER_ID_REQUIRED round for static members
-    m_b = joined_member(group, b)
-    join(group, a, old_a)
-    group.sync(member_id=old_a, generation_id=2, assignments={}, now_ms=0, callback=a.sync_cb)
-    group.sync(member_id=m_b, generation_id=2, assignments={}, now_ms=0, callback=b.sync_cb)
-    assert group.state is GroupState.STABLE
-
-    static_join(group, a2, "inst-a", now=5)  # the instance restarted without leaving
-    assert old_a not in group.members
-    assert (
-        group.heartbeat(member_id=old_a, generation_id=2, now_ms=6) is ErrorCode.unknown_member_id
-    )
-    join(group, b, m_b, now=7)
-    new_a = a2.joins[-1].member_id
-    assert a2.joins[-1].generation_id == 3 and set(group.members) == {new_a, m_b}
-    assert group.member_for_instance("inst-a") == new_a
-
-
 class Client:
     """A well-behaved member: remembers its id and generation like a real consumer."""
 
