@@ -30,14 +30,10 @@ from streams.kafka.parse_frames import ParsedFrames, Persist, _Exprs, _split, _S
 
 logger = logging.getLogger(__name__)
 
-Format = Literal["json", "raw", "debezium-json", "upsert-json", "upsert-connect-json"]
-FORMATS: tuple[str, ...] = (
-    "json",
-    "raw",
-    "debezium-json",
-    "upsert-json",
-    "upsert-connect-json",
-)
+Format = Literal["json", "raw", "debezium-json", "upsert-json"]
+FORMATS: tuple[str, ...] = ("json", "raw", "debezium-json", "upsert-json")
+CONNECT_FORMATS: tuple[str, ...] = ("debezium-json", "upsert-json")
+"""The formats whose records may come in Kafka Connect envelopes (`connect=True`)."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -85,6 +81,7 @@ def parse_kafka(
     *,
     format: Format,
     schema: StructType | str | None = None,
+    connect: bool = False,
     required: Sequence[str] = (),
     persist: Persist | None = None,
     observe: Observation | None = None,
@@ -96,10 +93,11 @@ def parse_kafka(
     `before` image excepted: it may hold only the key columns). The good rows' columns
     are nullable either way. Works on batch and streaming frames.
 
-    `upsert-connect-json` is `upsert-json` as Kafka Connect's JsonConverter writes it
-    with `schemas.enable=true`: each value `{"schema": ..., "payload": row}`, a null
-    value or `payload` a delete, the key an envelope too or plain JSON; a value that is
-    not an envelope is bad ("not a Kafka Connect envelope ...").
+    `connect=True`: the records are as Kafka Connect's JsonConverter writes them with
+    `schemas.enable=true`. For `upsert-json`, each value is `{"schema": ..., "payload":
+    row}`, a null value or `payload` a delete, the key an envelope too or plain JSON; a
+    value that is not an envelope is bad ("not a Kafka Connect envelope ..."). For
+    `debezium-json` it changes nothing: that parse reads a `payload` wrapper either way.
 
     `persist` (batch frames): called once with the parsed and flagged frame both
     results derive from; returning it persisted lets `good` and `bad` share one read
@@ -117,7 +115,9 @@ def parse_kafka(
         )
 
     def reparse(frame: DataFrame) -> ParsedFrames:
-        return parse_kafka(frame, format=format, schema=schema, required=required)
+        return parse_kafka(
+            frame, format=format, schema=schema, connect=connect, required=required
+        )
 
     stage = _Stage(persist, reparse, observe)
     if format == "raw":
@@ -127,11 +127,18 @@ def parse_kafka(
             f"Unknown Kafka format `{format}`; expected one of {', '.join(f'`{x}`' for x in FORMATS)}.",
             option="format",
         )
+    if connect and format not in CONNECT_FORMATS:
+        raise KafkaConfigError(
+            f"`connect=True` applies to {', '.join(f'`{x}`' for x in CONNECT_FORMATS)}, "
+            f"not to format `{format}`; drop `connect` or use one of those formats.",
+            option="connect",
+        )
     struct = as_struct(schema, format)
     _check_required(struct, required)
     fields = required_fields(struct, required)
     jvm = getattr(df.sparkSession, "_jvm", None)  # None under Spark Connect
-    return _split(df, _exprs(jvm, format, struct.json(), fields), stage)
+    builder = "upsert-connect-json" if connect and format == "upsert-json" else format
+    return _split(df, _exprs(jvm, builder, struct.json(), fields), stage)
 
 
 def required_fields(schema: StructType, required: Sequence[str] = ()) -> tuple[str, ...]:
@@ -146,7 +153,7 @@ _BUILDERS: dict[str, Callable[[StructType, Sequence[str]], _Exprs]] = {
     "json": _json_exprs,
     "debezium-json": _debezium_exprs,
     "upsert-json": _upsert_exprs,
-    "upsert-connect-json": _upsert_connect_exprs,
+    "upsert-connect-json": _upsert_connect_exprs,  # `upsert-json` with `connect=True`
 }
 
 

@@ -1,5 +1,5 @@
-"""The expressions of each Kafka format: `json`, `debezium-json`, `upsert-json` and
-`upsert-connect-json` (upsert records in Kafka Connect envelopes) type the payload with
+"""The expressions of each Kafka format: `json`, `debezium-json` and `upsert-json` (plain,
+or in Kafka Connect envelopes with `connect=True`) type the payload with
 `from_json` and explain flagged rows from a VARIANT parse of the same text; `raw`
 passes the records through.
 """

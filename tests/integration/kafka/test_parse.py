@@ -217,6 +217,11 @@ def test_parse_errors_name_the_problem(spark) -> None:
         parse_kafka(df, format="json", schema=ORDERS, required=["id"])
     with pytest.raises(KafkaConfigError, match="`value` is missing"):
         parse_kafka(df.drop("value"), format="json", schema=ORDERS)
+    with pytest.raises(KafkaConfigError, match="not to format `json`") as info:
+        parse_kafka(df, format="json", schema=ORDERS, connect=True)
+    assert info.value.option == "connect"
+    with pytest.raises(KafkaConfigError, match="Unknown Kafka format `upsert-connect-json`"):
+        parse_kafka(df, format="upsert-connect-json", schema=ORDERS)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("fmt", ["json", "raw", "debezium-json", "upsert-json"])
