@@ -66,13 +66,16 @@ def as_struct(schema: StructType | str | None, fmt: str) -> StructType:
     return parsed
 
 
-def _check_required(schema: StructType, required: Sequence[str]) -> None:
+def _check_required(
+    schema: StructType, required: Sequence[str], *, option: str = "required"
+) -> None:
     unknown = [r for r in required if r not in schema.fieldNames()]
     if unknown:
+        what = "Required field" if option == "required" else "Key column"
         raise KafkaConfigError(
-            f"Required field `{unknown[0]}` is not in the schema ({', '.join(f'`{n}`' for n in schema.fieldNames())}). "
-            "Add it to the schema or drop it from `required`.",
-            option="required",
+            f"{what} `{unknown[0]}` is not in the schema ({', '.join(f'`{n}`' for n in schema.fieldNames())}). "
+            f"Add it to the schema or drop it from `{option}`.",
+            option=option,
         )
 
 
@@ -83,6 +86,7 @@ def parse_kafka(
     schema: StructType | str | None = None,
     connect: bool = False,
     required: Sequence[str] = (),
+    keys: Sequence[str] = (),
     persist: Persist | None = None,
     observe: Observation | None = None,
 ) -> ParsedFrames:
@@ -92,6 +96,11 @@ def parse_kafka(
     without one is bad with "missing required field `name`" (a Debezium delete's
     `before` image excepted: it may hold only the key columns). The good rows' columns
     are nullable either way. Works on batch and streaming frames.
+
+    `keys` names the columns a sink places rows by (an upsert's or SCD2's keys): a
+    record whose good row would have one null (a tombstone whose key lacks it, a
+    Debezium delete whose `before` image does) is bad with "key column `name` is
+    null", so that one record is set aside instead of failing the sink's batch.
 
     `connect=True`: the records are as Kafka Connect's JsonConverter writes them with
     `schemas.enable=true`. For `upsert-json`, each value is `{"schema": ..., "payload":
@@ -116,11 +125,17 @@ def parse_kafka(
 
     def reparse(frame: DataFrame) -> ParsedFrames:
         return parse_kafka(
-            frame, format=format, schema=schema, connect=connect, required=required
+            frame, format=format, schema=schema, connect=connect, required=required, keys=keys
         )
 
     stage = _Stage(persist, reparse, observe)
     if format == "raw":
+        if keys:
+            raise KafkaConfigError(
+                "Format `raw` has no payload columns to hold `keys` "
+                f"({', '.join(f'`{k}`' for k in keys)}); drop `keys` or parse the records.",
+                option="keys",
+            )
         return _parse_raw(df, stage)
     if format not in FORMATS:
         raise KafkaConfigError(
@@ -135,10 +150,12 @@ def parse_kafka(
         )
     struct = as_struct(schema, format)
     _check_required(struct, required)
+    _check_required(struct, keys, option="keys")
     fields = required_fields(struct, required)
     jvm = getattr(df.sparkSession, "_jvm", None)  # None under Spark Connect
     builder = "upsert-connect-json" if connect and format == "upsert-json" else format
-    return _split(df, _exprs(jvm, builder, struct.json(), fields), stage)
+    exprs = _exprs(jvm, builder, struct.json(), fields, tuple(dict.fromkeys(keys)))
+    return _split(df, exprs, stage)
 
 
 def required_fields(schema: StructType, required: Sequence[str] = ()) -> tuple[str, ...]:
@@ -149,7 +166,7 @@ def required_fields(schema: StructType, required: Sequence[str] = ()) -> tuple[s
     return tuple(dict.fromkeys(names))
 
 
-_BUILDERS: dict[str, Callable[[StructType, Sequence[str]], _Exprs]] = {
+_BUILDERS: dict[str, Callable[[StructType, Sequence[str], Sequence[str]], _Exprs]] = {
     "json": _json_exprs,
     "debezium-json": _debezium_exprs,
     "upsert-json": _upsert_exprs,
@@ -158,8 +175,14 @@ _BUILDERS: dict[str, Callable[[StructType, Sequence[str]], _Exprs]] = {
 
 
 @functools.lru_cache(maxsize=64)
-def _exprs(jvm: object, format: str, schema_json: str, required: tuple[str, ...]) -> _Exprs:
+def _exprs(
+    jvm: object,
+    format: str,
+    schema_json: str,
+    required: tuple[str, ...],
+    keys: tuple[str, ...],
+) -> _Exprs:
     """The expressions of one parse, per JVM (`jvm` keeps a cached set from outliving the
     gateway its Columns live in)."""
     schema = StructType.fromJson(json.loads(schema_json))
-    return _BUILDERS[format](schema, required)
+    return _BUILDERS[format](schema, required, keys)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from warehouse.spec.expectations import is_row_level
+from warehouse.spec.table import Scd2Sink, UpsertSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -348,15 +349,41 @@ class WritePaths:
         return Outcome(rows_in, written, quarantined, dropped, version)
 
     def _parse(self, df: DataFrame, schema: Any, **hooks: Any) -> Any:
-        """`parse_kafka` of `df` as this table reads its records: its format, and Kafka
-        Connect envelopes when it takes its columns from them (`connect_schema`)."""
+        """`parse_kafka` of `df` as this table reads its records: its format, Kafka
+        Connect envelopes when it takes its columns from them (`connect_schema`), and
+        the sink's keys, so a record without one is quarantined, not the batch failed."""
         from streams.kafka import parse_kafka
 
         kafka = self.defn.spec.source.kafka
         assert kafka is not None
         return parse_kafka(
-            df, format=kafka.format, schema=schema, connect=kafka.connect_schema, **hooks
+            df,
+            format=kafka.format,
+            schema=schema,
+            connect=kafka.connect_schema,
+            keys=self._parse_keys(schema),
+            **hooks,
         )
+
+    def _parse_keys(self, schema: Any) -> list[str]:
+        """The sink keys the parse holds records to: an upsert's or SCD2's keys that are
+        payload columns, when the parsed rows are what the sink writes (no transform,
+        which would own the key columns)."""
+        spec = self.defn.spec
+        sink = spec.sink
+        if (
+            not isinstance(sink, UpsertSink | Scd2Sink)
+            or schema is None
+            or spec.transform is not None
+            or self.defn.sql is not None
+        ):
+            return []
+        from streams.kafka import as_struct
+
+        kafka = spec.source.kafka
+        assert kafka is not None
+        names = as_struct(schema, kafka.format).fieldNames()
+        return [k for k in sink.keys if k in names]
 
     def _parse_quarantine(self, bad: DataFrame, batch_id: int) -> DataFrame:
         from warehouse.quality.quarantine import quarantine_from_parse_errors
