@@ -157,10 +157,7 @@ class NativeKafka:
             reader = reader.option(
                 "maxOffsetsPerTrigger", str(int(request.max_offsets_per_trigger))
             )
-        try:
-            options = java_client_options(request.client_config, shaded=_shaded_kafka_client(spark))
-        except ValueError as e:
-            raise KafkaConfigError(str(e), option="kafka.client") from e
+        options = java_client_options(request.client_config, shaded=_shaded_kafka_client(spark))
         for k, v in options.items():
             reader = reader.option(f"kafka.{k}", v)
         # Spark names it `timestampType`; both engines give the columns the protocol names.

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from streams.kafka.errors import KafkaConfigError
+
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -29,6 +31,8 @@ def java_client_options(client: Mapping[str, str], *, shaded: bool = False) -> d
     `sasl.username`/`sasl.password` become `sasl.jaas.config` for the mechanism
     (PLAIN, SCRAM-SHA-256/512); `ssl.ca.location` becomes a PEM trust store.
     Other keys pass through unchanged (the Java client ignores ones it does not know).
+    Raises `KafkaConfigError` (`option="sasl.mechanism"`) for a username or password with
+    a mechanism that has no such login, unless `sasl.jaas.config` gives the login.
     """
     out: dict[str, str] = {}
     user = password = None
@@ -49,10 +53,17 @@ def java_client_options(client: Mapping[str, str], *, shaded: bool = False) -> d
     if user is not None or password is not None:
         module = _LOGIN_MODULES.get(mechanism)
         if module is None:
-            raise ValueError(
+            if "sasl.jaas.config" in out:
+                out.setdefault("sasl.mechanism", mechanism)
+                return out
+            raise KafkaConfigError(
                 f"SASL mechanism `{mechanism}` has no username/password login for the Java "
-                f"client; use one of {', '.join(f'`{m}`' for m in _LOGIN_MODULES)} or set "
-                "`sasl.jaas.config` yourself in `kafka.client`"
+                "client (native Kafka engine); set the mechanism "
+                "(`kafka.security.sasl_mechanism`, or `sasl.mechanism` in `kafka.client`) to "
+                f"one of {', '.join(f'`{m}`' for m in _LOGIN_MODULES)}, or give the login "
+                "yourself "
+                "as `sasl.jaas.config` in `kafka.client`.",
+                option="sasl.mechanism",
             )
         if "sasl.jaas.config" not in out:
             out["sasl.jaas.config"] = (

@@ -30,14 +30,10 @@ from streams.kafka.parse_frames import ParsedFrames, Persist, _Exprs, _split, _S
 
 logger = logging.getLogger(__name__)
 
-Format = Literal["json", "raw", "debezium-json", "upsert-json", "upsert-connect-json"]
-FORMATS: tuple[str, ...] = (
-    "json",
-    "raw",
-    "debezium-json",
-    "upsert-json",
-    "upsert-connect-json",
-)
+Format = Literal["json", "raw", "debezium-json", "upsert-json"]
+FORMATS: tuple[str, ...] = ("json", "raw", "debezium-json", "upsert-json")
+CONNECT_FORMATS: tuple[str, ...] = ("debezium-json", "upsert-json")
+"""The formats whose records may come in Kafka Connect envelopes (`connect=True`)."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -70,13 +66,16 @@ def as_struct(schema: StructType | str | None, fmt: str) -> StructType:
     return parsed
 
 
-def _check_required(schema: StructType, required: Sequence[str]) -> None:
+def _check_required(
+    schema: StructType, required: Sequence[str], *, option: str = "required"
+) -> None:
     unknown = [r for r in required if r not in schema.fieldNames()]
     if unknown:
+        what = "Required field" if option == "required" else "Key column"
         raise KafkaConfigError(
-            f"Required field `{unknown[0]}` is not in the schema ({', '.join(f'`{n}`' for n in schema.fieldNames())}). "
-            "Add it to the schema or drop it from `required`.",
-            option="required",
+            f"{what} `{unknown[0]}` is not in the schema ({', '.join(f'`{n}`' for n in schema.fieldNames())}). "
+            f"Add it to the schema or drop it from `{option}`.",
+            option=option,
         )
 
 
@@ -85,7 +84,9 @@ def parse_kafka(
     *,
     format: Format,
     schema: StructType | str | None = None,
+    connect: bool = False,
     required: Sequence[str] = (),
+    keys: Sequence[str] = (),
     persist: Persist | None = None,
     observe: Observation | None = None,
 ) -> ParsedFrames:
@@ -96,10 +97,16 @@ def parse_kafka(
     `before` image excepted: it may hold only the key columns). The good rows' columns
     are nullable either way. Works on batch and streaming frames.
 
-    `upsert-connect-json` is `upsert-json` as Kafka Connect's JsonConverter writes it
-    with `schemas.enable=true`: each value `{"schema": ..., "payload": row}`, a null
-    value or `payload` a delete, the key an envelope too or plain JSON; a value that is
-    not an envelope is bad ("not a Kafka Connect envelope ...").
+    `keys` names the columns a sink places rows by (an upsert's or SCD2's keys): a
+    record whose good row would have one null (a tombstone whose key lacks it, a
+    Debezium delete whose `before` image does) is bad with "key column `name` is
+    null", so that one record is set aside instead of failing the sink's batch.
+
+    `connect=True`: the records are as Kafka Connect's JsonConverter writes them with
+    `schemas.enable=true`. For `upsert-json`, each value is `{"schema": ..., "payload":
+    row}`, a null value or `payload` a delete, the key an envelope too or plain JSON; a
+    value that is not an envelope is bad ("not a Kafka Connect envelope ..."). For
+    `debezium-json` it changes nothing: that parse reads a `payload` wrapper either way.
 
     `persist` (batch frames): called once with the parsed and flagged frame both
     results derive from; returning it persisted lets `good` and `bad` share one read
@@ -117,21 +124,38 @@ def parse_kafka(
         )
 
     def reparse(frame: DataFrame) -> ParsedFrames:
-        return parse_kafka(frame, format=format, schema=schema, required=required)
+        return parse_kafka(
+            frame, format=format, schema=schema, connect=connect, required=required, keys=keys
+        )
 
     stage = _Stage(persist, reparse, observe)
     if format == "raw":
+        if keys:
+            raise KafkaConfigError(
+                "Format `raw` has no payload columns to hold `keys` "
+                f"({', '.join(f'`{k}`' for k in keys)}); drop `keys` or parse the records.",
+                option="keys",
+            )
         return _parse_raw(df, stage)
     if format not in FORMATS:
         raise KafkaConfigError(
             f"Unknown Kafka format `{format}`; expected one of {', '.join(f'`{x}`' for x in FORMATS)}.",
             option="format",
         )
+    if connect and format not in CONNECT_FORMATS:
+        raise KafkaConfigError(
+            f"`connect=True` applies to {', '.join(f'`{x}`' for x in CONNECT_FORMATS)}, "
+            f"not to format `{format}`; drop `connect` or use one of those formats.",
+            option="connect",
+        )
     struct = as_struct(schema, format)
     _check_required(struct, required)
+    _check_required(struct, keys, option="keys")
     fields = required_fields(struct, required)
     jvm = getattr(df.sparkSession, "_jvm", None)  # None under Spark Connect
-    return _split(df, _exprs(jvm, format, struct.json(), fields), stage)
+    builder = "upsert-connect-json" if connect and format == "upsert-json" else format
+    exprs = _exprs(jvm, builder, struct.json(), fields, tuple(dict.fromkeys(keys)))
+    return _split(df, exprs, stage)
 
 
 def required_fields(schema: StructType, required: Sequence[str] = ()) -> tuple[str, ...]:
@@ -142,17 +166,23 @@ def required_fields(schema: StructType, required: Sequence[str] = ()) -> tuple[s
     return tuple(dict.fromkeys(names))
 
 
-_BUILDERS: dict[str, Callable[[StructType, Sequence[str]], _Exprs]] = {
+_BUILDERS: dict[str, Callable[[StructType, Sequence[str], Sequence[str]], _Exprs]] = {
     "json": _json_exprs,
     "debezium-json": _debezium_exprs,
     "upsert-json": _upsert_exprs,
-    "upsert-connect-json": _upsert_connect_exprs,
+    "upsert-connect-json": _upsert_connect_exprs,  # `upsert-json` with `connect=True`
 }
 
 
 @functools.lru_cache(maxsize=64)
-def _exprs(jvm: object, format: str, schema_json: str, required: tuple[str, ...]) -> _Exprs:
+def _exprs(
+    jvm: object,
+    format: str,
+    schema_json: str,
+    required: tuple[str, ...],
+    keys: tuple[str, ...],
+) -> _Exprs:
     """The expressions of one parse, per JVM (`jvm` keeps a cached set from outliving the
     gateway its Columns live in)."""
     schema = StructType.fromJson(json.loads(schema_json))
-    return _BUILDERS[format](schema, required)
+    return _BUILDERS[format](schema, required, keys)

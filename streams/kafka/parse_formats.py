@@ -1,5 +1,5 @@
-"""The expressions of each Kafka format: `json`, `debezium-json`, `upsert-json` and
-`upsert-connect-json` (upsert records in Kafka Connect envelopes) type the payload with
+"""The expressions of each Kafka format: `json`, `debezium-json` and `upsert-json` (plain,
+or in Kafka Connect envelopes with `connect=True`) type the payload with
 `from_json` and explain flagged rows from a VARIANT parse of the same text; `raw`
 passes the records through.
 """
@@ -87,7 +87,7 @@ def _from_json(text: Column, schema: StructType) -> Column:
     return F.from_json(text, _with_corrupt(schema), {"columnNameOfCorruptRecord": _CORRUPT})
 
 
-def _json_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
+def _json_exprs(schema: StructType, required: Sequence[str], keys: Sequence[str]) -> _Exprs:
     text = F.col("value").cast("string")
     typed = F.col("_parsed")
     flagged = (
@@ -96,7 +96,11 @@ def _json_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
     cols = [typed.getField(f.name).alias(f.name) for f in schema.fields]
     explain = _explain(text, schema, typed, required)
     return _make_exprs(
-        [("_parsed", _from_json(text, schema))], [*cols, *_coordinates()], flagged, explain
+        [("_parsed", _from_json(text, schema))],
+        [*cols, *_coordinates()],
+        flagged,
+        explain,
+        keys=[(k, typed.getField(k)) for k in keys],
     )
 
 
@@ -114,7 +118,7 @@ def _parse_raw(df: DataFrame, stage: _Stage) -> ParsedFrames:
     return ParsedFrames(good, bad)
 
 
-def _debezium_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
+def _debezium_exprs(schema: StructType, required: Sequence[str], keys: Sequence[str]) -> _Exprs:
     envelope = StructType.fromJson(
         {
             "type": "struct",
@@ -195,10 +199,17 @@ def _debezium_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
     good_cols = [*cols, op.alias("_op"), source_ts.alias("_source_ts_ms"), *_coordinates()]
     # Tombstones follow deletes for compaction; they carry no row image.
     staged = [("_parsed", _from_json(text, outer)), ("_env", env), ("_image", image)]
-    return _make_exprs(staged, good_cols, flagged, explain, keep=F.col("value").isNotNull())
+    return _make_exprs(
+        staged,
+        good_cols,
+        flagged,
+        explain,
+        keep=F.col("value").isNotNull(),
+        keys=[(k, img.getField(k)) for k in keys],
+    )
 
 
-def _upsert_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
+def _upsert_exprs(schema: StructType, required: Sequence[str], keys: Sequence[str]) -> _Exprs:
     """`upsert-json`: the value is the row; a null value is a delete whose key columns
     come from the key."""
     text = F.col("value").cast("string")
@@ -209,7 +220,8 @@ def _upsert_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
     flagged = F.when(deleted, _key_bad(k).isNotNull()).otherwise(value_flag)
     explain = F.when(deleted, _key_bad(k)).otherwise(_explain(text, schema, v, required))
     staged = [("_parsed", _from_json(text, schema)), ("_kparsed", _from_json(key_text, schema))]
-    return _make_exprs(staged, _upsert_good(schema, v, k, deleted), flagged, explain)
+    good = _upsert_good(schema, v, k, deleted)
+    return _make_exprs(staged, good, flagged, explain, keys=_upsert_keys(v, k, deleted, keys))
 
 
 def _key_bad(k: Column) -> Column:
@@ -225,6 +237,13 @@ def _key_bad(k: Column) -> Column:
         )
         .when(k.getField(_CORRUPT).isNotNull(), F.lit("tombstone key does not match the schema"))
     )
+
+
+def _upsert_keys(
+    v: Column, k: Column, deleted: Column, keys: Sequence[str]
+) -> list[tuple[str, Column]]:
+    """A key column's value in the good row: the key's for a delete, else the value's."""
+    return [(n, F.when(deleted, k.getField(n)).otherwise(v.getField(n))) for n in keys]
 
 
 def _upsert_good(schema: StructType, v: Column, k: Column, deleted: Column) -> list[Column]:
@@ -258,7 +277,9 @@ def _in_envelope(schema: StructType) -> StructType:
     return StructType([StructField("schema", StringType(), True), StructField("payload", schema)])
 
 
-def _upsert_connect_exprs(schema: StructType, required: Sequence[str]) -> _Exprs:
+def _upsert_connect_exprs(
+    schema: StructType, required: Sequence[str], keys: Sequence[str]
+) -> _Exprs:
     """`upsert-json` whose values (and keys, when they are) are Kafka Connect envelopes:
     the row is `payload`; a null value or a null `payload` is a delete, whose key
     columns come from the key (its `payload` when the key is an envelope too). A value
@@ -303,7 +324,8 @@ def _upsert_connect_exprs(schema: StructType, required: Sequence[str]) -> _Exprs
         ("_kenvelope", F.when(is_del & key_env, _from_json(key_text, _in_envelope(schema)))),
         ("_kparsed", key_struct),
     ]
-    return _make_exprs(staged, _upsert_good(schema, v, k, is_del), flagged, explain)
+    good = _upsert_good(schema, v, k, is_del)
+    return _make_exprs(staged, good, flagged, explain, keys=_upsert_keys(v, k, is_del, keys))
 
 
 def _explain_connect(

@@ -8,7 +8,7 @@ the filter, on the flagged rows alone.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame, Observation
@@ -42,8 +42,8 @@ _FLAG, _KEEP = "__wh_flagged", "__wh_keep"
 
 
 class _Exprs(NamedTuple):
-    """Every Column one parse applies, built from the format, schema and required fields
-    alone: unresolved expressions do not depend on the frame they are applied to, and
+    """Every Column one parse applies, built from the format, schema, required fields and
+    keys alone: unresolved expressions do not depend on the frame they are applied to, and
     building them is ~1500 Py4J calls (0.35-0.6 s of the driver per batch, measured on a
     5-field schema), so `_exprs` builds them once per JVM and reuses them."""
 
@@ -69,9 +69,19 @@ def _make_exprs(
     flagged: Column,
     explain: Column,
     keep: Column | None = None,
+    keys: Sequence[tuple[str, Column]] = (),
 ) -> _Exprs:
+    """`keys`: (name, value in the good row) of the columns a good row must have
+    non-null; a row without one is bad with "key column `name` is null" (a sink that
+    places rows by key cannot take it, and would fail the whole batch)."""
     keep = F.lit(True) if keep is None else keep
     flag = F.coalesce(flagged, F.lit(False))
+    if keys:
+        why = F.when(flag, explain)
+        for name, value in keys:
+            why = why.when(value.isNull(), F.lit(f"key column `{name}` is null"))
+            flag = flag | value.isNull()
+        explain = why
     flag_col, keep_col = F.col(_FLAG), F.col(_KEEP)
     return _Exprs(
         staged=tuple(staged),

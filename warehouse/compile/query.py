@@ -86,8 +86,7 @@ def _with_connect_schema(
     project: LoadedProject, defn: TableDefinition, bootstrap: str
 ) -> TableDefinition:
     """`defn` with the payload columns read from the newest record's Connect schema, once
-    per query start (a change of the source table's columns needs a restart). An
-    `upsert-json` table is read as `upsert-connect-json`: its records are envelopes."""
+    per query start (a change of the source table's columns needs a restart)."""
     from streams.kafka import KafkaStreamError, sample_connect_struct
 
     k = defn.spec.source.kafka
@@ -112,15 +111,7 @@ def _with_connect_schema(
         for f in struct.fields
     )
     logger.info("table %s: columns from the records' Connect schema: %s", defn.name, ddl)
-    update: dict[str, Any] = {"payload_ddl": ddl}
-    if k.format == "upsert-json":
-        # The parse format of Connect-wrapped upserts; no other reader of the format
-        # after the start distinguishes the two.
-        src = defn.spec.source
-        kafka = k.model_copy(update={"format": "upsert-connect-json"})
-        spec = defn.spec.model_copy(update={"source": src.model_copy(update={"kafka": kafka})})
-        update["spec"] = spec
-    return defn.model_copy(update=update)
+    return defn.model_copy(update={"payload_ddl": ddl})
 
 
 def build_query(

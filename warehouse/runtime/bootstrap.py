@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from warehouse.runtime.errors import QueryFailedError
 
 if TYPE_CHECKING:
     from warehouse.spec.model import LoadedProject
+
+REACH_TIMEOUT_S = 15.0
+"""How long `check_reachable` waits for the cluster's metadata."""
 
 logger = logging.getLogger(__name__)
 
@@ -33,3 +39,42 @@ def resolve_bootstrap(project: LoadedProject, *, start: bool = True) -> str | No
     if not status:
         return None
     return status.get("bootstrap") or f"{status.get('host', emb.host)}:{status['port']}"
+
+
+def check_reachable(
+    bootstrap: str,
+    client_config: Mapping[str, str],
+    *,
+    table: str,
+    layer: str | None = None,
+    timeout: float = REACH_TIMEOUT_S,
+) -> None:
+    """Ask `bootstrap` for the cluster's metadata once, with the client settings `table`
+    reads with, and raise `QueryFailedError` naming the table and the bootstrap when no
+    answer comes within `timeout` seconds: Spark's Java client would otherwise take
+    minutes of admin timeouts to fail the query."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    conf = {**client_config, "bootstrap.servers": bootstrap}
+    try:
+        # librdkafka logs every refused connection to stderr; they go to logging instead.
+        admin = AdminClient(conf, logger=logging.getLogger(__name__))
+    except KafkaException as e:
+        # Settings only Spark's Java client knows (the native engine takes them): the
+        # query itself will say whether the cluster answers.
+        logger.info("table %s: Kafka at %s not checked: %s", table, bootstrap, e)
+        return
+    try:
+        admin.list_topics(timeout=timeout)
+    except KafkaException as e:
+        reason = e.args[0].str() if e.args and hasattr(e.args[0], "str") else str(e)
+        raise QueryFailedError(
+            f"Table `{table}` reads Kafka at `{bootstrap}`, which did not answer within "
+            f"{timeout:.0f}s ({reason}). Check that the broker runs and that "
+            "`kafka.bootstrap` in conf/<env>.yml (or `WAREHOUSE__KAFKA__BOOTSTRAP`) names "
+            "it, with the security settings it expects (`kafka.security`).",
+            table=table,
+            layer=layer,
+        ) from e
+    logger.debug("table %s: Kafka at %s answers", table, bootstrap)

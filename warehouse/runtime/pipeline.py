@@ -128,7 +128,22 @@ class Pipeline:
             from warehouse.runtime.bootstrap import resolve_bootstrap
 
             self._bootstrap = resolve_bootstrap(self.project, start=True)
+            if not self.project.config.kafka.is_embedded:
+                self._check_reachable(self._bootstrap)
         return self._bootstrap
+
+    def _check_reachable(self, bootstrap: str | None) -> None:
+        """Once per run, before any query starts: the configured Kafka answers (with the
+        first Kafka-sourced table's client settings), or the run fails in seconds."""
+        from warehouse.runtime.bootstrap import check_reachable
+
+        for name in self.names:
+            defn = self.project.tables[name]
+            k = defn.spec.source.kafka
+            if bootstrap and k is not None:
+                config = self.project.config.kafka.client_config(k.options)
+                check_reachable(bootstrap, config, table=name, layer=defn.layer)
+                return
 
     def _missing_inputs(self, name: str, *, snapshots: bool = False) -> list[str]:
         """Input tables of `name` with no Delta table yet; `snapshots`: also the tables its

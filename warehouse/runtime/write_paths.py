@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from warehouse.spec.expectations import is_row_level
+from warehouse.spec.table import Scd2Sink, UpsertSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -187,13 +188,10 @@ class WritePaths:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        from streams.kafka import parse_kafka
-        kafka = self.defn.spec.source.kafka
-        assert kafka is not None
         schema = _payload_schema(self.project, self.defn)
         tag = f"{self.defn.name}_{batch_id}_{uuid.uuid4().hex[:8]}"
         parse_seen = Observation(f"wh_parse_{tag}")
-        parsed = parse_kafka(df, format=kafka.format, schema=schema, observe=parse_seen)
+        parsed = self._parse(df, schema, observe=parse_seen)
         checks = self._compiled_checks(parsed.good)
         good, checks_seen = parsed.good, None
         if checks is not None:
@@ -255,15 +253,9 @@ class WritePaths:
     ) -> int:
         """Second pass of `write_one_pass`: the batch's quarantine rows, read again and
         parsed with the same payload `schema`."""
-        from streams.kafka import parse_kafka
-
-        kafka = self.defn.spec.source.kafka
-        assert kafka is not None
         # Both kinds come from one parse: persist it, or the union would read twice.
         both = want_parse and want_checks
-        parsed = parse_kafka(
-            df, format=kafka.format, schema=schema, persist=cache if both else None
-        )
+        parsed = self._parse(df, schema, persist=cache if both else None)
         parts = []
         if want_parse:
             parts.append(self._parse_quarantine(parsed.bad, batch_id))
@@ -312,20 +304,13 @@ class WritePaths:
             if kafka is None:
                 rows_in = df.count()
             else:
-                from streams.kafka import parse_kafka
-
                 staged: list[DataFrame] = []
 
                 def stage(frame: DataFrame) -> DataFrame:
                     staged.append(cache(frame))
                     return staged[-1]
 
-                parsed = parse_kafka(
-                    df,
-                    format=kafka.format,
-                    schema=_payload_schema(self.project, self.defn),
-                    persist=stage,
-                )
+                parsed = self._parse(df, _payload_schema(self.project, self.defn), persist=stage)
                 rows_in = staged[0].count()
                 quarantine.append(self._parse_quarantine(parsed.bad, batch_id))
                 good = cache(
@@ -362,6 +347,43 @@ class WritePaths:
             if checked is not None:
                 checked.unpersist()
         return Outcome(rows_in, written, quarantined, dropped, version)
+
+    def _parse(self, df: DataFrame, schema: Any, **hooks: Any) -> Any:
+        """`parse_kafka` of `df` as this table reads its records: its format, Kafka
+        Connect envelopes when it takes its columns from them (`connect_schema`), and
+        the sink's keys, so a record without one is quarantined, not the batch failed."""
+        from streams.kafka import parse_kafka
+
+        kafka = self.defn.spec.source.kafka
+        assert kafka is not None
+        return parse_kafka(
+            df,
+            format=kafka.format,
+            schema=schema,
+            connect=kafka.connect_schema,
+            keys=self._parse_keys(schema),
+            **hooks,
+        )
+
+    def _parse_keys(self, schema: Any) -> list[str]:
+        """The sink keys the parse holds records to: an upsert's or SCD2's keys that are
+        payload columns, when the parsed rows are what the sink writes (no transform,
+        which would own the key columns)."""
+        spec = self.defn.spec
+        sink = spec.sink
+        if (
+            not isinstance(sink, UpsertSink | Scd2Sink)
+            or schema is None
+            or spec.transform is not None
+            or self.defn.sql is not None
+        ):
+            return []
+        from streams.kafka import as_struct
+
+        kafka = spec.source.kafka
+        assert kafka is not None
+        names = as_struct(schema, kafka.format).fieldNames()
+        return [k for k in sink.keys if k in names]
 
     def _parse_quarantine(self, bad: DataFrame, batch_id: int) -> DataFrame:
         from warehouse.quality.quarantine import quarantine_from_parse_errors

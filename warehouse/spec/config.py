@@ -13,14 +13,30 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 
 Engine = Literal["auto", "native", "python"]
 
 ENV_PREFIX = "WAREHOUSE__"
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _property_text(value: Any) -> Any:
+    """A Kafka, librdkafka or Spark property value as those read it: `3` as `3`, `true`
+    as `true` (lower-case, as Java's `Boolean.parseBoolean` and librdkafka write it),
+    `0.5` as `0.5`. Anything else is left for the `str` check to name."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+Properties = dict[str, Annotated[str, BeforeValidator(_property_text)]]
+"""A map of property names to values as YAML gives them: text, numbers and booleans
+(`num.partitions: 3`, `auto.create.topics.enable: false`), all kept as text."""
 
 
 class Settings(BaseModel):
@@ -62,13 +78,14 @@ class EmbeddedBroker(Settings):
     host: str = "127.0.0.1"
     port: int = Field(default=9092, ge=0, le=65535)
     data_dir: str | None = None  # default: <warehouse_root>/broker
-    config: dict[str, str] = Field(default_factory=dict)
+    config: Properties = Field(default_factory=dict)
+    """Broker properties (`num.partitions: 3`), written as Kafka's server.properties."""
 
 
 class KafkaSettings(Settings):
     bootstrap: str = "embedded"
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
-    client: dict[str, str] = Field(default_factory=dict)  # extra librdkafka properties
+    client: Properties = Field(default_factory=dict)  # extra librdkafka properties
     embedded: EmbeddedBroker = Field(default_factory=EmbeddedBroker)
 
     @property
@@ -92,7 +109,7 @@ class Engines(Settings):
 class SparkSettings(Settings):
     master: str = "local[*]"
     app_name: str = "warehouse"
-    conf: dict[str, str] = Field(default_factory=lambda: {"spark.sql.shuffle.partitions": "4"})
+    conf: Properties = Field(default_factory=lambda: {"spark.sql.shuffle.partitions": "4"})
     native_jars: bool = True
     """Sessions the framework starts put the cached native jars (Spark's `kafka` format,
     delta-spark) on the class path; `make install` caches them. A session that already

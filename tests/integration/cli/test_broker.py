@@ -79,8 +79,8 @@ def start(project: Path, data_dir: Path, *extra: str) -> str:
 
 
 def test_a_conf_only_folder_gives_the_broker_its_embedded_config(tmp_path: Path) -> None:
-    project = conf_only(
-        tmp_path / "p", 'kafka:\n  embedded:\n    config: {num.partitions: "3"}\n'
+    project = conf_only(  # a number, as a Kafka user writes it
+        tmp_path / "p", "kafka:\n  embedded:\n    config: {num.partitions: 3}\n"
     )
     data_dir = tmp_path / "d"
     try:
@@ -105,7 +105,9 @@ def test_config_pairs_go_over_the_projects_embedded_config(tmp_path: Path) -> No
 
 
 def test_a_broken_conf_or_a_malformed_pair_exits_2_and_starts_nothing(tmp_path: Path) -> None:
-    broken = conf_only(tmp_path / "broken", "kafka:\n  embedded:\n    config: {num.partitions: 3}\n")
+    broken = conf_only(
+        tmp_path / "broken", "kafka:\n  embedded:\n    config: {num.partitions: [3]}\n"
+    )
     data_dir = tmp_path / "d"
     try:
         done = warehouse(

@@ -3,12 +3,15 @@ code, one `error:` line naming what to fix, no Python traceback.
 
 - Spark cannot start (Java missing): exit 2, naming `JAVA_HOME`;
 - a table's query cannot be built (its input table's Delta log is damaged): exit 1,
-  naming the table, its input and the cause.
+  naming the table, its input and the cause;
+- the configured Kafka does not answer: exit 1 in seconds, naming the table and the
+  bootstrap, before any query starts.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +70,21 @@ def test_a_table_whose_input_is_unreadable_is_exit_1_naming_table_and_input(
     assert f"its inputs: table `ods_orders` at {ods}" in line
     assert CAUSE[engine] in line  # the cause, quoted
     assert not (project / ".warehouse" / "tables" / "dwd_orders").exists()
+
+
+def test_a_kafka_that_does_not_answer_is_exit_1_naming_table_and_bootstrap(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bootstrap = f"127.0.0.1:{port}"
+    # The native engine: Spark's Java client alone would take minutes to give up.
+    project = write_project(tmp_path / "p", bootstrap=bootstrap, engine="native")
+    done = warehouse("--project", str(project), "run", "--layer", "ods", "--once")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = error_lines(done.stderr)
+    assert line.startswith(f"error: Table `ods_orders` reads Kafka at `{bootstrap}`, which did not")
+    assert "`kafka.bootstrap` in conf/<env>.yml" in line
+    assert not (project / ".warehouse" / "tables" / "ods_orders").exists()

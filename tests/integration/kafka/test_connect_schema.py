@@ -217,11 +217,12 @@ def test_upsert_records_in_envelopes_parse_alike_plain_and_persisted(spark) -> N
         [(b(k), b(v), "t", 0, i, None, 0, None) for i, (k, v) in enumerate(records)], SCHEMA
     )
     schema = "user_id bigint NOT NULL, name string, visits int"
-    plain = parse_kafka(frame, format="upsert-connect-json", schema=schema)
+    plain = parse_kafka(frame, format="upsert-json", schema=schema, connect=True)
     kept: list = []
     persisted = parse_kafka(
         frame,
-        format="upsert-connect-json",
+        format="upsert-json",
+        connect=True,
         schema=schema,
         persist=lambda f: kept.append(f.persist()) or kept[-1],
     )

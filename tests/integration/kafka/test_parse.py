@@ -217,6 +217,16 @@ def test_parse_errors_name_the_problem(spark) -> None:
         parse_kafka(df, format="json", schema=ORDERS, required=["id"])
     with pytest.raises(KafkaConfigError, match="`value` is missing"):
         parse_kafka(df.drop("value"), format="json", schema=ORDERS)
+    with pytest.raises(KafkaConfigError, match="Key column `id` is not in the schema") as info:
+        parse_kafka(df, format="upsert-json", schema=ORDERS, keys=["id"])
+    assert info.value.option == "keys"
+    with pytest.raises(KafkaConfigError, match="Format `raw` has no payload columns"):
+        parse_kafka(df, format="raw", keys=["id"])
+    with pytest.raises(KafkaConfigError, match="not to format `json`") as info:
+        parse_kafka(df, format="json", schema=ORDERS, connect=True)
+    assert info.value.option == "connect"
+    with pytest.raises(KafkaConfigError, match="Unknown Kafka format `upsert-connect-json`"):
+        parse_kafka(df, format="upsert-connect-json", schema=ORDERS)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("fmt", ["json", "raw", "debezium-json", "upsert-json"])

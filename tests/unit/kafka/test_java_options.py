@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from streams.kafka.errors import KafkaConfigError
 from streams.kafka.java_options import java_client_options
 
 
@@ -50,6 +51,19 @@ def test_plain_settings_pass_through_and_an_explicit_jaas_line_wins() -> None:
     assert mine["sasl.jaas.config"] == "custom;"
 
 
-def test_a_mechanism_without_password_login_is_refused() -> None:
-    with pytest.raises(ValueError, match="`GSSAPI`"):
+def test_a_mechanism_without_password_login_is_refused_naming_the_option() -> None:
+    with pytest.raises(KafkaConfigError) as info:
         java_client_options({"sasl.mechanism": "GSSAPI", "sasl.username": "u"})
+    assert info.value.option == "sasl.mechanism"
+    message = str(info.value)
+    assert "SASL mechanism `GSSAPI` has no username/password login" in message
+    assert "`kafka.security.sasl_mechanism`" in message
+    assert "`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`" in message
+    assert "`sasl.jaas.config` in `kafka.client`" in message
+
+
+def test_a_mechanism_without_password_login_takes_an_explicit_jaas_line() -> None:
+    opts = java_client_options(
+        {"sasl.mechanism": "OAUTHBEARER", "sasl.username": "u", "sasl.jaas.config": "mine;"}
+    )
+    assert opts == {"sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": "mine;"}

@@ -78,3 +78,36 @@ def test_bad_environment_and_keyword_overrides_name_their_origin(tmp_path: Path)
     assert set(got) == {("<environment>", "kafka.bootstrapp"), ("<overrides>", "engines.delta")}
     assert "`WAREHOUSE__KAFKA__BOOTSTRAPP`" in got[("<environment>", "kafka.bootstrapp")]
     assert "`fast`" in got[("<overrides>", "engines.delta")]
+
+
+def test_property_maps_take_numbers_and_booleans_as_kafka_writes_them(tmp_path: Path) -> None:
+    conf = (
+        "kafka:\n"
+        "  client: {enable.idempotence: true, linger.ms: 5}\n"
+        "  embedded:\n"
+        "    config: {num.partitions: 3, auto.create.topics.enable: false,"
+        " log.cleaner.min.cleanable.ratio: 0.5, log.dirs: /data}\n"
+        "spark: {conf: {spark.sql.shuffle.partitions: 2, spark.ui.enabled: False}}\n"
+    )
+    config = Project.load(project(tmp_path, conf), environ={}).config
+    assert config.kafka.embedded.config == {
+        "num.partitions": "3",
+        "auto.create.topics.enable": "false",
+        "log.cleaner.min.cleanable.ratio": "0.5",
+        "log.dirs": "/data",
+    }
+    assert config.kafka.client == {"enable.idempotence": "true", "linger.ms": "5"}
+    assert config.spark.conf == {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+    }
+
+
+def test_a_property_that_is_not_a_scalar_names_its_field(tmp_path: Path) -> None:
+    conf = "kafka:\n  embedded:\n    config: {num.partitions: [3]}\n"
+    with pytest.raises(ProjectError) as info:
+        Project.load(project(tmp_path, conf), environ={})
+    message = str(info.value)
+    assert "conf/local.yml" in message
+    assert "kafka.embedded.config.num.partitions" in message
+    assert "expected text, got `list`" in message
