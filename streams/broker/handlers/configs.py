@@ -12,6 +12,7 @@ storage. BrokerContext resources can be described (read-only), not altered.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -119,8 +120,28 @@ def _changes(current: dict[str, str], ops: Any) -> dict[str, str | None]:
     return changes
 
 
-async def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
-    module = response_module(INCREMENTAL_ALTER_CONFIGS, ctx.api_version)
+def _incremental(broker: Any, name: str, configs: Any) -> dict[str, str | None]:
+    values, _ = catalog.topic_configs(broker, name)
+    return _changes(values, configs)
+
+
+def _replace(broker: Any, name: str, configs: Any) -> dict[str, str | None]:
+    # Legacy AlterConfigs sets the whole set: every override it leaves out is reset.
+    _, overrides = catalog.topic_configs(broker, name)
+    changes: dict[str, str | None] = dict.fromkeys(overrides)
+    changes.update({c.name: c.value for c in configs})
+    return changes
+
+
+def _alter_each(
+    ctx: RequestContext,
+    request: Any,
+    module: Any,
+    changes_of: Callable[[Any, str, Any], dict[str, str | None]],
+    verb: str,
+) -> tuple[Any, ...]:
+    """One result per resource of an (Incremental)AlterConfigs request; a resource's
+    error fails that resource only."""
     results = []
     for res in request.resources:
         error, message = ErrorCode.none, None
@@ -130,13 +151,12 @@ async def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
                 raise catalog.InvalidRequestError(
                     f"only topic configs can be altered, not resource type `{res.resource_type}`"
                 )
-            values, _ = catalog.topic_configs(ctx.broker, name)
-            changes = _changes(values, res.configs)
+            changes = changes_of(ctx.broker, name, res.configs)
             catalog.alter_topic_configs(
                 ctx.broker, name, changes, validate_only=bool(request.validate_only)
             )
             if not request.validate_only:
-                logger.info("altered configs of topic %s: %s", name, changes)
+                logger.info("%s configs of topic %s: %s", verb, name, changes)
         except BrokerError as e:
             error, message = e.error_code, e.detail or str(e)
         results.append(
@@ -148,42 +168,21 @@ async def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
                 resource_name=name,
             )
         )
+    return tuple(results)
+
+
+async def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(INCREMENTAL_ALTER_CONFIGS, ctx.api_version)
+    results = _alter_each(ctx, request, module, _incremental, "altered")
     return make(
-        module.IncrementalAlterConfigsResponse, throttle_time=timedelta(0), responses=tuple(results)
+        module.IncrementalAlterConfigsResponse, throttle_time=timedelta(0), responses=results
     )
 
 
 async def alter_configs(ctx: RequestContext, request: Any) -> Any:
     module = response_module(ALTER_CONFIGS, ctx.api_version)
-    results = []
-    for res in request.resources:
-        error, message = ErrorCode.none, None
-        name = res.resource_name
-        try:
-            if int(res.resource_type) != TOPIC:
-                raise catalog.InvalidRequestError(
-                    f"only topic configs can be altered, not resource type `{res.resource_type}`"
-                )
-            _, overrides = catalog.topic_configs(ctx.broker, name)
-            changes: dict[str, str | None] = dict.fromkeys(overrides)
-            changes.update({c.name: c.value for c in res.configs})
-            catalog.alter_topic_configs(
-                ctx.broker, name, changes, validate_only=bool(request.validate_only)
-            )
-            if not request.validate_only:
-                logger.info("replaced configs of topic %s: %s", name, changes)
-        except BrokerError as e:
-            error, message = e.error_code, e.detail or str(e)
-        results.append(
-            make(
-                module.AlterConfigsResourceResponse,
-                error_code=error,
-                error_message=message,
-                resource_type=res.resource_type,
-                resource_name=name,
-            )
-        )
-    return make(module.AlterConfigsResponse, throttle_time=timedelta(0), responses=tuple(results))
+    results = _alter_each(ctx, request, module, _replace, "replaced")
+    return make(module.AlterConfigsResponse, throttle_time=timedelta(0), responses=results)
 
 
 APIS = [
