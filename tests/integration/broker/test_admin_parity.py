@@ -59,3 +59,38 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker, unique) -> None:
         assert third.topics[1].error_code == ErrorCode.unknown_topic_or_partition
         assert third.topics[1].partitions == ()
     assert seen == [(a, 0), (a, 1), (a, 2), (b, 0), (b, 1)]
+
+
+def test_describe_configs_synonyms_name_kafkas_broker_settings(broker_factory, unique) -> None:
+    """Kafka's DescribeConfigs with include_synonyms: the topic override, then the broker's
+    own setting under Kafka's broker name (STATIC_BROKER_CONFIG), then the built-in default
+    (DEFAULT_CONFIG); no default for retention.ms; a non-overridden config's source is its
+    first synonym's, so a broker-wide setting is not reported as a default."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    server = broker_factory(**{"log.retention.ms": "3600000", "cleanup.policy": "compact"})
+    topic = unique("synonyms")
+    create_topic(server.bootstrap, topic, config={"retention.ms": "5000"})
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    # librdkafka asks for synonyms (include_synonyms=true) in every DescribeConfigs.
+    [future] = admin.describe_configs([ConfigResource("topic", topic)]).values()
+    configs = future.result(timeout=30)
+
+    def synonyms(key: str) -> list[tuple[str, str, ConfigSource]]:
+        return [(s.name, s.value, ConfigSource(s.source)) for s in configs[key].synonyms.values()]
+
+    assert synonyms("retention.ms") == [
+        ("retention.ms", "5000", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        ("log.retention.ms", "3600000", ConfigSource.STATIC_BROKER_CONFIG),
+    ]
+    # confluent-kafka keys synonyms by name, so of the STATIC and DEFAULT synonyms of
+    # `log.cleanup.policy` it keeps the last (kafka-configs shows both, see test_tools.py).
+    assert synonyms("cleanup.policy") == [
+        ("log.cleanup.policy", "delete", ConfigSource.DEFAULT_CONFIG),
+    ]
+    assert configs["cleanup.policy"].value == "compact"
+    assert ConfigSource(configs["cleanup.policy"].source) is ConfigSource.STATIC_BROKER_CONFIG
+    assert synonyms("max.message.bytes") == [
+        ("message.max.bytes", "1048588", ConfigSource.DEFAULT_CONFIG)
+    ]
+    assert ConfigSource(configs["max.message.bytes"].source) is ConfigSource.DEFAULT_CONFIG
