@@ -255,3 +255,66 @@ def test_console_tools_and_consumer_groups(brokers: dict[str, str]) -> None:
     assert on_kafka["groups"] == ["<group>"]
     assert [r["CURRENT-OFFSET"] for r in on_kafka["describe_reset"]] == ["0", "0"]
     assert on_bundled == on_kafka
+
+
+def _txn_rows(result: ToolResult, names: dict[str, str]) -> list[dict[str, str]]:
+    """kafka-transactions' tab-separated table; coordinator and producer ids (other tests
+    share the brokers and take producer ids) and wall-clock times become placeholders,
+    rows and partitions are sorted (Kafka lists them in its hash maps' order)."""
+    lines = [line.split("\t") for line in _ok(result).stdout.splitlines() if line.strip()]
+    header, *body = [[cell.strip() for cell in line] for line in lines]
+    rows = []
+    for cells in body:
+        row = dict(zip(header, cells, strict=False))
+        row.pop("", None)
+        for key in ("Coordinator", "CoordinatorId", "ProducerId"):
+            if key in row:
+                row[key] = "<id>"
+        for key in ("CurrentTransactionStartTimeMs", "TransactionDurationMs"):
+            if row.get(key, "None") != "None":
+                row[key] = "<time>"
+        if row.get("TopicPartitions"):  # a hash set's order on Kafka
+            row["TopicPartitions"] = ",".join(sorted(row["TopicPartitions"].split(",")))
+        rows.append({k: _names(v, names) for k, v in row.items()})
+    return sorted(rows, key=lambda r: r.get("TransactionalId", ""))
+
+
+def transactions_scenario(bootstrap: str) -> dict[str, Any]:
+    """kafka-transactions list and describe: one transaction left open, one committed,
+    an unknown transactional id."""
+    from confluent_kafka import Producer
+
+    topic = unique("tools-txn")
+    open_id, done_id = unique("tools-open"), unique("tools-done")
+    names = {topic: "<topic>", open_id: "<open>", done_id: "<done>"}
+    _ok(run("kafka-topics", ["--create", "--topic", topic, "--partitions", "2"], bootstrap))
+    producers = []
+    for tid, commit in ((open_id, False), (done_id, True)):
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, b"v", partition=0)
+        producer.produce(topic, b"v", partition=1)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        producers.append(producer)
+    listed = _txn_rows(run("kafka-transactions", ["list"], bootstrap), names)
+    out: dict[str, Any] = {"list": [r for r in listed if r["TransactionalId"] in names.values()]}
+    for tid in (open_id, done_id):
+        out[names[tid]] = _txn_rows(
+            run("kafka-transactions", ["describe", "--transactional-id", tid], bootstrap), names
+        )
+    out["unknown"] = run(
+        "kafka-transactions", ["describe", "--transactional-id", unique("tools-none")], bootstrap
+    ).code
+    producers[0].abort_transaction(30)
+    return out
+
+
+def test_kafka_transactions(brokers: dict[str, str]) -> None:
+    on_bundled, on_kafka = on_both(brokers, transactions_scenario)
+    assert [r["TransactionState"] for r in on_kafka["list"]] == ["CompleteCommit", "Ongoing"]
+    assert on_kafka["<open>"][0]["TopicPartitions"] == "<topic>-0,<topic>-1"
+    assert on_kafka["unknown"] == 1
+    assert on_bundled == on_kafka
