@@ -11,14 +11,20 @@ offered, because librdkafka switches to it when it is.
 from __future__ import annotations
 
 from streams.broker.context import BrokerContext, Handler
-from streams.broker.coordinator import group_apis, offset_apis, sasl, txn_apis
+from streams.broker.coordinator import group_apis, offset_apis, sasl, txn_admin_apis, txn_apis
 from streams.broker.coordinator.coordinator import Coordinator
 
 __all__ = ["API_VERSIONS", "HANDLERS", "create_extension"]
 
 HANDLERS: dict[int, Handler] = {}
 API_VERSIONS: dict[int, tuple[int, int]] = {}
-for _key, _versions, _handler in (*group_apis.APIS, *offset_apis.APIS, *txn_apis.APIS, *sasl.APIS):
+for _key, _versions, _handler in (
+    *group_apis.APIS,
+    *offset_apis.APIS,
+    *txn_apis.APIS,
+    *txn_admin_apis.APIS,
+    *sasl.APIS,
+):
     HANDLERS[_key] = _handler
     API_VERSIONS[_key] = _versions
 

@@ -307,7 +307,7 @@ class TransactionCoordinator:
         txn.partitions.clear()
         txn.groups.clear()
         txn.pending_offsets.clear()
-        txn.start_ms = -1
+        # start_ms stays: Kafka describes a completed transaction with its start time.
         self._persist(txn)
 
     def _write_marker(

@@ -7,6 +7,14 @@ as in Kafka; IncrementalAlterConfigs changes only the keys it names.
 Topic configs are the storage's `LogConfig` keys (retention.ms, retention.bytes,
 segment.bytes, cleanup.policy, ...); a topic's overrides are persisted by the
 storage. BrokerContext resources can be described (read-only), not altered.
+
+A topic config's synonyms (asked for with `include_synonyms`, as `kafka-configs
+--describe` does) are Kafka's: the topic's own override (DYNAMIC_TOPIC_CONFIG), the
+broker-wide setting under Kafka's broker name when the broker was started with one
+(STATIC_BROKER_CONFIG, e.g. `log.cleanup.policy`), then the built-in default under that
+name (DEFAULT_CONFIG). Kafka lists no default for `retention.ms`, `segment.ms` and
+`flush.ms`, whose broker defaults are given in hours or not at all; neither does this.
+A non-overridden config's source is the first broker synonym's.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from streams.broker.context import RequestContext
 from streams.broker.errors import BrokerError
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
+from streams.broker.storage import LogConfig
 
 logger = logging.getLogger(__name__)
 
@@ -34,23 +43,65 @@ BROKER = 4
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+# Topic config -> (Kafka's broker-wide name, whether Kafka lists its built-in default).
+_BROKER_SYNONYMS = {
+    "segment.bytes": ("log.segment.bytes", True),
+    "segment.ms": ("log.roll.ms", False),
+    "retention.ms": ("log.retention.ms", False),
+    "retention.bytes": ("log.retention.bytes", True),
+    "cleanup.policy": ("log.cleanup.policy", True),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms", True),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", True),
+    "index.interval.bytes": ("log.index.interval.bytes", True),
+    "flush.messages": ("log.flush.interval.messages", True),
+    "flush.ms": ("log.flush.interval.ms", False),
+    "max.message.bytes": ("message.max.bytes", True),
+    "message.timestamp.type": ("log.message.timestamp.type", True),
+    "compression.type": ("compression.type", True),
+    "min.insync.replicas": ("min.insync.replicas", True),
+    "durability": ("log.durability", True),
+}
+_BUILT_IN = LogConfig().to_kafka()
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _entries(ctx: RequestContext, rtype: int, name: str) -> list[tuple[str, str, int, bool]]:
-    """(key, value, source, read_only) of a resource; raises BrokerError."""
+Synonym = tuple[str, str, int]  # (name, value, source)
+
+
+def _topic_synonyms(ctx: RequestContext, key: str, value: str, overridden: bool) -> list[Synonym]:
+    """Kafka's synonyms of topic config `key`, highest precedence first."""
+    synonyms: list[Synonym] = [(key, value, DYNAMIC_TOPIC_CONFIG)] if overridden else []
+    broker_name, lists_default = _BROKER_SYNONYMS.get(key, (key, True))
+    raw = ctx.broker.config.raw
+    configured = [k for k in (broker_name, key) if k in raw]
+    if configured:
+        synonyms.append((broker_name, raw[configured[0]], STATIC_BROKER_CONFIG))
+    if lists_default:
+        synonyms.append((broker_name, _BUILT_IN[key], DEFAULT_CONFIG))
+    return synonyms
+
+
+def _entries(
+    ctx: RequestContext, rtype: int, name: str
+) -> list[tuple[str, str, int, bool, list[Synonym]]]:
+    """(key, value, source, read_only, synonyms) of a resource; raises BrokerError."""
     broker = ctx.broker
     if rtype == TOPIC:
         values, overrides = catalog.topic_configs(broker, name)
-        return [
-            (k, v, DYNAMIC_TOPIC_CONFIG if k in overrides else DEFAULT_CONFIG, False)
-            for k, v in sorted(values.items())
-        ]
+        out = []
+        for k, v in sorted(values.items()):
+            synonyms = _topic_synonyms(ctx, k, v, k in overrides)
+            source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
+            out.append((k, v, source, False, synonyms))
+        return out
     if rtype == BROKER:
         if name not in ("", str(broker.config.node_id)):
             raise catalog.InvalidRequestError(f"unknown broker `{name}`")
-        return [(k, v, STATIC_BROKER_CONFIG, True) for k, v in sorted(broker.config.raw.items())]
+        return [
+            (k, v, STATIC_BROKER_CONFIG, True, [(k, v, STATIC_BROKER_CONFIG)])
+            for k, v in sorted(broker.config.raw.items())
+        ]
     raise catalog.InvalidRequestError(
         f"resource type `{rtype}` is not supported (topic=2, broker=4)"
     )
@@ -63,7 +114,7 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
         error, message, configs = ErrorCode.none, None, []
         try:
-            for key, value, source, read_only in _entries(
+            for key, value, source, read_only, synonyms in _entries(
                 ctx, int(res.resource_type), res.resource_name
             ):
                 if keys is not None and key not in keys:
@@ -76,7 +127,12 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
                         read_only=read_only,
                         config_source=source,
                         is_sensitive=False,
-                        synonyms=(),
+                        synonyms=tuple(
+                            make(module.DescribeConfigsSynonym, name=n, value=v, source=src)
+                            for n, v, src in synonyms
+                        )
+                        if request.include_synonyms
+                        else (),
                         config_type=0,
                         documentation=None,
                     )

@@ -1,4 +1,13 @@
-"""Metadata (key 3), v0–v12: one broker, leader of every partition, leader epoch −1."""
+"""Metadata (key 3), v0–v12, and DescribeTopicPartitions (key 75), v0: one broker,
+leader of every partition, leader epoch −1.
+
+DescribeTopicPartitions is how Kafka 4.x admin clients describe topics (they fall back
+to Metadata when a broker lacks it). Its answer is Metadata's plus the eligible leader
+replicas (KIP-966), which are empty here as on any cluster whose replicas are in sync,
+and it pages: at most `response_partition_limit` partitions (capped at 2000, Kafka's
+`max.request.partition.size.limit`) per response, with a cursor saying where the
+next request starts.
+"""
 
 from __future__ import annotations
 
@@ -106,4 +115,90 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-APIS = [(API_KEY, (0, 12), handle)]
+DESCRIBE_TOPIC_PARTITIONS = 75
+PARTITION_LIMIT = 2000
+
+
+def _described(module: Any, ctx: RequestContext, name: str, first: int, limit: int) -> Any:
+    """One topic of a DescribeTopicPartitions answer, partitions `first` .. `first+limit-1`."""
+    node = ctx.broker.config.node_id
+    count = catalog.partition_count(ctx.broker, name)
+    if count is None:
+        return make(
+            module.DescribeTopicPartitionsResponseTopic,
+            error_code=ErrorCode.unknown_topic_or_partition,
+            name=name,
+            topic_id=catalog.ZERO_UUID,
+            is_internal=False,
+            partitions=(),
+            topic_authorized_operations=_OPS_UNKNOWN,
+        )
+    partitions = tuple(
+        make(
+            module.DescribeTopicPartitionsResponsePartition,
+            error_code=ErrorCode.none,
+            partition_index=i,
+            leader_id=node,
+            leader_epoch=-1,
+            replica_nodes=(node,),
+            isr_nodes=(node,),
+            eligible_leader_replicas=(),
+            last_known_elr=(),
+            offline_replicas=(),
+        )
+        for i in range(first, min(count, first + limit))
+    )
+    return make(
+        module.DescribeTopicPartitionsResponseTopic,
+        error_code=ErrorCode.none,
+        name=name,
+        topic_id=catalog.topic_id(ctx.broker, name),
+        is_internal=catalog.is_internal(ctx.broker, name),
+        partitions=partitions,
+        topic_authorized_operations=_OPS_UNKNOWN,
+    )
+
+
+async def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
+    """Topics by name (every topic when none is named), sorted, from the cursor on; the
+    cursor of the next page when the partition limit cuts the answer short."""
+    module = response_module(DESCRIBE_TOPIC_PARTITIONS, ctx.api_version)
+    broker = ctx.broker
+    if request.topics:
+        names = sorted({t.name for t in request.topics})
+    else:
+        names = catalog.topic_names(broker)
+    cursor = request.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    budget = max(1, min(int(request.response_partition_limit), PARTITION_LIMIT))
+    topics, next_cursor = [], None
+    for name in names:
+        first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        count = catalog.partition_count(broker, name)
+        if count is not None and budget == 0:
+            next_cursor = make(module.Cursor, topic_name=name, partition_index=first)
+            break
+        topic = _described(module, ctx, name, first, budget)
+        topics.append(topic)
+        if count is not None:
+            budget -= len(topic.partitions)
+            if first + len(topic.partitions) < count:
+                next_cursor = make(
+                    module.Cursor,
+                    topic_name=name,
+                    partition_index=first + len(topic.partitions),
+                )
+                break
+    return make(
+        module.DescribeTopicPartitionsResponse,
+        throttle_time=timedelta(0),
+        topics=tuple(topics),
+        next_cursor=next_cursor,
+    )
+
+
+APIS = [
+    (API_KEY, (0, 12), handle),
+    (DESCRIBE_TOPIC_PARTITIONS, (0, 0), describe_topic_partitions),
+]
