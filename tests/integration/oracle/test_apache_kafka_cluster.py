@@ -3,6 +3,8 @@ three replicas, all in sync, min.insync.replicas=2, and acks=all writes go throu
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka.admin import ConfigResource, NewTopic
 
@@ -19,11 +21,16 @@ def test_three_node_cluster(apache_kafka_cluster: ApacheKafka) -> None:
     a = admin(bootstrap)
     assert sorted(a.list_topics(timeout=10).brokers) == [1, 2, 3]
     a.create_topics([NewTopic(topic, 2, 3)])[topic].result(timeout=30)
-    partitions = a.list_topics(topic, timeout=10).topics[topic].partitions
-    assert {p: (len(m.replicas), len(m.isrs)) for p, m in partitions.items()} == {
-        0: (3, 3),
-        1: (3, 3),
-    }
+    # CreateTopics answers once the controller has the topic; each broker learns it
+    # from the metadata log a moment later, so the broker asked next may not know it yet.
+    deadline = time.monotonic() + 30
+    while True:
+        partitions = a.list_topics(topic, timeout=10).topics[topic].partitions
+        seen = {p: (len(m.replicas), len(m.isrs)) for p, m in partitions.items()}
+        if seen == {0: (3, 3), 1: (3, 3)} or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert seen == {0: (3, 3), 1: (3, 3)}
     configs = next(iter(a.describe_configs([ConfigResource("topic", topic)]).values()))
     assert configs.result(timeout=10)["min.insync.replicas"].value == "2"
     reports = produce(
