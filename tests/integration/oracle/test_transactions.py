@@ -4,6 +4,7 @@ under an open transaction, offsets committed inside a transaction, and fencing."
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -29,16 +30,45 @@ def _txn_producer(bootstrap: str, txn_id: str) -> Producer:
     return p
 
 
-def _transaction(p: Producer, topic: str, values: list[bytes], *, commit: bool | None) -> None:
-    """One transaction of `values` into partition 0, committed, aborted or (None) left open."""
+def _settled(bootstrap: str, topic: str) -> None:
+    """Wait until partition 0 has no transaction left open: its last stable offset (the
+    end a read_committed reader sees) is its high watermark. A broker answers EndTxn
+    once the outcome is decided and writes the partitions' markers after that (Kafka
+    does so asynchronously), so a reader started right after a commit may still stop
+    before the transaction's records."""
+    committed = consumer(bootstrap, **{"isolation.level": "read_committed"})
+    uncommitted = consumer(bootstrap, **{"isolation.level": "read_uncommitted"})
+    tp = TopicPartition(topic, 0)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            stable = committed.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+            high = uncommitted.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+            if stable == high:
+                return
+            assert time.monotonic() < deadline, f"{topic}: stable offset {stable} < {high}"
+            time.sleep(0.05)
+    finally:
+        committed.close()
+        uncommitted.close()
+
+
+def _transaction(
+    p: Producer, bootstrap: str, topic: str, values: list[bytes], *, commit: bool | None
+) -> None:
+    """One transaction of `values` into partition 0, committed, aborted or (None) left
+    open; a finished one with its markers written."""
     p.begin_transaction()
     for v in values:
         p.produce(topic, value=v, partition=0)
     p.flush(30)
-    if commit is True:
+    if commit is None:
+        return
+    if commit:
         p.commit_transaction(30)
-    elif commit is False:
+    else:
         p.abort_transaction(30)
+    _settled(bootstrap, topic)
 
 
 def _values(read: dict[str, Any]) -> dict[str, Any]:
@@ -49,14 +79,15 @@ def isolation_levels(bootstrap: str) -> dict[str, Any]:
     topic = unique("txn")
     create_topic(bootstrap, topic, 1)
     p = _txn_producer(bootstrap, unique("txn-id"))
-    _transaction(p, topic, [b"a", b"b"], commit=True)
-    _transaction(p, topic, [b"c"], commit=False)
-    _transaction(p, topic, [b"d"], commit=True)
-    _transaction(p, topic, [b"e", b"f"], commit=None)
+    _transaction(p, bootstrap, topic, [b"a", b"b"], commit=True)
+    _transaction(p, bootstrap, topic, [b"c"], commit=False)
+    _transaction(p, bootstrap, topic, [b"d"], commit=True)
+    _transaction(p, bootstrap, topic, [b"e", b"f"], commit=None)
     seen: dict[str, Any] = {}
     for isolation in ("read_committed", "read_uncommitted"):
         seen[f"open/{isolation}"] = _values(read_to_end(bootstrap, topic, 1, isolation=isolation))
     p.commit_transaction(30)
+    _settled(bootstrap, topic)
     for isolation in ("read_committed", "read_uncommitted"):
         seen[f"closed/{isolation}"] = _values(read_to_end(bootstrap, topic, 1, isolation=isolation))
     return seen
@@ -121,10 +152,10 @@ def fenced_producer(bootstrap: str) -> dict[str, Any]:
     topic, txn_id = unique("fenced"), unique("txn-id")
     create_topic(bootstrap, topic, 1)
     first = _txn_producer(bootstrap, txn_id)
-    _transaction(first, topic, [b"from first"], commit=None)
+    _transaction(first, bootstrap, topic, [b"from first"], commit=None)
     second = _txn_producer(bootstrap, txn_id)
     failed = _failure(lambda: first.commit_transaction(30))
-    _transaction(second, topic, [b"from second"], commit=True)
+    _transaction(second, bootstrap, topic, [b"from second"], commit=True)
     return {
         "first_commit": failed,
         "read_committed": _values(read_to_end(bootstrap, topic, 1, isolation="read_committed")),
