@@ -50,7 +50,7 @@ class Result:
     client_consume_cpu_ms_per_mb: float = 0.0
 
 
-def _cpu_seconds(pid: int | None) -> float | None:
+def cpu_seconds(pid: int | None) -> float | None:
     """User+system CPU of a process from /proc (None when unknown)."""
     if pid is None:
         return None
@@ -62,7 +62,7 @@ def _cpu_seconds(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
-def _create(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(60)
 
@@ -146,12 +146,12 @@ def run_case(bootstrap: str, target: str, name: str, mb: float, pid: int | None 
     size, partitions, acks = CASES[name]
     n = int(mb * 1024 * 1024 / size)
     topic = f"bench-{name}-{uuid.uuid4().hex[:6]}"
-    _create(bootstrap, topic, partitions)
-    c0, k0 = _cpu_seconds(pid), time.process_time()
+    create_topic(bootstrap, topic, partitions)
+    c0, k0 = cpu_seconds(pid), time.process_time()
     t_produce = _produce(bootstrap, topic, n, size, acks)
-    c1, k1 = _cpu_seconds(pid), time.process_time()
+    c1, k1 = cpu_seconds(pid), time.process_time()
     t_consume = _consume(bootstrap, topic, partitions, n)
-    c2, k2 = _cpu_seconds(pid), time.process_time()
+    c2, k2 = cpu_seconds(pid), time.process_time()
     volume = n * size / 1e6
 
     def per_mb(a: float | None, b: float | None) -> float | None:

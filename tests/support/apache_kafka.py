@@ -21,7 +21,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -33,6 +33,7 @@ from confluent_kafka.admin import AdminClient
 CACHE_DIR_ENV = "APACHE_KAFKA_CACHE"
 SCRIPT = "scripts/apache-kafka.sh"
 # Small heaps: the machine is small and shared; a test cluster holds little data.
+# (benchmarks/kafka_vs_bundled_bench.py passes Kafka's own start-script options instead.)
 HEAP = "-Xmx384m"
 JVM_OPTIONS = (
     HEAP,
@@ -119,12 +120,20 @@ class ApacheKafka:
     by pid, SIGTERM first and SIGKILL after a grace period.
     """
 
-    def __init__(self, work_dir: Path, *, nodes: int = 1, overrides: dict[str, str] | None = None):
+    def __init__(
+        self,
+        work_dir: Path,
+        *,
+        nodes: int = 1,
+        overrides: dict[str, str] | None = None,
+        jvm_options: Sequence[str] = JVM_OPTIONS,
+    ):
         if nodes not in (1, 3):
             raise ApacheKafkaError(f"nodes=`{nodes}`: expected 1 (single node) or 3 (a cluster)")
         self.work_dir = Path(work_dir)
         self.version, self.classpath = cached_classpath()
         self.overrides = dict(overrides or {})
+        self.jvm_options = tuple(jvm_options)
         self._nodes: list[_Node] = []
         ports = _free_ports(2 * nodes)
         for i in range(nodes):
@@ -187,7 +196,7 @@ class ApacheKafka:
     def _java(self, main: str, *args: str) -> list[str]:
         return [
             "java",
-            *JVM_OPTIONS,
+            *self.jvm_options,
             f"-Dorg.slf4j.simpleLogger.defaultLogLevel={LOG_LEVEL}",
             "-cp",
             self.classpath,
