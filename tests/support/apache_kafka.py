@@ -310,7 +310,7 @@ class ApacheKafka:
                 for t in topics
                 for p, m in (metadata[t].partitions.items() if t in metadata else [])
                 if sorted(m.isrs) != sorted(m.replicas)
-            ] + [f"{t} missing" for t in topics if t not in metadata]
+            ] + [f"{t} unknown" for t in topics if t not in metadata or not metadata[t].partitions]
             if not behind:
                 return
             time.sleep(0.5)

@@ -55,11 +55,19 @@ REPO = Path(__file__).resolve().parents[3]
 Coord = tuple[str, int, int]
 
 
-def replicas(bootstrap: str, topic: str) -> dict[int, int]:
-    """Replica count per partition of `topic`."""
+def replicas(bootstrap: str, topic: str, timeout: float = 30) -> dict[int, int]:
+    """Replica count per partition of `topic`, once the broker answering knows the topic
+    and every partition's replicas are in sync (each broker learns a new topic from the
+    metadata log a moment after CreateTopics answers)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    parts = admin.list_topics(topic, timeout=30).topics[topic].partitions
-    return {p: len(m.replicas) for p, m in parts.items()}
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(topic, timeout=10).topics.get(topic)
+        parts = md.partitions if md is not None and md.error is None else {}
+        settled = bool(parts) and all(sorted(m.isrs) == sorted(m.replicas) for m in parts.values())
+        if settled or time.monotonic() > deadline:
+            return {p: len(m.replicas) for p, m in parts.items()}
+        time.sleep(0.2)
 
 
 # -- the Kafka source ------------------------------------------------------------------
