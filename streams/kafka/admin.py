@@ -59,13 +59,15 @@ def ensure_topic(
     """Create `topic` if it does not exist (idempotent) and wait until metadata shows it.
 
     An existing topic with fewer partitions is grown to `partitions`; its config is
-    left alone.
+    left alone. A new topic gets the broker's `default.replication.factor` (replication
+    factor -1 in the request), so it is replicated on a cluster and has one copy on the
+    bundled single-node broker.
     """
     admin = _admin(bootstrap, client_config)
     new = NewTopic(
         topic,
         num_partitions=partitions,
-        replication_factor=1,
+        replication_factor=-1,
         config={k: str(v) for k, v in (config or {}).items()},
     )
     future = admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)[topic]

@@ -281,6 +281,56 @@ class ApacheKafka:
             return "(no log file)"
         return "\n".join(node.log_path.read_text(errors="replace").splitlines()[-lines:])
 
+    def kill_node(self, node_id: int) -> int:
+        """SIGKILL node `node_id` (1-based) as a crash would: no shutdown, no flush; returns
+        the pid it killed. Its storage and ports stay for `restart_node`."""
+        node = self._node(node_id)
+        assert node.proc is not None and node.proc.poll() is None, f"node {node_id} is not running"
+        pid = node.proc.pid
+        os.kill(pid, signal.SIGKILL)
+        node.proc.wait(30)
+        return pid
+
+    def restart_node(self, node_id: int, timeout: float = 120) -> None:
+        """Start node `node_id` again on its storage directory and ports (after `kill_node`)
+        and wait until the cluster answers metadata with all its brokers again."""
+        node = self._node(node_id)
+        assert node.proc is not None and node.proc.poll() is not None, f"node {node_id} runs"
+        if node.log is None:
+            node.log = open(node.log_path, "ab")
+        node.proc = subprocess.Popen(
+            self._java("kafka.Kafka", str(node.properties)),
+            stdin=subprocess.DEVNULL,
+            stdout=node.log,
+            stderr=subprocess.STDOUT,
+        )
+        self._wait_ready(timeout)
+
+    def wait_in_sync(self, topics: list[str], timeout: float = 120) -> None:
+        """Wait until every partition of `topics` has all its replicas in sync again;
+        `ApacheKafkaError` naming the partitions still behind after `timeout`."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        deadline = time.monotonic() + timeout
+        behind: list[str] = ["no metadata yet"]
+        while time.monotonic() < deadline:
+            metadata = admin.list_topics(timeout=10).topics
+            behind = [
+                f"{t}[{p}] isr {sorted(m.isrs)} of {sorted(m.replicas)}"
+                for t in topics
+                for p, m in (metadata[t].partitions.items() if t in metadata else [])
+                if sorted(m.isrs) != sorted(m.replicas)
+            ] + [f"{t} unknown" for t in topics if t not in metadata or not metadata[t].partitions]
+            if not behind:
+                return
+            time.sleep(0.5)
+        raise ApacheKafkaError(f"replicas not in sync after {timeout:.0f}s: {', '.join(behind)}")
+
+    def _node(self, node_id: int) -> _Node:
+        for node in self._nodes:
+            if node.node_id == node_id:
+                return node
+        raise ApacheKafkaError(f"node_id=`{node_id}`: expected 1 to {len(self._nodes)}")
+
     def stop(self, grace: float = 20) -> None:
         """SIGTERM every node this object started, SIGKILL whichever is still alive after `grace`."""
         running = [n for n in self._nodes if n.proc is not None and n.proc.poll() is None]
