@@ -425,11 +425,14 @@ class Group:
         error = self.validate_member(member_id, group_instance_id)
         if error is not ErrorCode.none or member is None:
             return error
+        # Kafka checks the generation before the state: a heartbeat of an older
+        # generation is ILLEGAL_GENERATION even while a rebalance is being prepared, and
+        # it does not keep the member's session alive.
+        if generation_id != self.generation_id:
+            return ErrorCode.illegal_generation
         member.last_heartbeat_ms = now_ms
         if self.state is GroupState.PREPARING_REBALANCE:
             return ErrorCode.rebalance_in_progress
-        if generation_id != self.generation_id:
-            return ErrorCode.illegal_generation
         return ErrorCode.none
 
     def leave(self, member_id: str, now_ms: int, group_instance_id: str | None = None) -> ErrorCode:

@@ -123,6 +123,24 @@ def test_second_member_triggers_rebalance_and_both_get_the_new_generation():
     assert group.heartbeat(member_id=m2, generation_id=1, now_ms=50) is ErrorCode.illegal_generation
 
 
+def test_heartbeat_checks_the_generation_before_the_rebalance_as_kafka_does():
+    """A heartbeat of an older generation is ILLEGAL_GENERATION even while a rebalance is
+    being prepared, and does not keep the member's session alive."""
+    group, a, b = Group("g"), Answers(), Answers()
+    m1 = joined_member(group, a, session=1_000)
+    group.sync(member_id=m1, generation_id=1, assignments={m1: b"1"}, now_ms=0, callback=a.sync_cb)
+    joined_member(group, b, now=10)
+    assert group.state is GroupState.PREPARING_REBALANCE
+    assert group.heartbeat(member_id=m1, generation_id=0, now_ms=900) is (
+        ErrorCode.illegal_generation
+    )
+    assert group.heartbeat(member_id=m1, generation_id=1, now_ms=20) is (
+        ErrorCode.rebalance_in_progress
+    )
+    group.tick(1_500)  # 1 s after the last heartbeat of its generation, not after the stale one
+    assert m1 not in group.members
+
+
 def test_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout():
     group, a, b = Group("g"), Answers(), Answers()
     m1 = joined_member(group, a, session=60_000)  # alive (session) but never rejoins
