@@ -103,6 +103,13 @@ def _shared_assignment(
     a group inside poll(), so one thread polling both can starve a rebalance), until
     together they hold every partition once."""
     members = [_consumer(bootstrap, group) for _ in range(2)]
+    # Each member learns the topic's partitions before it joins. Otherwise the leader
+    # may assign without them and rejoin once its metadata arrives; in that second
+    # rebalance kafka-python 3.0.12's leader can drop its own SyncGroup answer and stop
+    # heartbeating (seen on the bundled broker, which answers within a millisecond),
+    # leaving the other member with every partition after a session timeout.
+    for m in members:
+        assert m.partitions_for_topic(topic) == set(range(partitions))
     done = threading.Event()
 
     def run(m: KafkaConsumer) -> None:
