@@ -54,7 +54,8 @@ class Rec(NamedTuple):
     timestamp: int
     headers: Headers
     timestamp_type: int = 0
-    """Spark's `timestampType`: 0 CreateTime, 1 LogAppendTime."""
+    """0 CreateTime, 1 LogAppendTime (Spark's `timestampType`, which the native engine
+    names `timestamp_type`)."""
 
 
 _COLUMNS = (
@@ -64,7 +65,7 @@ _COLUMNS = (
     "key",
     "value",
     "unix_millis(timestamp) AS ts",
-    "timestampType",
+    "timestamp_type",
     "headers",
 )
 
@@ -87,7 +88,7 @@ def _rows(df) -> list[Rec]:
                 None if r.value is None else bytes(r.value),
                 r.ts,
                 headers,
-                r.timestampType,
+                r.timestamp_type,
             )
         )
     return out
@@ -219,7 +220,9 @@ def native(spark, bootstrap: str, **options: str):
     reader = reader.option("includeHeaders", "true")
     for k, v in options.items():
         reader = reader.option(k, v)
-    return reader.load()
+    # The columns as the native engine gives them (`read_kafka_stream`), so one reader of
+    # rows serves both.
+    return reader.load().withColumnRenamed("timestampType", "timestamp_type")
 
 
 def test_subscribe_several_topics_and_partitions_added_while_running(
@@ -502,7 +505,7 @@ def test_batch_read_with_ending_offsets(spark, broker, timed) -> None:
         reader = reader.option("subscribe", topic).option("includeHeaders", "true")
         for k, v in options.items():
             reader = reader.option(k, v)
-        return sorted(_rows(reader.load()))
+        return sorted(_rows(reader.load().withColumnRenamed("timestampType", "timestamp_type")))
 
     assert read() == sorted(written)
     assert read(
