@@ -5,6 +5,9 @@ and a class path file under `~/.cache/spark-warehouse/apache-kafka/`; `ApacheKaf
 formats KRaft storage in a temporary directory and starts real `kafka.Kafka` JVMs on
 that class path: one combined-mode node (broker and controller in one process), or
 three such nodes forming one cluster (replication factor 3, `min.insync.replicas=2`).
+Each node listens for PLAINTEXT clients (`bootstrap`) and for SASL_PLAINTEXT clients with
+the PLAIN mechanism (`sasl_bootstrap`, the users of `SASL_USERS`), the security the
+bundled broker offers.
 
 Tests get them through the `apache_kafka` (session) and `apache_kafka_cluster` fixtures
 in tests/conftest.py. When the jars are not cached those fixtures fail the test and say
@@ -43,6 +46,8 @@ JVM_OPTIONS = (
     "-Djava.awt.headless=true",
 )
 LOG_LEVEL = "warn"
+SASL_USERS = {"alice": "alice-secret"}
+"""The users (name: password) of every node's SASL_PLAINTEXT listener (mechanism PLAIN)."""
 
 
 class ApacheKafkaError(Exception):
@@ -107,6 +112,7 @@ class _Node:
     node_id: int
     port: int
     controller_port: int
+    sasl_port: int
     properties: Path
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
@@ -135,15 +141,16 @@ class ApacheKafka:
         self.overrides = dict(overrides or {})
         self.jvm_options = tuple(jvm_options)
         self._nodes: list[_Node] = []
-        ports = _free_ports(2 * nodes)
+        ports = _free_ports(3 * nodes)
         for i in range(nodes):
             node_dir = self.work_dir / f"node-{i + 1}"
             node_dir.mkdir(parents=True, exist_ok=True)
             self._nodes.append(
                 _Node(
                     node_id=i + 1,
-                    port=ports[2 * i],
-                    controller_port=ports[2 * i + 1],
+                    port=ports[3 * i],
+                    controller_port=ports[3 * i + 1],
+                    sasl_port=ports[3 * i + 2],
                     properties=node_dir / "server.properties",
                     log_path=node_dir / "server.log",
                 )
@@ -154,6 +161,11 @@ class ApacheKafka:
         return ",".join(f"127.0.0.1:{n.port}" for n in self._nodes)
 
     @property
+    def sasl_bootstrap(self) -> str:
+        """The SASL_PLAINTEXT (mechanism PLAIN, users `SASL_USERS`) listeners."""
+        return ",".join(f"127.0.0.1:{n.sasl_port}" for n in self._nodes)
+
+    @property
     def pids(self) -> list[int]:
         return [n.proc.pid for n in self._nodes if n.proc is not None]
 
@@ -161,13 +173,27 @@ class ApacheKafka:
         n = len(self._nodes)
         voters = ",".join(f"{m.node_id}@127.0.0.1:{m.controller_port}" for m in self._nodes)
         data = node.properties.parent / "data"
+        users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listeners": (
+                f"PLAINTEXT://127.0.0.1:{node.port},"
+                f"CONTROLLER://127.0.0.1:{node.controller_port},"
+                f"SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}"
+            ),
+            "advertised.listeners": (
+                f"PLAINTEXT://127.0.0.1:{node.port},SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}"
+            ),
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
+            ),
+            "sasl.enabled.mechanisms": "PLAIN",
+            # the server side of PLAIN: the users it accepts, as `user_<name>="<password>"`
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+            ),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(data),
