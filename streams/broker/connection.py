@@ -196,6 +196,11 @@ class ClientConnection(asyncio.BufferedProtocol):
                         if isinstance(chunk, FileRecords):
                             chunk.close()
                 await self._writable.wait()
+                if self.connection.close_after_ms is not None:
+                    # the client reads the answer before it sees the connection end
+                    await asyncio.sleep(self.connection.close_after_ms / 1000)
+                    logger.info("closing connection %s after its last answer", peer)
+                    return
         except FrameError as e:
             logger.warning("closing connection %s: %s", peer, e)
         except (ConnectionError, _ShortSendError) as e:

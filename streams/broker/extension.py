@@ -32,12 +32,17 @@ __all__ = ["BrokerExtension", "Connection", "Duplicate", "Reject"]
 
 @dataclass
 class Connection:
-    """Per-connection state: the peer, and what SASL established (set by the extension)."""
+    """Per-connection state: the peer, and what SASL established (set by the extension).
+
+    A handler that sets `close_after_ms` has the connection closed that many milliseconds
+    after its response is written, no further request read (as Kafka closes one whose SASL
+    authentication failed, after `connection.failed.authentication.delay.ms`)."""
 
     peer: str
     principal: str | None = None
     authenticated: bool = False
     attributes: dict[str, Any] = field(default_factory=dict)
+    close_after_ms: int | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,14 @@ Users come from broker config: ``sasl.users=alice:secret,bob:pw`` or
 every connection must authenticate before any API but ApiVersions and SASL
 (the server asks ``Coordinator.requires_authentication``). Only PLAIN is
 offered, and only the v1 flow (the token travels inside SaslAuthenticate),
-which is what librdkafka and kafka-python use.
+which is what librdkafka, kafka-python and the Java client use.
+
+As Kafka does, a connection whose handshake names another mechanism, or whose
+authentication fails, gets its answer (UNSUPPORTED_SASL_MECHANISM with the mechanisms
+offered, or SASL_AUTHENTICATION_FAILED with Kafka's message) and is closed
+``CLOSE_AFTER_FAILURE_MS`` later (Kafka's `connection.failed.authentication.delay.ms`
+default), no further request read: a client reads the answer before the end of the
+connection.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from streams.broker.protocol import make, response_class
 logger = logging.getLogger(__name__)
 
 MECHANISM = "PLAIN"
+AUTHENTICATION_FAILED = "Authentication failed: Invalid username or password"
+CLOSE_AFTER_FAILURE_MS = 100
 _MECHANISM_KEY = "sasl.mechanism"
 
 
@@ -90,6 +99,7 @@ async def handle_handshake(ctx: RequestContext, request: Any) -> Any:
             ctx.connection.peer,
             request.mechanism,
         )
+        ctx.connection.close_after_ms = CLOSE_AFTER_FAILURE_MS
         return make(cls, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=(MECHANISM,))
     ctx.connection.attributes[_MECHANISM_KEY] = MECHANISM
     return make(cls, error_code=ErrorCode.none, mechanisms=(MECHANISM,))
@@ -110,16 +120,19 @@ async def handle_authenticate(ctx: RequestContext, request: Any) -> Any:
     user = check_plain(users, bytes(request.auth_bytes))
     if user is None:
         logger.warning("connection %s: SASL/PLAIN authentication failed", conn.peer)
+        conn.close_after_ms = CLOSE_AFTER_FAILURE_MS
         return make(
             cls,
             error_code=ErrorCode.sasl_authentication_failed,
-            error_message="Authentication failed: invalid username or password",
+            # Kafka's words, which clients show to the user
+            error_message=AUTHENTICATION_FAILED,
             **common,
         )
     conn.authenticated = True
     conn.principal = user
     logger.info("connection %s authenticated as %s", conn.peer, user)
-    return make(cls, error_code=ErrorCode.none, error_message=None, **common)
+    # Kafka answers success with an empty message, not a null one
+    return make(cls, error_code=ErrorCode.none, error_message="", **common)
 
 
 APIS = [

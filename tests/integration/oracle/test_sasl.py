@@ -1,0 +1,232 @@
+"""SASL_PLAINTEXT with the PLAIN mechanism on both brokers: the right password works, a
+wrong one (or an unknown user) is refused with SASL_AUTHENTICATION_FAILED (58), and a
+mechanism the listener does not offer (SCRAM-SHA-256) with UNSUPPORTED_SASL_MECHANISM (33).
+
+Apache Kafka's SASL listener is the fixture's `sasl_bootstrap` (users `SASL_USERS`); the
+bundled broker runs here with the same users (`sasl.users`), on its only listener. Each
+scenario is seen four ways: on the wire (SaslHandshake v1 / SaslAuthenticate v1 as raw
+requests), through confluent-kafka, kafka-python and the Java client.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v1.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
+
+from tests.integration.oracle.differential import on_both, unique
+from tests.support.apache_kafka import SASL_USERS
+from tests.support.broker_wire import Wire
+from tests.support.java_client import JavaClient, b64
+
+pytestmark = pytest.mark.kafka
+
+USER, PASSWORD = next(iter(SASL_USERS.items()))
+
+
+@pytest.fixture(scope="module")
+def sasl_brokers(
+    apache_kafka: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
+    """Bootstrap of each broker's SASL_PLAINTEXT (PLAIN) listener, both with `SASL_USERS`."""
+    from streams.broker.launcher import BrokerProcess
+
+    users = ",".join(f"{u}:{p}" for u, p in SASL_USERS.items())
+    bundled = BrokerProcess(
+        tmp_path_factory.mktemp("sasl-broker"), config={"sasl.users": users}
+    ).start()
+    try:
+        yield {"bundled": bundled.bootstrap, "apache-kafka": apache_kafka.sasl_bootstrap}
+    finally:
+        bundled.stop()
+
+
+def _connection_closed(w: Wire) -> bool:
+    """Whether the broker closes the connection (within 5 s) after its last answer."""
+    w.sock.settimeout(5)
+    try:
+        return w.closed_by_peer()
+    except TimeoutError:
+        return False
+
+
+def _authenticate(bootstrap: str, mechanism: str, token: bytes) -> dict[str, Any]:
+    with Wire(bootstrap) as w:
+        hs = w.call(SaslHandshakeRequest(mechanism=mechanism), SaslHandshakeResponse)
+        seen: dict[str, Any] = {"handshake": (hs.error_code.name, list(hs.mechanisms))}
+        if hs.error_code == ErrorCode.none:
+            auth = w.call(SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse)
+            seen["authenticate"] = (auth.error_code.name, auth.error_message)
+        seen["closed"] = _connection_closed(w)
+    return seen
+
+
+def wire(bootstrap: str) -> dict[str, Any]:
+    plain = f"\0{USER}\0{PASSWORD}".encode()
+    return {
+        "right": _authenticate(bootstrap, "PLAIN", plain),
+        "wrong_password": _authenticate(bootstrap, "PLAIN", f"\0{USER}\0nope".encode()),
+        "unknown_user": _authenticate(bootstrap, "PLAIN", f"\0nobody\0{PASSWORD}".encode()),
+        "scram": _authenticate(bootstrap, "SCRAM-SHA-256", b""),
+    }
+
+
+def test_wire(sasl_brokers: dict[str, str]) -> None:
+    on_bundled, on_kafka = on_both(sasl_brokers, wire)
+    assert on_kafka["right"] == {
+        "handshake": ("none", ["PLAIN"]),
+        "authenticate": ("none", ""),
+        "closed": False,
+    }
+    assert on_kafka["wrong_password"]["authenticate"][0] == "sasl_authentication_failed"
+    assert on_kafka["scram"]["handshake"] == ("unsupported_sasl_mechanism", ["PLAIN"])
+    assert on_bundled == on_kafka
+
+
+def _conf(mechanism: str, user: str, password: str) -> dict[str, Any]:
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+        "log_level": 0,
+    }
+
+
+# librdkafka adds the connection's address and its own timing to the broker's message
+_TIMING = re.compile(r" \(after \d+ms in state \w+\)")
+_ADDRESS = re.compile(r"sasl_plaintext://127\.0\.0\.1:\d+/\w+: ")
+
+
+def _refusal(bootstrap: str, conf: dict[str, Any]) -> list[str]:
+    """The authentication errors an admin client reports while it fails to list topics
+    with `conf` (its `_ALL_BROKERS_DOWN` reports, which count connections of the
+    moment, are left out)."""
+    errors: list[KafkaError] = []
+    a = AdminClient({"bootstrap.servers": bootstrap, "error_cb": errors.append, **conf})
+    with pytest.raises(KafkaException):
+        a.list_topics(timeout=5)
+    a.poll(0.5)
+    seen = {
+        _ADDRESS.sub("", _TIMING.sub("", e.str()))
+        for e in errors
+        if e.code() == KafkaError._AUTHENTICATION
+    }
+    return sorted(seen)
+
+
+def confluent(bootstrap: str) -> dict[str, Any]:
+    right = _conf("PLAIN", USER, PASSWORD)
+    topic = unique("sasl")
+    a = AdminClient({"bootstrap.servers": bootstrap, **right})
+    a.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    p = Producer({"bootstrap.servers": bootstrap, **right})
+    p.produce(topic, value=b"hello", partition=0)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("group"), **right})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        msg = c.poll(20)
+        read = None if msg is None else (msg.error(), msg.offset(), msg.value())
+    finally:
+        c.close()
+    return {
+        "right_password": read,
+        "wrong_password": _refusal(bootstrap, _conf("PLAIN", USER, "nope")),
+        "unknown_user": _refusal(bootstrap, _conf("PLAIN", "nobody", PASSWORD)),
+        "scram": _refusal(bootstrap, _conf("SCRAM-SHA-256", USER, PASSWORD)),
+    }
+
+
+def test_confluent_kafka(sasl_brokers: dict[str, str]) -> None:
+    on_bundled, on_kafka = on_both(sasl_brokers, confluent)
+    assert on_kafka["right_password"] == (None, 0, b"hello")
+    assert on_kafka["wrong_password"] == [
+        "SASL authentication error: Authentication failed: Invalid username or password"
+    ]
+    assert len(on_kafka["scram"]) == 1 and "Unsupported SASL mechanism" in on_kafka["scram"][0]
+    assert on_bundled == on_kafka
+
+
+def test_java_client(sasl_brokers: dict[str, str], java_client: JavaClient) -> None:
+    on_bundled, on_kafka = on_both(
+        sasl_brokers, lambda bootstrap: java_client.run("sasl", bootstrap, USER, PASSWORD)
+    )
+    assert on_kafka["right_password_offset"] == 0
+    assert [r["value"] for r in on_kafka["right_password_read"]["records"]] == [b64("hello")]
+    assert on_kafka["wrong_password_admin"][0] == "SaslAuthenticationException"
+    assert on_kafka["scram_admin"][0] == "UnsupportedSaslMechanismException"
+    assert on_bundled == on_kafka
+
+
+def _kafka_python_refusal(bootstrap: str, user: str, password: str) -> tuple[str, list[str]]:
+    """(what a kafka-python producer raises, the distinct SASL errors it logs): it gives up
+    bootstrapping and names the broker's answer in its log."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as KafkaPythonError
+
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    logger = logging.getLogger("kafka")
+    logger.addHandler(handler)
+    try:
+        with pytest.raises(KafkaPythonError) as raised:
+            KafkaProducer(
+                bootstrap_servers=bootstrap,
+                security_protocol="SASL_PLAINTEXT",
+                sasl_mechanism="PLAIN",
+                sasl_plain_username=user,
+                sasl_plain_password=password,
+                bootstrap_timeout_ms=3000,
+            )
+    finally:
+        logger.removeHandler(handler)
+    sasl_errors = {
+        e.strip() for e in re.findall(r"\[Error \d+\] Sasl\w+: [^()\n]*", log.getvalue())
+    }
+    return type(raised.value).__name__, sorted(sasl_errors)
+
+
+def kafka_python(bootstrap: str) -> dict[str, Any]:
+    from kafka import KafkaProducer
+
+    topic = unique("sasl-kp")
+    p = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username=USER,
+        sasl_plain_password=PASSWORD,
+    )
+    try:
+        sent = p.send(topic, value=b"kp", partition=0, timestamp_ms=1).get(timeout=30)
+    finally:
+        p.close()
+    return {
+        "right_password": (sent.partition, sent.offset),
+        "wrong_password": _kafka_python_refusal(bootstrap, USER, "nope"),
+    }
+
+
+def test_kafka_python(sasl_brokers: dict[str, str]) -> None:
+    on_bundled, on_kafka = on_both(sasl_brokers, kafka_python)
+    assert on_kafka["right_password"] == (0, 0)
+    assert on_kafka["wrong_password"] == (
+        "KafkaTimeoutError",
+        [
+            "[Error 58] SaslAuthenticationFailedError: SaslAuthenticationFailedError: "
+            "Authentication failed: Invalid username or password"
+        ],
+    )
+    assert on_bundled == on_kafka
