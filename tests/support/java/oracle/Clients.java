@@ -88,6 +88,11 @@ final class Clients {
             conf.put("group.id", group);
         }
         conf.putAll(extra);
+        if ("consumer".equals(conf.get("group.protocol"))) {
+            // the KIP-848 protocol takes the session and heartbeat from the broker
+            conf.remove("session.timeout.ms");
+            conf.remove("heartbeat.interval.ms");
+        }
         return new KafkaConsumer<>(props(bootstrap, conf), new ByteArrayDeserializer(), new ByteArrayDeserializer());
     }
 

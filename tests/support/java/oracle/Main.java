@@ -27,9 +27,10 @@ public final class Main {
             case "transactions" -> result = Transactions.run(bootstrap);
             case "errors" -> result = Errors.run(bootstrap);
             case "sasl" -> result = Sasl.run(bootstrap, rest);
+            case "consumer_protocol" -> result = ConsumerProtocol.run(bootstrap);
             default -> {
                 System.err.println("scenario `" + args[0] + "` is not known; expected one of "
-                        + "records, groups, transactions, errors, sasl");
+                        + "records, groups, transactions, errors, sasl, consumer_protocol");
                 System.exit(2);
                 return;
             }
