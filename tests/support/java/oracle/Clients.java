@@ -59,7 +59,8 @@ final class Clients {
     }
 
     static Admin admin(String bootstrap, Map<String, Object> extra) {
-        Map<String, Object> conf = new HashMap<>(Map.of("request.timeout.ms", 10_000, "default.api.timeout.ms", 30_000));
+        Map<String, Object> conf = new HashMap<>(
+                Map.of("request.timeout.ms", 10_000, "default.api.timeout.ms", 30_000));
         conf.putAll(extra);
         return Admin.create(props(bootstrap, conf));
     }
@@ -93,12 +94,14 @@ final class Clients {
             conf.remove("session.timeout.ms");
             conf.remove("heartbeat.interval.ms");
         }
-        return new KafkaConsumer<>(props(bootstrap, conf), new ByteArrayDeserializer(), new ByteArrayDeserializer());
+        return new KafkaConsumer<>(
+                props(bootstrap, conf), new ByteArrayDeserializer(), new ByteArrayDeserializer());
     }
 
     /** The exception a call ends with, unwrapped from the future's ExecutionException. */
     static Throwable cause(Throwable t) {
-        while ((t instanceof ExecutionException || t.getClass() == KafkaException.class) && t.getCause() != null) {
+        while ((t instanceof ExecutionException || t.getClass() == KafkaException.class)
+                && t.getCause() != null) {
             t = t.getCause();
         }
         return t;

@@ -78,7 +78,8 @@ final class Errors {
                 new CreateTopicsOptions().validateOnly(true)).all().get()));
         seen.put("validate_only_created", admin.listTopics().names().get().contains(probe));
         try (KafkaProducer<byte[], byte[]> p = Clients.producer(bootstrap, Map.of("max.block.ms", 5_000))) {
-            seen.put("send_to_bad_name", failure(() -> p.send(new ProducerRecord<>("bad name", bytes("v"))).get()));
+            ProducerRecord<byte[], byte[]> r = new ProducerRecord<>("bad name", bytes("v"));
+            seen.put("send_to_bad_name", failure(() -> p.send(r).get()));
         }
         return seen;
     }

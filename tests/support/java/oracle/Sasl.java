@@ -41,7 +41,8 @@ final class Sasl {
 
     static Map<String, Object> run(String bootstrap, String[] args) throws Exception {
         if (args.length != 2) {
-            throw new IllegalArgumentException("scenario `sasl` takes <user> <password>, got " + Arrays.toString(args));
+            throw new IllegalArgumentException(
+                    "scenario `sasl` takes <user> <password>, got " + Arrays.toString(args));
         }
         String user = args[0];
         String password = args[1];
@@ -52,8 +53,8 @@ final class Sasl {
             Clients.createTopic(admin, topic, 1, Map.of());
         }
         try (KafkaProducer<byte[], byte[]> p = Clients.producer(bootstrap, right)) {
-            seen.put("right_password_offset", p.send(new ProducerRecord<>(topic, 0, Clients.T0, null, bytes("hello"))).get()
-                    .offset());
+            ProducerRecord<byte[], byte[]> hello = new ProducerRecord<>(topic, 0, Clients.T0, null, bytes("hello"));
+            seen.put("right_password_offset", p.send(hello).get().offset());
         }
         seen.put("right_password_read", Clients.readToEnd(bootstrap, topic, 1, "read_uncommitted", right));
         Map<String, Object> wrong = sasl("PLAIN", user, password + "-wrong");
