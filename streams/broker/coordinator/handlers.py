@@ -3,15 +3,24 @@
 The server (``streams.broker.server``) imports this module at start and merges
 ``HANDLERS`` and ``API_VERSIONS`` into its registry, then installs the hooks of
 ``create_extension(broker)`` (see ``streams.broker.extension``). Only versions
-implemented and tested with librdkafka and kafka-python are listed; the KIP-848
-group protocol (ConsumerGroupHeartbeat, OffsetCommit/OffsetFetch v9+) is not
-offered, because librdkafka switches to it when it is.
+implemented and tested with librdkafka and kafka-python are listed. Of the KIP-848
+consumer group protocol only ConsumerGroupHeartbeat is offered, and it answers
+UNSUPPORTED_VERSION as a Kafka offering only the classic protocol does
+(``consumer_group_apis``); OffsetCommit and OffsetFetch stop below v9, the first
+versions for groups of that protocol.
 """
 
 from __future__ import annotations
 
 from streams.broker.context import BrokerContext, Handler
-from streams.broker.coordinator import group_apis, offset_apis, sasl, txn_admin_apis, txn_apis
+from streams.broker.coordinator import (
+    consumer_group_apis,
+    group_apis,
+    offset_apis,
+    sasl,
+    txn_admin_apis,
+    txn_apis,
+)
 from streams.broker.coordinator.coordinator import Coordinator
 
 __all__ = ["API_VERSIONS", "HANDLERS", "create_extension"]
@@ -20,6 +29,7 @@ HANDLERS: dict[int, Handler] = {}
 API_VERSIONS: dict[int, tuple[int, int]] = {}
 for _key, _versions, _handler in (
     *group_apis.APIS,
+    *consumer_group_apis.APIS,
     *offset_apis.APIS,
     *txn_apis.APIS,
     *txn_admin_apis.APIS,
