@@ -78,7 +78,9 @@ def _heartbeats(group: str, topic: str) -> list[tuple[Any, type]]:
         ),
         (
             # from v1 the client makes up its member id (a UUID in base64)
-            heartbeat_v1.ConsumerGroupHeartbeatRequest(member_id="jE2ZzEVyR7GnZ1vb2wLJvA", **common),
+            heartbeat_v1.ConsumerGroupHeartbeatRequest(
+                member_id="jE2ZzEVyR7GnZ1vb2wLJvA", **common
+            ),
             heartbeat_v1_response.ConsumerGroupHeartbeatResponse,
         ),
     ]
