@@ -44,14 +44,25 @@ definition as the query reads it (`payload_ddl` filled in from the records' Conn
 schema for `connect_schema` tables)."""
 
 
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+
+
 @dataclass
 class CompiledQuery(Generic[B]):
-    """A table's query, ready to start; `batch` is its foreachBatch function."""
+    """A table's query, ready to start; `batch` is its foreachBatch function.
+
+    `no_data_batches`: whether Spark runs a batch without new input when the watermark
+    moves. Such a batch only evicts state, and emits rows only for an append-mode
+    aggregate (a window the watermark closed) or a stream-stream join (an outer join's
+    unmatched rows); `build_query` turns it off for every other query, where it would be
+    a whole extra micro-batch (jobs, a Delta read, our writer) after each one with data.
+    Eviction then happens in the next batch with data."""
 
     plan: TablePlan
     writer: DataStreamWriter
     batch: B
     views: list[str]
+    no_data_batches: bool = True
 
     def start(self) -> StreamingQuery:
         from streams.delta import remove_interrupted_writes
@@ -60,7 +71,32 @@ class CompiledQuery(Generic[B]):
             "table %s: starting query (checkpoint %s)", self.plan.name, self.plan.checkpoint_path
         )
         remove_interrupted_writes(self.plan.checkpoint_path)
-        return self.writer.start()
+        if self.no_data_batches:
+            return self.writer.start()
+        # The query reads its settings from a copy of the session made by start():
+        # set for this start only (the runner starts one query at a time).
+        conf = self.writer._spark.conf
+        before = conf.get(NO_DATA_BATCHES, "true")
+        conf.set(NO_DATA_BATCHES, "false")
+        try:
+            return self.writer.start()
+        finally:
+            conf.set(NO_DATA_BATCHES, before)
+
+
+def emits_without_data(df: DataFrame, defn: TableDefinition, output_mode: str) -> bool:
+    """Whether a batch without input can emit rows for this query (see `CompiledQuery`):
+    append output with an aggregate or a stream-stream join. A plan Spark does not let
+    us inspect counts as emitting."""
+    if output_mode != "append":
+        return False
+    if defn.spec.source.join_streams or defn.spec.aggregate:
+        return True
+    try:
+        plan = df._jdf.queryExecution().analyzed().toString()  # no public API for the plan
+    except Exception:  # noqa: BLE001 - Spark Connect has no JVM plan: keep Spark's default
+        return True
+    return "Aggregate" in plan
 
 
 def starting_offsets(plan: TablePlan, configured: Any) -> Any:
@@ -216,6 +252,7 @@ def build_query(
         out = stateful(out, defn, watermark_done=wm_first)
 
     foreach = batch(plan, views, defn)
+    no_data = spec.source.kafka is None and emits_without_data(out, defn, plan.output_mode)
     writer = (
         out.writeStream.queryName(f"warehouse_{table}")
         .option("checkpointLocation", plan.checkpoint_path)
@@ -226,4 +263,6 @@ def build_query(
         writer = writer.trigger(availableNow=True)
     elif spec.trigger and spec.trigger.interval:
         writer = writer.trigger(processingTime=spec.trigger.interval)
-    return CompiledQuery(plan=plan, writer=writer, batch=foreach, views=registered)
+    return CompiledQuery(
+        plan=plan, writer=writer, batch=foreach, views=registered, no_data_batches=no_data
+    )

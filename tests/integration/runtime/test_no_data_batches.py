@@ -1,0 +1,107 @@
+"""Batches without new input run only for the queries where they can emit rows.
+
+When the watermark moves, Spark runs another batch without input to evict state and
+emit what the watermark closed. Only an append-mode aggregate (a closed window) or a
+stream-stream join emits anything in it; for every other query it is a whole extra
+micro-batch. Continuous runs on both engines, real broker, real Delta: after the
+orders land, the dedupe table and the upsert aggregate must show no batch without
+input in their offset logs, while the append-mode aggregate still closes its windows
+with no order after them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from deltalake.exceptions import TableNotFoundError
+
+from streams.kafka.admin import ensure_topic, produce
+from tests.integration.runtime.helpers import order, rows
+from tests.unit.runtime.projects import write_project
+from warehouse import Project
+from warehouse.runtime.pipeline import Pipeline
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+AGGREGATE = """\
+source: {{table: dwd_orders}}
+watermark: {{column: event_time, delay: 1 second}}
+aggregate:
+  window: {{column: event_time, size: 1 minute}}
+  group_by: [user_id]
+  measures: {{orders: count(*)}}
+sink: {sink}
+"""
+
+
+def source_offsets(checkpoint: Path) -> list[str]:
+    """The source offsets of each planned batch, in batch order (the offset log's last
+    line: one source per query here)."""
+    logs = sorted(
+        (p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()),
+        key=lambda p: int(p.name),
+    )
+    return [p.read_text().strip().splitlines()[-1] for p in logs]
+
+
+def batches_without_input(checkpoint: Path) -> int:
+    offsets = source_offsets(checkpoint)
+    return sum(1 for before, after in zip(offsets, offsets[1:], strict=False) if before == after)
+
+
+def test_only_queries_that_can_emit_run_batches_without_input(
+    spark, broker, unique, tmp_path: Path, engine: str
+) -> None:
+    topic = unique("orders")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
+    dws = proj / "layers" / "dws"
+    dws.mkdir()
+    (dws / "closed.yml").write_text("table: dws_closed\n" + AGGREGATE.format(sink="{mode: append}"))
+    (dws / "live.yml").write_text(
+        "table: dws_live\n" + AGGREGATE.format(sink="{mode: upsert, keys: [window_start, user_id]}")
+    )
+    project = Project.load(proj, environ={})
+    # One batch of orders in minutes 0, 1 and 3; the 1 s watermark then closes 0 and 1.
+    produce(
+        broker.bootstrap,
+        topic,
+        [(f"o{i}", order(f"o{i}", "u1", 1.0, minute)) for i, minute in enumerate([0, 0, 1, 3])],
+    )
+    for name in ("ods_orders", "dwd_orders"):  # the aggregates start on existing tables
+        Pipeline(project, spark, tables=[name], bootstrap=broker.bootstrap).run(once=True)
+    pipeline = Pipeline(project, spark, layer="all", bootstrap=broker.bootstrap)
+    runner = threading.Thread(target=pipeline.run, kwargs={"once": False}, daemon=True)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 300
+        closed: list[tuple] = []
+        while time.monotonic() < deadline and runner.is_alive():
+            try:
+                closed = rows(project.table_path("dws_closed"), ["user_id", "orders"])
+            except TableNotFoundError:  # not created yet, or its first commit not written
+                pass
+            if len(closed) == 2:
+                break
+            time.sleep(1)
+        time.sleep(10)  # room for a batch without input, were any to come
+    finally:
+        pipeline.request_stop()
+        runner.join(timeout=180)
+    assert not runner.is_alive()
+
+    # The append aggregate closed minutes 0 and 1 with no order after them: only a batch
+    # without input can have written them.
+    assert closed == [("u1", 1), ("u1", 2)]
+    assert batches_without_input(Path(project.checkpoint_path("dws_closed"))) >= 1
+    assert rows(project.table_path("dws_live"), ["user_id", "orders"]) == [
+        ("u1", 1),
+        ("u1", 1),
+        ("u1", 2),
+    ]
+    for name in ("dwd_orders", "dws_live"):
+        checkpoint = Path(project.checkpoint_path(name))
+        assert batches_without_input(checkpoint) == 0, (name, source_offsets(checkpoint))
