@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/latency_bench.py [--seconds 180] [--rate 10]
         [--probe-every 5] [--initial-events 300] [--bootstrap HOST:PORT]
         [--chain-only] [--trigger "5 seconds"] [--engines python,native]
+        [--copies 2] [--idle-seconds 30]
 
 Starts the bundled broker (unless `--bootstrap`), loads the repository's example
 project into a temporary warehouse root, produces a first slice of the generator's
@@ -16,6 +17,17 @@ the moment that count is seen minus the moment the probe order was produced, rea
 (a) from the ADS Delta table (polled every 0.2 s) and (b) from the published
 compacted topic `mv.city_leaderboard` (a read_committed consumer). Prints p50/p99
 of both. Not a test: nothing is asserted.
+
+`--copies 2` runs every table twice (24 queries): the copies read the same topics, their
+tables and published topics are named `<name>_c2`; the probe is timed on the original
+ads table. Before the background producer starts, the queries run idle for
+`--idle-seconds`: the CPU of that window over the number of queries is the CPU an idle
+query costs. During the probes the CPU and the number of micro-batches are counted too:
+(CPU during the probes - idle CPU for as long) / batches is the CPU of a small batch.
+CPU is user + system of this process and every process under it (the JVM, Spark's
+Python workers, the broker), read from /proc. `BENCH_JAVA_OPTIONS` in the environment
+goes to the JVM (`spark.driver.extraJavaOptions`), e.g.
+`-XX:StartFlightRecording=filename=l.jfr,settings=profile` for a profile.
 """
 
 from __future__ import annotations
@@ -32,6 +44,8 @@ import threading
 import time
 from pathlib import Path
 
+from proc_cpu import cpu_by_kind, cpu_delta
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
@@ -42,6 +56,45 @@ DIMENSIONS = ["dim_users", "dim_products"]
 """Run once first with `--chain-only`: `dwd_orders` joins their snapshots."""
 PROBE_USER = "u-probe"
 PROBE_CITY = "Probe City"
+COPY_SUFFIX = "_c{n}"
+SETTLE_SECONDS = 20
+"""After the background producer starts (and sends what the idle window held back),
+before the first probe."""
+
+
+def project_copies(repo: Path, into: Path, copies: int) -> Path:
+    """A project at `into` with every table of `repo` `copies` times; copy n > 1 of table
+    `t` is `t_c<n>`, reading copy n of its inputs (and the same Kafka topics) and
+    publishing to `<topic>_c<n>`."""
+    import re
+
+    for part in ("conf", "schemas", "layers"):
+        shutil.copytree(repo / part, into / part)
+    sources = [p for p in (into / "layers").rglob("*") if p.is_file()]
+    names = [
+        m.group(1)
+        for p in sources
+        if p.suffix == ".yml"
+        for m in [re.search(r"^table:\s*(\w+)", p.read_text(), re.M)]
+        if m
+    ]
+    published = [
+        m.group(1)
+        for p in sources
+        if p.suffix == ".yml"
+        for m in re.finditer(r"publish:.*topic:\s*([\w.]+)", p.read_text())
+    ]
+    pattern = re.compile(
+        r"\b(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")\b"
+    )
+    for n in range(2, copies + 1):
+        suffix = COPY_SUFFIX.format(n=n)
+        for src in sources:
+            text = pattern.sub(lambda m, s=suffix: m.group(1) + s, src.read_text())
+            for topic in published:
+                text = text.replace(f"topic: {topic}", f"topic: {topic}{suffix}")
+            src.with_name(f"{src.stem}{suffix}{src.suffix}").write_text(text)
+    return into
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -159,6 +212,12 @@ def main() -> int:
         "what its spec says",
     )
     parser.add_argument(
+        "--copies", type=int, default=1, help="run every table this many times (2: 24 queries)"
+    )
+    parser.add_argument(
+        "--idle-seconds", type=float, default=30.0, help="idle window before the producer starts"
+    )
+    parser.add_argument(
         "--engines",
         default=None,
         help="comma-separated engines to run one after the other in this run, each with "
@@ -197,8 +256,9 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
     overrides = {} if engine is None else {"engines": {"kafka": engine, "delta": engine}}
     print(f"\n== engines: {engine or 'as the conf says'} ==", flush=True)
     try:
+        repo = REPO if args.copies <= 1 else project_copies(REPO, work / "project", args.copies)
         project = Project.load(
-            REPO, warehouse_root=str(work / "wh"), kafka={"bootstrap": bootstrap}, **overrides
+            repo, warehouse_root=str(work / "wh"), kafka={"bootstrap": bootstrap}, **overrides
         )
         if args.trigger:
             from warehouse.spec.table import Trigger
@@ -206,6 +266,10 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             for name, defn in project.tables.items():
                 spec = defn.spec.model_copy(update={"trigger": Trigger(interval=args.trigger)})
                 project.tables[name] = defn.model_copy(update={"spec": spec})
+        if os.environ.get("BENCH_JAVA_OPTIONS"):
+            project.config.spark.conf["spark.driver.extraJavaOptions"] = os.environ[
+                "BENCH_JAVA_OPTIONS"
+            ]
         spark = get_session(project.config.spark, app_name="latency-bench")
         spark.sparkContext.setLogLevel("ERROR")
         ensure_topics(bootstrap)
@@ -223,16 +287,24 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         probe.produce("shop.users", key=key, value=value)
         probe.flush(30)
         t0 = time.monotonic()
+        chain = CHAIN if args.chain_only else None
+        if chain and args.copies > 1:
+            chain = [
+                f"{t}{COPY_SUFFIX.format(n=n)}" if n > 1 else t
+                for n in range(1, args.copies + 1)
+                for t in CHAIN
+            ]
         run_once(
             project,
             spark,
             bootstrap=bootstrap,
-            tables=[*DIMENSIONS, *CHAIN] if args.chain_only else None,
+            tables=[*DIMENSIONS, *chain] if chain else None,
             progress=lambda line: print(f"  once: {line}", flush=True),
         )
         print(f"first run of every layer: {time.monotonic() - t0:.0f}s", flush=True)
 
         started: list[str] = []
+        batches: list[str] = []
 
         def progress(line: str) -> None:
             if ": started (" in line:
@@ -243,23 +315,27 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             project,
             spark,
             layer="all",
-            tables=CHAIN if args.chain_only else None,
+            tables=chain,
             bootstrap=bootstrap,
             progress=progress,
-            batch_progress=lambda line: None,
+            batch_progress=batches.append,
         )
         runner = threading.Thread(target=pipeline.run, kwargs={"once": False}, daemon=True)
-        background = Background(
-            bootstrap, rest, pace_from=span + (time.monotonic() - t0), client_config={}
-        )
         table_w = TableWatcher(project.table_path("ads_city_leaderboard"))
         topic_w = TopicWatcher(bootstrap, "mv.city_leaderboard")
-        for t in (runner, background, table_w, topic_w):
+        for t in (runner, table_w, topic_w):
             t.start()
         t1 = time.monotonic()
         while len(set(started)) < len(pipeline.names) and runner.is_alive():
             time.sleep(0.5)
         print(f"every query started: {time.monotonic() - t1:.0f}s", flush=True)
+        idle = measure_idle(args.idle_seconds, batches)
+        background = Background(
+            bootstrap, rest, pace_from=span + (time.monotonic() - t0), client_config={}
+        )
+        background.start()
+        time.sleep(SETTLE_SECONDS)
+        cpu0, batches0, t2 = cpu_by_kind(), len(batches), time.monotonic()
         sent: dict[int, float] = {}
         deadline = time.monotonic() + args.seconds
         n = 0
@@ -281,6 +357,8 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             )
             probe.flush(30)
             time.sleep(args.probe_every)
+        busy = cpu_delta(cpu0, cpu_by_kind()), len(batches) - batches0, time.monotonic() - t2
+        breakdown = batch_breakdown(spark)
         # let the last probes through, then stop at a batch boundary
         settle = time.monotonic() + 120
         while time.monotonic() < settle and (len(table_w.seen) < n or len(topic_w.seen) < n):
@@ -291,11 +369,88 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         for w in (table_w, topic_w):
             w.stop.set()
             w.join(timeout=30)
+        report_cpu(len(pipeline.names), idle, busy)
+        print(breakdown)
         return report(sent, table_w.seen, topic_w.seen, args)
     finally:
         if broker is not None:
             broker.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+Cpu = tuple[dict[str, float], int, float]
+"""CPU seconds by kind, micro-batches run, and wall seconds of one window."""
+
+
+def measure_idle(seconds: float, batches: list[str]) -> Cpu:
+    """The CPU of the running queries while nothing is produced (after the batches that
+    the start's backlog may still cause: the window opens once no batch ran for 5 s)."""
+    quiet_since, seen = time.monotonic(), len(batches)
+    deadline = quiet_since + 120
+    while time.monotonic() < deadline and time.monotonic() - quiet_since < 5:
+        time.sleep(0.5)
+        if len(batches) != seen:
+            quiet_since, seen = time.monotonic(), len(batches)
+    cpu0, n0, t0 = cpu_by_kind(), len(batches), time.monotonic()
+    time.sleep(seconds)
+    return cpu_delta(cpu0, cpu_by_kind()), len(batches) - n0, time.monotonic() - t0
+
+
+PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+
+
+def batch_breakdown(spark) -> str:
+    """Per running query: its recent batches with rows, and the mean milliseconds of each
+    phase of Spark's progress (`durationMs`) over them; addBatch is the foreachBatch
+    writer (parse, checks, Delta commit, publish)."""
+    lines = [
+        "\nmean ms per batch with rows, recent batches: "
+        f"query batches {' '.join(PHASES)} total; Spark jobs per batch with rows"
+    ]
+    tracker = spark.sparkContext.statusTracker()
+    for q in sorted(spark.streams.active, key=lambda q: q.name or ""):
+        with_rows = [p for p in q.recentProgress if p.numInputRows > 0]
+        if not with_rows:
+            lines.append(f"{q.name}: no batch with rows")
+            continue
+        mean = {k: statistics.mean(p.durationMs.get(k, 0) for p in with_rows) for k in PHASES}
+        total = statistics.mean(p.durationMs.get("triggerExecution", 0) for p in with_rows)
+        lines.append(
+            f"{q.name} {len(with_rows)} "
+            + " ".join(f"{mean[k]:.0f}" for k in PHASES)
+            + f" {total:.0f}; {jobs_per_batch(tracker, q):.1f}"
+        )
+    return "\n".join(lines)
+
+
+def jobs_per_batch(tracker, query) -> float:
+    """Spark jobs of `query` (its job group is its run id) per batch that had rows, over
+    the batches Spark still lists (an idle batch runs no job)."""
+    jobs = len(tracker.getJobIdsForGroup(str(query.runId)))
+    batches = sum(1 for p in query.recentProgress if p.numInputRows > 0)
+    return jobs / batches if batches else float("nan")
+
+
+def report_cpu(queries: int, idle: Cpu, busy: Cpu) -> None:
+    """CPU per idle query, and per small batch while the probes ran."""
+
+    def fmt(cpu: dict[str, float], wall: float) -> str:
+        total = sum(cpu.values())
+        parts = ", ".join(f"{k} {v / wall:.2f}" for k, v in sorted(cpu.items()))
+        return f"{total / wall:.2f} CPU s/s ({parts})"
+
+    (icpu, ibatches, iwall), (bcpu, bbatches, bwall) = idle, busy
+    idle_rate = sum(icpu.values()) / iwall
+    print(
+        f"\nidle, {queries} queries, {iwall:.0f}s, {ibatches} batches: {fmt(icpu, iwall)}; "
+        f"per idle query {idle_rate / queries * 1000:.0f} ms CPU per second"
+    )
+    extra = sum(bcpu.values()) - idle_rate * bwall
+    per_batch = f"{extra / bbatches * 1000:.0f} ms" if bbatches else "-"
+    print(
+        f"probes, {bwall:.0f}s, {bbatches} batches ({bbatches / bwall:.2f}/s): {fmt(bcpu, bwall)}; "
+        f"CPU per small batch above idle: {per_batch}"
+    )
 
 
 def report(
