@@ -48,6 +48,10 @@ class Result:
     # 1000 / client ms/MB is near the MB/s reached, the client is what caps
     client_produce_cpu_ms_per_mb: float = 0.0
     client_consume_cpu_ms_per_mb: float = 0.0
+    # what the consumer saw (librdkafka statistics): Fetch requests sent, and the mean
+    # round trip of its requests to the partitions' broker (send to last byte received)
+    consume_fetches: int | None = None
+    consume_rtt_ms: float | None = None
 
 
 def cpu_seconds(pid: int | None) -> float | None:
@@ -104,9 +108,33 @@ def _produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> float:
     return elapsed
 
 
-def _consume(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+class _FetchStats:
+    """Fetch count and mean request round trip from librdkafka's statistics callbacks."""
+
+    def __init__(self) -> None:
+        self.fetches = 0
+        self.rtt_us = 0.0
+        self.rtt_count = 0
+
+    def on_stats(self, text: str) -> None:
+        for broker in json.loads(text)["brokers"].values():
+            if broker["nodeid"] < 0:  # the bootstrap connection
+                continue
+            self.fetches = max(self.fetches, broker["req"].get("Fetch", 0))
+            rtt = broker["rtt"]  # a window since the previous callback, in microseconds
+            self.rtt_us += rtt["avg"] * rtt["cnt"]
+            self.rtt_count += rtt["cnt"]
+
+    def rtt_ms(self) -> float | None:
+        return round(self.rtt_us / self.rtt_count / 1000, 2) if self.rtt_count else None
+
+
+def _consume(bootstrap: str, topic: str, partitions: int, n: int) -> tuple[float, _FetchStats]:
+    stats = _FetchStats()
     consumer = Consumer(
         {
+            "statistics.interval.ms": 100,
+            "stats_cb": stats.on_stats,
             "bootstrap.servers": bootstrap,
             "group.id": "bench",
             "enable.auto.commit": False,
@@ -128,10 +156,11 @@ def _consume(bootstrap: str, topic: str, partitions: int, n: int) -> float:
             if msg.error() is None:
                 got += 1
     elapsed = time.perf_counter() - start
+    consumer.poll(0.2)  # one more statistics callback: the last fetches' round trips
     consumer.close()
     if got < n:
         raise RuntimeError(f"consumed {got} of {n} records")
-    return elapsed
+    return elapsed, stats
 
 
 CASES = {
@@ -150,7 +179,7 @@ def run_case(bootstrap: str, target: str, name: str, mb: float, pid: int | None 
     c0, k0 = cpu_seconds(pid), time.process_time()
     t_produce = _produce(bootstrap, topic, n, size, acks)
     c1, k1 = cpu_seconds(pid), time.process_time()
-    t_consume = _consume(bootstrap, topic, partitions, n)
+    t_consume, stats = _consume(bootstrap, topic, partitions, n)
     c2, k2 = cpu_seconds(pid), time.process_time()
     volume = n * size / 1e6
 
@@ -169,6 +198,8 @@ def run_case(bootstrap: str, target: str, name: str, mb: float, pid: int | None 
         consume_cpu_ms_per_mb=per_mb(c1, c2),
         client_produce_cpu_ms_per_mb=round((k1 - k0) * 1000 / volume, 2),
         client_consume_cpu_ms_per_mb=round((k2 - k1) * 1000 / volume, 2),
+        consume_fetches=stats.fetches,
+        consume_rtt_ms=stats.rtt_ms(),
     )
 
 

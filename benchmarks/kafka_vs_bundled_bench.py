@@ -23,7 +23,10 @@ After one unrecorded `--warmup-mb` confluent run against each broker (so Kafka's
 has compiled its hot paths), runs alternate ours, Kafka, ours, Kafka (`--repeats` pairs per client and mode). MB is
 10^6 bytes of record values. Java consume MB/s is the tool's `fetch.nMsg.sec` (group
 join excluded). "cpu ms/MB" is the broker process's user+system CPU (from /proc) per MB
-moved; the summary shows medians and the ratio ours/Kafka of the median MB/s.
+moved; the summary shows medians and the ratio ours/Kafka of the median MB/s. The consumer
+reports its own view of the fetches: how many it sent, and their mean round trip (send to
+whole response received: librdkafka's statistics, ConsumerPerformance's `--print-metrics`
+`fetch-latency-avg`).
 
     .venv/bin/python benchmarks/kafka_vs_bundled_bench.py [--mb 200] [--repeats 2] [--warmup-mb 50]
         [--modes interval,sync] [--clients confluent,java-perf] [--json out.json]
@@ -94,6 +97,8 @@ class Row:
     consume_cpu_ms_per_mb: float | None
     client_produce_cpu_ms_per_mb: float
     client_consume_cpu_ms_per_mb: float
+    consume_fetches: int | None
+    consume_rtt_ms: float | None
 
 
 def _children_cpu() -> float:
@@ -131,6 +136,12 @@ def _consumer_rate(out: str) -> float:
     raise BenchError(f"no `fetch.nMsg.sec` column in:\n{out[-2000:]}")
 
 
+def _consumer_metric(out: str, name: str) -> float | None:
+    """A `consumer-fetch-manager-metrics` value from ConsumerPerformance's --print-metrics."""
+    found = re.search(rf"consumer-fetch-manager-metrics:{name}:\{{[^}}]*\}}\s*:\s*([\d.]+)", out)
+    return float(found.group(1)) if found else None
+
+
 def java_case(bootstrap: str, pid: int, classpath: str, mb: float) -> dict[str, float | None]:
     n = int(mb * 1024 * 1024 / RECORD_SIZE)
     volume = n * RECORD_SIZE / 1e6
@@ -151,6 +162,7 @@ def java_case(bootstrap: str, pid: int, classpath: str, mb: float) -> dict[str, 
         "org.apache.kafka.tools.ConsumerPerformance",
         *("--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(n)),
         *("--group", f"bench-{uuid.uuid4().hex[:6]}", "--timeout", "60000"),
+        "--print-metrics",
     )
     consume = _consumer_rate(out)
     c2, k2 = cpu_seconds(pid), _children_cpu()
@@ -166,6 +178,9 @@ def java_case(bootstrap: str, pid: int, classpath: str, mb: float) -> dict[str, 
         # JVM start and JIT included
         "client_produce_cpu_ms_per_mb": round((k1 - k0) * 1000 / volume, 2),
         "client_consume_cpu_ms_per_mb": round((k2 - k1) * 1000 / volume, 2),
+        # the consumer's own metrics: Fetch responses, mean send-to-response time
+        "consume_fetches": int(_consumer_metric(out, "fetch-total") or 0) or None,
+        "consume_rtt_ms": _consumer_metric(out, "fetch-latency-avg"),
     }
 
 
@@ -180,6 +195,8 @@ def confluent_case(bootstrap: str, pid: int, _classpath: str, mb: float) -> dict
             "consume_cpu_ms_per_mb",
             "client_produce_cpu_ms_per_mb",
             "client_consume_cpu_ms_per_mb",
+            "consume_fetches",
+            "consume_rtt_ms",
         )
     }
 
@@ -227,7 +244,8 @@ def _row(r: Row) -> str:
         f"{r.mode:8s} {r.client:9s} {r.target:5s} #{r.repeat} produce {r.produce_mb_s:6.1f} MB/s"
         f" consume {r.consume_mb_s:6.1f} MB/s | broker cpu ms/MB {r.produce_cpu_ms_per_mb}"
         f" / {r.consume_cpu_ms_per_mb} | client cpu ms/MB {r.client_produce_cpu_ms_per_mb}"
-        f" / {r.client_consume_cpu_ms_per_mb}"
+        f" / {r.client_consume_cpu_ms_per_mb} | consume: {r.consume_fetches} fetches,"
+        f" {r.consume_rtt_ms} ms round trip"
     )
 
 
@@ -245,8 +263,9 @@ def summary(rows: list[Row]) -> list[str]:
 
     out = [
         "| mode | client | produce MB/s ours / Kafka | ratio | consume MB/s ours / Kafka "
-        "| ratio | broker CPU ms/MB produce: ours / Kafka | consume: ours / Kafka |",
-        "|---|---|---|---|---|---|---|---|",
+        "| ratio | broker CPU ms/MB produce: ours / Kafka | consume: ours / Kafka "
+        "| fetches per run: ours / Kafka | fetch round trip ms: ours / Kafka |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     seen = dict.fromkeys((r.mode, r.client) for r in rows)
     for mode, client in seen:
@@ -258,6 +277,8 @@ def summary(rows: list[Row]) -> list[str]:
                 "consume_mb_s",
                 "produce_cpu_ms_per_mb",
                 "consume_cpu_ms_per_mb",
+                "consume_fetches",
+                "consume_rtt_ms",
             )
         }
         p_o, p_k = f["ours", "produce_mb_s"], f["kafka", "produce_mb_s"]
@@ -266,7 +287,9 @@ def summary(rows: list[Row]) -> list[str]:
             f"| {mode} | {client} | {p_o:.1f} / {p_k:.1f} | {p_o / p_k:.2f} "
             f"| {c_o:.1f} / {c_k:.1f} | {c_o / c_k:.2f} "
             f"| {f['ours', 'produce_cpu_ms_per_mb']:.2f} / {f['kafka', 'produce_cpu_ms_per_mb']:.2f} "
-            f"| {f['ours', 'consume_cpu_ms_per_mb']:.2f} / {f['kafka', 'consume_cpu_ms_per_mb']:.2f} |"
+            f"| {f['ours', 'consume_cpu_ms_per_mb']:.2f} / {f['kafka', 'consume_cpu_ms_per_mb']:.2f} "
+            f"| {f['ours', 'consume_fetches']:.0f} / {f['kafka', 'consume_fetches']:.0f} "
+            f"| {f['ours', 'consume_rtt_ms']:.1f} / {f['kafka', 'consume_rtt_ms']:.1f} |"
         )
     return out
 

@@ -13,7 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["BrokerConfig", "ConfigError", "TOPIC_CONFIG_KEYS"]
+__all__ = ["BrokerConfig", "ConfigError", "FETCH_MAX_BYTES", "TOPIC_CONFIG_KEYS"]
+
+# The most one Fetch response carries (`fetch.max.bytes`; Kafka's default is 55 MiB).
+# A client parses a response only once all of it has arrived, and asks for the next
+# one only after that: answers of a few MiB keep the transfer and the parsing
+# overlapping, and the client's receive buffer small enough to be reused.
+FETCH_MAX_BYTES = 4 * 1024 * 1024
 
 # Topic-level configs the storage understands; `log.<key>` is the broker-wide default.
 TOPIC_CONFIG_KEYS = frozenset(
@@ -101,7 +107,7 @@ class BrokerConfig:
     retention_check_interval_ms: int = 300_000
     compaction_interval_ms: int = 15_000
     flush_interval_ms: int = 1_000
-    fetch_max_bytes: int = 55 * 1024 * 1024
+    fetch_max_bytes: int = FETCH_MAX_BYTES
     fetch_max_wait_ms: int = 30_000
     max_partitions_per_topic: int = 1_000
     topic_defaults: dict[str, str] = field(default_factory=dict)
@@ -140,7 +146,7 @@ class BrokerConfig:
             ),
             compaction_interval_ms=_int(raw, "log.cleaner.backoff.ms", 15_000, minimum=10),
             flush_interval_ms=_int(raw, "log.flush.scheduler.interval.ms", 1_000, minimum=1),
-            fetch_max_bytes=_int(raw, "fetch.max.bytes", 55 * 1024 * 1024, minimum=1024),
+            fetch_max_bytes=_int(raw, "fetch.max.bytes", FETCH_MAX_BYTES, minimum=1024),
             fetch_max_wait_ms=_int(raw, "fetch.max.wait.ms", 30_000, minimum=0),
             max_partitions_per_topic=_int(raw, "max.partitions.per.topic", 1_000, minimum=1),
             topic_defaults=topic_defaults,

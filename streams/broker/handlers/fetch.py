@@ -6,10 +6,13 @@ record set of at least `SENDFILE_MIN_BYTES` stays in the segment files
 socket; smaller ones are read into memory, where a copy costs less than the
 extra system calls. A fetch that finds fewer than `min_bytes` waits on append
 notifications for its partitions until `max_wait`; it answers as soon as enough
-data is there. Like Kafka, the first partition with data returns at least one
-whole batch even when it exceeds the byte limits, so a consumer can always make
-progress; every later partition stays within `partition_max_bytes` and what is
-left of `max_bytes` (a batch that does not fit is not returned).
+data is there. One response carries at most the smaller of the request's
+`max_bytes` and the broker's `fetch.max.bytes` (4 MiB by default); when that is
+below `min_bytes`, the bytes readable count, as in Kafka's delayed fetch. Like
+Kafka, the first partition with data returns at least one whole batch even when
+it exceeds the byte limits, so a consumer can always make progress; every later
+partition stays within `partition_max_bytes` and what is left of the response's
+bytes (a batch that does not fit is not returned).
 """
 
 from __future__ import annotations
@@ -105,6 +108,35 @@ def _read_all(
     return topics, total
 
 
+def _available(ctx: RequestContext, request: Any) -> int:
+    """Bytes readable for the request, each partition's up to its `partition_max_bytes`.
+
+    Like Kafka's delayed fetch, `min_bytes` counts what is there to read, not what one
+    response may carry (`fetch.max.bytes` can be below a client's `fetch.min.bytes`)."""
+    broker = ctx.broker
+    committed = int(getattr(request, "isolation_level", 0)) == READ_COMMITTED
+    available = 0
+    for ftopic in request.topics:
+        for fp in ftopic.partitions:
+            try:
+                log = catalog.get_log(broker, ftopic.topic, int(fp.partition))
+            except BrokerError:
+                continue
+            hwm = log.high_watermark
+            upper = (
+                broker.extension.last_stable_offset(ftopic.topic, int(fp.partition), hwm)
+                if committed
+                else hwm
+            )
+            offset = int(fp.fetch_offset)
+            if log.log_start_offset <= offset < upper:
+                with log.read_records(
+                    offset, max(int(fp.partition_max_bytes), 1), max_offset=upper
+                ) as r:
+                    available += len(r)
+    return available
+
+
 def _empty(
     module: Any, index: int, error: ErrorCode, hwm: int = -1, lso: int = -1, start: int = -1
 ) -> Any:
@@ -129,6 +161,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wait_s = min(max(0.0, wait_s), ctx.broker.config.fetch_max_wait_ms / 1000)
     deadline = time.monotonic() + wait_s
     min_bytes = int(request.min_bytes)
+    budget = min(int(request.max_bytes), ctx.broker.config.fetch_max_bytes)
     watched = [(t.topic, int(p.partition)) for t in request.topics for p in t.partitions]
     while True:
         opened: list[Any] = []
@@ -136,6 +169,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         left = deadline - time.monotonic()
         if total >= min_bytes or left <= 0 or not watched:
             break
+        if budget < min_bytes and _available(ctx, request) >= min_bytes:
+            break  # the response is as full as it can be: waiting adds nothing to it
         for records in opened:  # read again after the wait
             records.close()
         await ctx.broker.notifier.wait(watched, left)

@@ -90,7 +90,8 @@ def test_a_segment_truncated_mid_send_closes_the_connection(broker_factory, uniq
     """The size prefix is already out when sendfile finds the file shorter: the
     broker must close the connection, never leave the client waiting for bytes
     or send a frame of the wrong length."""
-    proc = broker_factory()
+    # a response bigger than the socket buffers hold (the default fetch.max.bytes is 4 MiB)
+    proc = broker_factory(**{"fetch.max.bytes": str(64 << 20)})
     topic = unique("shrink")
     create_topic(proc.bootstrap, topic, partitions=1)
     batch = record_batch([b"s" * 1000] * 1000)

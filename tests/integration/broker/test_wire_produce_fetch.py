@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -162,3 +163,47 @@ def test_frames_around_the_receive_buffer_size(broker, unique, total: int) -> No
             assert part.error_code == ErrorCode.none
             offsets.append(part.base_offset)
     assert offsets == [0, 1, 2]
+
+
+def test_a_response_carries_at_most_fetch_max_bytes(broker, unique) -> None:
+    """The broker's `fetch.max.bytes` (4 MiB by default) caps a response whatever the
+    request asks for; whole batches only."""
+    from streams.broker.config import FETCH_MAX_BYTES
+
+    topic = unique("cap")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    batch = _batch(1000, 1000)  # ~1 MB
+    with Wire(broker.bootstrap) as wire:
+        for i in range(6):
+            response = wire.call(produce_request(topic, 0, batch), ProduceResponse, 10 + i)
+            assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+        answer = wire.call(
+            fetch_request(topic, [0], max_bytes=64 << 20, partition_max_bytes=16 << 20),
+            FetchResponse,
+        )
+    (part,) = answer.responses[0].partitions
+    assert part.high_watermark == 6000
+    assert len(part.records) == (FETCH_MAX_BYTES // len(batch)) * len(batch)
+
+
+def test_min_bytes_above_fetch_max_bytes_counts_the_bytes_readable(broker_factory, unique) -> None:
+    """With `fetch.min.bytes` above what one response may carry, a fetch answers once
+    that much is readable (as Kafka's delayed fetch counts it), not at `max_wait`."""
+    proc = broker_factory(**{"fetch.max.bytes": "50000"})
+    topic = unique("minbytes")
+    create_topic(proc.bootstrap, topic, partitions=2)
+    one = len(_batch(10, 1000))
+    request = fetch_request(topic, [0, 1], max_bytes=1 << 20, partition_max_bytes=1 << 20)
+    request = replace(request, min_bytes=5 * one + 1, max_wait=timedelta(seconds=60))
+    # the broker caps max_wait at fetch.max.wait.ms (30 s): a fetch that waited it out
+    # would hit this socket timeout and fail the test
+    with Wire(proc.bootstrap, timeout=20) as wire:
+        for p in (0, 1):
+            for i in range(3):
+                response = wire.call(
+                    produce_request(topic, p, _batch(10, 1000)), ProduceResponse, 10 + i
+                )
+                assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+        answer = wire.call(request, FetchResponse)
+    # 6 batches readable, 4 fit in the 50 000 bytes: 3 of partition 0, then 1 of partition 1
+    assert [len(p.records) for p in answer.responses[0].partitions] == [3 * one, one]
