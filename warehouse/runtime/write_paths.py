@@ -326,9 +326,10 @@ class WritePaths:
             checked = self._row_checks(good, batch_id)
             dropped = 0
             if checked is None:
-                written = good.count()
+                # A table-sourced batch without checks writes what it read: no second job.
+                written = rows_in if good is df else good.count()
             else:
-                before = good.count()
+                before = rows_in if good is df else good.count()
                 good = cache(checked.keep)
                 written = good.count()
                 if checked.quarantine is not None:
