@@ -95,8 +95,10 @@ class WritePaths:
         """Whether this batch is written as it is read, without persisting it.
 
         For a Kafka-sourced table without a transform (a landing table, the high-volume
-        case) whose expectations cannot fail the batch, appended or upserted by the
-        embedded engine: the good rows are parsed, judged and written in one pass, and
+        case) whose expectations cannot fail the batch, appended (either Delta engine)
+        or upserted (the Python engine: delta-spark's MERGE runs several jobs over its
+        source, so counts observed on it would not be the batch's): the good rows are
+        parsed, judged and written in one pass, and
         the counts are observed during that write. The records are read again only
         when that pass saw a malformed or quarantined one (a Kafka range reads the same
         records twice). Persisting a batch costs Spark more than parsing it.
@@ -110,7 +112,7 @@ class WritePaths:
             or spec.transform is not None
             or self.defn.sql is not None
             or spec.sink.mode not in ("append", "upsert")
-            or self.engines["delta"] == "native"
+            or (self.engines["delta"] == "native" and spec.sink.mode != "append")
         ):
             return False
         if any(is_row_level(e) and e.on_violation == "fail" for e in spec.expectations):
