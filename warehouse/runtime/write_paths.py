@@ -255,9 +255,25 @@ class WritePaths:
     ) -> int:
         """Second pass of `write_one_pass`: the batch's quarantine rows, read again and
         parsed with the same payload `schema`."""
-        # Both kinds come from one parse: persist it, or the union would read twice.
-        both = want_parse and want_checks
-        parsed = self._parse(df, schema, persist=cache if both else None)
+        persist: Callable[[DataFrame], DataFrame] | None = None
+        if want_parse and want_checks:
+            # Both kinds come from one parse, persisted or the union would read the batch
+            # twice; only its suspects are persisted (the records the parse flags and the
+            # rows a quarantine expectation fails), not every record.
+            from pyspark.sql import functions as F
+
+            from streams.kafka import FLAGGED_COLUMN
+
+            suspect = F.col(FLAGGED_COLUMN)
+            for check in checks.checks:
+                if check.on_violation == "quarantine":
+                    suspect = suspect | check.failed_column()
+
+            def suspects(frame: DataFrame) -> DataFrame:
+                return cache(frame.where(suspect))
+
+            persist = suspects
+        parsed = self._parse(df, schema, persist=persist)
         parts = []
         if want_parse:
             parts.append(self._parse_quarantine(parsed.bad, batch_id))
