@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streams.delta._faults import crash_point
+from streams.delta._files import CODEC, ZSTD_LEVEL
 from streams.delta._schema import arrow_schema
 from streams.delta.commit import committed, load_table
 from streams.delta.errors import DeltaWriteError, NativeEngineUnavailableError
@@ -30,6 +31,8 @@ from streams.delta.target import DeltaTarget
 from streams.delta.tombstones import keep_after_tombstones_spark, record_tombstones
 
 logger = logging.getLogger(__name__)
+
+_CODEC_CONF = "spark.sql.parquet.compression.codec"
 
 
 def native_delta_available(spark: SparkSession) -> bool:
@@ -122,7 +125,40 @@ def _writer(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -
 
 def _append(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> None:
     crash_point("before_commit")
-    _writer(df, batch_id, target, user_meta).save(target.path)
+    writer = _writer(df, batch_id, target, user_meta)
+    with _parquet_settings(df, target) as codec:
+        if codec is not None:
+            writer = writer.option("compression", codec)
+        writer.save(target.path)
+
+
+@contextmanager
+def _parquet_settings(df: DataFrame, target: DeltaTarget) -> Iterator[str | None]:
+    """The Parquet settings of the Python engine's writers for one delta-spark append:
+    zstd level 1 unless the session sets its own codec (the codec it yields, for the
+    writer's `compression` option, or None), and no dictionary for `target.unique_columns`.
+    Delta passes a writer only its `compression` option, and builds the Parquet writer's
+    Hadoop configuration from the session's settings, so the rest are session settings,
+    restored after the write (`df`'s session is the query's own clone)."""
+    spark = df.sparkSession
+    confs = {
+        f"parquet.enable.dictionary#{c}": "false" for c in target.unique_columns if c in df.columns
+    }
+    codec = None
+    if spark.conf.get(_CODEC_CONF, None) is None:
+        codec = CODEC
+        confs["parquet.compression.codec.zstd.level"] = str(ZSTD_LEVEL)
+    before = {k: spark.conf.get(k, None) for k in confs}
+    for k, v in confs.items():
+        spark.conf.set(k, v)
+    try:
+        yield codec
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
 
 
 @contextmanager

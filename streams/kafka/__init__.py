@@ -29,7 +29,7 @@ from streams.kafka.errors import (
 from streams.kafka.offsets import OffsetRange
 from streams.kafka.parse import as_struct, parse_kafka, required_fields
 from streams.kafka.parse_connect import connect_struct, sample_connect_struct
-from streams.kafka.parse_frames import ParsedFrames
+from streams.kafka.parse_frames import FLAGGED_COLUMN, ParsedFrames
 from streams.kafka.source import (
     SCHEMA,
     SCHEMA_WITHOUT_HEADERS,
@@ -40,6 +40,7 @@ from streams.kafka.stream import native_kafka_available, read_kafka_stream
 
 __all__ = [
     "COORDINATES",
+    "FLAGGED_COLUMN",
     "KAFKA_COLUMNS",
     "SCHEMA",
     "SCHEMA_WITHOUT_HEADERS",

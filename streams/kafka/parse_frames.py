@@ -17,7 +17,12 @@ from pyspark.sql import functions as F
 from streams.kafka.columns import COORDINATES, KAFKA_COLUMNS
 
 Persist = Callable[[DataFrame], DataFrame]
-"""`persist` hook of `parse_kafka`: given every record of the batch once, flat and flagged."""
+"""`persist` hook of `parse_kafka`: given every record of the batch once, flat and flagged
+(`FLAGGED_COLUMN`). It may also drop rows: `good` and `bad` then hold only what it kept."""
+
+FLAGGED_COLUMN = "__wh_flagged"
+"""In the frame a `persist` hook is given: true for the records bound for `bad`, beside
+the good columns (null or partial for those records)."""
 
 
 class ParsedFrames(NamedTuple):
@@ -38,7 +43,7 @@ class _Stage(NamedTuple):
 
 
 _RAW = "__wh_raw_"
-_FLAG, _KEEP = "__wh_flagged", "__wh_keep"
+_FLAG, _KEEP = FLAGGED_COLUMN, "__wh_keep"
 
 
 class _Exprs(NamedTuple):

@@ -95,8 +95,10 @@ class WritePaths:
         """Whether this batch is written as it is read, without persisting it.
 
         For a Kafka-sourced table without a transform (a landing table, the high-volume
-        case) whose expectations cannot fail the batch, appended or upserted by the
-        embedded engine: the good rows are parsed, judged and written in one pass, and
+        case) whose expectations cannot fail the batch, appended (either Delta engine)
+        or upserted (the Python engine: delta-spark's MERGE runs several jobs over its
+        source, so counts observed on it would not be the batch's): the good rows are
+        parsed, judged and written in one pass, and
         the counts are observed during that write. The records are read again only
         when that pass saw a malformed or quarantined one (a Kafka range reads the same
         records twice). Persisting a batch costs Spark more than parsing it.
@@ -110,7 +112,7 @@ class WritePaths:
             or spec.transform is not None
             or self.defn.sql is not None
             or spec.sink.mode not in ("append", "upsert")
-            or self.engines["delta"] == "native"
+            or (self.engines["delta"] == "native" and spec.sink.mode != "append")
         ):
             return False
         if any(is_row_level(e) and e.on_violation == "fail" for e in spec.expectations):
@@ -253,9 +255,25 @@ class WritePaths:
     ) -> int:
         """Second pass of `write_one_pass`: the batch's quarantine rows, read again and
         parsed with the same payload `schema`."""
-        # Both kinds come from one parse: persist it, or the union would read twice.
-        both = want_parse and want_checks
-        parsed = self._parse(df, schema, persist=cache if both else None)
+        persist: Callable[[DataFrame], DataFrame] | None = None
+        if want_parse and want_checks:
+            # Both kinds come from one parse, persisted or the union would read the batch
+            # twice; only its suspects are persisted (the records the parse flags and the
+            # rows a quarantine expectation fails), not every record.
+            from pyspark.sql import functions as F
+
+            from streams.kafka import FLAGGED_COLUMN
+
+            suspect = F.col(FLAGGED_COLUMN)
+            for check in checks.checks:
+                if check.on_violation == "quarantine":
+                    suspect = suspect | check.failed_column()
+
+            def suspects(frame: DataFrame) -> DataFrame:
+                return cache(frame.where(suspect))
+
+            persist = suspects
+        parsed = self._parse(df, schema, persist=persist)
         parts = []
         if want_parse:
             parts.append(self._parse_quarantine(parsed.bad, batch_id))

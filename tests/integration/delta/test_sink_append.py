@@ -269,12 +269,16 @@ def _column_chunks(root: str) -> dict[str, set[tuple[str, bool]]]:
     return out
 
 
-@pytest.mark.parametrize("writer", ["spark", "arrow"])
+@pytest.mark.parametrize("writer", ["spark", "arrow", "native"])
 def test_files_are_zstd_and_unique_columns_have_no_dictionary(
-    spark, tmp_path: Path, read_table, writer: str
+    spark, tmp_path: Path, read_table, writer: str, request
 ) -> None:
-    """Both writers (Spark's for plain partition types, Arrow's for timestamp partitions)
-    compress with zstd and write `unique_columns` without a dictionary."""
+    """Every writer (the Python engine's Spark writer for plain partition types and Arrow
+    writer for timestamp partitions, delta-spark's on the native engine) compresses with
+    zstd and writes `unique_columns` without a dictionary; the native engine's settings
+    do not outlive the write."""
+    if writer == "native":
+        request.getfixturevalue("native_jars")
     df = spark.createDataFrame(
         [(i, i % 3, dt.datetime(2024, 1, 1)) for i in range(50)],
         "_offset long, n long, hour timestamp",
@@ -284,18 +288,20 @@ def test_files_are_zstd_and_unique_columns_have_no_dictionary(
         app_id="a:q",
         partition_by=["hour"] if writer == "arrow" else [],
         unique_columns=["_offset", "not_a_column"],
+        engine="native" if writer == "native" else "python",
     )
     write_batch(df, 0, target)
     chunks = _column_chunks(target.path)
     assert chunks["_offset"] == {("ZSTD", False)}
     assert chunks["n"] == {("ZSTD", True)}
     assert read_table(target.path).count() == 50
+    assert spark.conf.get("parquet.enable.dictionary#_offset", None) is None
 
 
-def test_a_codec_set_in_the_session_is_kept(spark, tmp_path: Path) -> None:
+def test_a_codec_set_in_the_session_is_kept(spark, tmp_path: Path, engine) -> None:
     spark.conf.set("spark.sql.parquet.compression.codec", "snappy")
     try:
-        target = DeltaTarget(str(tmp_path / "t"), app_id="a:q")
+        target = DeltaTarget(str(tmp_path / "t"), app_id="a:q", engine=engine)
         write_batch(_orders(spark, range(5)), 0, target)
     finally:
         spark.conf.unset("spark.sql.parquet.compression.codec")

@@ -3,7 +3,8 @@
 Two ODS tables read the same topic with the same schema and expectations; the second
 has an identity SQL transform, which sends it down the persisted path. Rows,
 quarantine, quality events and counts must be equal, over two batches, and a batch
-replayed after its commit must change nothing. Real broker, real Spark, real Delta.
+replayed after its commit must change nothing, on each engine. Real broker, real
+Spark, real Delta.
 """
 
 from __future__ import annotations
@@ -65,12 +66,12 @@ def _events(project: Project, table: str) -> list[tuple]:
 
 
 def test_one_pass_equals_persisted_path_and_replays_nothing(
-    spark, broker, unique, tmp_path: Path, caplog
+    spark, broker, unique, tmp_path: Path, caplog, engine
 ) -> None:
     topic = unique("landing")
     ensure_topic(broker.bootstrap, topic, partitions=2)
     root = write_project(
-        tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, dwd=False, engine="python"
+        tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, dwd=False, engine=engine
     )
     _tables(root, topic)
     project = Project.load(root)
