@@ -527,6 +527,11 @@ def main() -> None:
         "--sizes",
         help="SMALL,LARGE record counts: the marginal-rate mode (kafka_ingest_sizes.py)",
     )
+    ap.add_argument(
+        "--max-offsets",
+        type=int,
+        help="with --sizes: the tables' max_offsets_per_trigger (default: the source's)",
+    )
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="kafka-bench-"))

@@ -2,15 +2,17 @@
 against kcat, every row checked, and the peak memory of each process.
 
     flock /tmp/warehouse-bench.lock .venv/bin/python benchmarks/kafka_ingest_bench.py \\
-        --sizes 100000,3100000 [--engines python,native] [--size 183]
+        --sizes 100000,3100000 [--engines python,native] [--size 200] [--max-offsets N]
 
 For each size, a topic of that many JSON records (4 partitions, ~183 B) where one record
 in a thousand does not parse (a cut-off object) and one in a thousand has a null
 `order_id`. On each topic, in one run: (k) kcat (`kcat -C -e -o beginning`); then, on each
 engine, (e) an ODS table without an expectation and (q) the same table with
 `expect_column_values_to_not_be_null: {column: order_id}, on_violation: quarantine`, each
-a fresh project run once by the runner (`Pipeline(...).run(once=True)`). The schema does
-not require `order_id`, so (e) keeps the null ones and (q) quarantines them.
+a fresh project run once by the runner (`Pipeline(...).run(once=True)`), with
+`max_offsets_per_trigger: N` when `--max-offsets` is given (else the source's default).
+The schema does not require `order_id`, so (e) keeps the null ones and (q) quarantines
+them.
 
 After each run (not timed), the table and its quarantine are read back and checked: the
 table holds exactly the expected `order_id`s (and, for (e), the expected number of nulls),
@@ -203,8 +205,11 @@ def peaks(root: int) -> dict[str, float]:
 # -- the run ----------------------------------------------------------------------
 
 
-def ods_run(spark, bootstrap: str, topic: str, work: Path, engine: str, expect: bool):
-    """(seconds, rows written, addBatch seconds, batches, project) of one fresh ODS table."""
+def ods_run(
+    spark, bootstrap: str, topic: str, work: Path, engine: str, expect: bool, cap: int | None
+):
+    """(seconds, records read, addBatch seconds, batches, project) of one fresh ODS table;
+    `cap`: its `max_offsets_per_trigger` (None: the source's default)."""
     from kafka_ingest_bench import add_batch_times
 
     from warehouse import Project
@@ -220,7 +225,9 @@ def ods_run(spark, bootstrap: str, topic: str, work: Path, engine: str, expect: 
     )
     (root / "schemas" / "bench.json").write_text(json.dumps(SCHEMA))
     (root / "layers" / "ods" / "bench.yml").write_text(
-        f"table: ods_bench\nsource:\n  kafka: {{topic: {topic}, format: json, schema: bench}}\n"
+        f"table: ods_bench\nsource:\n  kafka: {{topic: {topic}, format: json, schema: bench"
+        + (f", max_offsets_per_trigger: {cap}" if cap else "")
+        + "}\n"
         "sink: {mode: append}\n" + (NOT_NULL if expect else "")
     )
     project = Project.load(root)
@@ -265,7 +272,7 @@ def run(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
         warm = f"sizes-warmup-{os.getpid()}"
         produce(bootstrap, warm, args.warmup, args.size, args.partitions)
         for _, label, engine, expect in cases[1:]:
-            ods_run(spark, bootstrap, warm, work / "warmup", engine, expect)
+            ods_run(spark, bootstrap, warm, work / "warmup", engine, expect, args.max_offsets)
             print(f"    warm-up: {label}", flush=True)
     seconds: dict[str, dict[int, float]] = {}
     me = os.getpid()
@@ -281,7 +288,7 @@ def run(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
                 continue
             reset_peaks(me)
             dt, rows, busy, batches, project = ods_run(
-                spark, bootstrap, topics[n], work / f"n{n}", engine, expect
+                spark, bootstrap, topics[n], work / f"n{n}", engine, expect, args.max_offsets
             )
             mem = peaks(me)
             seconds.setdefault(name, {})[n] = dt
