@@ -5,7 +5,8 @@ drop and warn; not-null, between, in-set, lengths): `ods_arrow` takes the Arrow 
 its expectations judged in the Arrow tasks; `ods_spark` has an identity SQL transform,
 which keeps it on Spark's parse and `RowChecks.apply`. Rows, quarantine rows (reasons,
 failed expectations, the quarantined row's JSON), quality events and counts must be
-equal over two batches, including records Arrow hands back to Spark's parse (which are
+equal over two batches (and a batch replayed after its commits changes nothing),
+including records Arrow hands back to Spark's parse (which are
 then judged by Spark on the driver) and records that do not parse. A table with an
 expectation Arrow does not judge (a regex) keeps off the Arrow path. Real broker, real
 Spark, real Delta.
@@ -21,6 +22,7 @@ import pytest
 
 from streams.delta.arrow import read_table
 from streams.kafka.admin import ensure_topic, produce
+from tests.integration.runtime.helpers import forget_last_batch, version
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
 from warehouse.spec.paths import events_path
@@ -178,3 +180,17 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
         )
         assert (a.rows_read, a.rows_written, a.quarantined, a.dropped) == (412, 401, 9, 2)
     assert not list(arrow.glob("_warehouse_staging/*")), "staged records left behind"
+
+    # Spark forgets it finished the last batch (as after a crash between the commits and
+    # its commit log): the replay finds the batch in the table, the quarantine and the
+    # quality events, and writes nothing.
+    events = events_path(project.root)
+    before = {p: version(p) for p in (arrow, q_arrow, events)}
+    forget_last_batch(project.checkpoint_path("ods_arrow"))
+    caplog.clear()
+    Pipeline(project, spark, layer="ods", tables=["ods_arrow"]).run(once=True)
+    assert {p: version(p) for p in (arrow, q_arrow, events)} == before
+    replayed = [r.getMessage() for r in caplog.records if "ods_arrow: batch" in r.getMessage()]
+    assert any("skipped (already committed)" in m for m in replayed), replayed
+    assert rows(q_arrow, QUARANTINE_COLS) == rows(q_plain, QUARANTINE_COLS)
+    assert _events(project, "ods_arrow") == _events(project, "ods_spark")
