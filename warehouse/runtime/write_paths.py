@@ -163,92 +163,15 @@ class WritePaths:
             return None, None
         return struct, checks
 
-    def _arrow_rows_schema(self) -> Any:
-        """The Spark schema of the Arrow path's typed rows: the payload, then the Kafka
-        coordinates (the columns the row checks compile against)."""
-        from pyspark.sql.types import StructField, StructType
-
-        from streams.kafka import COORDINATES, SCHEMA
-
-        payload = self.arrow_payload()
-        coords = [StructField(c, SCHEMA[c.removeprefix("_")].dataType) for c in COORDINATES]
-        return StructType([*payload.fields, *coords])
-
     def write_arrow(
         self, df: DataFrame, batch_id: int, cache: Callable[[DataFrame], DataFrame]
     ) -> Outcome | None:
-        """The batch through `streams.landing`: Kafka read, parsed, judged by the row
-        expectations and written in Arrow in Spark's tasks, records Arrow hands back
-        parsed (their bad ones quarantined) and judged by Spark. None when that path
-        cannot take this batch (its ranges are not readable from the plan, or its tasks
-        failed): nothing was committed."""
-        from streams.landing import kafka_json_append, planned_partitions
+        """The batch through `streams.landing` (`warehouse.runtime.arrow_write`); None
+        when that path cannot take it and nothing was committed."""
+        from warehouse.runtime.arrow_write import write_arrow
 
-        partitions = planned_partitions(df)
-        if partitions is None:
-            return None
         rules = self._arrow[1] if self._arrow is not None else None
-        checks = self._compiled_checks(self._arrow_rows_schema()) if rules is not None else None
-        judged: list[Any] = []  # the CheckedBatch of the fallback's good rows, and its drops
-
-        def judge(good: DataFrame) -> DataFrame:
-            checked = checks.apply(good, table=self.defn.name, batch_id=batch_id)
-            dropped = 0
-            drops = [m for m in checked.metrics if m["on_violation"] == "drop" and m["failed"]]
-            if drops:
-                held = checked.quarantine.count() if checked.quarantine is not None else 0
-                dropped = good.count() - checked.keep.count() - held
-            judged.append((checked, dropped))
-            return checked.keep
-
-        info = self.targets.commit_info(batch_id)
-        try:
-            with kafka_json_append(
-                df.sparkSession,
-                partitions,
-                self.targets.target(quarantine=False),
-                batch_id,
-                payload=self.arrow_payload(),
-                commit_info=info,
-                rules=rules,
-                judge=judge if rules is not None else None,
-            ) as done:
-                if done is None:
-                    return None
-                parts = []
-                if done.bad is not None:
-                    parts.append(self._parse_quarantine(done.bad, batch_id))
-                if done.held is not None:
-                    parts.append(checks.quarantined(done.held, batch_id=batch_id))
-                for checked, _ in judged:
-                    if checked.quarantine is not None:
-                        parts.append(checked.quarantine)
-                quarantined = self._write_quarantine(parts, batch_id, info, cache) if parts else 0
-                dropped = done.dropped + sum(d for _, d in judged)
-                if checks is not None:
-                    counts = [(done.checked, done.failed)]
-                    counts += [
-                        ([m["checked"] for m in c.metrics], [m["failed"] for m in c.metrics])
-                        for c, _ in judged
-                    ]
-                    metrics = checks.counted_metrics(
-                        [sum(c[0][i] for c in counts) for i in range(len(checks.checks))],
-                        [sum(c[1][i] for c in counts) for i in range(len(checks.checks))],
-                        table=self.defn.name,
-                        batch_id=batch_id,
-                    )
-                    self._quality_events(df.sparkSession, batch_id, metrics)
-                logger.debug(
-                    "table %s: batch %d: %d of %d records typed by Arrow",
-                    self.defn.name,
-                    batch_id,
-                    done.typed,
-                    done.records,
-                )
-                return Outcome(done.records, done.written, quarantined, dropped, done.version)
-        finally:
-            for checked, _ in judged:
-                checked.unpersist()
+        return write_arrow(self, df, batch_id, cache, rules)
 
     def write_one_pass(
         self, df: DataFrame, batch_id: int, cache: Callable[[DataFrame], DataFrame]
