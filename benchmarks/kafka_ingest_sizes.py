@@ -21,7 +21,8 @@ parse-error reason for the cut-off ones and the expectation's reason for the nul
 A mismatch stops the run.
 
 Printed per case and size: rows/s over the whole run (query start included) and over
-addBatch time, the batches the backlog took, and the peak resident memory (VmHWM from
+addBatch time, the batches the backlog took, the CPU used per 1M records by kind of
+process (as the other mode), and the peak resident memory (VmHWM from
 /proc, reset before each case) of this driver process, the JVM (in local mode the driver
 and the executors share it) and Spark's Python workers (the largest one, and their sum).
 Then per case the marginal rate between the smallest and the largest size,
@@ -249,7 +250,7 @@ def _mb(p: dict[str, float]) -> str:
 
 
 def run(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
-    from kafka_ingest_bench import run_kcat, spark_session
+    from kafka_ingest_bench import CpuMeter, cpu_line, run_kcat, spark_session
 
     from streams.kafka import register_source
 
@@ -287,17 +288,19 @@ def run(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
                 seconds.setdefault(name, {})[n] = dt
                 continue
             reset_peaks(me)
+            meter = CpuMeter().start()
             dt, rows, busy, batches, project = ods_run(
                 spark, bootstrap, topics[n], work / f"n{n}", engine, expect, args.max_offsets
             )
             mem = peaks(me)
+            cpu = cpu_line(meter.stop(), rows)
             seconds.setdefault(name, {})[n] = dt
             ok = verify(project, n, args.partitions, expect=expect)
             busy_rate = f"{rows / busy:,.0f}" if busy else "?"
             print(
                 f"{name:<38} {rows / dt:>10,.0f} rows/s ({dt:.1f}s), addBatch only "
-                f"{busy_rate} rows/s, {batches} batch(es)\n    peak memory: {_mb(mem)}\n"
-                f"    {ok}",
+                f"{busy_rate} rows/s, {batches} batch(es)\n    {cpu}\n"
+                f"    peak memory: {_mb(mem)}\n    {ok}",
                 flush=True,
             )
             shutil.rmtree(project.root, ignore_errors=True)
