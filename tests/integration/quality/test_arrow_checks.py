@@ -36,6 +36,7 @@ SCHEMA = {
         "qty": {"type": "integer", "format": "int32"},
         "amount": {"type": "number"},
         "city": {"type": "string"},
+        "at": {"type": "string", "format": "date-time"},
     },
 }
 EXPECTATIONS = """\
@@ -51,25 +52,27 @@ expectations:
   - expect_column_values_to_be_between: {column: qty, min_value: 1, max_value: 9}
     on_violation: quarantine
 """
-COLS = ["id", "qty", "amount", "city", "_partition", "_offset"]
+COLS = ["id", "qty", "amount", "city", "at", "_partition", "_offset", "_timestamp"]
 QUARANTINE_COLS = [
     "reason",
     "failed_expectations",
     "batch_id",
     "source_partition",
     "source_offset",
+    "source_timestamp",
     "raw_value",
     "row",
 ]
 ODD = [
-    '{"id": null, "qty": 2, "amount": 1.5, "city": "Oslo"}',  # quarantined (not null)
+    '{"id": null, "qty": 2, "amount": 1.5, "city": "Oslo", "at": "2026-11-26T01:02:03Z"}',  # held
     '{"qty": 2, "amount": -1, "city": "Oslo"}',  # no id, negative: quarantined, lists both
     '{"id": 3, "qty": 2, "amount": -0.5, "city": "Oslo"}',  # dropped
     '{"id": 4, "qty": 2, "amount": 2, "city": "Paris"}',  # warned, kept
     '{"id": 5, "qty": 2, "amount": 2, "city": "Trondheim"}',  # too long: quarantined
     '{"id": 6, "qty": 0, "amount": 2, "city": "Oslo"}',  # qty below 1: quarantined
     '{"id": 7, "qty": 2, "amount": 2, "city": 1234567}',  # Spark's: "1234567", too long
-    '{"id": null, "qty": 2, "amount": 2, "city": 42}',  # Spark's: quarantined, no id
+    # Spark's (a number for a string, a time without an offset): quarantined, no id
+    '{"id": null, "qty": 2, "amount": 2, "city": 42, "at": "2026-11-26T01:02:03"}',
     '{"id": 9, "qty": 2, "amount": -3, "city": 42}',  # Spark's: dropped
     "{'id': 10, 'qty': 12, 'amount': 1}",  # single quotes, Spark's: qty too big
     '{"id": 11, "qty": 2, "amount": -1, "city": "Bergen!!"}',  # dropped and quarantined
@@ -79,7 +82,13 @@ ODD = [
 
 def _good(i: int) -> str:
     return json.dumps(
-        {"id": i, "qty": 1 + i % 9, "amount": i / 4, "city": ("Oslo", "Bergen")[i % 2]}
+        {
+            "id": i,
+            "qty": 1 + i % 9,
+            "amount": i / 4,
+            "city": ("Oslo", "Bergen")[i % 2],
+            "at": f"2026-11-26T{i % 24:02d}:{i % 60:02d}:00.{i:06d}+01:00",
+        }
     )
 
 
