@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/kafka_ingest_bench.py [--records 1000000] [--size 200]
         [--partitions 4] [--bootstrap HOST:PORT] [--rounds 2] [--skip b,c,d,k]
         [--engines python,native] [--jvm-threads]
+    .venv/bin/python benchmarks/kafka_ingest_bench.py --sizes 100000,3100000 [--engines ...]
 
 Starts the bundled broker (unless `--bootstrap`), produces the records once, then in
 one run measures on the same topic:
@@ -22,6 +23,11 @@ compiling), later rounds are the steady state of a long-running stream. (a) runs
 again before each later round, and every case's ratio is to its own round's (a): the
 bare consumer's rate drifts by up to a quarter between runs minutes apart here. Not a
 test: nothing is asserted.
+
+`--sizes SMALL,LARGE` is another mode (`benchmarks/kafka_ingest_sizes.py`): (k), (e) and (q)
+on a topic of each size, with malformed records and null keys, every row of each table
+and its quarantine checked, peak memory per process, and the marginal rate between the
+sizes against kcat's.
 
 Beside each wall-clock rate it prints the CPU the case used (user + system seconds of
 this process and every process under it, read from /proc: the JVM, Spark's Python
@@ -517,6 +523,15 @@ def main() -> None:
         action="store_true",
         help="also print the JVM's CPU by thread group (tasks, gc, jit, ...) per case",
     )
+    ap.add_argument(
+        "--sizes",
+        help="SMALL,LARGE record counts: the marginal-rate mode (kafka_ingest_sizes.py)",
+    )
+    ap.add_argument(
+        "--max-offsets",
+        type=int,
+        help="with --sizes: the tables' max_offsets_per_trigger (default: the source's)",
+    )
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
@@ -528,6 +543,11 @@ def main() -> None:
 
             broker = BrokerProcess(work / "broker").start()
             bootstrap = broker.bootstrap
+        if args.sizes:
+            from kafka_ingest_sizes import run
+
+            run(args, bootstrap, work)
+            return
         topic = args.topic or f"bench-{uuid.uuid4().hex[:6]}"
         if not args.topic:
             t0 = time.perf_counter()

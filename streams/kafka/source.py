@@ -75,6 +75,10 @@ SCHEMA_WITHOUT_HEADERS = StructType([f for f in SCHEMA.fields if f.name != "head
 """`include_headers=false`: reading and handing over headers costs even when all null."""
 
 DEFAULT_SPLIT_OFFSETS = 200_000
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
+"""Records one micro-batch reads at most when `max_offsets_per_trigger` is not given: a
+backlog is read in batches of this size, so what a batch holds (its tasks, its
+quarantine, a retried batch's work) is bounded by configuration, not by the backlog."""
 _CLIENT_PREFIX = "kafka."
 
 
@@ -156,7 +160,11 @@ class _Options:
             opts.get("starting_offsets") or opts.get("startingoffsets") or "earliest"
         )
         mopt = opts.get("max_offsets_per_trigger") or opts.get("maxoffsetspertrigger")
-        self.max_offsets = _positive_int(mopt, "max_offsets_per_trigger") if mopt else None
+        self.max_offsets = (
+            _positive_int(mopt, "max_offsets_per_trigger")
+            if mopt
+            else DEFAULT_MAX_OFFSETS_PER_TRIGGER
+        )
         self.split_offsets = _positive_int(
             opts.get("split_offsets", str(DEFAULT_SPLIT_OFFSETS)), "split_offsets"
         )

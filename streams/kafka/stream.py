@@ -55,7 +55,8 @@ def read_kafka_stream(
     `topics` (a name or list) or `pattern` (a regex, new matching topics are picked up);
     `starting_offsets`: `earliest`, `latest` or `{"topic": {"0": 42}}` (-2 earliest,
     -1 latest); partitions found later start at earliest. `max_offsets_per_trigger`
-    caps a micro-batch, shared fairly across partitions. `client_config`: any
+    caps a micro-batch, shared fairly across partitions (Python engine: 1M records
+    when not given, so a backlog is read in bounded batches; Spark's has no default). `client_config`: any
     librdkafka property (SASL/SSL ...). Isolation is read_committed by default.
     Python engine only: ranges longer than `split_offsets` (200k) are split, and the
     ranges of a batch are packed into at most `max_tasks` tasks (default: Spark's

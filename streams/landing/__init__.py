@@ -8,6 +8,8 @@ Above both `streams.kafka` (the planned input partitions, the source's reader) a
   does not apply to it;
 - `kafka_json_append(...)`: one batch appended through Arrow, with Spark's parse for
   the records Arrow hands back (`KafkaJsonAppend` says what it did);
+- `RowRules`, `RowVerdict`: rows judged in the Arrow tasks before they are written
+  (`streams.landing.rules`; the framework's expectations implement `RowRules`);
 - `payload_schema`, `split_block`: the Arrow parse itself (`streams.landing.arrow_json`);
 - errors (`streams.landing.errors`): `LandingError` (root, `.table`, `.path`),
   `LandingConfigError` (`.field`).
@@ -19,12 +21,15 @@ from streams.landing.arrow_json import ArrowParse, payload_schema, split_block
 from streams.landing.errors import LandingConfigError, LandingError
 from streams.landing.kafka_json import KafkaJsonAppend, arrow_payload, kafka_json_append
 from streams.landing.planned import planned_partitions
+from streams.landing.rules import RowRules, RowVerdict
 
 __all__ = [
     "ArrowParse",
     "KafkaJsonAppend",
     "LandingConfigError",
     "LandingError",
+    "RowRules",
+    "RowVerdict",
     "arrow_payload",
     "kafka_json_append",
     "payload_schema",

@@ -15,6 +15,13 @@ directory, and the driver parses those with `parse_kafka`, so their good rows jo
 the same commit (written by Spark) and their bad rows go back to the caller for
 quarantine, with Spark's reasons. A table gets the same rows either way.
 
+With `rules` (`streams.landing.rules.RowRules`, a table's row-level expectations), the
+tasks also judge the rows Arrow typed before writing them: the rows a rule holds are
+staged typed and come back as a Spark frame (`KafkaJsonAppend.held`) for the caller's
+quarantine, and `judge` judges the good rows of Spark's parse of the fallback the same
+way on the driver. Both commits of the caller (table, then quarantine) carry the
+batch's app transaction, as on the general path.
+
 If the tasks fail (a broker error, or a Python worker killed by a crash in Arrow's
 C++ reader on some input nobody foresaw), nothing is committed: `kafka_json_append`
 yields None and the caller parses the batch the general way. A poison record can
@@ -30,7 +37,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -51,6 +58,7 @@ from streams.delta import (
 from streams.kafka import COORDINATES, SCHEMA, parse_kafka, required_fields
 from streams.landing.arrow_json import SPARK_TYPES, payload_schema
 from streams.landing.errors import LandingConfigError
+from streams.landing.rules import RowRules
 
 logger = logging.getLogger(__name__)
 
@@ -66,13 +74,21 @@ def arrow_payload(payload: StructType) -> pa.Schema | None:
 
 class KafkaJsonAppend(NamedTuple):
     """What one batch did. `bad`: Spark's `bad` frame (`parse_kafka`) of the records
-    Arrow handed back, for the caller's quarantine; readable until the context ends."""
+    Arrow handed back, for the caller's quarantine; `held`: the typed rows the `rules`
+    held (payload fields and coordinates), for the same; both readable until the
+    context ends. `checked`, `failed`: per rule, over the rows Arrow typed (the
+    fallback's rows are the `judge` callback's); `dropped`: typed rows the rules
+    neither kept nor held."""
 
     version: int | None
     records: int
     written: int
     typed: int
     bad: DataFrame | None
+    held: DataFrame | None = None
+    checked: tuple[int, ...] = ()
+    failed: tuple[int, ...] = ()
+    dropped: int = 0
 
 
 @dataclass(frozen=True)
@@ -84,12 +100,38 @@ class _Task:
     required: tuple[str, ...]
     partition_by: tuple[str, ...]
     unique_columns: tuple[str, ...]
+    rules: RowRules | None = None
+
+
+class _Staged:
+    """Record batches staged in one Parquet file under the stage directory, opened on
+    the first batch."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        self.path: str | None = None
+        self.rows = 0
+        self._writer: Any = None
+
+    def write(self, batch: pa.RecordBatch, schema: pa.Schema) -> None:
+        import pyarrow.parquet as pq
+
+        if self._writer is None:
+            os.makedirs(self.stage, exist_ok=True)
+            self.path = os.path.join(self.stage, f"{uuid.uuid4().hex}.parquet")
+            self._writer = pq.ParquetWriter(self.path, schema)
+        self._writer.write_batch(batch)
+        self.rows += batch.num_rows
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
 
 def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]]:
-    """One Spark task: read, type, write; yields one dict per data file, one for the
-    staged fallback file (if any) and one with the counts."""
-    import pyarrow.parquet as pq
+    """One Spark task: read, type, judge, write; yields one dict per data file, one per
+    staged file (the fallback, the held rows) and one with the counts."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from streams.delta import crash_point
@@ -98,8 +140,30 @@ def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]
 
     crash_point("arrow_task")  # kills this Python worker: the tests' stand-in for a crash
     source = to_arrow_schema(SCHEMA_WITHOUT_HEADERS, timezone="UTC")
-    counts = {"kind": "counts", "records": 0, "typed": 0, "fallback": 0}
-    staged: dict[str, Any] = {}
+    raw = pa.schema([source.field(c) for c in KAFKA_COLUMNS])
+    size = spec.rules.size if spec.rules is not None else 0
+    counts: dict[str, Any] = {
+        "kind": "counts",
+        "records": 0,
+        "typed": 0,
+        "written": 0,
+        "held": 0,
+        "checked": [0] * size,
+        "failed": [0] * size,
+    }
+    fallback, held = _Staged(spec.stage), _Staged(spec.stage)
+
+    def judged(rows: pa.RecordBatch) -> pa.RecordBatch:
+        assert spec.rules is not None
+        verdict = spec.rules.judge(rows)
+        for i in range(size):
+            counts["checked"][i] += verdict.checked[i]
+            counts["failed"][i] += verdict.failed[i]
+        hold = rows.filter(verdict.hold)
+        if hold.num_rows:
+            held.write(hold, hold.schema)
+            counts["held"] += hold.num_rows
+        return rows.filter(verdict.keep)
 
     def typed() -> Iterator[pa.RecordBatch]:
         for part in partitions:
@@ -107,17 +171,14 @@ def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]
                 counts["records"] += batch.num_rows
                 out = split_block(batch, spec.payload, spec.required)
                 if out.fallback.num_rows:
-                    if "writer" not in staged:
-                        os.makedirs(spec.stage, exist_ok=True)
-                        staged["path"] = os.path.join(spec.stage, f"{uuid.uuid4().hex}.parquet")
-                        staged["writer"] = pq.ParquetWriter(
-                            staged["path"], pa.schema([source.field(c) for c in KAFKA_COLUMNS])
-                        )
-                    staged["writer"].write_batch(out.fallback)
-                    counts["fallback"] += out.fallback.num_rows
-                if out.rows.num_rows:
-                    counts["typed"] += out.rows.num_rows
-                    yield out.rows
+                    fallback.write(out.fallback, raw)
+                rows = out.rows
+                counts["typed"] += rows.num_rows
+                if rows.num_rows and spec.rules is not None:
+                    rows = judged(rows)
+                if rows.num_rows:
+                    counts["written"] += rows.num_rows
+                    yield rows
 
     write = file_writer(spec.root, spec.table, spec.partition_by, spec.unique_columns)
     try:
@@ -125,10 +186,12 @@ def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]
             for row in files.to_pylist():
                 yield {"kind": "file", **row}
     finally:
-        if "writer" in staged:
-            staged["writer"].close()
-    if "path" in staged:
-        yield {"kind": "fallback", "path": staged["path"]}
+        fallback.close()
+        held.close()
+    if fallback.path is not None:
+        yield {"kind": "fallback", "path": fallback.path}
+    if held.path is not None:
+        yield {"kind": "held", "path": held.path}
     yield counts
 
 
@@ -184,12 +247,18 @@ def kafka_json_append(
     payload: StructType,
     required: Sequence[str] = (),
     commit_info: dict[str, Any] | None = None,
+    rules: RowRules | None = None,
+    judge: Callable[[DataFrame], DataFrame] | None = None,
 ) -> Iterator[KafkaJsonAppend | None]:
     """Append the JSON records of `partitions` (`planned_partitions` of the batch) to
     the table of `target` (embedded engine, append mode) as batch `batch_id`.
     `required` and the fields `payload` declares not nullable must be present and
     non-null (`streams.kafka.required_fields`); records without one are quarantined
     by Spark's parse, with its reason.
+
+    `rules` judge the rows Arrow types, in the tasks (module doc); `judge` takes the
+    good rows of Spark's parse of the fallback and returns those to write (the
+    caller keeps what it sets aside). Give both or neither.
 
     Yields the outcome, or None when the tasks failed and nothing was committed (the
     caller then writes the batch the general way). Staged records and cached frames
@@ -202,7 +271,8 @@ def kafka_json_append(
     table_schema = arrow_schema(StructType([*nullable, *_COORDINATE_FIELDS]))
     stage = os.path.join(target.path, STAGING_DIR, f"kafka-json-{uuid.uuid4().hex}")
     cached: list[DataFrame] = []
-    seen: dict[str, Any] = {"records": 0, "typed": 0, "written": 0, "bad": None}
+    seen: dict[str, Any] = {"records": 0, "typed": 0, "written": 0, "bad": None, "held": None}
+    size = rules.size if rules is not None else 0
 
     def cache(frame: DataFrame) -> DataFrame:
         cached.append(frame.persist())
@@ -217,6 +287,7 @@ def kafka_json_append(
             tuple(required),
             tuple(partition_by),
             tuple(target.unique_columns),
+            rules,
         )
         try:
             rows = _collect(spark, partitions, spec)
@@ -225,7 +296,14 @@ def kafka_json_append(
         files = [file_entry(r) for r in rows if r["kind"] == "file"]
         counts = [r for r in rows if r["kind"] == "counts"]
         seen["records"] = sum(c["records"] for c in counts)
-        seen["typed"] = seen["written"] = sum(c["typed"] for c in counts)
+        seen["typed"] = sum(c["typed"] for c in counts)
+        seen["written"] = sum(c["written"] for c in counts)
+        seen["dropped"] = seen["typed"] - seen["written"] - sum(c["held"] for c in counts)
+        seen["checked"] = tuple(sum(c["checked"][i] for c in counts) for i in range(size))
+        seen["failed"] = tuple(sum(c["failed"][i] for c in counts) for i in range(size))
+        held = [r["path"] for r in rows if r["kind"] == "held"]
+        if held:
+            seen["held"] = spark.read.parquet(*held)
         staged = [r["path"] for r in rows if r["kind"] == "fallback"]
         if staged:
             parsed = parse_kafka(
@@ -235,9 +313,8 @@ def kafka_json_append(
                 required=required,
                 persist=cache,
             )
-            more = write_files(
-                parsed.good, target.path, table_schema, partition_by, target.unique_columns
-            )
+            good = parsed.good if judge is None else judge(parsed.good)
+            more = write_files(good, target.path, table_schema, partition_by, target.unique_columns)
             files += more
             seen["written"] += sum(json.loads(f[3])["numRecords"] for f in more)
             seen["bad"] = parsed.bad
@@ -256,7 +333,17 @@ def kafka_json_append(
             )
             yield None
             return
-        yield KafkaJsonAppend(version, seen["records"], seen["written"], seen["typed"], seen["bad"])
+        yield KafkaJsonAppend(
+            version,
+            seen["records"],
+            seen["written"],
+            seen["typed"],
+            seen["bad"],
+            seen["held"],
+            seen.get("checked", (0,) * size),
+            seen.get("failed", (0,) * size),
+            seen.get("dropped", 0),
+        )
     finally:
         for frame in reversed(cached):
             frame.unpersist()

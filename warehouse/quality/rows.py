@@ -205,6 +205,23 @@ class RowChecks:
         """The per-expectation metrics (as `CheckedBatch.metrics`) of an `observe` pass."""
         return self._metrics(observed, self._flag_names(), table=table, batch_id=batch_id)
 
+    def counted_metrics(
+        self,
+        checked: Sequence[int],
+        failed: Sequence[int],
+        *,
+        table: str,
+        batch_id: int,
+    ) -> list[dict[str, Any]]:
+        """The per-expectation metrics (as `CheckedBatch.metrics`) of counts made
+        elsewhere, one `checked` and one `failed` per check in order (the Arrow tasks'
+        `warehouse.quality.arrow_rows.ArrowChecks`)."""
+        flags = self._flag_names()
+        row: dict[str, int] = {}
+        for f, c, x in zip(flags, checked, failed, strict=True):
+            row[f"{f}_checked"], row[f"{f}_failed"] = int(c), int(x)
+        return self._metrics(row, flags, table=table, batch_id=batch_id)
+
     def quarantined(self, batch_df: DataFrame, *, batch_id: int) -> DataFrame:
         """The rows of `batch_df` that a `quarantine` expectation sends to quarantine, as
         quarantine rows (`warehouse.quality.quarantine.QUARANTINE_SCHEMA`); the counterpart of `observe`."""

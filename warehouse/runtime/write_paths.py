@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+
 class Outcome(NamedTuple):
     """What one write path did with a batch (version None: already committed)."""
 
@@ -89,7 +90,7 @@ class WritePaths:
         self.views = views
         self.targets = targets
         self._checks: Any = None
-        self._arrow: tuple[Any] | None = None
+        self._arrow: tuple[Any, Any] | None = None
 
     def one_pass(self, batch_id: int) -> bool:
         """Whether this batch is written as it is read, without persisting it.
@@ -122,67 +123,57 @@ class WritePaths:
     def arrow_payload(self) -> Any:
         """The payload as a StructType when this table's batches may take the Arrow path
         (`streams.landing`), else None: on top of `one_pass`, JSON appended
-        through the Python Kafka source, no expectations, flat payload types Arrow
-        parses as Spark does, and `engines.parse` not `spark`. Decided once."""
+        through the Python Kafka source, row-level expectations Arrow judges as Spark
+        does (`warehouse.quality.arrow_rows`), flat payload types Arrow parses as Spark
+        does, and `engines.parse` not `spark`. Decided once."""
         if self._arrow is None:
-            self._arrow = (self._arrow_struct(),)
+            self._arrow = self._arrow_struct()
         return self._arrow[0]
 
-    def _arrow_struct(self) -> Any:
+    def _arrow_struct(self) -> tuple[Any, Any]:
+        """(payload StructType or None, the table's `ArrowChecks` or None)."""
         spec = self.defn.spec
         kafka = spec.source.kafka
         if (
             kafka is None
             or kafka.format != "json"
             or spec.sink.mode != "append"
-            or spec.expectations
             or self.engines.get("parse", "arrow") != "arrow"
             or self.engines.get("kafka") == "native"
         ):
-            return None
+            return None, None
         from streams.kafka import as_struct
         from streams.landing import arrow_payload
+
         schema = _payload_schema(self.project, self.defn)
         if schema is None:
-            return None
+            return None, None
         struct = as_struct(schema, "json")
-        return struct if arrow_payload(struct) is not None else None
+        parsed = arrow_payload(struct)
+        if parsed is None:
+            return None, None
+        if not any(is_row_level(e) for e in spec.expectations):
+            return struct, None
+        from warehouse.quality.arrow_rows import arrow_checks
+
+        checks = arrow_checks(spec.expectations, parsed)
+        if checks is None:
+            logger.info(
+                "table %s: an expectation is not judged in Arrow; Spark parses its batches",
+                self.defn.name,
+            )
+            return None, None
+        return struct, checks
 
     def write_arrow(
         self, df: DataFrame, batch_id: int, cache: Callable[[DataFrame], DataFrame]
     ) -> Outcome | None:
-        """The batch through `streams.landing`: Kafka read, parsed and written
-        in Arrow in Spark's tasks, records Arrow hands back parsed by Spark (their bad
-        ones quarantined). None when that path cannot take this batch (its ranges are
-        not readable from the plan, or its tasks failed): nothing was committed."""
-        from streams.landing import kafka_json_append, planned_partitions
+        """The batch through `streams.landing` (`warehouse.runtime.arrow_write`); None
+        when that path cannot take it and nothing was committed."""
+        from warehouse.runtime.arrow_write import write_arrow
 
-        partitions = planned_partitions(df)
-        if partitions is None:
-            return None
-        info = self.targets.commit_info(batch_id)
-        with kafka_json_append(
-            df.sparkSession,
-            partitions,
-            self.targets.target(quarantine=False),
-            batch_id,
-            payload=self.arrow_payload(),
-            commit_info=info,
-        ) as done:
-            if done is None:
-                return None
-            quarantined = 0
-            if done.bad is not None:
-                parts = [self._parse_quarantine(done.bad, batch_id)]
-                quarantined = self._write_quarantine(parts, batch_id, info, cache)
-            logger.debug(
-                "table %s: batch %d: %d of %d records typed by Arrow",
-                self.defn.name,
-                batch_id,
-                done.typed,
-                done.records,
-            )
-            return Outcome(done.records, done.written, quarantined, 0, done.version)
+        rules = self._arrow[1] if self._arrow is not None else None
+        return write_arrow(self, df, batch_id, cache, rules)
 
     def write_one_pass(
         self, df: DataFrame, batch_id: int, cache: Callable[[DataFrame], DataFrame]
@@ -409,16 +400,17 @@ class WritePaths:
 
         return quarantine_from_parse_errors(bad, batch_id=batch_id)
 
-    def _compiled_checks(self, df: DataFrame) -> Any:
-        """The table's row-level expectations compiled against `df`'s columns (once), or
-        None without any."""
+    def _compiled_checks(self, df: Any) -> Any:
+        """The table's row-level expectations compiled against the columns of `df` (a
+        DataFrame or a StructType) once, or None without any."""
         if not self.defn.spec.expectations:
             return None
         if self._checks is None:
             from warehouse.quality.rows import compile_row_checks
 
+            schema = df.schema if hasattr(df, "schema") else df
             self._checks = compile_row_checks(
-                self.defn.spec.expectations, df.schema, table=self.defn.name
+                self.defn.spec.expectations, schema, table=self.defn.name
             )
         return None if self._checks.empty else self._checks
 
