@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streams.kafka.errors import KafkaConfigError
 from streams.kafka.java_options import SHADED_PREFIX, java_client_options
+from streams.kafka.source import DEFAULT_MAX_OFFSETS_PER_TRIGGER
 
 logger = logging.getLogger(__name__)
 
@@ -153,10 +154,10 @@ class NativeKafka:
             if request.topics
             else reader.option("subscribePattern", request.pattern)
         )
-        if request.max_offsets_per_trigger is not None:
-            reader = reader.option(
-                "maxOffsetsPerTrigger", str(int(request.max_offsets_per_trigger))
-            )
+        # Bounded batches by default, as on the Python engine: Spark's own source has no
+        # default and would read a backlog of any size as one micro-batch.
+        limit = request.max_offsets_per_trigger or DEFAULT_MAX_OFFSETS_PER_TRIGGER
+        reader = reader.option("maxOffsetsPerTrigger", str(int(limit)))
         options = java_client_options(request.client_config, shaded=_shaded_kafka_client(spark))
         for k, v in options.items():
             reader = reader.option(f"kafka.{k}", v)

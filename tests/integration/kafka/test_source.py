@@ -187,6 +187,26 @@ def test_native_engine_reads_the_same_ranges(spark, broker, unique, tmp_path, na
     )
 
 
+def test_native_engine_reads_a_backlog_in_bounded_batches_by_default(
+    spark, broker, unique, tmp_path, native_jars, monkeypatch
+) -> None:
+    # Spark's own source has no default read limit; the native engine gives it the Python
+    # engine's (1M records), here made 10 so that a small backlog shows it.
+    import streams.kafka.engine
+
+    monkeypatch.setattr(streams.kafka.engine, "DEFAULT_MAX_OFFSETS_PER_TRIGGER", 10)
+    topic = unique("bounded")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    fill(broker.bootstrap, topic, {0: 30, 1: 5})
+    run = Run(spark, tmp_path / "cp")
+    rows = run(bootstrap=broker.bootstrap, topics=topic, engine="native")
+    assert coords(rows) == sorted(
+        [(topic, 0, o) for o in range(30)] + [(topic, 1, o) for o in range(5)]
+    )
+    sizes = [len(b) for b in run.batches if b]
+    assert sum(sizes) == 35 and max(sizes) <= 10 and len(sizes) >= 4, sizes
+
+
 @pytest.mark.parametrize("headers", [False, True])
 def test_both_engines_give_the_same_columns(spark, broker, unique, native_jars, headers) -> None:
     topic = unique("columns")
