@@ -57,52 +57,10 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+from proc_cpu import proc_stat, stat_cpu
+from proc_cpu import processes as cpu_by_process
 
-
-def proc_stat(path: str) -> tuple[str, list[str]]:
-    """(name, fields after the name) of a /proc `stat` file; OSError when it is gone."""
-    with open(path) as f:
-        stat = f.read()
-    return stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
-
-
-def _cpu(fields: list[str]) -> float:
-    """User + system CPU seconds from the fields of `proc_stat`."""
-    return (int(fields[11]) + int(fields[12])) / _HZ
-
-
-def cpu_by_process(root: int) -> dict[int, tuple[str, float]]:
-    """{pid: (kind, cpu seconds)} for `root` and every process under it (Linux /proc).
-    kind: "jvm", "broker", "python workers" (Spark's) or "driver" (this process)."""
-    procs: dict[int, tuple[int, float, str]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            comm, fields = proc_stat(f"/proc/{d}/stat")
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue  # exited meanwhile
-        ppid, cpu = int(fields[1]), _cpu(fields)
-        if int(d) == root:
-            kind = "driver"
-        elif comm == "java":
-            kind = "jvm"
-        elif "streams.broker" in cmd:
-            kind = "broker"
-        else:
-            kind = "python workers"
-        procs[int(d)] = (ppid, cpu, kind)
-    out: dict[int, tuple[str, float]] = {}
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        if pid in procs:
-            out[pid] = (procs[pid][2], procs[pid][1])
-        todo += [p for p, (pp, _, _) in procs.items() if pp == pid]
-    return out
+_cpu = stat_cpu
 
 
 _THREAD_GROUPS = (

@@ -1,10 +1,11 @@
-"""CPU seconds of a process tree by kind, read from Linux /proc (for the benchmarks).
+"""CPU seconds of a process tree, by process and by kind, read from Linux /proc (for the
+benchmarks).
 
-`cpu_by_kind(root)` sums user + system CPU of `root` and every process under it:
-"driver" (`root` itself), "jvm" (Spark's JVM), "broker" (the bundled broker) and
-"python workers" (Spark's Python workers and anything else). Take it before and after
-a phase; the difference is what the phase cost. CPU per unit of work moves much less
-with the machine's load than wall time does.
+`processes(root)` gives `{pid: (kind, cpu seconds)}` for `root` and every process under
+it; kind is "driver" (`root` itself), "jvm" (Spark's JVM), "broker" (the bundled broker)
+or "python workers" (Spark's Python workers and anything else). `cpu_by_kind(root)` sums
+it by kind. Take a reading before and after a phase; the difference is what the phase
+cost. CPU per unit of work moves much less with the machine's load than wall time does.
 """
 
 from __future__ import annotations
@@ -14,21 +15,28 @@ import os
 _HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _stat(pid: str) -> tuple[str, list[str]]:
-    with open(f"/proc/{pid}/stat") as f:
+def proc_stat(path: str) -> tuple[str, list[str]]:
+    """(name, fields after the name) of a /proc `stat` file; OSError when it is gone."""
+    with open(path) as f:
         stat = f.read()
     return stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
 
 
-def cpu_by_kind(root: int | None = None) -> dict[str, float]:
-    """{kind: CPU seconds so far} over `root` (default: this process) and its descendants."""
+def stat_cpu(fields: list[str]) -> float:
+    """User + system CPU seconds from the fields of `proc_stat`."""
+    return (int(fields[11]) + int(fields[12])) / _HZ
+
+
+def processes(root: int | None = None) -> dict[int, tuple[str, float]]:
+    """{pid: (kind, cpu seconds)} for `root` (default: this process) and every process
+    under it."""
     root = os.getpid() if root is None else root
     procs: dict[int, tuple[int, float, str]] = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
-            comm, fields = _stat(d)
+            comm, fields = proc_stat(f"/proc/{d}/stat")
             with open(f"/proc/{d}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
@@ -41,15 +49,22 @@ def cpu_by_kind(root: int | None = None) -> dict[str, float]:
             kind = "broker"
         else:
             kind = "python workers"
-        procs[int(d)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _HZ, kind)
-    out: dict[str, float] = {}
+        procs[int(d)] = (int(fields[1]), stat_cpu(fields), kind)
+    out: dict[int, tuple[str, float]] = {}
     todo = [root]
     while todo:
         pid = todo.pop()
         if pid in procs:
-            _, cpu, kind = procs[pid]
-            out[kind] = out.get(kind, 0.0) + cpu
+            out[pid] = (procs[pid][2], procs[pid][1])
         todo += [p for p, (ppid, _, _) in procs.items() if ppid == pid]
+    return out
+
+
+def cpu_by_kind(root: int | None = None) -> dict[str, float]:
+    """{kind: CPU seconds so far} over `root` (default: this process) and its descendants."""
+    out: dict[str, float] = {}
+    for kind, cpu in processes(root).values():
+        out[kind] = out.get(kind, 0.0) + cpu
     return out
 
 
