@@ -22,7 +22,11 @@ def create_topic(
     bootstrap: str, topic: str, partitions: int = 1, config: dict[str, str] | None = None
 ) -> None:
     client = admin(bootstrap)  # held: the futures fail when their client is collected
-    futures = client.create_topics([NewTopic(topic, partitions, 1, config=config or {})])
+    # The scenarios' record timestamps are from 2023, older than the default 7-day
+    # retention: a broker's retention check (every 5 minutes, on both) would delete the
+    # segment mid-scenario. Their topics keep everything.
+    config = {"retention.ms": "-1", **(config or {})}
+    futures = client.create_topics([NewTopic(topic, partitions, 1, config=config)])
     futures[topic].result(timeout=30)
 
 

@@ -67,7 +67,11 @@ final class Clients {
 
     static void createTopic(Admin admin, String topic, int partitions, Map<String, String> configs)
             throws Exception {
-        NewTopic t = new NewTopic(topic, partitions, (short) 1).configs(configs);
+        // T0 is in 2023, older than the default 7-day retention: keep everything, or a
+        // broker's retention check could delete the segment mid-scenario.
+        Map<String, String> all = new HashMap<>(Map.of("retention.ms", "-1"));
+        all.putAll(configs);
+        NewTopic t = new NewTopic(topic, partitions, (short) 1).configs(all);
         admin.createTopics(List.of(t)).all().get(WAIT_MS, TimeUnit.MILLISECONDS);
     }
 
