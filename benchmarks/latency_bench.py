@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/latency_bench.py [--seconds 180] [--rate 10]
         [--probe-every 5] [--initial-events 300] [--bootstrap HOST:PORT]
         [--chain-only] [--trigger "5 seconds"] [--engines python,native]
-        [--copies 2] [--idle-seconds 30]
+        [--copies 2] [--idle-seconds 30] [--job-kinds]
 
 Starts the bundled broker (unless `--bootstrap`), loads the repository's example
 project into a temporary warehouse root, produces a first slice of the generator's
@@ -24,6 +24,7 @@ ads table. Before the background producer starts, the queries run idle for
 `--idle-seconds`: the CPU of that window over the number of queries is the CPU an idle
 query costs. During the probes the CPU and the number of micro-batches are counted too:
 (CPU during the probes - idle CPU for as long) / batches is the CPU of a small batch.
+`--job-kinds` lists each query's Spark jobs per batch by what they were.
 CPU is user + system of this process and every process under it (the JVM, Spark's
 Python workers, the broker), read from /proc. `BENCH_JAVA_OPTIONS` in the environment
 goes to the JVM (`spark.driver.extraJavaOptions`), e.g.
@@ -215,6 +216,11 @@ def main() -> int:
         "--copies", type=int, default=1, help="run every table this many times (2: 24 queries)"
     )
     parser.add_argument(
+        "--job-kinds",
+        action="store_true",
+        help="also list each query's Spark jobs per batch by kind (action and call site)",
+    )
+    parser.add_argument(
         "--idle-seconds", type=float, default=30.0, help="idle window before the producer starts"
     )
     parser.add_argument(
@@ -358,7 +364,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             probe.flush(30)
             time.sleep(args.probe_every)
         busy = cpu_delta(cpu0, cpu_by_kind()), len(batches) - batches0, time.monotonic() - t2
-        breakdown = batch_breakdown(spark)
+        breakdown = batch_breakdown(spark) + (job_kinds(spark) if args.job_kinds else "")
         # let the last probes through, then stop at a batch boundary
         settle = time.monotonic() + 120
         while time.monotonic() < settle and (len(table_w.seen) < n or len(topic_w.seen) < n):
@@ -420,6 +426,29 @@ def batch_breakdown(spark) -> str:
             + " ".join(f"{mean[k]:.0f}" for k in PHASES)
             + f" {total:.0f}; {jobs_per_batch(tracker, q):.1f}"
         )
+    return "\n".join(lines)
+
+
+def job_kinds(spark) -> str:
+    """Per running query: what its Spark jobs were, by the name Spark gives a job's last
+    stage (the action and where it was called), with how many there were per batch with
+    rows. This is what a cut of jobs per batch aims at."""
+    tracker = spark.sparkContext.statusTracker()
+    lines = ["\nSpark jobs per batch with rows, by kind (the job's last stage):"]
+    for q in sorted(spark.streams.active, key=lambda q: q.name or ""):
+        batches = sum(1 for p in q.recentProgress if p.numInputRows > 0)
+        if not batches:
+            continue
+        kinds: dict[str, int] = {}
+        for job in tracker.getJobIdsForGroup(str(q.runId)):
+            info = tracker.getJobInfo(job)
+            stage = info and max(info.stageIds, default=None)
+            stage_info = tracker.getStageInfo(stage) if stage is not None else None
+            name = stage_info.name if stage_info else "(forgotten)"
+            kinds[name] = kinds.get(name, 0) + 1
+        lines.append(f"{q.name}:")
+        for name, n in sorted(kinds.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {n / batches:5.1f}  {name}")
     return "\n".join(lines)
 
 

@@ -96,28 +96,36 @@ class WritePaths:
         """Whether this batch is written as it is read, without persisting it.
 
         For a Kafka-sourced table without a transform (a landing table, the high-volume
-        case) whose expectations cannot fail the batch, appended (either Delta engine)
-        or upserted (the Python engine: delta-spark's MERGE runs several jobs over its
-        source, so counts observed on it would not be the batch's): the good rows are
-        parsed, judged and written in one pass, and
-        the counts are observed during that write. The records are read again only
-        when that pass saw a malformed or quarantined one (a Kafka range reads the same
-        records twice). Persisting a batch costs Spark more than parsing it.
+        case) or a table-sourced one (its transform is part of the streaming plan),
+        whose expectations cannot fail the batch, appended or kept as SCD2 history
+        (either Delta engine: an SCD2 batch is collected once, then planned on the
+        driver) or upserted (the Python engine: delta-spark's MERGE runs several jobs
+        over its source, so counts observed on it would not be the batch's): the good rows are
+        parsed (Kafka), judged and written in one pass, and the counts are observed
+        during that write. A Kafka batch is read again only when that pass saw a
+        malformed or quarantined record (a Kafka range reads the same records twice); a
+        table-sourced one never is, so it takes this path only without an expectation
+        that quarantines. Persisting and counting a batch costs Spark more than parsing
+        it: on a small continuous batch the count alone is one Spark job of a
+        table-sourced batch's two or three.
 
         A replayed batch (already in the table) takes the persisted path: its write is
         skipped, so nothing would observe it.
         """
         spec = self.defn.spec
-        if (
-            spec.source.kafka is None
-            or spec.transform is not None
-            or self.defn.sql is not None
-            or spec.sink.mode not in ("append", "upsert")
-            or (self.engines["delta"] == "native" and spec.sink.mode != "append")
+        kafka = spec.source.kafka is not None
+        if (kafka and (spec.transform is not None or self.defn.sql is not None)) or (
+            self.engines["delta"] == "native" and spec.sink.mode == "upsert"
         ):
             return False
         if any(is_row_level(e) and e.on_violation == "fail" for e in spec.expectations):
             return False  # judged whole before the write (RowChecks.fail_fast)
+        if not kafka and any(
+            is_row_level(e) and e.on_violation == "quarantine" for e in spec.expectations
+        ):
+            # Its quarantine would come from computing the batch again, which need not
+            # give the same rows: a joined snapshot read anew, a clock, a random number.
+            return False
         return not self.targets.committed(batch_id)
 
     def arrow_payload(self) -> Any:
@@ -181,12 +189,16 @@ class WritePaths:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        schema = _payload_schema(self.project, self.defn)
+        kafka = self.defn.spec.source.kafka is not None
         tag = f"{self.defn.name}_{batch_id}_{uuid.uuid4().hex[:8]}"
-        parse_seen = Observation(f"wh_parse_{tag}")
-        parsed = self._parse(df, schema, observe=parse_seen)
-        checks = self._compiled_checks(parsed.good)
-        good, checks_seen = parsed.good, None
+        schema = parse_seen = None
+        good = df
+        if kafka:
+            schema = _payload_schema(self.project, self.defn)
+            parse_seen = Observation(f"wh_parse_{tag}")
+            good = self._parse(df, schema, observe=parse_seen).good
+        checks = self._compiled_checks(good)
+        checks_seen = None
         if checks is not None:
             checks_seen = Observation(f"wh_checks_{tag}")
             good = checks.observe(good, checks_seen)
@@ -197,17 +209,20 @@ class WritePaths:
 
         wait = 10.0 if version is not None else 0.0  # a skipped write ran nothing
         p, c, w = (_observed(o, wait=wait) for o in (parse_seen, checks_seen, written_seen))
-        known = p is not None and w is not None and (checks is None or c is not None)
+        known = (not kafka or p is not None) and w is not None and (checks is None or c is not None)
         if not known:
-            # Nothing lost if the write did not report its counts: read everything again.
+            # Nothing lost if the write did not report its counts: a Kafka batch is read
+            # again for its quarantine; a table's has none on this path.
             logger.warning(
-                "table %s: batch %d: the write reported no counts; re-reading the batch "
-                "for its quarantine",
+                "table %s: batch %d: the write reported no counts; %s",
                 self.defn.name,
                 batch_id,
+                "re-reading the batch for its quarantine"
+                if kafka
+                else "its progress line and quality events go without them",
             )
-        want_parse = not known or bool(p and p["flagged"])
-        want_checks = checks is not None and (not known or bool(c and c["quarantined"]))
+        want_parse = kafka and (not known or bool(p and p["flagged"]))
+        want_checks = kafka and checks is not None and (not known or bool(c and c["quarantined"]))
         quarantined = 0
         if want_parse or want_checks:
             quarantined = self._quarantine_again(
@@ -224,8 +239,14 @@ class WritePaths:
             metrics = checks.observed_metrics(c, table=self.defn.name, batch_id=batch_id)
             self._quality_events(df.sparkSession, batch_id, metrics)
         written = int(w["rows"]) if w else 0
+        if p:
+            rows_in = int(p["records"])
+        elif c and not kafka:
+            rows_in = int(c["rows"])
+        else:
+            rows_in = written + quarantined
         return Outcome(
-            rows_in=int(p["records"]) if p else written + quarantined,
+            rows_in=rows_in,
             written=written,
             quarantined=quarantined,
             dropped=int(c["removed"]) - int(c["quarantined"]) if c else 0,

@@ -1,7 +1,8 @@
-"""A landing table written in one pass gives what the persisted path gives.
+"""A table written in one pass gives what the persisted path gives.
 
 Two ODS tables read the same topic with the same schema and expectations; the second
-has an identity SQL transform, which sends it down the persisted path. Rows,
+has an identity SQL transform, which sends it down the persisted path (and so do two
+SCD2 tables, and table-sourced tables further down). Rows,
 quarantine, quality events and counts must be equal, over two batches, and a batch
 replayed after its commit must change nothing, on each engine. Real broker, real
 Spark, real Delta.
@@ -53,6 +54,16 @@ def _tables(root: Path, topic: str) -> None:
     (ods / "persisted.yml").write_text(
         f"table: ods_persisted\n{source}transform:\n  sql: SELECT * FROM source\n"
         f"sink: {{mode: append}}\n{EXPECTATIONS}"
+    )
+    history = "sink: {mode: scd2, keys: [order_id], sequence_by: event_time}\n"
+    (ods / "history.yml").write_text(f"table: ods_history\n{source}{history}{EXPECTATIONS}")
+    # A transform would change what the parse holds to the keys; an expectation that can
+    # fail the batch (and never does here) sends it down the persisted path instead.
+    never_fails = (
+        "  - expect_column_values_to_not_be_null: {column: event_time}\n    on_violation: fail\n"
+    )
+    (ods / "history_persisted.yml").write_text(
+        f"table: ods_history_persisted\n{source}{history}{EXPECTATIONS}{never_fails}"
     )
 
 
@@ -119,9 +130,25 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
             b.dropped,
         )
     assert (results[0]["ods_one"].rows_written, results[0]["ods_one"].dropped) == (2, 1)
+    # SCD2 history: one version per order id, from either path
+    history_cols = ["order_id", "user_id", "amount", "valid_from", "valid_to", "is_current"]
+    history = rows(project.table_path("ods_history"), history_cols)
+    assert history == rows(project.table_path("ods_history_persisted"), history_cols)
+    assert len(history) == 2 + 7 and all(r[-1] for r in history)
+    shared = [e for e in _events(project, "ods_history_persisted") if "event_time" not in e[1]]
+    assert _events(project, "ods_history") == shared != []
+    for res in results:
+        a, b = res["ods_history"], res["ods_history_persisted"]
+        assert (a.rows_read, a.rows_written, a.quarantined, a.dropped) == (
+            b.rows_read,
+            b.rows_written,
+            b.quarantined,
+            b.dropped,
+        )
     lines = [r.getMessage() for r in caplog.records if "rows in" in r.getMessage()]
     assert sum("ods_one: batch" in m and "(one pass)" in m for m in lines) == 2
     assert not any("ods_persisted: batch" in m and "(one pass)" in m for m in lines)
+    assert sum("ods_history: batch" in m and "(one pass)" in m for m in lines) == 2
 
     # Spark forgets it finished the last batch (as after a crash between the Delta commit
     # and its commit log): the replay finds the batch in the table and writes nothing.
@@ -133,3 +160,108 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
     replayed = [r.getMessage() for r in caplog.records if "ods_one: batch" in r.getMessage()]
     assert any("skipped (already committed)" in m and "(one pass)" not in m for m in replayed)
     assert rows(q_one, QUARANTINE_COLS) == rows(q_persisted, QUARANTINE_COLS)
+
+
+TABLE_EXPECTATIONS = """\
+  - expect_column_values_to_be_between: {column: amount, min_value: 0}
+    on_violation: drop
+  - expect_column_values_to_not_be_null: {column: user_id}
+    on_violation: warn
+"""
+# Never fails (the ODS table quarantines a null order_id) but sends a table-sourced table
+# down the persisted path: its quarantine could not come from computing the batch again.
+QUARANTINING = """\
+  - expect_column_values_to_not_be_null: {column: order_id}
+    on_violation: quarantine
+"""
+
+
+def _dwd_tables(root: Path) -> None:
+    dwd = root / "layers" / "dwd"
+    (dwd / "orders.yml").unlink()
+    head = (
+        "source: {table: ods_orders}\n"
+        "watermark: {column: event_time, delay: 1 hour}\n"
+        "dedupe: {keys: [order_id]}\n"
+    )
+    for name, sink, checks in [
+        ("dwd_one", "{mode: append}", TABLE_EXPECTATIONS),
+        ("dwd_persisted", "{mode: append}", TABLE_EXPECTATIONS + QUARANTINING),
+        ("dwd_latest", "{mode: upsert, keys: [order_id]}", ""),
+        ("dwd_latest_persisted", "{mode: upsert, keys: [order_id]}", QUARANTINING),
+    ]:
+        expectations = f"expectations:\n{checks}" if checks else ""
+        (dwd / f"{name}.yml").write_text(f"table: {name}\n{head}sink: {sink}\n{expectations}")
+
+
+def test_table_sourced_one_pass_equals_persisted_path(
+    spark, broker, unique, tmp_path: Path, caplog, engine
+) -> None:
+    """A table-sourced table (here after a dedupe, stateful) without an expectation that
+    quarantines is written in one pass, appended on either engine and upserted on the
+    Python one: rows, counts and quality events as on the persisted path, and a replay
+    writes nothing."""
+    topic = unique("table-one-pass")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    root = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
+    _dwd_tables(root)
+    project = Project.load(root)
+    caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
+
+    def run() -> dict[str, object]:
+        return {r.table: r for r in Pipeline(project, spark, layer="all").run(once=True)}
+
+    batches = [
+        [
+            ("a", order("o1", "u1", 10.5, 0)),
+            ("b", order("o2", None, 20.0, 1)),  # warned: kept
+            ("m", order("o3", "u3", -1.0, 2)),  # negative amount: dropped
+            ("n", order(None, "u9", 5.0, 1)),  # quarantined by the ODS table
+            ("d", order("o1", "u1", 10.5, 0)),  # a duplicate: deduped
+        ],
+        [(f"k{i}", order(f"o{10 + i}", "u1", float(i), 3)) for i in range(5)]
+        + [("e", order("o2", "u2", 21.0, 4)), ("w", order("o20", None, -5.0, 4))],
+    ]
+    results = []
+    for records in batches:
+        produce(broker.bootstrap, topic, records)
+        results.append(run())
+
+    cols = ["order_id", "user_id", "amount", "event_time"]
+    one, persisted = project.table_path("dwd_one"), project.table_path("dwd_persisted")
+    assert rows(one, cols) == rows(persisted, cols)
+    assert len(rows(one, cols)) == 2 + 5
+    latest = project.table_path("dwd_latest")
+    assert rows(latest, cols) == rows(project.table_path("dwd_latest_persisted"), cols)
+    assert len(rows(latest, cols)) == 3 + 6
+    shared = [e for e in _events(project, "dwd_persisted") if "order_id" not in e[1]]
+    assert _events(project, "dwd_one") == shared != []
+    for pair in [("dwd_one", "dwd_persisted"), ("dwd_latest", "dwd_latest_persisted")]:
+        for res in results:
+            a, b = (res[t] for t in pair)
+            assert (a.rows_read, a.rows_written, a.quarantined, a.dropped) == (
+                b.rows_read,
+                b.rows_written,
+                b.quarantined,
+                b.dropped,
+            )
+    first = results[0]["dwd_one"]
+    # read: the ODS rows before the dedupe; written and dropped: after it
+    assert (first.rows_read, first.rows_written, first.dropped) == (4, 2, 1)
+    lines = [r.getMessage() for r in caplog.records if "rows in" in r.getMessage()]
+
+    def one_pass(table: str) -> int:
+        return sum(f"{table}: batch" in m and "(one pass)" in m for m in lines)
+
+    assert one_pass("dwd_one") == 2
+    assert one_pass("dwd_latest") == (2 if engine == "python" else 0)
+    assert one_pass("dwd_persisted") == one_pass("dwd_latest_persisted") == 0
+
+    before = version(one)
+    forget_last_batch(project.checkpoint_path("dwd_one"))
+    caplog.clear()
+    run()
+    assert version(one) == before
+    replayed = [r.getMessage() for r in caplog.records if "dwd_one: batch" in r.getMessage()]
+    assert any("skipped (already committed)" in m for m in replayed)
+    assert rows(one, cols) == rows(persisted, cols)
