@@ -166,6 +166,7 @@ class Pipeline:
                 engines=engines,
                 views=views,
                 bootstrap=bootstrap,
+                session=self.spark,
             )
 
         return build_query(

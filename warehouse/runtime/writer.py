@@ -23,7 +23,7 @@ from warehouse.runtime.write_paths import Outcome, WritePaths
 from warehouse.spec.paths import recover_file
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
     from warehouse.compile.plan import TablePlan
@@ -81,6 +81,7 @@ class BatchWriter:
         engines: dict[str, str],
         views: dict[str, str],
         bootstrap: str | None = None,
+        session: SparkSession | None = None,
     ) -> None:
         publish = defn.spec.publish
         if publish is not None and not bootstrap:
@@ -92,6 +93,7 @@ class BatchWriter:
                 table=defn.name,
             )
         self.bootstrap = bootstrap
+        self.session = session
         self.project = project
         self.defn = defn
         self.plan = plan
@@ -118,8 +120,26 @@ class BatchWriter:
                 # Kept for the runner: Spark wraps it in a StreamingQueryException.
                 self.stats.error = e
                 raise
+            finally:
+                self._restore_active_session()
         if self.on_batch is not None:
             self.on_batch(batch_id)
+
+    def _restore_active_session(self) -> None:
+        """Make `session` the process's active session again after a batch.
+
+        pyspark's `createDataFrame` makes its session the active one for the whole
+        process (a class attribute, not per thread), and a batch's session is the
+        query's own clone, which the native SCD2 and tombstone paths create frames on.
+        Left there, `SparkSession.getActiveSession()` (and so `get_session`) in the
+        caller's thread would return a streaming query's clone, with that query's
+        settings, instead of the session the caller started the pipeline with."""
+        if self.session is None:
+            return
+        from pyspark.sql import SparkSession
+
+        if SparkSession._activeSession is not self.session:
+            SparkSession._activeSession = self.session
 
     def stop_at_batch_boundary(self, query: StreamingQuery, *, timeout: float = 120) -> None:
         """Let the running batch finish and commit, then stop the query.

@@ -149,6 +149,11 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
     assert sum("ods_one: batch" in m and "(one pass)" in m for m in lines) == 2
     assert not any("ods_persisted: batch" in m and "(one pass)" in m for m in lines)
     assert sum("ods_history: batch" in m and "(one pass)" in m for m in lines) == 2
+    # The native SCD2 path builds its MERGE source on the batch's own session (a clone);
+    # the caller's session is the active one again once the runs are over.
+    from pyspark.sql import SparkSession
+
+    assert SparkSession.getActiveSession() is spark
 
     # Spark forgets it finished the last batch (as after a crash between the Delta commit
     # and its commit log): the replay finds the batch in the table and writes nothing.
