@@ -138,8 +138,7 @@ class BatchWriter:
             return
         from pyspark.sql import SparkSession
 
-        if SparkSession._activeSession is not self.session:
-            SparkSession._activeSession = self.session
+        SparkSession._activeSession = self.session
 
     def stop_at_batch_boundary(self, query: StreamingQuery, *, timeout: float = 120) -> None:
         """Let the running batch finish and commit, then stop the query.

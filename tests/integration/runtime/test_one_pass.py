@@ -76,6 +76,14 @@ def _events(project: Project, table: str) -> list[tuple]:
     )
 
 
+def _counts(results: list[dict], table: str) -> list[tuple]:
+    """Per run, the table's (rows read, written, quarantined, dropped)."""
+    return [
+        (r.rows_read, r.rows_written, r.quarantined, r.dropped)
+        for r in (res[table] for res in results)
+    ]
+
+
 def test_one_pass_equals_persisted_path_and_replays_nothing(
     spark, broker, unique, tmp_path: Path, caplog, engine
 ) -> None:
@@ -121,14 +129,7 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
     assert [r[4] for r in rows(q_one, QUARANTINE_COLS)] != []
     assert len(rows(q_one, ["source_offset"])) == 3 + 2
     assert _events(project, "ods_one") == _events(project, "ods_persisted") != []
-    for res in results:
-        a, b = res["ods_one"], res["ods_persisted"]
-        assert (a.rows_read, a.rows_written, a.quarantined, a.dropped) == (
-            b.rows_read,
-            b.rows_written,
-            b.quarantined,
-            b.dropped,
-        )
+    assert _counts(results, "ods_one") == _counts(results, "ods_persisted")
     assert (results[0]["ods_one"].rows_written, results[0]["ods_one"].dropped) == (2, 1)
     # SCD2 history: one version per order id, from either path
     history_cols = ["order_id", "user_id", "amount", "valid_from", "valid_to", "is_current"]
@@ -137,14 +138,7 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
     assert len(history) == 2 + 7 and all(r[-1] for r in history)
     shared = [e for e in _events(project, "ods_history_persisted") if "event_time" not in e[1]]
     assert _events(project, "ods_history") == shared != []
-    for res in results:
-        a, b = res["ods_history"], res["ods_history_persisted"]
-        assert (a.rows_read, a.rows_written, a.quarantined, a.dropped) == (
-            b.rows_read,
-            b.rows_written,
-            b.quarantined,
-            b.dropped,
-        )
+    assert _counts(results, "ods_history") == _counts(results, "ods_history_persisted")
     lines = [r.getMessage() for r in caplog.records if "rows in" in r.getMessage()]
     assert sum("ods_one: batch" in m and "(one pass)" in m for m in lines) == 2
     assert not any("ods_persisted: batch" in m and "(one pass)" in m for m in lines)
@@ -241,15 +235,8 @@ def test_table_sourced_one_pass_equals_persisted_path(
     assert len(rows(latest, cols)) == 3 + 6
     shared = [e for e in _events(project, "dwd_persisted") if "order_id" not in e[1]]
     assert _events(project, "dwd_one") == shared != []
-    for pair in [("dwd_one", "dwd_persisted"), ("dwd_latest", "dwd_latest_persisted")]:
-        for res in results:
-            a, b = (res[t] for t in pair)
-            assert (a.rows_read, a.rows_written, a.quarantined, a.dropped) == (
-                b.rows_read,
-                b.rows_written,
-                b.quarantined,
-                b.dropped,
-            )
+    assert _counts(results, "dwd_one") == _counts(results, "dwd_persisted")
+    assert _counts(results, "dwd_latest") == _counts(results, "dwd_latest_persisted")
     first = results[0]["dwd_one"]
     # read: the ODS rows before the dedupe; written and dropped: after it
     assert (first.rows_read, first.rows_written, first.dropped) == (4, 2, 1)
