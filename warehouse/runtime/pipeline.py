@@ -29,6 +29,7 @@ from warehouse.runtime.failures import (
     is_transient,
     query_failure,
 )
+from warehouse.runtime.gate import BatchGate, depths
 from warehouse.runtime.results import RunResult, add_results, result_of
 from warehouse.runtime.writer import BatchWriter
 from warehouse.spec.paths import table_exists
@@ -108,6 +109,10 @@ class Pipeline:
         self._bootstrap = bootstrap
         self._engines: dict[str, str] | None = None
         self._stop = threading.Event()
+        self._gate: BatchGate | None = None
+        self._depths = depths(
+            {n: project.graph.upstream(n, static=False) for n in project.graph.nodes}
+        )
 
     # -- resolution ------------------------------------------------------------
 
@@ -167,6 +172,8 @@ class Pipeline:
                 views=views,
                 bootstrap=bootstrap,
                 session=self.spark,
+                gate=self._gate,
+                depth=self._depths.get(defn.name, 0),
             )
 
         return build_query(
@@ -178,6 +185,26 @@ class Pipeline:
             bootstrap=bootstrap,
             engines=engines,
         )
+
+    @property
+    def gate(self) -> BatchGate | None:
+        """The running (or last) continuous run's `BatchGate`; None without a limit."""
+        return self._gate
+
+    def _batch_gate(self) -> BatchGate | None:
+        """The continuous run's `BatchGate` (`spark.concurrent_batches`), or None for no
+        limit: `auto` is the cores of a local master."""
+        slots = self.project.config.spark.concurrent_batches
+        if slots == "auto":
+            from warehouse.runtime.session import local_cores
+
+            slots = local_cores(str(self.spark.conf.get("spark.master", ""))) or 0
+        if not slots:
+            return None
+        logger.info(
+            "continuous run: at most %d batch(es) write at once, deepest table first", slots
+        )
+        return BatchGate(slots)
 
     @staticmethod
     def _note_progress(cq: Query, query: StreamingQuery) -> None:
@@ -293,6 +320,7 @@ class Pipeline:
         """Start the queries one at a time in dependency order, each once the previous one
         has initialized its sources; restart one that failed transiently; stop all on a
         signal or on the first real failure."""
+        self._gate = self._batch_gate()
         previous = self._install_signals()
         live: dict[str, _Live] = {}
         waiting: dict[str, tuple[float, int]] = {n: (0.0, 1) for n in self.names}
@@ -350,9 +378,12 @@ class Pipeline:
             pause = self._retry_pause(name, q.attempt, error)
             if pause is None:
                 return query_failure(q.cq.plan, q.cq.batch.stats, q.query, error)
-            q.cq.batch.stop_at_batch_boundary(q.query, timeout=10)  # a failed batch: stop what is left
+            # A failed batch: stop what is left.
+            q.cq.batch.stop_at_batch_boundary(q.query, timeout=10)
             self._cleanup(q.cq)
-            earlier[name] = add_results(earlier.get(name), result_of(q.cq.plan, q.cq.batch.stats, 0.0))
+            earlier[name] = add_results(
+                earlier.get(name), result_of(q.cq.plan, q.cq.batch.stats, 0.0)
+            )
             del live[name]
             waiting[name] = (time.monotonic() + pause, q.attempt + 1)
         return None
@@ -409,7 +440,8 @@ class Pipeline:
             self._note_progress(q.cq, q.query)
             self._cleanup(q.cq)
             r = add_results(
-                earlier.pop(name, None), result_of(q.cq.plan, q.cq.batch.stats, time.monotonic() - first_start[name])
+                earlier.pop(name, None),
+                result_of(q.cq.plan, q.cq.batch.stats, time.monotonic() - first_start[name]),
             )
             self.progress(f"stopped: {r.line()}")
             results.append(r)

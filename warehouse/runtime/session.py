@@ -121,13 +121,22 @@ def _local_delta_conf(master: str) -> dict[str, str]:
     for clusters and tables of millions of files; a streaming table's few files in 50 tasks
     on two local cores took 35 s per small append and read, 6.8 s at 2 (docs/benchmarks.md,
     "Native engine"). Locally it gets one per core; a cluster keeps Delta's default."""
-    if not master.startswith("local"):
+    cores = local_cores(master)
+    if cores is None:
         return {}
+    return {"spark.databricks.delta.snapshotPartitions": str(cores)}
+
+
+def local_cores(master: str) -> int | None:
+    """The cores a local master runs tasks on (`local`: 1, `local[4]`: 4, `local[*]`: the
+    machine's), or None for any other master."""
+    if not master.startswith("local"):
+        return None
     threads = (
         master[master.find("[") + 1 : master.find("]")].split(",")[0] if "[" in master else "1"
     )
     cores = (os.cpu_count() or 2) if threads == "*" else int(threads)
-    return {"spark.databricks.delta.snapshotPartitions": str(max(1, cores))}
+    return max(1, cores)
 
 
 def _native_jars_conf(config: SparkSettings) -> dict[str, str]:

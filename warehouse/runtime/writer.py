@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from warehouse.runtime.errors import RuntimeConfigError
+from warehouse.runtime.gate import BatchGate, GateClosed
 from warehouse.runtime.targets import BatchTargets
 from warehouse.runtime.write_paths import Outcome, WritePaths
 from warehouse.spec.paths import recover_file
@@ -50,6 +52,8 @@ class BatchStats:
     last_batch: int | None = None
     last_version: int | None = None
     batch_seconds: float = 0.0
+    gate_seconds: float = 0.0
+    """Time batches waited for a slot of the run's `BatchGate` before they began."""
     error: BaseException | None = None
     published: int = 0
     notes: list[str] = field(default_factory=list)
@@ -82,6 +86,8 @@ class BatchWriter:
         views: dict[str, str],
         bootstrap: str | None = None,
         session: SparkSession | None = None,
+        gate: BatchGate | None = None,
+        depth: int = 0,
     ) -> None:
         publish = defn.spec.publish
         if publish is not None and not bootstrap:
@@ -104,16 +110,16 @@ class BatchWriter:
         self.paths = WritePaths(
             project=project, defn=defn, engines=engines, views=views, targets=self.targets
         )
+        self.gate = gate
+        self.depth = depth
         self.lock = threading.Lock()
         self.stopping = False
         self.on_batch: Callable[[int], None] | None = None
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        with self.lock:
+        with self._slot(batch_id), self.lock:
             if self.stopping:
-                raise StopRequested(
-                    f"table {self.defn.name}: stop requested before batch {batch_id}"
-                )
+                raise self._stop_requested(batch_id)
             try:
                 self._run(batch_df, batch_id)
             except BaseException as e:
@@ -124,6 +130,23 @@ class BatchWriter:
                 self._restore_active_session()
         if self.on_batch is not None:
             self.on_batch(batch_id)
+
+    def _stop_requested(self, batch_id: int) -> StopRequested:
+        return StopRequested(f"table {self.defn.name}: stop requested before batch {batch_id}")
+
+    @contextmanager
+    def _slot(self, batch_id: int) -> Iterator[None]:
+        """The run's `BatchGate` slot for this batch (none without a gate). Waited for
+        outside `lock`, so a stop is not held up by a batch that has not begun."""
+        if self.gate is None:
+            yield
+            return
+        try:
+            with self.gate.slot(self.depth, cancelled=lambda: self.stopping) as waited:
+                self.stats.gate_seconds += waited
+                yield
+        except GateClosed:
+            raise self._stop_requested(batch_id) from None
 
     def _restore_active_session(self) -> None:
         """Make `session` the process's active session again after a batch.

@@ -116,6 +116,10 @@ class SparkSettings(Settings):
     runs (notebook, `spark-submit`) is used as it is."""
     jars_cache: str | None = None
     """Where the native jars are cached (default `~/.cache/spark-warehouse/jars`)."""
+    concurrent_batches: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
+    """How many micro-batches of a continuous run write at once; a free turn goes to
+    the waiting table deepest in the graph (`warehouse.runtime.gate`). `auto`: the
+    cores of a local master, no limit on any other; 0: no limit."""
 
 
 class WarehouseConfig(Settings):

@@ -1,0 +1,89 @@
+"""How many micro-batches of a continuous run write at once, and which goes next.
+
+Every query of a continuous run is its own Spark thread, and a query whose input has
+new data after each of its batches runs batches back to back. With more such queries
+than cores, the cores are shared by all of them: each batch takes a whole round of
+every query's work, and a record crossing four tables waits for about six rounds
+(docs/architecture.md, "What a continuous run costs"). `BatchGate` lets `slots`
+batches write at once, so a batch runs at the speed of the cores, and gives a free
+slot to the waiting batch deepest in the table graph: a record an upstream table has
+just committed goes on down its path before the next upstream batches start. The
+total work is unchanged; what changes is the order.
+
+Concurrency: `slot` is entered from the query threads of one run (each from inside
+its `foreachBatch` call); one condition guards the counters and the queue.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+
+
+class GateClosed(Exception):
+    """The waiting batch's query is stopping; it never got a slot."""
+
+
+class BatchGate:
+    """At most `slots` batches inside at once; waiters enter deepest first, then in
+    arrival order."""
+
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError(f"a batch gate needs at least one slot, not {slots}")
+        self.slots = slots
+        self._cond = threading.Condition()
+        self._busy = 0
+        self.peak = 0
+        """The most batches inside at once so far."""
+        self._queue: list[tuple[int, int]] = []
+        self._tickets = itertools.count()
+
+    @contextmanager
+    def slot(self, depth: int, *, cancelled: Callable[[], bool] = lambda: False) -> Iterator[float]:
+        """Hold a slot for the body; yields the seconds waited for it. Raises `GateClosed`
+        when `cancelled()` turns true while waiting (checked every 0.1 s)."""
+        ticket = (-depth, next(self._tickets))
+        began = time.monotonic()
+        with self._cond:
+            heapq.heappush(self._queue, ticket)
+            try:
+                while self._busy >= self.slots or self._queue[0] != ticket:
+                    if cancelled():
+                        raise GateClosed
+                    self._cond.wait(0.1)
+            except BaseException:
+                self._queue.remove(ticket)
+                heapq.heapify(self._queue)
+                self._cond.notify_all()
+                raise
+            heapq.heappop(self._queue)
+            self._busy += 1
+            self.peak = max(self.peak, self._busy)
+            self._cond.notify_all()  # the next in line may take another free slot
+        try:
+            yield time.monotonic() - began
+        finally:
+            with self._cond:
+                self._busy -= 1
+                self._cond.notify_all()
+
+
+def depths(upstream: Mapping[str, list[str]]) -> dict[str, int]:
+    """Each table's depth in the graph: 0 without an upstream table, else one more than
+    its deepest upstream (`upstream` maps every table to the tables it reads)."""
+    found: dict[str, int] = {}
+
+    def depth(name: str, seen: tuple[str, ...] = ()) -> int:
+        if name not in found:
+            ups = [u for u in upstream.get(name, []) if u in upstream and u not in seen]
+            found[name] = 1 + max((depth(u, (*seen, name)) for u in ups), default=-1)
+        return found[name]
+
+    for name in upstream:
+        depth(name)
+    return found
