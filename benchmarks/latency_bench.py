@@ -238,6 +238,20 @@ def main() -> int:
         "its own broker and warehouse root (`python,native`); default: what the "
         "project's conf says (`auto`)",
     )
+    parser.add_argument(
+        "--concurrent-batches",
+        default=None,
+        help="the project's `spark.concurrent_batches` for this run (`auto`, or a number; "
+        "0: no limit)",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting over the project's conf for this run's session "
+        "(`spark.driver.memory=3g`); repeatable",
+    )
     args = parser.parse_args()
     engines = args.engines.split(",") if args.engines else [None]
     results = [(engine, run_case(args, engine)) for engine in engines]
@@ -280,7 +294,9 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
     if bootstrap is None:
         broker = BrokerProcess(work / "broker").start()
         bootstrap = broker.bootstrap
-    overrides = {} if engine is None else {"engines": {"kafka": engine, "delta": engine}}
+    overrides: dict = {} if engine is None else {"engines": {"kafka": engine, "delta": engine}}
+    if args.concurrent_batches is not None:
+        overrides["spark__concurrent_batches"] = args.concurrent_batches
     print(f"\n== engines: {engine or 'as the conf says'} ==", flush=True)
     try:
         repo = REPO if args.copies <= 1 else project_copies(REPO, work / "project", args.copies)
@@ -288,6 +304,9 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             repo, warehouse_root=str(work / "wh"), kafka={"bootstrap": bootstrap}, **overrides
         )
         set_triggers(project, args.trigger, args.off_path_trigger)
+        for setting in args.conf:
+            key, _, value = setting.partition("=")
+            project.config.spark.conf[key] = value
         if os.environ.get("BENCH_JAVA_OPTIONS"):
             project.config.spark.conf["spark.driver.extraJavaOptions"] = os.environ[
                 "BENCH_JAVA_OPTIONS"
@@ -392,6 +411,13 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             w.stop.set()
             w.join(timeout=30)
         report_cpu(len(pipeline.names), idle, busy)
+        gate = pipeline.gate
+        print(
+            "batches writing at once: no limit (`spark.concurrent_batches` 0)"
+            if gate is None
+            else f"batches writing at once: at most {gate.slots}, deepest table first "
+            "(addBatch below includes the wait for a turn)"
+        )
         print(breakdown)
         return report(sent, table_w.seen, topic_w.seen, args)
     finally:
