@@ -20,7 +20,7 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 
 
@@ -41,34 +41,80 @@ class BatchGate:
         self.peak = 0
         """The most batches inside at once so far."""
         self._queue: list[tuple[int, int]] = []
+        self._held: dict[Hashable, float] = {}
+        """Turns `reserve` keeps for a query's next batch, until when."""
         self._tickets = itertools.count()
 
     @contextmanager
-    def slot(self, depth: int, *, cancelled: Callable[[], bool] = lambda: False) -> Iterator[float]:
+    def slot(
+        self,
+        depth: int,
+        *,
+        cancelled: Callable[[], bool] = lambda: False,
+        key: Hashable | None = None,
+    ) -> Iterator[float]:
         """Hold a slot for the body; yields the seconds waited for it. Raises `GateClosed`
-        when `cancelled()` turns true while waiting (checked every 0.1 s)."""
-        ticket = (-depth, next(self._tickets))
+        when `cancelled()` turns true while waiting (checked every 0.1 s). A turn that
+        `reserve` kept for `key` is taken without waiting."""
         began = time.monotonic()
         with self._cond:
-            heapq.heappush(self._queue, ticket)
-            try:
-                while self._busy >= self.slots or self._queue[0] != ticket:
-                    if cancelled():
-                        raise GateClosed
-                    self._cond.wait(0.1)
-            except BaseException:
-                self._queue.remove(ticket)
-                heapq.heapify(self._queue)
-                self._cond.notify_all()
-                raise
-            heapq.heappop(self._queue)
-            self._busy += 1
-            self.peak = max(self.peak, self._busy)
-            self._cond.notify_all()  # the next in line may take another free slot
+            self._expire()
+            if key is None or self._held.pop(key, None) is None:
+                self._enter(depth, cancelled)
         try:
             yield time.monotonic() - began
         finally:
             with self._cond:
+                self._busy -= 1
+                self._cond.notify_all()
+
+    def reserve(
+        self,
+        key: Hashable,
+        depth: int,
+        *,
+        cancelled: Callable[[], bool] = lambda: False,
+        hold: float = 1.0,
+    ) -> bool:
+        """Wait for a turn as `slot` does and keep it for `key`'s next `slot` for `hold`
+        seconds, then give it back. A query asks for its next batch's turn at the end of
+        a batch, before Spark fixes the next batch's offsets, so what arrives while it
+        waits is in that batch. False when `cancelled()` turned true while waiting."""
+        with self._cond:
+            self._expire()
+            try:
+                self._enter(depth, cancelled)
+            except GateClosed:
+                return False
+            self._held[key] = time.monotonic() + hold
+        return True
+
+    def _enter(self, depth: int, cancelled: Callable[[], bool]) -> None:
+        """Queue at `depth` and wait for a free slot; `_cond` held."""
+        ticket = (-depth, next(self._tickets))
+        heapq.heappush(self._queue, ticket)
+        try:
+            while self._busy >= self.slots or self._queue[0] != ticket:
+                if cancelled():
+                    raise GateClosed
+                self._cond.wait(0.1)
+                self._expire()
+        except BaseException:
+            self._queue.remove(ticket)
+            heapq.heapify(self._queue)
+            self._cond.notify_all()
+            raise
+        heapq.heappop(self._queue)
+        self._busy += 1
+        self.peak = max(self.peak, self._busy)
+        self._cond.notify_all()  # the next in line may take another free slot
+
+    def _expire(self) -> None:
+        """Give back the kept turns whose query did not come for them; `_cond` held."""
+        now = time.monotonic()
+        for key, until in list(self._held.items()):
+            if until <= now:
+                del self._held[key]
                 self._busy -= 1
                 self._cond.notify_all()
 

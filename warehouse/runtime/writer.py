@@ -73,7 +73,9 @@ class BatchWriter:
     Concurrency: Spark calls it one batch at a time from the query thread; the
     runner takes `lock` to wait for a running batch to finish before it stops
     the query, and sets `stopping` so that a batch starting after that fails
-    without writing.
+    without writing. With a `gate` (a continuous run's `BatchGate`, shared by its
+    queries) a batch writes inside one of its turns, waited for outside `lock`; a
+    table at depth 0 asks for its next batch's turn when a batch ends.
     """
 
     def __init__(
@@ -130,6 +132,11 @@ class BatchWriter:
                 self._restore_active_session()
         if self.on_batch is not None:
             self.on_batch(batch_id)
+        if self.gate is not None and self.depth == 0:
+            # A table without an upstream table waits longest for a turn (the lowest
+            # priority), and Spark fixes a batch's offsets before calling us: asking for
+            # the next batch's turn now puts what arrives while it waits in that batch.
+            self.gate.reserve(self, self.depth, cancelled=lambda: self.stopping)
 
     def _stop_requested(self, batch_id: int) -> StopRequested:
         return StopRequested(f"table {self.defn.name}: stop requested before batch {batch_id}")
@@ -142,7 +149,7 @@ class BatchWriter:
             yield
             return
         try:
-            with self.gate.slot(self.depth, cancelled=lambda: self.stopping) as waited:
+            with self.gate.slot(self.depth, cancelled=lambda: self.stopping, key=self) as waited:
                 self.stats.gate_seconds += waited
                 yield
         except GateClosed:

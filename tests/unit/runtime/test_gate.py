@@ -148,3 +148,30 @@ def test_depths_follow_the_longest_path() -> None:
         "ads": 3,
     }
     assert set(found) == set(upstream)  # a cycle (refused by the loader) does not recurse forever
+
+
+def test_a_reserved_turn_is_kept_for_its_query_then_given_back() -> None:
+    gate = BatchGate(1)
+    mine, other = object(), object()
+    assert gate.reserve(mine, 0, hold=5.0)
+    order: list[str] = []
+    waiter = _Waiter(gate, 3, order, "deep")  # deeper, but the turn is kept for `mine`
+    waiter.start()
+    _wait_until(lambda: _queued(gate) == 1)
+    with gate.slot(0, key=mine) as waited:
+        assert waited < 1.0
+        assert order == []
+    _wait_until(lambda: order == ["deep"])
+    waiter.release.set()
+    waiter.join(5)
+    # Not taken in time: the kept turn goes back to the next waiter.
+    assert gate.reserve(mine, 0, hold=0.3)
+    late = _Waiter(gate, 0, order, "late")
+    late.start()
+    _wait_until(lambda: order == ["deep", "late"])
+    late.release.set()
+    late.join(5)
+    # Another query's key does not take it.
+    assert gate.reserve(mine, 0, hold=5.0)
+    assert not gate.reserve(other, 0, cancelled=lambda: True)
+    assert gate._busy == 1 and _queued(gate) == 0
