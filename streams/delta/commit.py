@@ -25,7 +25,15 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from streams.delta import _schema
 from streams.delta._faults import crash_point
 from streams.delta.errors import DeltaWriteError
-from streams.delta.target import CDF_CONFIGURATION, DeltaTarget, commit_properties
+from streams.delta.target import (
+    APP_KEY,
+    BATCH_KEY,
+    CDF_CONFIGURATION,
+    DeltaTarget,
+    commit_properties,
+    recorded_info,
+    recorded_value,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +50,8 @@ def load_table(path: str) -> DeltaTable | None:
 
 
 def committed(target: DeltaTarget, batch_id: int) -> bool:
-    """Whether `write_batch` would skip this batch: the table's app transaction of
-    `target.app_id` is at `batch_id` or later (embedded engine)."""
+    """Whether `write_batch` would skip this batch: the table already has batch
+    `batch_id` (or a later one) of `target.app_id`."""
     return _committed_at(load_table(target.path), target, batch_id) is not None
 
 
@@ -52,7 +60,7 @@ def already_committed(table: DeltaTable | None, target: DeltaTarget, batch_id: i
     done = _committed_at(table, target, batch_id)
     if done is not None:
         logger.info(
-            "Delta table %s: batch %d of app `%s` already committed (txn version %d); skipping",
+            "Delta table %s: batch %d of app `%s` already committed (as batch %d); skipping",
             target.name,
             batch_id,
             target.app_id,
@@ -61,11 +69,41 @@ def already_committed(table: DeltaTable | None, target: DeltaTarget, batch_id: i
     return done is not None
 
 
+_NEWEST_COMMITS = (8, 64)
+"""How many of the table's newest commits `_last_recorded_batch` reads for the writer's
+own, first and at most. Between a batch's commit and its replay only maintenance (an
+OPTIMIZE, a VACUUM) or another writer commits to the table."""
+
+
 def _committed_at(table: DeltaTable | None, target: DeltaTarget, batch_id: int) -> int | None:
-    """The app transaction version of `target.app_id` in `table` when it covers
-    `batch_id` (the batch is already in the table), else None."""
-    done = None if table is None else table.transaction_version(target.app_id)
+    """The last batch of `target.app_id` in `table` when it covers `batch_id` (the batch is
+    already in the table), else None. Two records tell: the app transaction (the Python
+    engine's commits and the native engine's MERGEs carry one), and the batch in the
+    commit info of the writer's newest commit (the native engine's appends carry no app
+    transaction: delta-spark reads the table's whole state to check one,
+    docs/architecture.md, "Exactly-once")."""
+    if table is None:
+        return None
+    done = table.transaction_version(target.app_id)
+    if done is None or done < batch_id:
+        done = _last_recorded_batch(table, target.app_id)
     return done if done is not None and done >= batch_id else None
+
+
+def _last_recorded_batch(table: DeltaTable, app_id: str) -> int | None:
+    """The batch recorded by `app_id`'s newest commit among the table's newest
+    `_NEWEST_COMMITS`, or None."""
+    read = 0
+    for limit in _NEWEST_COMMITS:
+        history = table.history(limit)
+        for commit in history[read:]:
+            info = recorded_info(commit)
+            if info.get(APP_KEY) == app_id and BATCH_KEY in info:
+                return int(recorded_value(info[BATCH_KEY]))
+        if len(history) < limit:
+            return None
+        read = len(history)
+    return None
 
 
 def after_commit(target: DeltaTarget, batch_id: int, version: int | None) -> None:

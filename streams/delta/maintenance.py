@@ -22,12 +22,10 @@ from deltalake.exceptions import TableNotFoundError
 
 from streams.delta._files import STAGING_DIR
 from streams.delta.errors import DeltaTableNotFoundError
+from streams.delta.target import BATCH_KEY, OFFSETS_KEY, TABLE_KEY, recorded_info, recorded_value
 
 logger = logging.getLogger(__name__)
 
-OFFSETS_KEY = "warehouse.sourceOffsets"
-BATCH_KEY = "warehouse.batchId"
-TABLE_KEY = "warehouse.table"
 LOG_DIR = "_delta_log"
 
 
@@ -42,27 +40,6 @@ def _open(path: str | Path, what: str) -> DeltaTable:
         ) from e
 
 
-def _json_value(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
-
-
-def _native_info(commit: dict[str, Any]) -> dict[str, Any]:
-    """Commit info as the sink wrote it: delta-rs keeps keys top level; the native engine
-    stores them as JSON in `userMetadata`."""
-    meta = commit.get("userMetadata")
-    if isinstance(meta, str) and meta.startswith("{"):
-        try:
-            return {**json.loads(meta), **commit}
-        except json.JSONDecodeError:
-            return commit
-    return commit
-
-
 def recorded_offsets(path: str | Path, table: str | None = None) -> dict | None:
     """The source end offsets of the newest commit that recorded them (and, if `table` is
     given, was written for that table); None when no commit has them."""
@@ -71,12 +48,12 @@ def recorded_offsets(path: str | Path, table: str | None = None) -> dict | None:
     while True:
         history = dt.history(limit)
         for commit in history:
-            info = _native_info(commit)
+            info = recorded_info(commit)
             if OFFSETS_KEY not in info:
                 continue
             if table is not None and info.get(TABLE_KEY) not in (None, table):
                 continue
-            return _json_value(info[OFFSETS_KEY])
+            return recorded_value(info[OFFSETS_KEY])
         if len(history) < limit:
             return None
         limit *= 4
@@ -91,8 +68,8 @@ def table_info(path: str | Path) -> dict[str, Any]:
     adds = pa.table(dt.get_add_actions(flatten=True))
     counts = adds.column("num_records").to_pylist() if adds.num_rows else []
     rows = None if any(c is None for c in counts) else sum(counts)
-    last = _native_info(dt.history(1)[0])
-    batch = _json_value(last.get(BATCH_KEY)) if BATCH_KEY in last else None
+    last = recorded_info(dt.history(1)[0])
+    batch = recorded_value(last.get(BATCH_KEY)) if BATCH_KEY in last else None
     return {
         "path": str(path),
         "version": dt.version(),
@@ -105,7 +82,7 @@ def table_info(path: str | Path) -> dict[str, Any]:
             "operation": last.get("operation"),
             "batch_id": batch,
             "table": last.get(TABLE_KEY),
-            "offsets": _json_value(last[OFFSETS_KEY]) if OFFSETS_KEY in last else None,
+            "offsets": recorded_value(last[OFFSETS_KEY]) if OFFSETS_KEY in last else None,
         },
     }
 

@@ -2,9 +2,10 @@
 (delta-spark jars); `streams.delta.engine.NativeDelta` is its face.
 
 Only usable where the JVM has `io.delta.tables.DeltaTable` (Databricks, a cluster
-started with delta-spark); `native_delta_available(spark)` tells. Appends use Delta's
-idempotent writes (`txnAppId`/`txnVersion`), merges the delta-spark Python API, and
-the commit info goes to `userMetadata` as JSON (`recorded_offsets` reads both forms).
+started with delta-spark); `native_delta_available(spark)` tells. The commit info goes
+to `userMetadata` as JSON (`recorded_offsets` reads both forms), with the writer and the
+batch. An append is skipped when the newest commit of its writer has its batch (read by
+delta-rs), merges use Delta's idempotent DML (`txnAppId`/`txnVersion`).
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from pyspark.sql import functions as F
 from streams.delta._faults import crash_point
 from streams.delta._files import CODEC, ZSTD_LEVEL
 from streams.delta._schema import arrow_schema
-from streams.delta.commit import committed, load_table
+from streams.delta.commit import already_committed, committed, load_table
 from streams.delta.errors import DeltaWriteError, NativeEngineUnavailableError
 from streams.delta.native_maintenance import optimize_native
 from streams.delta.scd2 import ACTION, plan_batch
 from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
 from streams.delta.sink import DELETE_FLAG, dedupe_changes
-from streams.delta.target import DeltaTarget
+from streams.delta.target import DeltaTarget, batch_commit_info
 from streams.delta.tombstones import keep_after_tombstones_spark, record_tombstones
 
 logger = logging.getLogger(__name__)
@@ -68,18 +69,23 @@ def write_batch_native(
     *,
     commit_info: Mapping[str, Any] | None = None,
 ) -> int | None:
-    """Write one micro-batch with delta-spark; the new version, or None when Delta's app
-    transaction shows the batch is in already (a replay after a crash)."""
+    """Write one micro-batch with delta-spark; the new version, or None when the table
+    shows the batch is in already (a replay after a crash)."""
     spark = df.sparkSession
     _require(spark, target.path)
 
-    before = _version(target.path)
-    user_meta = json.dumps(dict(commit_info or {}), sort_keys=True)
+    table = load_table(target.path)
+    before = None if table is None else table.version()
+    user_meta = json.dumps(batch_commit_info(target, batch_id, commit_info), sort_keys=True)
     if target.mode == "append":
+        if already_committed(table, target, batch_id):
+            return None
         _append(df, batch_id, target, user_meta)
+        if _version(target.path) == before:  # an empty batch: Delta committed nothing
+            _record_if_skipped(df, batch_id, target, user_meta)
     elif target.mode == "upsert":
         _upsert(df, batch_id, target, user_meta)
-    elif committed(target, batch_id):
+    elif already_committed(table, target, batch_id):
         return None
     else:
         _scd2(df, batch_id, target, user_meta, commit_info)
@@ -105,16 +111,19 @@ def _version(path: str) -> int | None:
     return None if table is None else table.version()
 
 
-def _writer(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> Any:
-    """An idempotent append: Delta skips it when `txnAppId` has `txnVersion` already.
-    The change data feed is on for every table this engine creates, as on the Python
-    engine, so `read: changes` works downstream whichever engine wrote the table."""
+def _writer(
+    df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str, *, txn: bool
+) -> Any:
+    """An append recording the batch in `userMetadata`; with `txn`, also Delta's app
+    transaction (`txnAppId`/`txnVersion`), which makes Delta skip it when the table has
+    the batch already. The change data feed is on for every table this engine creates,
+    as on the Python engine, so `read: changes` works downstream whichever engine wrote
+    the table."""
+    writer = df.write.format("delta").mode("append")
+    if txn:
+        writer = writer.option("txnAppId", target.app_id).option("txnVersion", int(batch_id))
     writer = (
-        df.write.format("delta")
-        .mode("append")
-        .option("txnAppId", target.app_id)
-        .option("txnVersion", int(batch_id))
-        .option("mergeSchema", "true")
+        writer.option("mergeSchema", "true")
         .option("userMetadata", user_meta)
         .option("delta.enableChangeDataFeed", "true")
     )
@@ -124,8 +133,12 @@ def _writer(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -
 
 
 def _append(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> None:
+    """A batch's append, after `write_batch_native` found it is not in the table yet.
+    Without an app transaction: delta-spark checks one by reading the table's whole
+    state (three Spark jobs and about 0.8 s of CPU a batch on a small table); the batch
+    and the writer in `userMetadata` are what a replay is recognised by."""
     crash_point("before_commit")
-    writer = _writer(df, batch_id, target, user_meta)
+    writer = _writer(df, batch_id, target, user_meta, txn=False)
     with _parquet_settings(df, target) as codec:
         if codec is not None:
             writer = writer.option("compression", codec)
@@ -290,13 +303,14 @@ def _scd2(
 
 
 def _record_if_skipped(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> None:
-    """A MERGE that changes no row commits nothing, and so records no app transaction;
-    an empty idempotent append then records the batch (and its offsets) in the log."""
+    """A MERGE that changes no row commits nothing, nor does an append of no rows without
+    an app transaction; an empty idempotent append (which Delta commits for its app
+    transaction) then records the batch (and its offsets) in the log."""
     if committed(target, batch_id):
         return
     spark = df.sparkSession
     empty = spark.read.format("delta").load(target.path).limit(0)
-    _writer(empty, batch_id, target, user_meta).save(target.path)
+    _writer(empty, batch_id, target, user_meta, txn=True).save(target.path)
 
 
 def read_delta_stream_native(

@@ -23,6 +23,13 @@ DEFAULT_TOMBSTONE_RETENTION_S = 7 * 24 * 3600.0
 INTERNAL_COLUMNS: tuple[str, ...] = ("_op", "_deleted")
 """Change-marker columns an upsert consumes and does not store (a delete marker is not data)."""
 
+# Keys of the commit info every batch's commit records (`commit_properties`, the native
+# engine's `userMetadata`).
+OFFSETS_KEY = "warehouse.sourceOffsets"
+BATCH_KEY = "warehouse.batchId"
+TABLE_KEY = "warehouse.table"
+APP_KEY = "warehouse.appId"
+
 
 @dataclass(frozen=True)
 class DeltaTarget:
@@ -122,9 +129,40 @@ def commit_properties(
     """
     custom = {
         k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)
-        for k, v in (commit_info or {}).items()
+        for k, v in batch_commit_info(target, batch_id, commit_info).items()
     }
     return CommitProperties(
         app_transactions=[Transaction(target.app_id, int(batch_id))],
         custom_metadata=custom,
     )
+
+
+def batch_commit_info(
+    target: DeltaTarget, batch_id: int, commit_info: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """`commit_info` with the writer and the batch added: both engines record them in
+    every batch's commit, so a replay is recognised from the log's newest commit
+    (`streams.delta.commit.committed`) whether or not the commit has an app transaction."""
+    return {**(commit_info or {}), APP_KEY: target.app_id, BATCH_KEY: int(batch_id)}
+
+
+def recorded_info(commit: Mapping[str, Any]) -> dict[str, Any]:
+    """A commit's info (an entry of delta-rs `history()`) as the sink wrote it: delta-rs
+    keeps its keys top level; the native engine stores them as JSON in `userMetadata`."""
+    meta = commit.get("userMetadata")
+    if isinstance(meta, str) and meta.startswith("{"):
+        try:
+            return {**json.loads(meta), **commit}
+        except json.JSONDecodeError:
+            return dict(commit)
+    return dict(commit)
+
+
+def recorded_value(value: Any) -> Any:
+    """A commit-info value as written: non-string values are stored as JSON text."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value

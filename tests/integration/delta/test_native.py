@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import Row
 
 from streams.delta import (
     DeltaTarget,
+    delta_engine,
     read_delta_stream,
     read_table,
     recorded_offsets,
@@ -30,6 +32,33 @@ def test_native_append_is_idempotent_and_records_offsets(spark, tmp_path: Path, 
     assert write_batch(df, 0, target, commit_info=info) is None  # a replay
     assert spark.read.format("delta").load(target.path).count() == 2
     assert recorded_offsets(target.path) == {"t": {"0": 2}}
+
+
+def test_a_replay_is_recognised_from_the_writers_newest_commit(spark, tmp_path: Path) -> None:
+    """A native append carries no app transaction (delta-spark would read the table's
+    whole state to check one); the writer and batch in its commit info make a replay a
+    no-op on either engine, a maintenance commit in between changes nothing, and a new
+    writer's batch 0 (a new checkpoint) is not taken for a replay of the old one's."""
+    native = DeltaTarget(str(tmp_path / "t"), app_id="a:q", engine="native")
+    python = DeltaTarget(native.path, app_id="a:q", engine="python")
+    df = spark.createDataFrame([Row(id=1), Row(id=2)])
+    assert write_batch(df, 0, native) == 0
+    assert write_batch(df, 1, native) == 1
+    assert DeltaTable(native.path).transaction_version("a:q") is None
+    assert write_batch(df, 1, python) is None
+    assert write_batch(df, 1, native) is None
+    delta_engine("native").optimize(spark, native.path)
+    assert write_batch(df, 0, native) is None and write_batch(df, 1, python) is None
+    assert spark.read.format("delta").load(native.path).count() == 4
+
+    assert write_batch(df.limit(0), 2, native) == 3  # an empty batch is recorded too
+    assert write_batch(df, 2, python) is None
+
+    fresh = DeltaTarget(native.path, app_id="a:q2", engine="native")
+    assert write_batch(df, 0, fresh) == 4
+    assert write_batch(df, 1, native) is None  # the first writer's batches stay recognised
+    assert write_batch(df, 3, native) == 5
+    assert spark.read.format("delta").load(native.path).count() == 8
 
 
 def _changes(spark, path: str, engine: str, ckpt: Path) -> list[Row]:

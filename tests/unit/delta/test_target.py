@@ -25,9 +25,14 @@ def test_bad_targets_name_the_option_and_path(kwargs: dict, option: str) -> None
     assert "`/t/orders`" in str(info.value)
 
 
-def test_commit_properties_carry_the_txn_and_json_metadata() -> None:
+def test_commit_properties_carry_the_txn_writer_batch_and_json_metadata() -> None:
     t = DeltaTarget("/t/x", app_id="x:q1", keys=["k"], mode="upsert")
     props = commit_properties(t, 7, {"warehouse.sourceOffsets": {"t": {"0": 5}}, "b": "s"})
     assert [(x.app_id, x.version) for x in props.app_transactions] == [("x:q1", 7)]
-    assert props.custom_metadata == {"warehouse.sourceOffsets": '{"t": {"0": 5}}', "b": "s"}
+    assert props.custom_metadata == {
+        "warehouse.sourceOffsets": '{"t": {"0": 5}}',
+        "b": "s",
+        "warehouse.appId": "x:q1",
+        "warehouse.batchId": "7",
+    }
     assert t.keys == ("k",)
