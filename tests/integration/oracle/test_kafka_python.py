@@ -103,12 +103,14 @@ def _shared_assignment(
     a group inside poll(), so one thread polling both can starve a rebalance), until
     together they hold every partition once."""
     members = [_consumer(bootstrap, group) for _ in range(2)]
-    # Each member learns the topic's partitions before it joins. Otherwise the leader
-    # may assign without them and rejoin once its metadata arrives; in that second
-    # rebalance kafka-python 3.0.12's leader can drop its own SyncGroup answer and stop
-    # heartbeating (seen on the bundled broker, which answers within a millisecond),
-    # leaving the other member with every partition after a session timeout.
+    # Each member subscribes, then learns the topic's partitions, before it joins.
+    # kafka-python 3.0.12 snapshots a subscription's partitions only from a metadata
+    # update that arrives while subscribed; a leader whose snapshot is still empty
+    # assigns, sees the partitions arrive, and rejoins: one more rebalance, during
+    # which its LeaveGroup at close waits behind its pending JoinGroup for the 30 s
+    # request timeout, on either broker.
     for m in members:
+        m.subscribe([topic])
         assert m.partitions_for_topic(topic) == set(range(partitions))
     done = threading.Event()
 
@@ -118,8 +120,6 @@ def _shared_assignment(
 
     threads = [threading.Thread(target=run, args=(m,), daemon=True) for m in members]
     try:
-        for m in members:
-            m.subscribe([topic])
         for t in threads:
             t.start()
         deadline = time.monotonic() + 30
