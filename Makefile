@@ -17,15 +17,14 @@ demo: install
 	$(BIN)/warehouse demo
 
 # The whole suite runs as two pytest processes side by side: the crash tests (20+ lives
-# of a child process per engine, each a fresh Spark start-up) and the standalone-cluster
-# tests in one, everything else in the other. Every test JVM runs C1-only with the serial
-# collector (tests/conftest.py), Python workers import the compiled pyspark
-# (warehouse/runtime/spark_home.py). On 2 cores and nothing else running, `.ci/run` on a
-# fresh clone took 24 min 45 s on 2026-11-25: 827 tests in 24:02 beside the crash +
-# cluster process's 9 in 18:42, then the linters. Each process prints its slowest tests.
-# The second process's output is printed when both are done; the target fails if either
-# does. PYTEST_ARGS given: one pytest process with exactly those arguments.
-SIDE_TESTS := tests/integration/crash tests/integration/cluster
+# of a child process per engine, each a fresh Spark start-up), the standalone-cluster
+# tests and the continuous demo in one, everything else in the other. Every test JVM
+# runs C1-only with the serial collector (tests/conftest.py), Python workers import the
+# compiled pyspark (warehouse/runtime/spark_home.py). Each process prints its slowest
+# tests and the time it took; the second process's output is printed when both are
+# done, and the target fails if either does. PYTEST_ARGS given: one pytest process with
+# exactly those arguments.
+SIDE_TESTS := tests/integration/crash tests/integration/cluster tests/integration/demo/test_continuous.py
 
 test: install
 	@scripts/ensure-test-tools.sh
