@@ -81,8 +81,6 @@ def write_batch_native(
         if already_committed(table, target, batch_id):
             return None
         _append(df, batch_id, target, user_meta)
-        if _version(target.path) == before:  # an empty batch: Delta committed nothing
-            _record_if_skipped(df, batch_id, target, user_meta)
     elif target.mode == "upsert":
         _upsert(df, batch_id, target, user_meta)
     elif already_committed(table, target, batch_id):
@@ -90,6 +88,10 @@ def write_batch_native(
     else:
         _scd2(df, batch_id, target, user_meta, commit_info)
     after = _version(target.path)
+    if after == before and target.mode == "append":
+        # an append of no rows: Delta committed nothing, the batch is recorded by itself
+        _record_if_skipped(df, batch_id, target, user_meta)
+        after = _version(target.path)
     if after == before:
         logger.info(
             "Delta table %s: batch %d of app `%s` already committed; skipped",
