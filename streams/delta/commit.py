@@ -31,7 +31,7 @@ from streams.delta.target import (
     CDF_CONFIGURATION,
     DeltaTarget,
     commit_properties,
-    recorded_info,
+    newest_recorded,
     recorded_value,
 )
 
@@ -93,16 +93,9 @@ def _committed_at(table: DeltaTable | None, target: DeltaTarget, batch_id: int) 
 def _last_recorded_batch(table: DeltaTable, app_id: str) -> int | None:
     """The batch recorded by `app_id`'s newest commit among the table's newest
     `_NEWEST_COMMITS`, or None."""
-    read = 0
-    for limit in _NEWEST_COMMITS:
-        history = table.history(limit)
-        for commit in history[read:]:
-            info = recorded_info(commit)
-            if info.get(APP_KEY) == app_id and BATCH_KEY in info:
-                return int(recorded_value(info[BATCH_KEY]))
-        if len(history) < limit:
-            return None
-        read = len(history)
+    for info in newest_recorded(table, _NEWEST_COMMITS):
+        if info.get(APP_KEY) == app_id and BATCH_KEY in info:
+            return int(recorded_value(info[BATCH_KEY]))
     return None
 
 

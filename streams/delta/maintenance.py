@@ -7,6 +7,7 @@ recovery need only the table itself.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -22,7 +23,14 @@ from deltalake.exceptions import TableNotFoundError
 
 from streams.delta._files import STAGING_DIR
 from streams.delta.errors import DeltaTableNotFoundError
-from streams.delta.target import BATCH_KEY, OFFSETS_KEY, TABLE_KEY, recorded_info, recorded_value
+from streams.delta.target import (
+    BATCH_KEY,
+    OFFSETS_KEY,
+    TABLE_KEY,
+    newest_recorded,
+    recorded_info,
+    recorded_value,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -44,19 +52,13 @@ def recorded_offsets(path: str | Path, table: str | None = None) -> dict | None:
     """The source end offsets of the newest commit that recorded them (and, if `table` is
     given, was written for that table); None when no commit has them."""
     dt = _open(path, "read recorded offsets from")
-    limit = 64
-    while True:
-        history = dt.history(limit)
-        for commit in history:
-            info = recorded_info(commit)
-            if OFFSETS_KEY not in info:
-                continue
-            if table is not None and info.get(TABLE_KEY) not in (None, table):
-                continue
-            return recorded_value(info[OFFSETS_KEY])
-        if len(history) < limit:
-            return None
-        limit *= 4
+    for info in newest_recorded(dt, (64 * 4**i for i in itertools.count())):
+        if OFFSETS_KEY not in info:
+            continue
+        if table is not None and info.get(TABLE_KEY) not in (None, table):
+            continue
+        return recorded_value(info[OFFSETS_KEY])
+    return None
 
 
 def table_info(path: str | Path) -> dict[str, Any]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from deltalake import CommitProperties, Transaction
+from deltalake import CommitProperties, DeltaTable, Transaction
 
 from streams.delta.errors import DeltaConfigError
 
@@ -156,6 +156,21 @@ def recorded_info(commit: Mapping[str, Any]) -> dict[str, Any]:
         except json.JSONDecodeError:
             return dict(commit)
     return dict(commit)
+
+
+def newest_recorded(table: DeltaTable, windows: Iterable[int]) -> Iterator[dict[str, Any]]:
+    """The recorded info (`recorded_info`) of the table's commits, newest first, read
+    from the log in growing windows: the newest `windows[0]` commits, then those up to
+    the next window's size, ...; the iteration ends at the table's first commit or
+    after the last window. A caller that stops early reads only the windows it needed."""
+    read = 0
+    for limit in windows:
+        history = table.history(limit)
+        for commit in history[read:]:
+            yield recorded_info(commit)
+        if len(history) < limit:
+            return
+        read = len(history)
 
 
 def recorded_value(value: Any) -> Any:

@@ -21,6 +21,7 @@ from streams.delta import (
 )
 from streams.delta._schema import new_columns
 from streams.delta.arrow import read_table
+from streams.delta.target import newest_recorded
 
 
 def _write(path: Path, rows: list[int], batch: int, info: dict | None) -> None:
@@ -40,6 +41,25 @@ def test_recorded_offsets_skip_commits_without_them(tmp_path: Path) -> None:
     assert recorded_offsets(tmp_path) == {"t": {"0": 3}}
     assert recorded_offsets(tmp_path, table="a") == {"t": {"0": 3}}
     assert recorded_offsets(tmp_path, table="b") == {"t": {"0": 2}}
+
+
+def test_recorded_offsets_are_found_past_the_first_window_of_history(tmp_path: Path) -> None:
+    """The offsets of a commit 70 versions back: beyond the 64 newest commits read first."""
+    _write(tmp_path, [0], 0, {"warehouse.sourceOffsets": {"t": {"0": 1}}})
+    for b in range(1, 71):
+        _write(tmp_path, [b], b, None)
+    assert recorded_offsets(tmp_path) == {"t": {"0": 1}}
+    assert recorded_offsets(tmp_path, table="other") == {"t": {"0": 1}}  # no table recorded
+
+
+def test_newest_recorded_reads_newest_first_within_the_windows(tmp_path: Path) -> None:
+    for b in range(12):
+        _write(tmp_path, [b], b, None)
+    dt = DeltaTable(str(tmp_path))
+    batches = [info["warehouse.batchId"] for info in newest_recorded(dt, (3, 10))]
+    assert [int(b) for b in batches] == list(range(11, 1, -1))  # ten commits, no repeats
+    everything = [int(i["warehouse.batchId"]) for i in newest_recorded(dt, (5, 100, 1000))]
+    assert everything == list(range(11, -1, -1))
 
 
 def test_table_info_counts_rows_from_stats(tmp_path: Path) -> None:
