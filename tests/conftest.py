@@ -8,7 +8,9 @@ tables under `tmp_path`.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,9 +26,20 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # than they return there: C1 alone and the serial collector took 14% off the wall time of
 # a crash-child life and of the Kafka + CLI tests. The `java` launcher reads this variable
 # (JDK 9+) and notes it on stderr; a value set by the caller wins.
-os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# Their temporary files (Spark's local dirs, block managers and artifacts, the native
+# libraries snappy and lz4 unpack) go to a directory of this run, removed when it ends:
+# a JVM killed by a crash test never deletes its own, and /tmp kept gigabytes of them.
+_JVM_TMP = tempfile.mkdtemp(prefix="warehouse-tests-jvm-")
+os.environ.setdefault(
+    "JDK_JAVA_OPTIONS",
+    f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.io.tmpdir={_JVM_TMP}",
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_JVM_TMP, ignore_errors=True)
 
 # Apache Kafka, the oracle of tests/integration/oracle: `apache_kafka`, `apache_kafka_cluster`.
 pytest_plugins = ["tests.support.apache_kafka"]
