@@ -61,9 +61,11 @@ NOT_NULL = (
 )
 
 
-def produce(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> None:
+def produce(
+    bootstrap: str, topic: str, records: int, size: int, partitions: int, *, clean: bool = False
+) -> None:
     """`records` records, record `i` to partition `i % partitions` (so its offset there is
-    `i // partitions`), key `i`."""
+    `i // partitions`), key `i`; with `clean`, none cut off and none with a null id."""
     from confluent_kafka import Producer
 
     from streams.kafka import ensure_topic
@@ -88,7 +90,7 @@ def produce(bootstrap: str, topic: str, records: int, size: int, partitions: int
             failed.append(err.str())
 
     for i in range(records):
-        at = i % BAD_EVERY
+        at = -1 if clean else i % BAD_EVERY
         oid = "null" if at == NULL_AT else str(i)
         value = (
             f'{{"order_id":{oid},"user_id":{i % 9973},"amount":{(i % 10000) / 100},'
