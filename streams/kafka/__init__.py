@@ -29,7 +29,14 @@ from streams.kafka.errors import (
 from streams.kafka.offsets import OffsetRange
 from streams.kafka.parse import as_struct, parse_kafka, required_fields
 from streams.kafka.parse_connect import connect_struct, sample_connect_struct
-from streams.kafka.parse_frames import FLAGGED_COLUMN, ParsedFrames
+from streams.kafka.parse_frames import (
+    FLAGGED_COLUMN,
+    SUSPECTS_CAP,
+    ParsedFrames,
+    hashes_of,
+    parse_hashes,
+    record_hash,
+)
 from streams.kafka.source import (
     SCHEMA,
     SCHEMA_WITHOUT_HEADERS,
@@ -44,6 +51,7 @@ __all__ = [
     "KAFKA_COLUMNS",
     "SCHEMA",
     "SCHEMA_WITHOUT_HEADERS",
+    "SUSPECTS_CAP",
     "DataLossError",
     "KafkaAdminError",
     "KafkaConfigError",
@@ -61,14 +69,17 @@ __all__ = [
     "consumer_config",
     "end_offsets",
     "ensure_topic",
+    "hashes_of",
     "kafka_engine",
     "native_kafka_available",
+    "parse_hashes",
     "parse_kafka",
     "produce",
     "produce_json",
     "read_range",
     "read_kafka_stream",
     "read_partition",
+    "record_hash",
     "register_source",
     "required_fields",
     "sample_connect_struct",

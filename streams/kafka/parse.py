@@ -114,7 +114,10 @@ def parse_kafka(
 
     `observe`: an unused `Observation` that collects `records` (every record of `df`)
     and `flagged` (how many go to `bad`) during the first action over `good` or `bad`;
-    it lets a caller write `good` in one pass and read `bad` only when it is not empty."""
+    it lets a caller write `good` in one pass and read `bad` only when it is not empty.
+    Without `persist` it also collects `flagged_at`, the `record_hash`es of the records
+    bound for `bad` (`hashes_of`; null beyond `SUSPECTS_CAP`), so that the second pass
+    parses only those records again."""
     missing = [c for c in KAFKA_COLUMNS if c not in df.columns]
     if missing:
         raise KafkaConfigError(

@@ -57,8 +57,8 @@ class _Exprs(NamedTuple):
     good: tuple[Column, ...]
     flag: Column
     keep: Column
-    observe_plain: tuple[Column, Column]
-    observe_persisted: tuple[Column, Column]
+    observe_plain: tuple[Column, ...]
+    observe_persisted: tuple[Column, ...]
     plain_good: Column
     plain_bad: Column
     persisted_good: Column
@@ -93,7 +93,9 @@ def _make_exprs(
         good=tuple(good_cols),
         flag=flag,
         keep=keep,
-        observe_plain=_metrics(flag_col & keep),
+        observe_plain=_metrics(
+            flag_col & keep, at=record_hash(F.col("topic"), F.col("partition"), F.col("offset"))
+        ),
         observe_persisted=_metrics(keep_col & flag_col),
         plain_good=~flag_col,
         plain_bad=flag_col,
@@ -142,12 +144,43 @@ def _split(df: DataFrame, e: _Exprs, stage: _Stage) -> ParsedFrames:
     return ParsedFrames(good, stage.reparse(flagged_raw).bad)
 
 
-def _metrics(flagged: Column) -> tuple[Column, Column]:
-    """`records` (every record) and `flagged` (those bound for `bad`)."""
-    return (
+SUSPECTS_CAP = 100_000
+"""The most records whose hashes an observation lists (`hashes_of`): beyond it, a batch
+with that many bad records is read again whole."""
+
+
+def record_hash(topic: Column, partition: Column, offset: Column) -> Column:
+    """A long naming a Kafka record by its coordinates (two records may share one: a
+    filter by these hashes keeps a superset of the records it was built from)."""
+    return F.xxhash64(topic, partition, offset)
+
+
+def hashes_of(flagged: Column, at: Column) -> Column:
+    """An aggregate: the `record_hash`es (`at`) of the rows where `flagged`, as one
+    comma-separated string, or null when there are more than `SUSPECTS_CAP`."""
+    return F.when(
+        F.coalesce(F.sum(flagged.cast("long")), F.lit(0)) <= SUSPECTS_CAP,
+        F.concat_ws(",", F.collect_list(F.when(flagged, at.cast("string")))),
+    )
+
+
+def parse_hashes(value: str | None) -> set[int] | None:
+    """The hashes a `hashes_of` aggregate listed; None when it listed none (too many)."""
+    if value is None:
+        return None
+    return {int(h) for h in value.split(",") if h}
+
+
+def _metrics(flagged: Column, *, at: Column | None = None) -> tuple[Column, ...]:
+    """`records` (every record) and `flagged` (those bound for `bad`); with `at`, the
+    record hashes of the flagged ones (`flagged_at`, `hashes_of`)."""
+    metrics = (
         F.count(F.lit(1)).alias("records"),
         F.coalesce(F.sum(flagged.cast("long")), F.lit(0)).alias("flagged"),
     )
+    if at is None:
+        return metrics
+    return (*metrics, hashes_of(flagged, at).alias("flagged_at"))
 
 
 def _observed(df: DataFrame, observe: Observation | str | None, flagged: Column) -> DataFrame:

@@ -174,7 +174,9 @@ class RowChecks:
         `observation` (unused) collects the counts of the first action over the result;
         read them with `observed_metrics`. The quarantined rows are not in the result:
         build them with `quarantined` from a frame of the same batch, only when
-        `observed_metrics` says there are any. Not for `fail_fast` checks, which must
+        `observed_metrics` says there are any. Rows with Kafka coordinates also report
+        `quarantined_at`, the `record_hash`es of the quarantined ones
+        (`streams.kafka.hashes_of`). Not for `fail_fast` checks, which must
         see the whole batch before any row is written."""
         if self.fail_fast:
             raise QualityError(
@@ -190,11 +192,19 @@ class RowChecks:
         quarantined = self._any(
             [f for c, f in zip(self.checks, flags, strict=True) if c.on_violation == "quarantine"]
         )
+        where: list[Column] = []
+        if all(c in data_cols for c in ("_topic", "_partition", "_offset")):
+            # rows read from Kafka: which records to read again for the quarantine
+            from streams.kafka import hashes_of, record_hash
+
+            at = record_hash(F.col("_topic"), F.col("_partition"), F.col("_offset"))
+            where.append(hashes_of(quarantined, at).alias("quarantined_at"))
         observed = flagged.observe(
             observation,
             F.count(F.lit(1)).alias("rows"),
             F.coalesce(F.sum(removed.cast("long")), F.lit(0)).alias("removed"),
             F.coalesce(F.sum(quarantined.cast("long")), F.lit(0)).alias("quarantined"),
+            *where,
             *self._aggregates(flags),
         )
         return observed.filter(~removed).select(*data_cols)

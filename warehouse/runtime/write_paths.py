@@ -234,6 +234,10 @@ class WritePaths:
                 checks,
                 want_parse=want_parse,
                 want_checks=want_checks,
+                suspects=_suspects(
+                    ([(p, "flagged_at")] if want_parse else [])
+                    + ([(c, "quarantined_at")] if want_checks else [])
+                ),
             )
         if checks is not None and c is not None:
             metrics = checks.observed_metrics(c, table=self.defn.name, batch_id=batch_id)
@@ -264,9 +268,27 @@ class WritePaths:
         *,
         want_parse: bool,
         want_checks: bool,
+        suspects: set[int] | None,
     ) -> int:
         """Second pass of `write_one_pass`: the batch's quarantine rows, read again and
-        parsed with the same payload `schema`."""
+        parsed with the same payload `schema`. With `suspects` (the `record_hash`es of
+        the records the first pass set aside), only those records are parsed again: the
+        parse and the expectations judge each record alone, so they find the same rows
+        among them as among the whole batch."""
+        if suspects is not None:
+            logger.info(
+                "table %s: batch %d: %d record(s) of the batch read again for its quarantine",
+                self.defn.name,
+                batch_id,
+                len(suspects),
+            )
+            df = _only(df, suspects)
+        else:
+            logger.info(
+                "table %s: batch %d: the whole batch read again for its quarantine",
+                self.defn.name,
+                batch_id,
+            )
         persist: Callable[[DataFrame], DataFrame] | None = None
         if want_parse and want_checks:
             # Both kinds come from one parse, persisted or the union would read the batch
@@ -452,3 +474,31 @@ class WritePaths:
             app_id=self.targets.app_id(),
             batch_id=batch_id,
         )
+
+
+def _suspects(wanted: list[tuple[dict[str, Any] | None, str]]) -> set[int] | None:
+    """The record hashes the first pass listed under each (observed metrics, key) of
+    `wanted` (`flagged_at` of the parse, `quarantined_at` of the expectations); None
+    when one lists none (not observed, or more records than `streams.kafka.SUSPECTS_CAP`):
+    the second pass then reads the whole batch again."""
+    from streams.kafka import parse_hashes
+
+    hashes: set[int] = set()
+    for seen, key in wanted:
+        listed = parse_hashes(seen.get(key)) if seen else None
+        if listed is None:
+            return None
+        hashes |= listed
+    return hashes
+
+
+def _only(df: DataFrame, hashes: set[int]) -> DataFrame:
+    """The records of the Kafka batch `df` whose `record_hash` is in `hashes` (a
+    broadcast semi join, before any parse)."""
+    from pyspark.sql import functions as F
+
+    from streams.kafka import record_hash
+
+    listed = df.sparkSession.createDataFrame([(h,) for h in sorted(hashes)], "__wh_hash long")
+    at = record_hash(df["topic"], df["partition"], df["offset"])
+    return df.join(F.broadcast(listed), at == listed["__wh_hash"], "left_semi")

@@ -10,8 +10,9 @@ import datetime as dt
 
 import pytest
 from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
 
-from streams.kafka import KafkaConfigError, parse_kafka
+from streams.kafka import KafkaConfigError, hashes_of, parse_hashes, parse_kafka, record_hash
 from streams.kafka.source import SCHEMA
 from tests.support.rows import assert_rows
 
@@ -277,7 +278,15 @@ def test_observe_counts_records_and_flagged_in_the_first_action(
     try:
         # Writing `good` alone is what the runtime does; the counts cover `bad` too.
         good = observed.good.collect()
-        assert seen.get == {"records": len(records), "flagged": plain.bad.count()}
+        metrics = dict(seen.get)
+        listed = metrics.pop("flagged_at", None)
+        assert metrics == {"records": len(records), "flagged": plain.bad.count()}
+        if persisted or fmt == "raw":
+            assert "flagged_at" not in seen.get  # nothing to read again: no list
+        else:
+            # the records bound for `bad`, named by their coordinates
+            at = record_hash(F.col("_topic"), F.col("_partition"), F.col("_offset"))
+            assert parse_hashes(listed) == {r[0] for r in plain.bad.select(at).collect()}
         assert sorted(good) == sorted(plain.good.collect())
         assert sorted(observed.bad.collect()) == sorted(plain.bad.collect())
         # raw flags nothing; the others flag the three records that are not a good row
@@ -285,6 +294,22 @@ def test_observe_counts_records_and_flagged_in_the_first_action(
         assert seen.get["flagged"] == (0 if fmt == "raw" else 3)
     finally:
         persist.unpersist()
+
+
+def test_hashes_of_lists_the_flagged_rows_up_to_the_cap(spark, monkeypatch) -> None:
+    import streams.kafka.parse_frames as frames
+
+    df = spark.range(0, 40, numPartitions=3)
+    flagged, at = F.col("id") % 10 == 0, F.xxhash64("id")
+
+    def listed() -> set[int] | None:
+        return parse_hashes(df.select(hashes_of(flagged, at).alias("at")).first()["at"])
+
+    expected = {r[0] for r in df.where(flagged).select(at).collect()}
+    assert len(expected) == 4 and listed() == expected
+    assert parse_hashes("") == set()  # nothing flagged
+    monkeypatch.setattr(frames, "SUSPECTS_CAP", 3)
+    assert listed() is None  # four flagged rows: more than the cap
 
 
 @pytest.mark.parametrize("fmt", ["json", "debezium-json", "upsert-json"])

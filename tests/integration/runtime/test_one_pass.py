@@ -100,6 +100,7 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
     conf.write_text(conf.read_text().replace(engines, engines[:-1] + ", parse: spark}"))
     project = Project.load(root)
     caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
+    caplog.set_level(logging.INFO, logger="warehouse.runtime.write_paths")
 
     def run() -> dict[str, object]:
         return {r.table: r for r in Pipeline(project, spark, layer="ods").run(once=True)}
@@ -143,6 +144,15 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
     assert sum("ods_one: batch" in m and "(one pass)" in m for m in lines) == 2
     assert not any("ods_persisted: batch" in m and "(one pass)" in m for m in lines)
     assert sum("ods_history: batch" in m and "(one pass)" in m for m in lines) == 2
+    # The one-pass table's second pass parsed only the records its first pass set aside:
+    # three in the first batch (two that do not parse, a null order_id), two in the second.
+    again = [
+        r.getMessage() for r in caplog.records if "read again for its quarantine" in r.getMessage()
+    ]
+    assert [m for m in again if "table ods_one:" in m] == [
+        f"table ods_one: batch {b}: {n} record(s) of the batch read again for its quarantine"
+        for b, n in ((0, 3), (1, 2))
+    ]
     # The native SCD2 path builds its MERGE source on the batch's own session (a clone);
     # the caller's session is the active one again once the runs are over.
     from pyspark.sql import SparkSession
