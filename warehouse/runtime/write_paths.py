@@ -282,7 +282,11 @@ class WritePaths:
                 batch_id,
                 len(suspects),
             )
-            df = _only(df, suspects)
+            # Read once and held (a few records): both kinds of quarantine rows are
+            # parsed from them. Unheld, the union below would read the batch once per
+            # kind, in two jobs at once.
+            df = cache(_only(df, suspects))
+            df.count()
         else:
             logger.info(
                 "table %s: batch %d: the whole batch read again for its quarantine",
@@ -290,7 +294,7 @@ class WritePaths:
                 batch_id,
             )
         persist: Callable[[DataFrame], DataFrame] | None = None
-        if want_parse and want_checks:
+        if want_parse and want_checks and suspects is None:
             # Both kinds come from one parse, persisted or the union would read the batch
             # twice; only its suspects are persisted (the records the parse flags and the
             # rows a quarantine expectation fails), not every record.
@@ -303,10 +307,10 @@ class WritePaths:
                 if check.on_violation == "quarantine":
                     suspect = suspect | check.failed_column()
 
-            def suspects(frame: DataFrame) -> DataFrame:
+            def held(frame: DataFrame) -> DataFrame:
                 return cache(frame.where(suspect))
 
-            persist = suspects
+            persist = held
         parsed = self._parse(df, schema, persist=persist)
         parts = []
         if want_parse:
