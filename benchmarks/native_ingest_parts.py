@@ -18,12 +18,14 @@ without either. Each round runs, each as one batch over a whole topic:
 - (5) the same parse, its bad rows counted (the quarantine's second pass: the batch read
   and parsed again for the rows the first pass flagged);
 - (6)/(7) the framework's native ODS table (`format: json`, `append`, no expectation),
-  run once by the runner on `clean` and on `dirty`.
+  run once by the runner on `clean` and on `dirty`;
+- (8) the same table with `expect_column_values_to_not_be_null: {column: order_id},
+  on_violation: quarantine`, on `dirty` (both kinds of quarantine rows).
 
 Round 1 is the JVM's first full-size run, with its JIT compiling; later rounds are the
 steady state. Printed per case: rows/s, wall seconds, CPU per 1M records (user + system
 of this process tree from /proc, by process kind). After the last round, Spark's jobs of
-the last (7), from the session's event log: start, wall time and last stage. Not a
+the last (7) and (8), from the session's event log: start, wall time and last stage. Not a
 test: nothing is asserted.
 """
 
@@ -148,14 +150,17 @@ def main() -> None:
                     "(7) framework ODS table, dirty",
                     lambda: ods_run(spark, broker.bootstrap, dirty, out, "native", False, None),
                 ),
+                (
+                    "(8) + not-null quarantine, dirty",
+                    lambda: ods_run(spark, broker.bootstrap, dirty, out, "native", True, None),
+                ),
             ]
 
-        last_dirty_run = 0.0
+        started: dict[str, float] = {}
         for r in range(1, args.rounds + 1):
             print(f"-- round {r}", flush=True)
             for label, run in cases(work / f"round-{r}"):
-                if label.startswith("(7)"):
-                    last_dirty_run = time.time() * 1000
+                started[label[:3]] = time.time() * 1000
                 meter = CpuMeter().start()
                 t0 = time.perf_counter()
                 run()
@@ -166,9 +171,11 @@ def main() -> None:
                 )
         spark.stop()
         spark = None
-        print("-- Spark jobs of the last (7): start, wall, last stage")
-        for start, wall, name in jobs_since(events, last_dirty_run):
-            print(f"  +{start:6.2f} s {wall:6.2f} s  {name[:90]}")
+        for case, until in (("(7)", started["(8)"]), ("(8)", float("inf"))):
+            print(f"-- Spark jobs of the last {case}: start, wall, last stage")
+            for start, wall, name in jobs_since(events, started[case]):
+                if started[case] + start * 1000 < until:
+                    print(f"  +{start:6.2f} s {wall:6.2f} s  {name[:90]}")
     finally:
         if spark is not None:
             spark.stop()
