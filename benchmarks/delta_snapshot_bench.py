@@ -47,14 +47,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
 
-    from warehouse.runtime.session import get_session
-    from warehouse.spec.config import SparkSettings
+    from bench_session import local_session
 
-    spark = get_session(
-        SparkSettings(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}),
-        app_name="delta-snapshot-bench",
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("delta-snapshot-bench")
     local = spark.conf.get(KEY)
     work = Path(tempfile.mkdtemp(prefix="delta-snapshot-bench-"))
     try:

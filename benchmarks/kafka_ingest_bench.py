@@ -248,14 +248,9 @@ def run_kcat(bootstrap: str, topic: str, records: int) -> float | None:
 
 
 def spark_session():
-    from warehouse.runtime.session import get_session
-    from warehouse.spec.config import SparkSettings
+    from bench_session import local_session
 
-    # Launched as the CLI launches its sessions (local defaults, compiled pyspark workers).
-    conf = {"spark.sql.shuffle.partitions": "2"}
-    if os.environ.get("BENCH_JAVA_OPTIONS"):
-        conf["spark.driver.extraJavaOptions"] = os.environ["BENCH_JAVA_OPTIONS"]
-    return get_session(SparkSettings(master="local[2]", conf=conf), app_name="kafka-ingest-bench")
+    return local_session("kafka-ingest-bench")
 
 
 def run_stream(
@@ -518,7 +513,6 @@ def main() -> None:
         skip = set(args.skip.split(","))
         a_seconds = run_bare(bootstrap, topic, args, "bare confluent-kafka consumer")
         spark = spark_session()
-        spark.sparkContext.setLogLevel("ERROR")
         from streams.kafka import register_source
 
         register_source(spark)

@@ -264,7 +264,6 @@ def run(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
         produce(bootstrap, topics[n], n, args.size, args.partitions)
         print(f"produced {n:,} records into {topics[n]} in {time.perf_counter() - t0:.1f}s")
     spark = spark_session()
-    spark.sparkContext.setLogLevel("ERROR")
     register_source(spark)
     print(f"spark.driver.memory {spark.conf.get('spark.driver.memory', '1g')} (the JVM's heap)")
     cases = [("k", "kcat -C -e", None, False)]

@@ -71,14 +71,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10)
     args = ap.parse_args()
 
-    from warehouse.runtime.session import get_session
-    from warehouse.spec.config import SparkSettings
+    from bench_session import local_session
 
-    spark = get_session(
-        SparkSettings(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}),
-        app_name="native-append-bench",
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("native-append-bench")
     work = Path(tempfile.mkdtemp(prefix="native-append-bench-"))
     cases = {"sink (delta-rs guard)": sink_append, "txnAppId/txnVersion": txn_append}
     try:

@@ -49,16 +49,15 @@ DDL = "order_id bigint, user_id bigint, amount double, city string, note string"
 
 
 def session(events: Path):
-    from warehouse.runtime.session import get_session
-    from warehouse.spec.config import SparkSettings
+    """The benchmarks' session, logging Spark's events (uncompressed) under `events`."""
+    from bench_session import local_session
 
     conf = {
-        "spark.sql.shuffle.partitions": "2",
         "spark.eventLog.enabled": "true",
         "spark.eventLog.dir": str(events),
         "spark.eventLog.compress": "false",
     }
-    return get_session(SparkSettings(master="local[2]", conf=conf), app_name="native-parts")
+    return local_session("native-parts", conf)
 
 
 def jobs_since(events: Path, since_ms: float) -> list[tuple[float, float, str]]:
@@ -103,7 +102,6 @@ def main() -> None:
         produce(broker.bootstrap, dirty, n, args.size, 4)
         produce(broker.bootstrap, clean, n, args.size, 4, clean=True)
         spark = session(events)
-        spark.sparkContext.setLogLevel("ERROR")
 
         def source(topic: str):
             return (

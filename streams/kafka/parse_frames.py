@@ -159,9 +159,14 @@ def hashes_of(flagged: Column, at: Column) -> Column:
     """An aggregate: the `record_hash`es (`at`) of the rows where `flagged`, as one
     comma-separated string, or null when there are more than `SUSPECTS_CAP`."""
     return F.when(
-        F.coalesce(F.sum(flagged.cast("long")), F.lit(0)) <= SUSPECTS_CAP,
+        _count(flagged) <= SUSPECTS_CAP,
         F.concat_ws(",", F.collect_list(F.when(flagged, at.cast("string")))),
     )
+
+
+def _count(flagged: Column) -> Column:
+    """An aggregate: how many rows are `flagged` (0 for none)."""
+    return F.coalesce(F.sum(flagged.cast("long")), F.lit(0))
 
 
 def parse_hashes(value: str | None) -> set[int] | None:
@@ -176,7 +181,7 @@ def _metrics(flagged: Column, *, at: Column | None = None) -> tuple[Column, ...]
     record hashes of the flagged ones (`flagged_at`, `hashes_of`)."""
     metrics = (
         F.count(F.lit(1)).alias("records"),
-        F.coalesce(F.sum(flagged.cast("long")), F.lit(0)).alias("flagged"),
+        _count(flagged).alias("flagged"),
     )
     if at is None:
         return metrics

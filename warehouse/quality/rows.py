@@ -192,19 +192,19 @@ class RowChecks:
         quarantined = self._any(
             [f for c, f in zip(self.checks, flags, strict=True) if c.on_violation == "quarantine"]
         )
-        where: list[Column] = []
+        listed: list[Column] = []
         if all(c in data_cols for c in ("_topic", "_partition", "_offset")):
             # rows read from Kafka: which records to read again for the quarantine
             from streams.kafka import hashes_of, record_hash
 
             at = record_hash(F.col("_topic"), F.col("_partition"), F.col("_offset"))
-            where.append(hashes_of(quarantined, at).alias("quarantined_at"))
+            listed.append(hashes_of(quarantined, at).alias("quarantined_at"))
         observed = flagged.observe(
             observation,
             F.count(F.lit(1)).alias("rows"),
             F.coalesce(F.sum(removed.cast("long")), F.lit(0)).alias("removed"),
             F.coalesce(F.sum(quarantined.cast("long")), F.lit(0)).alias("quarantined"),
-            *where,
+            *listed,
             *self._aggregates(flags),
         )
         return observed.filter(~removed).select(*data_cols)
