@@ -77,7 +77,7 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    conf = {**LOCAL_DEFAULTS, **_local_delta_conf(config.master)}
+    conf = {**LOCAL_DEFAULTS, **_local_conf(config.master)}
     conf = {**conf, **_native_jars_conf(config), **config.conf}
     builder = SparkSession.builder.appName(app_name or config.app_name)
     if not _submitted():
@@ -115,16 +115,40 @@ def _start_failure(master: str, e: BaseException) -> SessionStartError:
     )
 
 
-def _local_delta_conf(master: str) -> dict[str, str]:
-    """delta-spark's settings for a local master. Delta rebuilds a table's snapshot (its log
-    replayed into the list of live files) in `snapshotPartitions` tasks, 50 by default, sized
-    for clusters and tables of millions of files; a streaming table's few files in 50 tasks
-    on two local cores took 35 s per small append and read, 6.8 s at 2 (docs/benchmarks.md,
-    "Native engine"). Locally it gets one per core; a cluster keeps Delta's default."""
+CHECKPOINT_FILE_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
+"""Spark's checkpoint writer through Hadoop's `FileSystem` API (its default goes through
+`FileContext`)."""
+
+
+def _local_conf(master: str) -> dict[str, str]:
+    """Settings for a local master; a cluster keeps Spark's and Delta's defaults.
+
+    - Delta rebuilds a table's snapshot (its log replayed into the list of live files) in
+      `snapshotPartitions` tasks, 50 by default, sized for clusters and tables of millions
+      of files; a streaming table's few files in 50 tasks on two local cores took 35 s per
+      small append and read, 6.8 s at 2 (docs/benchmarks.md, "Native engine"). Locally it
+      gets one per core.
+    - Without Hadoop's native library (pip's pyspark has none), Hadoop's local file system
+      starts a process for some calls: a `readlink` for every status `FileContext` asks,
+      two per rename, and a `chmod` for every file created. Spark's default checkpoint
+      writer and Delta's log writer for `file:` paths rename through `FileContext`: of
+      about 60 processes per micro-batch of the example warehouse, at about 4 ms of CPU
+      each, 44 were `readlink`s (docs/benchmarks.md, "Local file system"). Spark's other
+      checkpoint writer and Delta's `LocalLogStore` go through Hadoop's `FileSystem` API,
+      whose rename is Java's; the `chmod`s stay. On a local file system both ways check
+      that the target is absent and then rename, so neither is safer than the other
+      against two processes committing the same file at once.
+    """
     cores = local_cores(master)
     if cores is None:
         return {}
-    return {"spark.databricks.delta.snapshotPartitions": str(cores)}
+    return {
+        "spark.databricks.delta.snapshotPartitions": str(cores),
+        "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
+        "spark.delta.logStore.file.impl": "io.delta.storage.LocalLogStore",
+    }
 
 
 def local_cores(master: str) -> int | None:

@@ -6,7 +6,7 @@ import pytest
 
 from warehouse.runtime.engines import native_available, resolve_engine
 from warehouse.runtime.errors import RuntimeConfigError
-from warehouse.runtime.session import get_session
+from warehouse.runtime.session import CHECKPOINT_FILE_MANAGER, get_session
 from warehouse.spec.config import SparkSettings
 
 pytestmark = pytest.mark.spark
@@ -34,6 +34,51 @@ def test_local_defaults_reach_the_launched_jvm(spark) -> None:
     assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == "1000"
     # local[2]: Delta rebuilds snapshots in one task per core, not its cluster default of 50.
     assert spark.conf.get("spark.databricks.delta.snapshotPartitions") == "2"
+    assert spark.conf.get("spark.sql.streaming.checkpointFileManagerClass") == (
+        CHECKPOINT_FILE_MANAGER
+    )
+
+
+def test_streaming_checkpoints_and_delta_commits_rename_without_a_process(
+    spark, native_jars, tmp_path
+) -> None:
+    """On a local master a micro-batch renames its offsets, its state, its commit and its
+    Delta commit into place without Hadoop starting a `readlink` process for each
+    (`warehouse.runtime.session._local_conf`). The JVM's own flight recorder lists every
+    process it starts. (Hadoop still starts a `chmod` for every file it creates: without
+    its native library there is no other way to set a file's permission.)"""
+    jvm = spark._jvm
+    source = tmp_path / "source"
+    spark.range(30).selectExpr("id % 3 AS k").write.parquet(str(source))
+    recording = jvm.jdk.jfr.Recording()
+    recording.enable("jdk.ProcessStart")
+    recording.start()
+    try:
+        query = (
+            spark.readStream.schema("k long")
+            .option("maxFilesPerTrigger", 1)
+            .parquet(str(source))
+            .groupBy("k")
+            .count()
+            .writeStream.format("delta")
+            .outputMode("complete")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start(str(tmp_path / "table"))
+        )
+        assert query.awaitTermination(120)
+    finally:
+        recording.stop()
+    dump = jvm.java.io.File(str(tmp_path / "processes.jfr")).toPath()
+    recording.dump(dump)
+    recording.close()
+    events = jvm.jdk.jfr.consumer.RecordingFile.readAllEvents(dump)
+    started = [e.getString("command") for e in events]
+    assert query.lastProgress["batchId"] >= 1, "the query should have run several batches"
+    assert any(c.startswith("chmod ") for c in started), "the recording should list processes"
+    assert [c for c in started if c.startswith("readlink ")] == []
+    counts = spark.read.format("delta").load(str(tmp_path / "table")).orderBy("k").collect()
+    assert [(r.k, r["count"]) for r in counts] == [(0, 10), (1, 10), (2, 10)]
 
 
 def test_auto_resolves_to_native_where_the_jars_are_and_says_how_to_get_them(
