@@ -4,6 +4,7 @@
         [--probe-every 5] [--initial-events 300] [--bootstrap HOST:PORT]
         [--chain-only] [--trigger "5 seconds"] [--engines python,native]
         [--copies 2] [--idle-seconds 30] [--job-kinds] [--off-path-trigger "30 seconds"]
+        [--warmup-seconds 240]
 
 Starts the bundled broker (unless `--bootstrap`), loads the repository's example
 project into a temporary warehouse root, produces a first slice of the generator's
@@ -232,6 +233,13 @@ def main() -> int:
         "--idle-seconds", type=float, default=30.0, help="idle window before the producer starts"
     )
     parser.add_argument(
+        "--warmup-seconds",
+        type=float,
+        default=0.0,
+        help="run with the background events for this long before the probes start, so "
+        "that they measure a JVM whose JIT has settled",
+    )
+    parser.add_argument(
         "--engines",
         default=None,
         help="comma-separated engines to run one after the other in this run, each with "
@@ -375,8 +383,9 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             bootstrap, rest, pace_from=span + (time.monotonic() - t0), client_config={}
         )
         background.start()
-        time.sleep(SETTLE_SECONDS)
+        time.sleep(SETTLE_SECONDS + args.warmup_seconds)
         cpu0, batches0, t2 = cpu_by_kind(), len(batches), time.monotonic()
+        jit0 = jit_seconds(spark)
         sent: dict[int, float] = {}
         deadline = time.monotonic() + args.seconds
         n = 0
@@ -399,6 +408,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             probe.flush(30)
             time.sleep(args.probe_every)
         busy = cpu_delta(cpu0, cpu_by_kind()), len(batches) - batches0, time.monotonic() - t2
+        jit, ran_for = jit_seconds(spark) - jit0, time.monotonic() - t0
         breakdown = batch_breakdown(spark) + (job_kinds(spark) if args.job_kinds else "")
         # let the last probes through, then stop at a batch boundary
         settle = time.monotonic() + 120
@@ -411,6 +421,10 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             w.stop.set()
             w.join(timeout=30)
         report_cpu(len(pipeline.names), idle, busy)
+        print(
+            f"JIT compiling during the probes: {jit / busy[2]:.2f} s/s "
+            f"(they ended {ran_for:.0f}s after the tables' first run began)"
+        )
         gate = pipeline.gate
         print(
             "batches writing at once: no limit (`spark.concurrent_batches` 0)"
@@ -442,6 +456,12 @@ def measure_idle(seconds: float, batches: list[str]) -> Cpu:
     cpu0, n0, t0 = cpu_by_kind(), len(batches), time.monotonic()
     time.sleep(seconds)
     return cpu_delta(cpu0, cpu_by_kind()), len(batches) - n0, time.monotonic() - t0
+
+
+def jit_seconds(spark) -> float:
+    """The JVM's JIT compilers' total time so far (their threads' time compiling)."""
+    bean = spark._jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
+    return bean.getTotalCompilationTime() / 1000
 
 
 PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
