@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+from bench_session import local_session
+from proc_cpu import proc_stat
 
 CASES = {
     "defaults": {
@@ -89,9 +89,6 @@ def mean(runs: list[dict]) -> dict:
 
 
 def run_case(name: str, batches: int) -> dict:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_session import local_session
-
     spark = local_session("local-fs-bench", CASES[name])
     jvm = spark._jvm
     pid = int(jvm.java.lang.ProcessHandle.current().pid())
@@ -150,8 +147,7 @@ def run(spark, root: Path) -> int:
 
 def jvm_cpu(pid: int) -> float:
     """CPU seconds of the JVM and of the children it waited for."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    _, fields = proc_stat(f"/proc/{pid}/stat")
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 

@@ -37,6 +37,8 @@ def test_local_defaults_reach_the_launched_jvm(spark) -> None:
     assert spark.conf.get("spark.sql.streaming.checkpointFileManagerClass") == (
         CHECKPOINT_FILE_MANAGER
     )
+    # Delta reads its log store from the JVM's conf, once.
+    assert jconf.get("spark.delta.logStore.file.impl") == "io.delta.storage.LocalLogStore"
 
 
 def test_streaming_checkpoints_and_delta_commits_rename_without_a_process(
