@@ -64,6 +64,8 @@ COPY_SUFFIX = "_c{n}"
 SETTLE_SECONDS = 20
 """After the background producer starts (and sends what the idle window held back),
 before the first probe."""
+RETAIN_JOBS = {"spark.ui.retainedJobs": "100000", "spark.ui.retainedStages": "100000"}
+"""Enough for every job and stage of a run, which the jobs per batch are counted over."""
 
 
 def project_copies(repo: Path, into: Path, copies: int) -> Path:
@@ -312,6 +314,9 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             repo, warehouse_root=str(work / "wh"), kafka={"bootstrap": bootstrap}, **overrides
         )
         set_triggers(project, args.trigger, args.off_path_trigger)
+        # Spark's status tracker lists only the newest 1000 jobs and stages by default;
+        # a native run has more by the time the jobs per batch are counted.
+        project.config.spark.conf.update(RETAIN_JOBS)
         for setting in args.conf:
             key, _, value = setting.partition("=")
             project.config.spark.conf[key] = value
