@@ -208,8 +208,14 @@ class Pipeline:
 
     @staticmethod
     def _note_progress(cq: Query, query: StreamingQuery) -> None:
-        """Remember each batch's source row count (Spark keeps only the recent progress)."""
+        """Remember each batch's source row count (Spark keeps only the recent progress).
+
+        Only the progress of a batch that ran counts: a trigger that found no new input
+        reports one too (every `spark.sql.streaming.noDataProgressEventInterval`), with
+        no rows and the id of the batch yet to run."""
         for p in query.recentProgress:
+            if "addBatch" not in p.durationMs:
+                continue
             # The writer's own count wins: it knows the records of a Kafka batch.
             cq.batch.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
 

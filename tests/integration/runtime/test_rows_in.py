@@ -1,0 +1,88 @@
+"""A continuous run counts every source row of a table that reads a table.
+
+A query whose trigger finds no new input still reports progress now and then, with no
+rows and the id of the batch it has yet to run; the batch that then runs under that id
+has rows. Both engines, real broker, real Spark, real Delta: orders arrive in two waves
+with an idle report of `dwd_orders` between them, and the run's result must say that
+`dwd_orders` read every order the landing table wrote.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from deltalake.exceptions import TableNotFoundError
+
+from streams.kafka.admin import ensure_topic, produce
+from tests.integration.runtime.helpers import order, rows
+from tests.unit.runtime.projects import write_project
+from warehouse import Project
+from warehouse.runtime.pipeline import Pipeline
+from warehouse.runtime.results import RunResult
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+IDLE_REPORTS = "spark.sql.streaming.noDataProgressEventInterval"
+
+
+def wait_until(check: Callable[[], bool], runner: threading.Thread, what: str) -> None:
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and runner.is_alive():
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"gave up waiting for {what} (run alive: {runner.is_alive()})")
+
+
+def test_a_batch_after_an_idle_report_counts_its_rows(
+    spark, broker, unique, tmp_path: Path, engine: str
+) -> None:
+    topic = unique("orders")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
+    project = Project.load(proj, environ={})
+    dwd = project.table_path("dwd_orders")
+
+    def dwd_orders() -> int:
+        try:
+            return len(rows(dwd, ["order_id"]))
+        except (TableNotFoundError, FileNotFoundError):
+            return 0
+
+    def idle_report() -> bool:
+        query = next((q for q in spark.streams.active if q.name == "warehouse_dwd_orders"), None)
+        return query is not None and any(
+            "addBatch" not in p.durationMs for p in query.recentProgress
+        )
+
+    first = [f"a{i}" for i in range(3)]
+    second = [f"b{i}" for i in range(4)]
+    produce(broker.bootstrap, topic, [(o, order(o, "u1", 1.0, 0)) for o in first])
+    results: list[RunResult] = []
+    pipeline = Pipeline(project, spark, layer="all", bootstrap=broker.bootstrap)
+    runner = threading.Thread(target=lambda: results.extend(pipeline.run(once=False)), daemon=True)
+    spark.conf.set(IDLE_REPORTS, "0")  # every idle trigger reports, not one in 10 s
+    try:
+        runner.start()
+        wait_until(lambda: dwd_orders() == len(first), runner, "the first wave in dwd_orders")
+        wait_until(idle_report, runner, "an idle progress report of dwd_orders")
+        produce(broker.bootstrap, topic, [(o, order(o, "u1", 1.0, 1)) for o in second])
+        wait_until(
+            lambda: dwd_orders() == len(first) + len(second),
+            runner,
+            "the second wave in dwd_orders",
+        )
+    finally:
+        pipeline.request_stop()
+        runner.join(timeout=180)
+        spark.conf.unset(IDLE_REPORTS)
+    assert not runner.is_alive()
+
+    by_table = {r.table: r for r in results}
+    assert by_table["ods_orders"].rows_read == len(first) + len(second)
+    assert by_table["dwd_orders"].rows_written == len(first) + len(second)
+    assert by_table["dwd_orders"].rows_read == len(first) + len(second), by_table["dwd_orders"]
