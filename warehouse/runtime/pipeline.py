@@ -37,6 +37,7 @@ from warehouse.spec.paths import table_exists
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.listener import StreamingQueryProgress
 
     from warehouse.spec.model import LoadedProject
     from warehouse.spec.table import TableDefinition
@@ -61,6 +62,28 @@ class _Live:
     query: StreamingQuery
     since: float
     attempt: int
+    noted_at: str | None = None
+    """Timestamp of the newest progress update noted."""
+    noted_to: int | None = None
+    """Every batch up to this id has had its progress noted (or ran before this start)."""
+
+    def note_progress(self) -> None:
+        """Note the progress of the batches that ran since the last call.
+
+        `lastProgress` is one call to the JVM; `recentProgress` is one per update Spark
+        keeps (100), about 45 ms of CPU when full (docs/benchmarks.md, "End-to-end
+        latency"). So the whole list is read only when the newest update does not
+        follow the last one noted: at the first, or when more than one batch ran since."""
+        last = self.query.lastProgress
+        if last is None or last.timestamp == self.noted_at:
+            return
+        follows = self.noted_to is not None and int(last.batchId) <= self.noted_to + 1
+        updates = [last] if follows else self.query.recentProgress
+        note_progress(self.cq, updates)
+        self.noted_at = last.timestamp
+        # A batch that ran is done; a trigger without input reports the id yet to run.
+        done = int(last.batchId) if ran(last) else int(last.batchId) - 1
+        self.noted_to = max(done, self.noted_to if self.noted_to is not None else done)
 
     def settling(self, limit: float) -> bool:
         """Still creating its sources (for at most `limit` seconds after its start)."""
@@ -69,6 +92,22 @@ class _Live:
         if self.query.lastProgress is not None:
             return False
         return str(self.query.status.get("message", "")).startswith(INITIALIZING)
+
+
+def ran(update: StreamingQueryProgress) -> bool:
+    """A progress update of a batch that ran. A trigger that found no new input reports
+    one too (every `spark.sql.streaming.noDataProgressEventInterval`), with no rows and
+    the id of the batch yet to run."""
+    return "addBatch" in update.durationMs
+
+
+def note_progress(cq: Query, updates: list[StreamingQueryProgress]) -> None:
+    """Remember the source row count of each batch that ran (Spark keeps only the recent
+    progress)."""
+    for p in updates:
+        if ran(p):
+            # The writer's own count wins: it knows the records of a Kafka batch.
+            cq.batch.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
 
 
 class Pipeline:
@@ -206,19 +245,6 @@ class Pipeline:
         )
         return BatchGate(slots)
 
-    @staticmethod
-    def _note_progress(cq: Query, query: StreamingQuery) -> None:
-        """Remember each batch's source row count (Spark keeps only the recent progress).
-
-        Only the progress of a batch that ran counts: a trigger that found no new input
-        reports one too (every `spark.sql.streaming.noDataProgressEventInterval`), with
-        no rows and the id of the batch yet to run."""
-        for p in query.recentProgress:
-            if "addBatch" not in p.durationMs:
-                continue
-            # The writer's own count wins: it knows the records of a Kafka batch.
-            cq.batch.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
-
     def _cleanup(self, cq: Query) -> None:
         for view in cq.views:
             self.spark.catalog.dropTempView(view)
@@ -304,7 +330,7 @@ class Pipeline:
                         error = e
                     finally:
                         self._cleanup(cq)
-                    self._note_progress(cq, query)
+                    note_progress(cq, query.recentProgress)
                 error = cq.batch.stats.error or error
                 if error is None:
                     break
@@ -375,7 +401,7 @@ class Pipeline:
     ) -> QueryFailedError | None:
         """Note progress; a query that stopped is rescheduled (transient) or the run's failure."""
         for name, q in list(live.items()):
-            self._note_progress(q.cq, q.query)
+            q.note_progress()
             if q.query.isActive and q.cq.batch.stats.error is None:
                 continue
             if self._stop.is_set():  # stopped by the signal's race, not by a failure
@@ -443,7 +469,7 @@ class Pipeline:
                     done.result()
         for name in reversed(list(live)):
             q = live[name]
-            self._note_progress(q.cq, q.query)
+            q.note_progress()
             self._cleanup(q.cq)
             r = add_results(
                 earlier.pop(name, None),

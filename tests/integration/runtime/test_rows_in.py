@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from deltalake.exceptions import TableNotFoundError
@@ -21,8 +22,9 @@ from streams.kafka.admin import ensure_topic, produce
 from tests.integration.runtime.helpers import order, rows
 from tests.unit.runtime.projects import write_project
 from warehouse import Project
-from warehouse.runtime.pipeline import Pipeline
+from warehouse.runtime.pipeline import Pipeline, _Live, ran
 from warehouse.runtime.results import RunResult
+from warehouse.runtime.writer import BatchStats
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -86,3 +88,51 @@ def test_a_batch_after_an_idle_report_counts_its_rows(
     assert by_table["ods_orders"].rows_read == len(first) + len(second)
     assert by_table["dwd_orders"].rows_written == len(first) + len(second)
     assert by_table["dwd_orders"].rows_read == len(first) + len(second), by_table["dwd_orders"]
+
+
+def test_progress_is_noted_once_per_batch_across_gaps_and_idle_reports(
+    spark, tmp_path: Path
+) -> None:
+    """The runner reads only the newest progress update while batches come one at a
+    time, and the whole list when more than one ran since it last looked."""
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    stats = BatchStats()
+    cq = SimpleNamespace(batch=SimpleNamespace(stats=stats))  # what note_progress reads
+
+    def arrive(name: str, n: int) -> None:
+        (inbox / f"{name}.json").write_text("".join(f'{{"i": {i}}}\n' for i in range(n)))
+
+    spark.conf.set(IDLE_REPORTS, "0")
+    query = (
+        spark.readStream.schema("i INT")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(inbox))
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        live = _Live(cq, query, since=time.monotonic(), attempt=1)  # type: ignore[arg-type]
+        arrive("a", 2)
+        query.processAllAvailable()
+        live.note_progress()  # the first look reads the whole list
+        assert stats.input_rows == {0: 2}
+        arrive("b", 3)
+        arrive("c", 4)  # two batches (one file each) before the next look
+        query.processAllAvailable()
+        live.note_progress()
+        assert stats.input_rows == {0: 2, 1: 3, 2: 4}
+        deadline = time.monotonic() + 60
+        while ran(query.lastProgress) and time.monotonic() < deadline:
+            time.sleep(0.2)  # until a trigger without input has reported
+        assert not ran(query.lastProgress)
+        assert query.lastProgress.batchId == 3  # the id yet to run
+        live.note_progress()
+        arrive("d", 5)
+        query.processAllAvailable()
+        live.note_progress()
+        assert stats.input_rows == {0: 2, 1: 3, 2: 4, 3: 5}
+    finally:
+        query.stop()
+        spark.conf.unset(IDLE_REPORTS)
