@@ -62,8 +62,6 @@ class _Live:
     query: StreamingQuery
     since: float
     attempt: int
-    noted_at: str | None = None
-    """Timestamp of the newest progress update noted."""
     noted_to: int | None = None
     """Every batch up to this id has had its progress noted (or ran before this start)."""
 
@@ -71,19 +69,17 @@ class _Live:
         """Note the progress of the batches that ran since the last call.
 
         `lastProgress` is one call to the JVM; `recentProgress` is one per update Spark
-        keeps (100), about 45 ms of CPU when full (docs/benchmarks.md, "End-to-end
+        keeps (100), about 38 ms of CPU when full (docs/benchmarks.md, "End-to-end
         latency"). So the whole list is read only when the newest update does not
-        follow the last one noted: at the first, or when more than one batch ran since."""
+        follow the last one noted: at the first, or when more than one batch ran since.
+        Noting an update again changes nothing."""
         last = self.query.lastProgress
-        if last is None or last.timestamp == self.noted_at:
+        if last is None:
             return
         follows = self.noted_to is not None and int(last.batchId) <= self.noted_to + 1
-        updates = [last] if follows else self.query.recentProgress
-        note_progress(self.cq, updates)
-        self.noted_at = last.timestamp
+        note_progress(self.cq, [last] if follows else self.query.recentProgress)
         # A batch that ran is done; a trigger without input reports the id yet to run.
-        done = int(last.batchId) if ran(last) else int(last.batchId) - 1
-        self.noted_to = max(done, self.noted_to if self.noted_to is not None else done)
+        self.noted_to = int(last.batchId) if ran(last) else int(last.batchId) - 1
 
     def settling(self, limit: float) -> bool:
         """Still creating its sources (for at most `limit` seconds after its start)."""
