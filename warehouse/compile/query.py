@@ -52,9 +52,10 @@ class CompiledQuery(Generic[B]):
     """A table's query, ready to start; `batch` is its foreachBatch function.
 
     `no_data_batches`: whether Spark runs a batch without new input when the watermark
-    moves. Such a batch only evicts state, and emits rows only for an append-mode
-    aggregate (a window the watermark closed) or a stream-stream join (an outer join's
-    unmatched rows); `build_query` turns it off for every other query, where it would be
+    moves. Such a batch only evicts state, and emits rows only in append mode for an
+    aggregate (a window the watermark closed), an outer stream-stream join (its unmatched
+    rows) or state with timeouts (`emits_without_data`); `build_query` turns it off for
+    every other query, inner stream-stream joins included, where it would be
     a whole extra micro-batch (jobs, a Delta read, our writer) after each one with data.
     Eviction then happens in the next batch with data."""
 
@@ -86,17 +87,32 @@ class CompiledQuery(Generic[B]):
 
 def emits_without_data(df: DataFrame, defn: TableDefinition, output_mode: str) -> bool:
     """Whether a batch without input can emit rows for this query (see `CompiledQuery`):
-    append output with an aggregate or a stream-stream join. A plan Spark does not let
-    us inspect counts as emitting."""
+    append output with an aggregate (a window the watermark closed), state with timeouts,
+    or an outer or anti join of streams (`join_streams`: the rows the watermark leaves
+    unmatched; a join with a snapshot keeps no state). An inner join of streams emits
+    only when a new row meets a kept one. A plan Spark does not let us inspect counts as
+    emitting."""
     if output_mode != "append":
         return False
-    if defn.spec.source.join_streams or defn.spec.aggregate:
+    if defn.spec.aggregate:
         return True
     try:
         plan = df._jdf.queryExecution().analyzed().toString()  # no public API for the plan
     except Exception:  # noqa: BLE001 - Spark Connect has no JVM plan: keep Spark's default
         return True
-    return "Aggregate" in plan
+    nodes = _STATE_EMITS + (_JOIN_EMITS if defn.spec.source.join_streams else ())
+    return any(node in plan for node in nodes)
+
+
+# Nodes of an analyzed plan, as Spark prints them, whose state can emit rows when the
+# watermark or a timeout evicts it.
+_STATE_EMITS = (
+    "Aggregate",
+    "FlatMapGroupsWithState",
+    "FlatMapGroupsInPandasWithState",
+    "TransformWithState",
+)
+_JOIN_EMITS = ("Join LeftOuter", "Join RightOuter", "Join FullOuter", "Join LeftAnti")
 
 
 def starting_offsets(plan: TablePlan, configured: Any) -> Any:

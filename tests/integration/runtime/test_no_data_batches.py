@@ -1,12 +1,13 @@
 """Batches without new input run only for the queries where they can emit rows.
 
 When the watermark moves, Spark runs another batch without input to evict state and
-emit what the watermark closed. Only an append-mode aggregate (a closed window) or a
-stream-stream join emits anything in it; for every other query it is a whole extra
-micro-batch. Continuous runs on both engines, real broker, real Delta: after the
-orders land, the dedupe table and the upsert aggregate must show no batch without
-input in their offset logs, while the append-mode aggregate still closes its windows
-with no order after them.
+emit what the watermark closed. Only an append-mode aggregate (a closed window) or an
+outer stream-stream join (the rows left unmatched) emits anything in it; for every other
+query, an inner stream-stream join included, it is a whole extra micro-batch. Continuous
+runs on both engines, real broker, real Delta: after the orders land, the dedupe table,
+the upsert aggregate and the inner join must show no batch without input in their
+offset logs, while the append-mode aggregate still closes its windows and the outer
+join still emits its unmatched orders with no order after them.
 """
 
 from __future__ import annotations
@@ -36,15 +37,34 @@ aggregate:
 sink: {sink}
 """
 
+# Orders met with their own landing record within a minute: `{kind} JOIN` on `{key}`.
+JOIN = """\
+source:
+  table: dwd_orders
+  join_streams:
+    - table: ods_orders
+      watermark: {{column: event_time, delay: 1 second}}
+watermark: {{column: event_time, delay: 1 second}}
+transform:
+  sql: |
+    SELECT o.order_id, p.order_id AS landed
+    FROM source o
+    {kind} JOIN ods_orders p
+      ON p.order_id = {key}
+     AND p.event_time >= o.event_time
+     AND p.event_time <= o.event_time + INTERVAL 1 MINUTE
+sink: {{mode: append}}
+"""
+
 
 def source_offsets(checkpoint: Path) -> list[str]:
-    """The source offsets of each planned batch, in batch order (the offset log's last
-    line: one source per query here)."""
+    """The source offsets of each planned batch, in batch order (the offset log's lines
+    after its version and metadata: one per source)."""
     logs = sorted(
         (p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()),
         key=lambda p: int(p.name),
     )
-    return [p.read_text().strip().splitlines()[-1] for p in logs]
+    return ["\n".join(p.read_text().strip().splitlines()[2:]) for p in logs]
 
 
 def batches_without_input(checkpoint: Path) -> int:
@@ -64,6 +84,12 @@ def test_only_queries_that_can_emit_run_batches_without_input(
     (dws / "live.yml").write_text(
         "table: dws_live\n" + AGGREGATE.format(sink="{mode: upsert, keys: [window_start, user_id]}")
     )
+    (dws / "paired.yml").write_text(
+        "table: dws_paired\n" + JOIN.format(kind="INNER", key="o.order_id")
+    )
+    (dws / "unpaired.yml").write_text(  # a key no landing record has: every order unmatched
+        "table: dws_unpaired\n" + JOIN.format(kind="LEFT OUTER", key="concat(o.order_id, '-')")
+    )
     project = Project.load(proj, environ={})
     # One batch of orders in minutes 0, 1 and 3; the 1 s watermark then closes 0 and 1.
     produce(
@@ -79,12 +105,14 @@ def test_only_queries_that_can_emit_run_batches_without_input(
     try:
         deadline = time.monotonic() + 300
         closed: list[tuple] = []
+        unpaired: list[tuple] = []
         while time.monotonic() < deadline and runner.is_alive():
             try:
                 closed = rows(project.table_path("dws_closed"), ["user_id", "orders"])
+                unpaired = rows(project.table_path("dws_unpaired"), ["order_id", "landed"])
             except TableNotFoundError:  # not created yet, or its first commit not written
                 pass
-            if len(closed) == 2:
+            if len(closed) == 2 and len(unpaired) == 3:
                 break
             time.sleep(1)
         time.sleep(10)  # room for a batch without input, were any to come
@@ -97,11 +125,18 @@ def test_only_queries_that_can_emit_run_batches_without_input(
     # without input can have written them.
     assert closed == [("u1", 1), ("u1", 2)]
     assert batches_without_input(Path(project.checkpoint_path("dws_closed"))) >= 1
+    # The outer join's orders of minutes 0 and 1 are past the watermark (minute 3 less
+    # 1 s) plus the join's minute: emitted unmatched, by a batch without input.
+    assert unpaired == [("o0", None), ("o1", None), ("o2", None)]
+    assert batches_without_input(Path(project.checkpoint_path("dws_unpaired"))) >= 1
+    assert rows(project.table_path("dws_paired"), ["order_id", "landed"]) == [
+        (f"o{i}", f"o{i}") for i in range(4)
+    ]
     assert rows(project.table_path("dws_live"), ["user_id", "orders"]) == [
         ("u1", 1),
         ("u1", 1),
         ("u1", 2),
     ]
-    for name in ("dwd_orders", "dws_live"):
+    for name in ("dwd_orders", "dws_live", "dws_paired"):
         checkpoint = Path(project.checkpoint_path(name))
         assert batches_without_input(checkpoint) == 0, (name, source_offsets(checkpoint))
