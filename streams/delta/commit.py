@@ -4,11 +4,11 @@
   `already_committed` (the same, logged, for a writer about to skip the batch);
 - schema evolution (`evolve_schema`): new columns in a metadata-only commit first;
 - the empty commit (`commit_empty`): a batch recorded without data, so the guard stays
-  monotone;
+  monotone (unless the target does not record empty batches: `record_empty`);
 - the add-files commit (`append_files`, `commit_files`): files written by the caller,
   added in one commit carrying the batch's app transaction and commit info;
 - `after_commit`: the crash point, the log line and automatic compaction of a
-  committed batch.
+  committed batch (`nothing_written`: the log line of one that changed nothing).
 """
 
 from __future__ import annotations
@@ -115,6 +115,17 @@ def after_commit(target: DeltaTarget, batch_id: int, version: int | None) -> Non
         optimize(target.path)
 
 
+def nothing_written(target: DeltaTarget, batch_id: int, version: int | None) -> None:
+    """The log line of a batch that changed nothing and was not recorded (`record_empty`)."""
+    logger.info(
+        "Delta table %s: batch %d of app `%s` changes nothing; the table stays at version %s",
+        target.name,
+        batch_id,
+        target.app_id,
+        version,
+    )
+
+
 def evolve_schema(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -> DeltaTable:
     _schema.check_partitioning(table, target.partition_by, path=target.path)
     added = _schema.new_columns(table, incoming, path=target.path)
@@ -132,7 +143,10 @@ def evolve_schema(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -
 def commit_empty(
     table: DeltaTable, batch_id: int, target: DeltaTarget, commit_info: Mapping[str, Any] | None
 ) -> int:
-    """Record the batch in the app transaction without data, keeping the guard monotone."""
+    """Record the batch in the app transaction without data, keeping the guard monotone;
+    the table's version as it is when `target` does not record empty batches."""
+    if not target.record_empty:
+        return table.version()
     table.create_write_transaction(
         [],
         "append",
@@ -201,6 +215,8 @@ def commit_files(
         AddAction(path, size, values, mtime, True, stats)
         for path, size, values, stats, mtime in files
     ]
+    if not adds and table is not None and not target.record_empty:
+        return table.version()
     crash_point("before_commit")
     props = commit_properties(target, batch_id, commit_info)
     try:

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from streams.delta._faults import crash_point
 from streams.delta._files import CODEC, ZSTD_LEVEL
 from streams.delta._schema import arrow_schema
-from streams.delta.commit import already_committed, committed, load_table
+from streams.delta.commit import already_committed, committed, load_table, nothing_written
 from streams.delta.errors import DeltaWriteError, NativeEngineUnavailableError
 from streams.delta.native_maintenance import optimize_native
 from streams.delta.scd2 import ACTION, plan_batch
@@ -92,6 +92,9 @@ def write_batch_native(
         # an append of no rows: Delta committed nothing, the batch is recorded by itself
         _record_if_skipped(df, batch_id, target, user_meta)
         after = _version(target.path)
+    if after == before and not target.record_empty and not committed(target, batch_id):
+        nothing_written(target, batch_id, after)
+        return after
     if after == before:
         logger.info(
             "Delta table %s: batch %d of app `%s` already committed; skipped",
@@ -215,8 +218,11 @@ def _upsert(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -
 
     spark = df.sparkSession
     changes = dedupe_changes(df, target)
-    _refuse_null_keys(changes, batch_id, target)
+    n = _count_refusing_null_keys(changes, batch_id, target)
     _create_empty(changes.drop(DELETE_FLAG), target)
+    if n == 0 and not target.record_empty:
+        # Delta commits a MERGE of no rows for its app transaction: no MERGE at all.
+        return
     if target.sequence_by:
         keys = [*target.keys, target.sequence_by]
         deletes = changes.where(F.col(DELETE_FLAG)).select(*keys).toArrow()
@@ -241,12 +247,17 @@ def _upsert(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -
     _record_if_skipped(df, batch_id, target, user_meta)
 
 
-def _refuse_null_keys(changes: DataFrame, batch_id: int, target: DeltaTarget) -> None:
-    """A MERGE would insert rows with a null key that no later change could match.
-    One Spark job for all keys; which key it was is asked only when one is null."""
+def _count_refusing_null_keys(changes: DataFrame, batch_id: int, target: DeltaTarget) -> int:
+    """The number of changes; refused when one has a null key, which a MERGE would
+    insert and no later change could match. One Spark job for the count and all keys;
+    which key it was is asked only when one is null."""
     any_null = " OR ".join(f"`{k}` IS NULL" for k in target.keys)
-    if changes.where(any_null).isEmpty():
-        return
+    seen = changes.agg(
+        F.count(F.lit(1)).alias("n"), F.max(F.expr(any_null).cast("int")).alias("null_key")
+    ).first()
+    assert seen is not None  # an aggregate without grouping has one row
+    if not seen["null_key"]:
+        return int(seen["n"])
     for k in target.keys:
         if not changes.where(F.col(k).isNull()).isEmpty():
             raise DeltaWriteError(
@@ -256,6 +267,7 @@ def _refuse_null_keys(changes: DataFrame, batch_id: int, target: DeltaTarget) ->
                 path=target.path,
                 batch_id=batch_id,
             )
+    return int(seen["n"])  # not reached: the null was in one of the keys
 
 
 def _scd2(
@@ -307,8 +319,9 @@ def _scd2(
 def _record_if_skipped(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> None:
     """A MERGE that changes no row commits nothing, nor does an append of no rows without
     an app transaction; an empty idempotent append (which Delta commits for its app
-    transaction) then records the batch (and its offsets) in the log."""
-    if committed(target, batch_id):
+    transaction) then records the batch (and its offsets) in the log, unless the target
+    does not record empty batches (`record_empty`)."""
+    if not target.record_empty or committed(target, batch_id):
         return
     spark = df.sparkSession
     empty = spark.read.format("delta").load(target.path).limit(0)

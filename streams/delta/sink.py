@@ -36,6 +36,7 @@ from streams.delta.commit import (
     create_table,
     evolve_schema,
     load_table,
+    nothing_written,
     prepare_append,
     version_after_merge,
 )
@@ -62,12 +63,16 @@ def write_python(
     table = load_table(target.path)
     if already_committed(table, target, batch_id):
         return None
+    before = None if table is None else table.version()
     if target.mode == "append":
         version = _append(df, batch_id, target, table, commit_info)
     elif target.mode == "upsert":
         version = _upsert(df, batch_id, target, table, commit_info)
     else:
         version = apply_scd2(df, batch_id, target, commit_info=commit_info)
+    if version == before:  # nothing to write, and the target records no empty batch
+        nothing_written(target, batch_id, version)
+        return version
     after_commit(target, batch_id, version)
     return version
 

@@ -43,7 +43,11 @@ class DeltaTarget:
     are written without a dictionary, which for them costs time and saves no space.
     `tombstone_retention`: seconds an upsert sink with `sequence_by` remembers a deleted
     key, so an older change arriving later does not bring it back
-    (`streams.delta.tombstones`).
+    (`streams.delta.tombstones`). `record_empty`: whether a batch that changes nothing
+    in an existing table is committed as an empty version (its commit info then
+    records the batch's source offsets, which `warehouse recover` reads). Off, the table
+    stays at its version and the write returns it: a query reading the table as a
+    stream would otherwise run a batch for every such version.
     """
 
     path: str
@@ -58,6 +62,7 @@ class DeltaTarget:
     options: Mapping[str, str] = field(default_factory=dict)
     unique_columns: Sequence[str] = ()
     tombstone_retention: float = DEFAULT_TOMBSTONE_RETENTION_S
+    record_empty: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", str(self.path))

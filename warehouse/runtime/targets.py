@@ -89,7 +89,12 @@ class BatchTargets:
                 table=self.defn.name + QUARANTINE_SUFFIX,
                 unique_columns=unique,
             )
-        extra: dict[str, Any] = {}
+        # A Kafka-sourced table records every batch, empty ones too: its commits carry
+        # the offsets `warehouse recover` starts from. A table-sourced one does not
+        # commit a batch that changes nothing: each version would be a batch of every
+        # query reading the table (a batch of an inner stream-stream join that matched
+        # nothing, of an aggregate whose input was filtered out).
+        extra: dict[str, Any] = {"record_empty": self.defn.spec.source.kafka is not None}
         if isinstance(sink, UpsertSink):
             extra["tombstone_retention"] = interval_seconds(sink.tombstone_retention)
         return DeltaTarget(
