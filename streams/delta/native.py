@@ -88,13 +88,13 @@ def write_batch_native(
     else:
         _scd2(df, batch_id, target, user_meta, commit_info)
     after = _version(target.path)
+    if after == before and not target.record_empty and not committed(target, batch_id):
+        nothing_written(target, batch_id, after)
+        return after
     if after == before and target.mode == "append":
         # an append of no rows: Delta committed nothing, the batch is recorded by itself
         _record_if_skipped(df, batch_id, target, user_meta)
         after = _version(target.path)
-    if after == before and not target.record_empty and not committed(target, batch_id):
-        nothing_written(target, batch_id, after)
-        return after
     if after == before:
         logger.info(
             "Delta table %s: batch %d of app `%s` already committed; skipped",
@@ -256,18 +256,16 @@ def _count_refusing_null_keys(changes: DataFrame, batch_id: int, target: DeltaTa
         F.count(F.lit(1)).alias("n"), F.max(F.expr(any_null).cast("int")).alias("null_key")
     ).first()
     assert seen is not None  # an aggregate without grouping has one row
-    if not seen["null_key"]:
-        return int(seen["n"])
-    for k in target.keys:
-        if not changes.where(F.col(k).isNull()).isEmpty():
-            raise DeltaWriteError(
-                f"Delta table `{target.path}`: batch {batch_id} has rows whose key column "
-                f"`{k}` is null; an upsert cannot place them. Filter them out or route them "
-                "to quarantine with an expectation `expect_column_values_to_not_be_null`.",
-                path=target.path,
-                batch_id=batch_id,
-            )
-    return int(seen["n"])  # not reached: the null was in one of the keys
+    if seen["null_key"]:
+        k = next(k for k in target.keys if not changes.where(F.col(k).isNull()).isEmpty())
+        raise DeltaWriteError(
+            f"Delta table `{target.path}`: batch {batch_id} has rows whose key column "
+            f"`{k}` is null; an upsert cannot place them. Filter them out or route them "
+            "to quarantine with an expectation `expect_column_values_to_not_be_null`.",
+            path=target.path,
+            batch_id=batch_id,
+        )
+    return int(seen["n"])
 
 
 def _scd2(
