@@ -19,7 +19,6 @@ from typing import Any, Literal, Protocol
 from pyspark.sql import DataFrame, SparkSession
 
 from streams.delta import maintenance, native, native_maintenance, sink, source
-from streams.delta.arrow import read_table
 from streams.delta.errors import DeltaConfigError
 from streams.delta.target import DeltaTarget, Engine
 
@@ -91,7 +90,7 @@ class PythonDelta:
         )
 
     def read_snapshot(self, spark: SparkSession, path: str) -> DataFrame:
-        return spark.createDataFrame(read_table(path))
+        return source.read_snapshot_python(spark, path)
 
     def optimize(self, spark: SparkSession | None, path: str) -> dict[str, Any]:
         return maintenance.optimize(path)

@@ -34,7 +34,12 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -219,9 +224,32 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield from _conform(data, self.arrow_schema, values)
 
 
+class DeltaSnapshotReader(DataSourceReader):
+    """The table's latest version, read anew by every execution of the plan: the static
+    side of a stream-static join sees what the table holds at each micro-batch, as
+    delta-spark's does.
+
+    Spark plans a Python source's partitions once per query, so the files cannot be
+    listed then: one partition reads whatever version is the latest when it runs (the
+    dimension tables such joins read are small)."""
+
+    def __init__(self, path: str, schema: StructType) -> None:
+        self.path = path
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from streams.delta.arrow import read_table
+
+        yield from _conform(read_table(self.path), self.arrow_schema)
+
+
 class DeltaStreamDataSource(DataSource):
     """`spark.readStream.format("warehouse_delta").option("path", ...)`; options `read`
-    (append|changes) and `max_versions_per_trigger`."""
+    (append|changes) and `max_versions_per_trigger`. `spark.read` of the same format
+    gives the table's latest version at each execution (`DeltaSnapshotReader`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -245,6 +273,16 @@ class DeltaStreamDataSource(DataSource):
         path, read, mv = self._opts()
         return DeltaStreamReader(path, read, mv, schema)
 
+    def reader(self, schema: StructType) -> DataSourceReader:
+        path, read, _ = self._opts()
+        if read != "append":
+            raise DeltaConfigError(
+                f"`{path}`: a batch read of `warehouse_delta` gives the latest version; "
+                f"`read: {read}` is for streams",
+                option="read",
+            )
+        return DeltaSnapshotReader(path, schema)
+
 
 def read_python(
     spark: SparkSession,
@@ -261,3 +299,12 @@ def read_python(
     if max_versions_per_trigger:
         reader = reader.option("max_versions_per_trigger", str(max_versions_per_trigger))
     return reader.load()
+
+
+def read_snapshot_python(spark: SparkSession, path: str) -> DataFrame:
+    """The latest version of `path` as a static DataFrame whose every execution reads the
+    version that is the latest then (the python engine's stream-static joins)."""
+    path = os.path.abspath(path)
+    _table_schema(path, "append")  # fail here, naming the path, not deep inside Spark
+    spark.dataSource.register(DeltaStreamDataSource)
+    return spark.read.format(FORMAT_NAME).option("path", path).load()
