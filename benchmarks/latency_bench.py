@@ -25,7 +25,8 @@ ads table. Before the background producer starts, the queries run idle for
 `--idle-seconds`: the CPU of that window over the number of queries is the CPU an idle
 query costs. During the probes the CPU and the number of micro-batches are counted too:
 (CPU during the probes - idle CPU for as long) / batches is the CPU of a small batch.
-`--job-kinds` lists each query's Spark jobs per batch by what they were.
+`--job-kinds` lists each query's Spark jobs per batch by what they were, and the CPU
+their tasks used per batch (what is left of a batch's CPU is the driver's).
 `--off-path-trigger` puts the eight tables off the probe's path (and every copy) on a
 processing-time trigger, as a project would for tables whose freshness can wait.
 CPU is user + system of this process and every process under it (the JVM, Spark's
@@ -229,7 +230,8 @@ def main() -> int:
     parser.add_argument(
         "--job-kinds",
         action="store_true",
-        help="also list each query's Spark jobs per batch by kind (action and call site)",
+        help="also list each query's Spark jobs per batch by kind (action and call site) "
+        "and their tasks' CPU per batch",
     )
     parser.add_argument(
         "--idle-seconds", type=float, default=30.0, help="idle window before the producer starts"
@@ -499,24 +501,44 @@ def batch_breakdown(spark) -> str:
 def job_kinds(spark) -> str:
     """Per running query: what its Spark jobs were, by the name Spark gives a job's last
     stage (the action and where it was called), with how many there were per batch with
-    rows. This is what a cut of jobs per batch aims at."""
+    rows, and the CPU (Spark's `executorCpuTime`) their tasks used per such batch. This
+    is what a cut of jobs per batch aims at."""
     tracker = spark.sparkContext.statusTracker()
-    lines = ["\nSpark jobs per batch with rows, by kind (the job's last stage):"]
+    task_cpu = stage_task_cpu(spark)
+    lines = [
+        "\nSpark jobs per batch with rows, by kind (the job's last stage), and the CPU of "
+        "their tasks per batch with rows (the rest of a batch's CPU is the driver's):"
+    ]
     for q in sorted(spark.streams.active, key=lambda q: q.name or ""):
         batches = sum(1 for p in q.recentProgress if p.numInputRows > 0)
         if not batches:
             continue
         kinds: dict[str, int] = {}
+        cpu = 0.0
         for job in tracker.getJobIdsForGroup(str(q.runId)):
             info = tracker.getJobInfo(job)
             stage = info and max(info.stageIds, default=None)
             stage_info = tracker.getStageInfo(stage) if stage is not None else None
             name = stage_info.name if stage_info else "(forgotten)"
             kinds[name] = kinds.get(name, 0) + 1
-        lines.append(f"{q.name}:")
+            cpu += sum(task_cpu.get(s, 0.0) for s in (info.stageIds if info else ()))
+        lines.append(f"{q.name}: tasks {cpu / batches * 1000:.0f} ms CPU per batch")
         for name, n in sorted(kinds.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {n / batches:5.1f}  {name}")
     return "\n".join(lines)
+
+
+def stage_task_cpu(spark) -> dict[int, float]:
+    """Seconds of task CPU (`executorCpuTime`) of every stage Spark still lists, by stage
+    id, from its status store (the REST API's source, which the UI being off leaves)."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+    no_quantiles = spark.sparkContext._gateway.new_array(spark.sparkContext._jvm.double, 0)
+    stages = store.stageList(None, False, False, no_quantiles, None)
+    cpu: dict[int, float] = {}
+    for i in range(stages.size()):
+        stage = stages.apply(i)
+        cpu[stage.stageId()] = cpu.get(stage.stageId(), 0.0) + stage.executorCpuTime() / 1e9
+    return cpu
 
 
 def jobs_per_batch(tracker, query) -> float:
