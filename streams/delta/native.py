@@ -23,11 +23,11 @@ from streams.delta._faults import crash_point
 from streams.delta._files import CODEC, ZSTD_LEVEL
 from streams.delta._schema import arrow_schema
 from streams.delta.commit import already_committed, committed, load_table, nothing_written
-from streams.delta.errors import DeltaWriteError, NativeEngineUnavailableError
+from streams.delta.errors import NativeEngineUnavailableError
 from streams.delta.native_maintenance import optimize_native
 from streams.delta.scd2 import ACTION, plan_batch
 from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
-from streams.delta.sink import DELETE_FLAG, dedupe_changes
+from streams.delta.sink import DELETE_FLAG, dedupe_changes, null_key_error
 from streams.delta.target import DeltaTarget, batch_commit_info
 from streams.delta.tombstones import keep_after_tombstones_spark, record_tombstones
 
@@ -258,13 +258,7 @@ def _count_refusing_null_keys(changes: DataFrame, batch_id: int, target: DeltaTa
     assert seen is not None  # an aggregate without grouping has one row
     if seen["null_key"]:
         k = next(k for k in target.keys if not changes.where(F.col(k).isNull()).isEmpty())
-        raise DeltaWriteError(
-            f"Delta table `{target.path}`: batch {batch_id} has rows whose key column "
-            f"`{k}` is null; an upsert cannot place them. Filter them out or route them "
-            "to quarantine with an expectation `expect_column_values_to_not_be_null`.",
-            path=target.path,
-            batch_id=batch_id,
-        )
+        raise null_key_error(target, batch_id, k)
     return int(seen["n"])
 
 

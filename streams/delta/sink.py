@@ -127,6 +127,18 @@ def file_entry(row: Any) -> FileEntry:
     )
 
 
+def null_key_error(target: DeltaTarget, batch_id: int, key: str) -> DeltaWriteError:
+    """The error of an upsert batch with a null in key column `key` (either engine): a
+    MERGE would insert the row, and no later change could match it."""
+    return DeltaWriteError(
+        f"Delta table `{target.path}`: batch {batch_id} has rows whose key column "
+        f"`{key}` is null; an upsert cannot place them. Filter them out or route them "
+        "to quarantine with an expectation `expect_column_values_to_not_be_null`.",
+        path=target.path,
+        batch_id=batch_id,
+    )
+
+
 def dedupe_changes(df: DataFrame, target: DeltaTarget) -> DataFrame:
     """The last change per key of one batch, with `_op`/`_deleted` folded into a delete flag.
 
@@ -214,13 +226,7 @@ def _upsert(
     data = pa.Table.from_arrays([data.column(f.name).cast(f.type) for f in full], schema=full)
     for k in target.keys:
         if data.column(k).null_count:
-            raise DeltaWriteError(
-                f"Delta table `{target.path}`: batch {batch_id} has rows whose key column "
-                f"`{k}` is null; an upsert cannot place them. Filter them out or route them "
-                "to quarantine with an expectation `expect_column_values_to_not_be_null`.",
-                path=target.path,
-                batch_id=batch_id,
-            )
+            raise null_key_error(target, batch_id, k)
     if target.sequence_by:
         deletes = data.filter(data.column(DELETE_FLAG))
         data = keep_after_tombstones(data, record_tombstones(deletes, target), target)

@@ -50,6 +50,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from streams.delta._schema import normalize_arrow
+from streams.delta.arrow import read_table
 from streams.delta.errors import DeltaConfigError, DeltaReadError, DeltaTableNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -241,8 +242,6 @@ class DeltaSnapshotReader(DataSourceReader):
         return [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from streams.delta.arrow import read_table
-
         yield from _conform(read_table(self.path), self.arrow_schema)
 
 
@@ -292,9 +291,7 @@ def read_python(
     max_versions_per_trigger: int | None = None,
 ) -> DataFrame:
     """`read_delta_stream` on the python engine: this module's data source over `path`."""
-    path = os.path.abspath(path)
-    _table_schema(path, read)  # fail here, naming the path, not deep inside Spark
-    spark.dataSource.register(DeltaStreamDataSource)
+    path = _registered(spark, path, read)
     reader = spark.readStream.format(FORMAT_NAME).option("path", path).option("read", read)
     if max_versions_per_trigger:
         reader = reader.option("max_versions_per_trigger", str(max_versions_per_trigger))
@@ -304,7 +301,14 @@ def read_python(
 def read_snapshot_python(spark: SparkSession, path: str) -> DataFrame:
     """The latest version of `path` as a static DataFrame whose every execution reads the
     version that is the latest then (the python engine's stream-static joins)."""
-    path = os.path.abspath(path)
-    _table_schema(path, "append")  # fail here, naming the path, not deep inside Spark
-    spark.dataSource.register(DeltaStreamDataSource)
+    path = _registered(spark, path, "append")
     return spark.read.format(FORMAT_NAME).option("path", path).load()
+
+
+def _registered(spark: SparkSession, path: str, read: str) -> str:
+    """`path` made absolute, once it is known to hold a Delta table (failing here, naming
+    the path, not deep inside Spark), with this module's data source registered."""
+    path = os.path.abspath(path)
+    _table_schema(path, read)
+    spark.dataSource.register(DeltaStreamDataSource)
+    return path
