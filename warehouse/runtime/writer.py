@@ -67,6 +67,61 @@ class StopRequested(Exception):
     """
 
 
+class _RefusedBatches(logging.Filter):
+    """Drops py4j's log of a `foreachBatch` call that failed with `StopRequested`: py4j
+    logs every exception a Python callback raises at ERROR with its traceback, and a
+    batch refused at a stop is part of stopping, not an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, StopRequested)
+
+
+def _quiet_refused_batches() -> None:
+    """Install `_RefusedBatches` on py4j's callback logger, once."""
+    py4j = logging.getLogger("py4j.clientserver")
+    if not any(isinstance(f, _RefusedBatches) for f in py4j.filters):
+        py4j.addFilter(_RefusedBatches())
+
+
+_STOP_WAIT = 60.0
+"""Seconds a batch refused at a stop waits for the runner's `query.stop()`."""
+
+
+def wait_for_stop(spark: SparkSession, error: StopRequested) -> StopRequested:
+    """Hold a batch refused at a stop (`StopRequested`) until the runner stops its query,
+    and return what the batch fails with.
+
+    The batch must fail, and Spark logs a failed batch as the query terminating with an
+    error, with both stack traces, at every stop of a continuous run, unless the failure
+    is the stop's own interrupt of the query's thread. With pyspark's pinned threads
+    (the default) the calls a `foreachBatch` function makes run on that thread, so the
+    batch waits in the JVM (`Thread.sleep`) until `query.stop()` interrupts it, then
+    fails naming the interrupted call, which is how Spark tells a Python function's
+    interrupted call from a failure (its `StreamExecution.isInterruptionException`).
+    Only the first lines of the interrupt are named: Spark matches them with a pattern
+    that overflows the stack on a whole Java stack trace. Off the query's thread (pinned
+    threads off), or when no stop comes within `_STOP_WAIT` seconds, `error` is
+    returned as it is."""
+    from py4j.protocol import Py4JJavaError
+
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None or not str(jvm.java.lang.Thread.currentThread().getName()).startswith(
+        "stream execution thread"
+    ):
+        return error
+    deadline = time.monotonic() + _STOP_WAIT
+    try:
+        while time.monotonic() < deadline:
+            jvm.java.lang.Thread.sleep(100)
+    except Py4JJavaError as e:
+        if e.java_exception.getClass().getName() != "java.lang.InterruptedException":
+            raise
+        call = " ".join(line.strip() for line in str(e).splitlines()[:2])
+        return StopRequested(f"{error} (py4j.protocol.Py4JJavaError: {call})")
+    return error
+
+
 class BatchWriter:
     """Callable given to `foreachBatch`.
 
@@ -117,19 +172,24 @@ class BatchWriter:
         self.lock = threading.Lock()
         self.stopping = False
         self.on_batch: Callable[[int], None] | None = None
+        _quiet_refused_batches()
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        with self._slot(batch_id), self.lock:
-            if self.stopping:
-                raise self._stop_requested(batch_id)
-            try:
-                self._run(batch_df, batch_id)
-            except BaseException as e:
-                # Kept for the runner: Spark wraps it in a StreamingQueryException.
-                self.stats.error = e
-                raise
-            finally:
-                self._restore_active_session()
+        try:
+            with self._slot(batch_id), self.lock:
+                if self.stopping:
+                    raise self._stop_requested(batch_id)
+                try:
+                    self._run(batch_df, batch_id)
+                except BaseException as e:
+                    # Kept for the runner: Spark wraps it in a StreamingQueryException.
+                    self.stats.error = e
+                    raise
+                finally:
+                    self._restore_active_session()
+        except StopRequested as e:
+            # Outside the gate and the lock: the runner's stop needs neither.
+            raise wait_for_stop(batch_df.sparkSession, e) from None
         if self.on_batch is not None:
             self.on_batch(batch_id)
         if self.gate is not None and self.depth == 0:
@@ -178,7 +238,8 @@ class BatchWriter:
         would be skipped by the app transaction, but a clean stop is cheaper):
         so take the batch lock (no batch is writing), wait until Spark's commit
         log has the last batch we wrote, then stop. A batch that starts after
-        that fails without writing (`StopRequested`) and is replayed next run.
+        that fails without writing (`StopRequested`, once the stop has interrupted it:
+        `wait_for_stop`) and is replayed next run.
         """
         with self.lock:
             self.stopping = True

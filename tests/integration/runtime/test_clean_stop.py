@@ -1,0 +1,102 @@
+"""A batch refused at a stop fails without Spark reporting the query as failed.
+
+A continuous run's batch that begins after its query was asked to stop (or that still
+waits for its turn then) fails with `StopRequested`, so Spark does not commit it and
+the next run replays it. Real Spark, a real streaming query (Spark's `rate` source):
+failing at once makes Spark end the query with an error (`exception()`, which Spark
+keeps exactly when it logs the query as terminated with error, with both stack traces);
+failing through `wait_for_stop` ends it as a stop, and the refused batch is still left
+out of the checkpoint's commit log.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from warehouse.runtime.writer import StopRequested, wait_for_stop
+
+pytestmark = [pytest.mark.spark]
+
+
+def _refusing_query(spark, checkpoint: Path, *, through_wait: bool):
+    """A query whose batches, once `refuse` is set, fail as a stopping `BatchWriter`'s do;
+    returns (query, refuse, refusing, failures, refused batch ids)."""
+    refuse, refusing = threading.Event(), threading.Event()
+    failures: list[StopRequested] = []
+    refused: list[int] = []
+
+    def batch(df, batch_id: int) -> None:
+        if not refuse.is_set():
+            return
+        refused.append(batch_id)
+        refusing.set()
+        error = StopRequested(f"table t: stop requested before batch {batch_id}")
+        if through_wait:
+            error = wait_for_stop(df.sparkSession, error)
+        failures.append(error)
+        raise error
+
+    query = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 20)
+        .load()
+        .writeStream.foreachBatch(batch)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    return query, refuse, refusing, failures, refused
+
+
+def _committed(checkpoint: Path) -> set[int]:
+    return {int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()}
+
+
+def _run_until_refused(query, refuse, refusing) -> None:
+    deadline = time.monotonic() + 60
+    while query.isActive and query.lastProgress is None and time.monotonic() < deadline:
+        time.sleep(0.2)  # a first batch committed before the refusals begin
+    refuse.set()
+    assert refusing.wait(60), "no batch began after the refusal was set"
+    time.sleep(0.5)  # the batch waits for the stop by now, or failed at once
+    query.stop()
+
+
+def test_a_batch_refused_through_wait_for_stop_ends_the_query_as_a_stop(
+    spark, tmp_path: Path
+) -> None:
+    checkpoint = tmp_path / "checkpoint"
+    query, refuse, refusing, failures, refused = _refusing_query(
+        spark, checkpoint, through_wait=True
+    )
+    try:
+        _run_until_refused(query, refuse, refusing)
+    finally:
+        query.stop()
+
+    assert query.exception() is None
+    assert len(failures) == 1
+    message = str(failures[0])
+    assert message.startswith(f"table t: stop requested before batch {refused[0]}")
+    assert "java.lang.InterruptedException" in message
+    assert refused[0] not in _committed(checkpoint)  # replayed by the next run
+
+
+def test_a_batch_refused_at_once_ends_the_query_with_an_error(spark, tmp_path: Path) -> None:
+    """Why the wait: the same refusal and stop without it, as a stopping writer failed
+    before `wait_for_stop`."""
+    checkpoint = tmp_path / "checkpoint"
+    query, refuse, refusing, _failures, refused = _refusing_query(
+        spark, checkpoint, through_wait=False
+    )
+    try:
+        _run_until_refused(query, refuse, refusing)
+    finally:
+        query.stop()
+
+    error = query.exception()
+    assert error is not None and "stop requested before batch" in str(error)
+    assert refused[0] not in _committed(checkpoint)
