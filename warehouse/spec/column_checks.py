@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from warehouse.spec.expectations import EXPECTATION_TYPES
 from warehouse.spec.schemas import (
+    CHANGE_COLUMNS,
     WINDOW_COLUMNS,
     Column,
     Columns,
@@ -38,7 +39,6 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
 def sql_location(d: TableDefinition) -> tuple[str, str]:
     """(field, path) naming where a table's SQL is written, for problems found in it."""
     return ("", d.sql_path) if d.sql_path else ("transform.sql", d.path)
-
 
 
 class ColumnChecker:
@@ -101,6 +101,7 @@ class ColumnChecker:
             )
         self._expectation_columns(d, out)
         self._duplicates(d, out)
+        self._change_feed_names(d, out)
         return sink_columns(out, sink.mode)
 
     def _sql(self, d: TableDefinition, cols: Columns, known: Mapping[str, Columns]) -> Columns:
@@ -220,11 +221,7 @@ class ColumnChecker:
 
     def _duplicates(self, d: TableDefinition, cols: Columns) -> None:
         seen: set[str] = set()
-        fld, path = "source", None
-        if d.spec.aggregate is not None:
-            fld = "aggregate"
-        elif d.sql is not None:
-            fld, path = sql_location(d)
+        fld, path = _output_location(d)
         for c in cols:
             if c.name.lower() in seen:
                 self.add(
@@ -235,3 +232,43 @@ class ColumnChecker:
                     path=path,
                 )
             seen.add(c.name.lower())
+
+    def _change_feed_names(self, d: TableDefinition, cols: Columns) -> None:
+        """Refuse output columns named as the change data feed's own: a reader of the
+        table's changes gets `_change_type`, `_commit_version` and `_commit_timestamp`
+        beside its columns, so delta-spark refuses to turn the feed on for a table with
+        one of them (every table of the framework has it on: docs/architecture.md,
+        "Change data feed"), and the changes of a table the Python engine wrote with one
+        cannot be read."""
+        reserved = {c.name for c in CHANGE_COLUMNS}
+        clash = [c.name for c in cols if c.name.lower() in reserved]
+        if not clash:
+            return
+        fld, path = _output_location(d)
+        one = len(clash) == 1
+        if d.sql is None and d.spec.aggregate is None and d.spec.source.read == "changes":
+            fix = (
+                f"It reads `{d.spec.source.table}` as changes without a transform, so it "
+                "would store them: select the columns it keeps in `transform.sql`, under "
+                "other names."
+            )
+        else:
+            fix = f"Rename {'it' if one else 'them'} (`{clash[0]} AS {clash[0].lstrip('_')}`)."
+        self.add(
+            d,
+            fld,
+            f"Table `{d.name}`: column{'' if one else 's'} {ticks(clash)} "
+            f"{'is' if one else 'are'} named as the columns Delta's change data feed adds "
+            "to a table's changes: delta-spark refuses the feed on such a table, and "
+            f"reading its changes fails. {fix}",
+            path=path,
+        )
+
+
+def _output_location(d: TableDefinition) -> tuple[str, str | None]:
+    """The field (and file) that decides a table's output columns."""
+    if d.spec.aggregate is not None:
+        return "aggregate", None
+    if d.sql is not None:
+        return sql_location(d)
+    return "source", None

@@ -194,6 +194,22 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
         ("conf/staging.yml", "engines.kafka", ("`turbo`",)),
         ("conf/staging.yml", "spark.cores", ("unknown key `cores`", "`master`")),
     ],
+    ("change_feed_names", "local"): [
+        (
+            "layers/dws/kept.yml",
+            "transform.sql",
+            ("column `_change_type`", "change data feed", "`_change_type AS change_type`"),
+        ),
+        (
+            "layers/dws/whole.yml",
+            "source",
+            (
+                "columns `_change_type`, `_commit_version`, `_commit_timestamp`",
+                "as changes without a transform",
+                "`transform.sql`",
+            ),
+        ),
+    ],
     ("static_cycle", "local"): [
         ("layers/dwd/a.yml", "transform.sql", ("cycle", "`dwd_a` (layers/dwd/a.yml) → `dwd_b`")),
         ("layers/dwd/c.sql", "", ("column `key` appears twice",)),

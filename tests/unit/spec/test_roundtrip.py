@@ -21,7 +21,7 @@ def test_python_defined_table_equals_its_yaml_twin() -> None:
     assert defined.spec == TableSpec.model_validate(twin)
     # the Python table takes part in the graph and column checks like any other
     assert list(project.tables) == ["ods_orders", "dwd_orders", "dws_totals"]
-    assert project.schemas["dws_totals"].names == ["order_id", "amount", "_change_type"]
+    assert project.schemas["dws_totals"].names == ["order_id", "amount", "change_type"]
 
 
 def test_python_defined_table_with_a_mistake_is_reported_in_its_module(tmp_path: Path) -> None:
