@@ -57,38 +57,8 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-from proc_cpu import proc_stat, stat_cpu
+from proc_cpu import jvm_threads
 from proc_cpu import processes as cpu_by_process
-
-_cpu = stat_cpu
-
-
-_THREAD_GROUPS = (
-    ("Executor task", "tasks"),
-    ("GC Thread", "gc"),
-    ("G1 ", "gc"),
-    ("C1 Compiler", "jit"),
-    ("C2 Compiler", "jit"),
-    ("stream execut", "query thread"),
-)
-
-
-def jvm_threads(pids: list[int]) -> dict[tuple[int, int], tuple[str, float]]:
-    """{(pid, tid): (group, cpu seconds)} of the JVMs' threads, grouped by name."""
-    out: dict[tuple[int, int], tuple[str, float]] = {}
-    for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                name, fields = proc_stat(f"/proc/{pid}/task/{tid}/stat")
-            except OSError:
-                continue
-            group = next((g for prefix, g in _THREAD_GROUPS if name.startswith(prefix)), "other")
-            out[(pid, int(tid))] = (group, _cpu(fields))
-    return out
 
 
 class CpuMeter:

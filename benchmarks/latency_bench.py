@@ -4,7 +4,7 @@
         [--probe-every 5] [--initial-events 300] [--bootstrap HOST:PORT]
         [--chain-only] [--trigger "5 seconds"] [--engines python,native]
         [--copies 2] [--idle-seconds 30] [--job-kinds] [--off-path-trigger "30 seconds"]
-        [--warmup-seconds 240]
+        [--warmup-seconds 240] [--threads]
 
 Starts the bundled broker (unless `--bootstrap`), loads the repository's example
 project into a temporary warehouse root, produces a first slice of the generator's
@@ -26,7 +26,11 @@ ads table. Before the background producer starts, the queries run idle for
 query costs. During the probes the CPU and the number of micro-batches are counted too:
 (CPU during the probes - idle CPU for as long) / batches is the CPU of a small batch.
 `--job-kinds` lists each query's Spark jobs per batch by what they were, and the CPU
-their tasks used per batch (what is left of a batch's CPU is the driver's).
+their tasks used per batch (what is left of a batch's CPU is the driver's). `--threads`
+splits the JVM's CPU during the probes by group of threads (from /proc: Spark's tasks,
+the JIT's compilers, the GC, the queries' own threads, the rest), and gives each query's
+own thread (its planning, Delta's log, the writer's calls into the JVM) per batch with
+rows.
 `--off-path-trigger` puts the eight tables off the probe's path (and every copy) on a
 processing-time trigger, as a project would for tables whose freshness can wait.
 CPU is user + system of this process and every process under it (the JVM, Spark's
@@ -49,7 +53,7 @@ import threading
 import time
 from pathlib import Path
 
-from proc_cpu import cpu_by_kind, cpu_delta
+from proc_cpu import cpu_by_kind, cpu_delta, jvm_threads, processes
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -234,6 +238,12 @@ def main() -> int:
         "and their tasks' CPU per batch",
     )
     parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="also split the JVM's CPU during the probes by group of threads (tasks, JIT, "
+        "GC, query threads, other) and give each query's own thread per batch",
+    )
+    parser.add_argument(
         "--idle-seconds", type=float, default=30.0, help="idle window before the producer starts"
     )
     parser.add_argument(
@@ -393,6 +403,8 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         time.sleep(SETTLE_SECONDS + args.warmup_seconds)
         cpu0, batches0, t2 = cpu_by_kind(), len(batches), time.monotonic()
         jit0 = jit_seconds(spark)
+        threads0 = thread_cpu(spark) if args.threads else None
+        probes_from = dt.datetime.now(dt.UTC)
         sent: dict[int, float] = {}
         deadline = time.monotonic() + args.seconds
         n = 0
@@ -417,6 +429,8 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         busy = cpu_delta(cpu0, cpu_by_kind()), len(batches) - batches0, time.monotonic() - t2
         jit, ran_for = jit_seconds(spark) - jit0, time.monotonic() - t0
         breakdown = batch_breakdown(spark) + (job_kinds(spark) if args.job_kinds else "")
+        if threads0 is not None:
+            breakdown += thread_split(spark, threads0, probes_from)
         # let the last probes through, then stop at a batch boundary
         settle = time.monotonic() + 120
         while time.monotonic() < settle and (len(table_w.seen) < n or len(topic_w.seen) < n):
@@ -525,6 +539,59 @@ def job_kinds(spark) -> str:
         lines.append(f"{q.name}: tasks {cpu / batches * 1000:.0f} ms CPU per batch")
         for name, n in sorted(kinds.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {n / batches:5.1f}  {name}")
+    return "\n".join(lines)
+
+
+def java_thread_cpu(spark) -> dict[int, tuple[str, float]]:
+    """Every live Java thread of the JVM by id: its name and its CPU seconds so far."""
+    bean = spark._jvm.java.lang.management.ManagementFactory.getThreadMXBean()
+    threads = {}
+    for tid in bean.getAllThreadIds():
+        info = bean.getThreadInfo(tid)
+        if info is not None:
+            threads[tid] = (info.getThreadName(), bean.getThreadCpuTime(tid) / 1e9)
+    return threads
+
+
+STREAM_THREAD = "stream execution thread for "
+"""How Spark names a streaming query's own thread (then the query's name)."""
+
+
+def thread_cpu(spark) -> tuple[dict, dict]:
+    """A reading for `thread_split`: the JVM's threads from /proc by group (which has the
+    JIT's and the GC's, not Java threads) and by Java thread (whose full names tell the
+    queries apart)."""
+    jvms = [pid for pid, (kind, _) in processes().items() if kind == "jvm"]
+    return jvm_threads(jvms), java_thread_cpu(spark)
+
+
+def thread_split(spark, before: tuple[dict, dict], since: dt.datetime) -> str:
+    """The JVM's CPU from `before` (a `thread_cpu` reading taken at `since`) to now, by
+    group of threads, and each query's own thread per batch with rows since then."""
+    procs, java = thread_cpu(spark)
+    groups: dict[str, float] = {}
+    for key, (group, cpu) in procs.items():
+        groups[group] = groups.get(group, 0.0) + cpu - before[0].get(key, (group, 0.0))[1]
+    batches = {
+        q.name: sum(
+            1
+            for p in q.recentProgress
+            if p.numInputRows > 0 and dt.datetime.fromisoformat(p.timestamp) >= since
+        )
+        for q in spark.streams.active
+    }
+    total = sum(groups.values())
+    lines = [
+        f"\nJVM CPU during the probes by thread: {total:.1f} s; "
+        + ", ".join(f"{g} {c:.1f} s" for g, c in sorted(groups.items(), key=lambda kv: -kv[1]))
+    ]
+    for tid, (name, cpu) in sorted(java.items(), key=lambda kv: kv[1][0]):
+        if not name.startswith(STREAM_THREAD):
+            continue
+        query = name[len(STREAM_THREAD) :].split(" ")[0]
+        used, n = cpu - before[1].get(tid, (name, 0.0))[1], batches.get(query, 0)
+        per = f", {used / n * 1000:.0f} ms per batch with rows ({n})" if n else ""
+        lines.append(f"  {query}: its own thread {used:.1f} s{per}")
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ it; kind is "driver" (`root` itself), "jvm" (Spark's JVM), "broker" (the bundled
 or "python workers" (Spark's Python workers and anything else). `cpu_by_kind(root)` sums
 it by kind. Take a reading before and after a phase; the difference is what the phase
 cost. CPU per unit of work moves much less with the machine's load than wall time does.
+`jvm_threads(pids)` reads the JVMs' threads the same way, grouped by what they do.
 """
 
 from __future__ import annotations
@@ -72,3 +73,33 @@ def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, fl
     """CPU seconds by kind between two `cpu_by_kind` readings (processes that exited
     between them are not counted)."""
     return {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in after}
+
+
+THREAD_GROUPS = (
+    ("Executor task", "tasks"),
+    ("GC Thread", "gc"),
+    ("G1 ", "gc"),
+    ("C1 Compiler", "jit"),
+    ("C2 Compiler", "jit"),
+    ("stream execut", "query thread"),
+)
+"""(prefix of a thread's name as /proc has it, 15 characters at most; its group)."""
+
+
+def jvm_threads(pids: list[int]) -> dict[tuple[int, int], tuple[str, float]]:
+    """{(pid, tid): (group, cpu seconds)} of the JVMs' threads, grouped by name: Spark's
+    tasks, the GC, the JIT's compilers, the streaming queries' own threads, other."""
+    out: dict[tuple[int, int], tuple[str, float]] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                name, fields = proc_stat(f"/proc/{pid}/task/{tid}/stat")
+            except OSError:
+                continue
+            group = next((g for prefix, g in THREAD_GROUPS if name.startswith(prefix)), "other")
+            out[(pid, int(tid))] = (group, stat_cpu(fields))
+    return out
