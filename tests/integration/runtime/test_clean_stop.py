@@ -22,9 +22,9 @@ from warehouse.runtime.writer import StopRequested, wait_for_stop
 pytestmark = [pytest.mark.spark]
 
 
-def _refusing_query(spark, checkpoint: Path, *, through_wait: bool):
-    """A query whose batches, once `refuse` is set, fail as a stopping `BatchWriter`'s do;
-    returns (query, refuse, refusing, failures, refused batch ids)."""
+def _refused_at_stop(spark, checkpoint: Path, *, through_wait: bool):
+    """Run a query until one of its batches fails as a stopping `BatchWriter`'s does,
+    then stop it; returns (query, what the refused batch failed with, its batch id)."""
     refuse, refusing = threading.Event(), threading.Event()
     failures: list[StopRequested] = []
     refused: list[int] = []
@@ -48,55 +48,42 @@ def _refusing_query(spark, checkpoint: Path, *, through_wait: bool):
         .option("checkpointLocation", str(checkpoint))
         .start()
     )
-    return query, refuse, refusing, failures, refused
+    try:
+        deadline = time.monotonic() + 60
+        while query.isActive and query.lastProgress is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # a first batch committed before the refusals begin
+        refuse.set()
+        assert refusing.wait(60), "no batch began after the refusal was set"
+        time.sleep(0.5)  # the batch waits for the stop by now, or failed at once
+    finally:
+        query.stop()
+    return query, failures, refused[0]
 
 
 def _committed(checkpoint: Path) -> set[int]:
     return {int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()}
 
 
-def _run_until_refused(query, refuse, refusing) -> None:
-    deadline = time.monotonic() + 60
-    while query.isActive and query.lastProgress is None and time.monotonic() < deadline:
-        time.sleep(0.2)  # a first batch committed before the refusals begin
-    refuse.set()
-    assert refusing.wait(60), "no batch began after the refusal was set"
-    time.sleep(0.5)  # the batch waits for the stop by now, or failed at once
-    query.stop()
-
-
 def test_a_batch_refused_through_wait_for_stop_ends_the_query_as_a_stop(
     spark, tmp_path: Path
 ) -> None:
     checkpoint = tmp_path / "checkpoint"
-    query, refuse, refusing, failures, refused = _refusing_query(
-        spark, checkpoint, through_wait=True
-    )
-    try:
-        _run_until_refused(query, refuse, refusing)
-    finally:
-        query.stop()
+    query, failures, refused = _refused_at_stop(spark, checkpoint, through_wait=True)
 
     assert query.exception() is None
     assert len(failures) == 1
     message = str(failures[0])
-    assert message.startswith(f"table t: stop requested before batch {refused[0]}")
+    assert message.startswith(f"table t: stop requested before batch {refused}")
     assert "java.lang.InterruptedException" in message
-    assert refused[0] not in _committed(checkpoint)  # replayed by the next run
+    assert refused not in _committed(checkpoint)  # replayed by the next run
 
 
 def test_a_batch_refused_at_once_ends_the_query_with_an_error(spark, tmp_path: Path) -> None:
     """Why the wait: the same refusal and stop without it, as a stopping writer failed
     before `wait_for_stop`."""
     checkpoint = tmp_path / "checkpoint"
-    query, refuse, refusing, _failures, refused = _refusing_query(
-        spark, checkpoint, through_wait=False
-    )
-    try:
-        _run_until_refused(query, refuse, refusing)
-    finally:
-        query.stop()
+    query, _failures, refused = _refused_at_stop(spark, checkpoint, through_wait=False)
 
     error = query.exception()
     assert error is not None and "stop requested before batch" in str(error)
-    assert refused[0] not in _committed(checkpoint)
+    assert refused not in _committed(checkpoint)
