@@ -43,6 +43,7 @@ endif
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
 # Where Maven Central cannot be reached the framework still runs, on its Python engines

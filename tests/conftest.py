@@ -41,6 +41,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_JVM_TMP, ignore_errors=True)
 
+
 # Apache Kafka, the oracle of tests/integration/oracle: `apache_kafka`, `apache_kafka_cluster`.
 pytest_plugins = ["tests.support.apache_kafka"]
 

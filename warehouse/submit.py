@@ -48,11 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         project = Project.load(args.project, env=args.env)
         # spark-submit has set master, jars and conf; take its session as it is.
-        spark = SparkSession.getActiveSession() or SparkSession.builder.appName(
-            f"warehouse {args.layer}"
-        ).getOrCreate()
+        spark = (
+            SparkSession.getActiveSession()
+            or SparkSession.builder.appName(f"warehouse {args.layer}").getOrCreate()
+        )
         results = Pipeline(
-            project, spark, layer=args.layer, tables=args.table, progress=lambda s: print(s, flush=True)
+            project,
+            spark,
+            layer=args.layer,
+            tables=args.table,
+            progress=lambda s: print(s, flush=True),
         ).run(once=args.once)
     except WarehouseError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -157,7 +157,6 @@ def commit_empty(
     return DeltaTable(target.path).version()
 
 
-
 def version_after_merge(
     target: DeltaTarget, batch_id: int, commit_info: Mapping[str, Any] | None
 ) -> int:
@@ -168,6 +167,7 @@ def version_after_merge(
     if table.transaction_version(target.app_id) != batch_id:
         return commit_empty(table, batch_id, target, commit_info)
     return table.version()
+
 
 def create_table(
     path: str,

@@ -116,9 +116,7 @@ def _version(path: str) -> int | None:
     return None if table is None else table.version()
 
 
-def _writer(
-    df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str, *, txn: bool
-) -> Any:
+def _writer(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str, *, txn: bool) -> Any:
     """An append recording the batch in `userMetadata`; with `txn`, also Delta's app
     transaction (`txnAppId`/`txnVersion`), which makes Delta skip it when the table has
     the batch already. The change data feed is on for every table this engine creates,

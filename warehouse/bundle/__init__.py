@@ -6,4 +6,10 @@ from __future__ import annotations
 from warehouse.bundle.build import BundleResult, build_bundle, editable_distributions
 from warehouse.bundle.errors import BundleArgumentError, BundleError
 
-__all__ = ["BundleArgumentError", "BundleError", "BundleResult", "build_bundle", "editable_distributions"]
+__all__ = [
+    "BundleArgumentError",
+    "BundleError",
+    "BundleResult",
+    "build_bundle",
+    "editable_distributions",
+]

@@ -60,8 +60,10 @@ class BundleResult:
     def spark_submit_args(self, alias: str = "env") -> list[str]:
         """The `spark-submit` options that ship this archive to the executors."""
         return [
-            "--archives", f"{self.path}#{alias}",
-            "--conf", f"spark.pyspark.python=./{alias}/bin/python",
+            "--archives",
+            f"{self.path}#{alias}",
+            "--conf",
+            f"spark.pyspark.python=./{alias}/bin/python",
         ]
 
 
@@ -86,7 +88,9 @@ def editable_distributions(site: Path) -> dict[str, Path]:
             direct = json.loads((info / "direct_url.json").read_text())
         except (OSError, ValueError):
             continue
-        if direct.get("dir_info", {}).get("editable") and str(direct.get("url", "")).startswith("file:"):
+        if direct.get("dir_info", {}).get("editable") and str(direct.get("url", "")).startswith(
+            "file:"
+        ):
             name = info.name.removesuffix(".dist-info").rsplit("-", 1)[0]
             found[name] = Path(unquote(urlparse(direct["url"]).path))
     return found
@@ -123,9 +127,13 @@ def _skip(editable: dict[str, Path], include_pyspark: bool):
             return skipped
         for n in names:
             dist = n.removesuffix(".dist-info").rsplit("-", 1)[0].lower().replace("-", "_")
-            if n.startswith("__editable__") or (n.endswith(".dist-info") and dist in editable_infos):
+            if n.startswith("__editable__") or (
+                n.endswith(".dist-info") and dist in editable_infos
+            ):
                 skipped.add(n)
-            elif not include_pyspark and (n in _PYSPARK or (n.endswith(".dist-info") and dist in _PYSPARK)):
+            elif not include_pyspark and (
+                n in _PYSPARK or (n.endswith(".dist-info") and dist in _PYSPARK)
+            ):
                 skipped.add(n)
         return skipped
 
@@ -173,7 +181,8 @@ def build_bundle(
     if not out.name.endswith(ARCHIVE_SUFFIXES):
         raise BundleArgumentError(
             f"Archive name `{out.name}` has no known suffix; use one of "
-            + ", ".join(f"`{s}`" for s in ARCHIVE_SUFFIXES) + " (e.g. `env.tar.gz`).",
+            + ", ".join(f"`{s}`" for s in ARCHIVE_SUFFIXES)
+            + " (e.g. `env.tar.gz`).",
             path=out,
         )
     if out.exists() and not force:
@@ -192,29 +201,67 @@ def build_bundle(
         _run([python, "-m", "venv", "--without-pip", str(staging)], "creating the staging venv")
         target = site_packages(staging)
         shutil.rmtree(target)
-        shutil.copytree(site, target, symlinks=True, copy_function=_link_or_copy,
-                        ignore=_skip(editable, include_pyspark))
+        shutil.copytree(
+            site,
+            target,
+            symlinks=True,
+            copy_function=_link_or_copy,
+            ignore=_skip(editable, include_pyspark),
+        )
         built: list[Path] = []
         if editable:
             wheel_dir = staging_root / "wheels"
             for name, folder in editable.items():
-                if not (folder / "pyproject.toml").is_file() and not (folder / "setup.py").is_file():
+                if (
+                    not (folder / "pyproject.toml").is_file()
+                    and not (folder / "setup.py").is_file()
+                ):
                     raise BundleError(
                         f"Editable install `{name}` points to `{folder}`, which has no "
                         "pyproject.toml or setup.py to build a wheel from. Reinstall it "
                         "non-editable (`pip install .`) or pass its wheel with `--wheel`.",
                         path=folder,
                     )
-                _run([python, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheel_dir), str(folder)],
-                     f"building a wheel of the editable install `{name}`")
+                _run(
+                    [
+                        python,
+                        "-m",
+                        "pip",
+                        "wheel",
+                        "--no-deps",
+                        "-q",
+                        "-w",
+                        str(wheel_dir),
+                        str(folder),
+                    ],
+                    f"building a wheel of the editable install `{name}`",
+                )
             built = sorted(wheel_dir.glob("*.whl"))
         install = built + extra
         if install:
-            _run([python, "-m", "pip", "--python", str(staging / "bin" / "python"), "install",
-                  "--no-deps", "--no-index", "-q", *map(str, install)], "installing the project wheels")
+            _run(
+                [
+                    python,
+                    "-m",
+                    "pip",
+                    "--python",
+                    str(staging / "bin" / "python"),
+                    "install",
+                    "--no-deps",
+                    "--no-index",
+                    "-q",
+                    *map(str, install),
+                ],
+                "installing the project wheels",
+            )
         logger.info("bundle: packing %s into %s", staging, out)
-        venv_pack.pack(prefix=str(staging), output=str(out), force=force,
-                       compress_level=compress_level, python_prefix=python_prefix)
+        venv_pack.pack(
+            prefix=str(staging),
+            output=str(out),
+            force=force,
+            compress_level=compress_level,
+            python_prefix=python_prefix,
+        )
     except venv_pack.VenvPackException as e:
         raise BundleError(f"venv-pack could not pack `{source}`: {e}", path=source) from e
     finally:

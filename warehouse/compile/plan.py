@@ -62,13 +62,13 @@ def _source_text(defn: TableDefinition) -> str:
     src = defn.spec.source
     if src.kafka is not None:
         k = src.kafka
-        where = (
-            f"pattern `{k.pattern}`"
-            if k.pattern
-            else ", ".join(f"`{t}`" for t in k.topic_list)
-        )
+        where = f"pattern `{k.pattern}`" if k.pattern else ", ".join(f"`{t}`" for t in k.topic_list)
         fmt = k.format + (
-            f" ({k.schema_})" if k.schema_ else " (schema from the records)" if k.connect_schema else ""
+            f" ({k.schema_})"
+            if k.schema_
+            else " (schema from the records)"
+            if k.connect_schema
+            else ""
         )
         start = k.starting_offsets if isinstance(k.starting_offsets, str) else "explicit offsets"
         return f"kafka {where} as {fmt} from {start}"
@@ -109,7 +109,9 @@ def _operators(defn: TableDefinition) -> list[str]:
     return ops
 
 
-def plan_table(project: LoadedProject, name: str, *, static_tables: list[str] | None = None) -> TablePlan:
+def plan_table(
+    project: LoadedProject, name: str, *, static_tables: list[str] | None = None
+) -> TablePlan:
     """The plan of one table of `project` (paths from the project, modes from the spec)."""
     defn = project.tables[name]
     spec = defn.spec
@@ -231,7 +233,7 @@ def render_mermaid(plans: list[TablePlan]) -> str:
     for p in plans:
         for t in p.topics:
             tid = "k_" + "".join(c if c.isalnum() else "_" for c in t)
-            lines.append(f"  {tid}[(\"{t}\")] --> {_node_id(p.name)}")
+            lines.append(f'  {tid}[("{t}")] --> {_node_id(p.name)}')
         for up in p.upstreams:
             if up not in names:
                 lines.append(f'  {_node_id(up)}["{up}"]')
@@ -240,7 +242,7 @@ def render_mermaid(plans: list[TablePlan]) -> str:
             lines.append(f"  {_node_id(st)} -.-> {_node_id(p.name)}")
         if p.publish:
             pid = "k_" + "".join(c if c.isalnum() else "_" for c in p.publish)
-            lines.append(f"  {_node_id(p.name)} --> {pid}[(\"{p.publish}\")]")
+            lines.append(f'  {_node_id(p.name)} --> {pid}[("{p.publish}")]')
     return "\n".join(lines)
 
 

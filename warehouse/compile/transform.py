@@ -35,8 +35,9 @@ class TransformContext:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-
-def load_callable(project: LoadedProject, ref: str, *, table: str, layer: str) -> Callable[..., Any]:
+def load_callable(
+    project: LoadedProject, ref: str, *, table: str, layer: str
+) -> Callable[..., Any]:
     """The table's Python transform `package.module:function`, imported from the project."""
     fn = project.transform_callable(table)
     if not callable(fn):

@@ -90,7 +90,6 @@ def delete_topics(project: Project, bootstrap: str) -> list[str]:
     """Delete the example's topics that exist; returns their names."""
     from confluent_kafka.admin import AdminClient
 
-
     admin = AdminClient({"bootstrap.servers": bootstrap, **project.config.kafka.client_config()})
     existing = set(admin.list_topics(timeout=30).topics)
     doomed = [t for t in source_topics(project) if t in existing]

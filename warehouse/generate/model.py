@@ -124,8 +124,16 @@ class ShopGenerator:
     def _time(self, at: float) -> dt.datetime:
         return self.start + dt.timedelta(milliseconds=round(at * 1000))
 
-    def _push(self, at: float, topic: str, key: bytes | None, value: bytes | None,
-              kind: Kind, *, duplicate: bool = False) -> None:
+    def _push(
+        self,
+        at: float,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        kind: Kind,
+        *,
+        duplicate: bool = False,
+    ) -> None:
         self._seq += 1
         heapq.heappush(
             self._pending, Record(max(at, 0.0), self._seq, topic, key, value, kind, duplicate)
@@ -137,10 +145,17 @@ class ShopGenerator:
         self._push(at, topic, key.encode(), value, kind)
         r = self.rng.random()
         if r < 0.03:
-            self._push(at + self.rng.uniform(1, 30), topic, key.encode(), value, kind, duplicate=True)
+            self._push(
+                at + self.rng.uniform(1, 30), topic, key.encode(), value, kind, duplicate=True
+            )
         elif r < 0.04:
-            self._push(at + self.rng.uniform(0, 5), topic, key.encode(), self._malformed(payload),
-                       "malformed")
+            self._push(
+                at + self.rng.uniform(0, 5),
+                topic,
+                key.encode(),
+                self._malformed(payload),
+                "malformed",
+            )
 
     def _malformed(self, payload: dict[str, Any]) -> bytes:
         """A broken copy of `payload`; every kind is quarantined by `ods_*`."""
@@ -155,8 +170,16 @@ class ShopGenerator:
             return _dumps(dict(payload, event_time=None))  # no event time
         return _dumps([payload])  # not an object
 
-    def _cdc(self, at: float, table: str, key_name: str, key: str,
-             before: dict[str, Any] | None, after: dict[str, Any] | None, op: str) -> None:
+    def _cdc(
+        self,
+        at: float,
+        table: str,
+        key_name: str,
+        key: str,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+        op: str,
+    ) -> None:
         t_ms = int(self._time(at).timestamp() * 1000)
         value = {
             "before": before,
@@ -182,7 +205,9 @@ class ShopGenerator:
             "name": f"user {len(self.user_ids) + 1}",
             "city": city,
             "tier": self.rng.choices(TIERS, [70, 25, 5])[0],
-            "signup_date": (self._time(at) - dt.timedelta(days=self.rng.randrange(1, 900))).date().isoformat(),
+            "signup_date": (self._time(at) - dt.timedelta(days=self.rng.randrange(1, 900)))
+            .date()
+            .isoformat(),
         }
         self.users[uid] = row
         self.user_ids.append(uid)
@@ -282,7 +307,9 @@ class ShopGenerator:
 
     def _payments_for(self, t: float, oid: str, amount: float) -> None:
         method = self.rng.choice(METHODS)
-        pay_at = t + (self.rng.uniform(960, 1500) if self.rng.random() < 0.07 else self.rng.uniform(5, 300))
+        pay_at = t + (
+            self.rng.uniform(960, 1500) if self.rng.random() < 0.07 else self.rng.uniform(5, 300)
+        )
         if self.rng.random() < 0.08:
             fail_at = t + self.rng.uniform(2, max(3.0, pay_at - t - 1))
             self._payment(fail_at, oid, amount, method, "failed")

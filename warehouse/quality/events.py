@@ -40,6 +40,7 @@ def _lock_for(path: Path) -> threading.Lock:
     with _locks_guard:
         return _locks.setdefault(str(path), threading.Lock())
 
+
 EVENTS_ARROW_SCHEMA = pa.schema(
     [
         pa.field("table", pa.string()),

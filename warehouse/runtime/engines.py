@@ -68,7 +68,9 @@ def _log_choice(spark: SparkSession, kind: EngineKind, setting: str, chosen: str
     logger.info("%s engine: %s (%s)", kind, chosen, why)
 
 
-def resolve_engine(spark: SparkSession, kind: EngineKind, setting: str) -> Literal["python", "native"]:
+def resolve_engine(
+    spark: SparkSession, kind: EngineKind, setting: str
+) -> Literal["python", "native"]:
     """Turn `auto|native|python` into the engine to use for `kind` on this session."""
     if setting not in ("auto", "native", "python"):
         raise RuntimeConfigError(

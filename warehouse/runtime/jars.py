@@ -115,8 +115,7 @@ def cached_jars(cache_dir: Path, packages: NativePackages | None = None) -> Nati
     missing = [f for f in files if not f.is_file()]
     if missing or data.get("version") != MANIFEST_VERSION:
         logger.warning(
-            "jar manifest %s is stale (%d file(s) missing); run `warehouse jars "
-            "fetch` again",
+            "jar manifest %s is stale (%d file(s) missing); run `warehouse jars fetch` again",
             path,
             len(missing),
         )

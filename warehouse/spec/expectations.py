@@ -81,6 +81,8 @@ def _t(name: str, level: Level, args: Mapping[str, Arg], description: str, **kw:
     return ExpectationType(name=name, level=level, args=args, description=description, **kw)
 
 
+# A table, one expectation type per entry, aligned by hand.
+# fmt: off
 _TYPES: tuple[ExpectationType, ...] = (
     # Row-level: enforced in the stream, and checked again by `warehouse check`.
     _t("expect_column_values_to_not_be_null", "row", {**_COLUMN, **_MOSTLY},
@@ -141,6 +143,7 @@ _TYPES: tuple[ExpectationType, ...] = (
        "warehouse extension: the newest value of a timestamp column is at most max_age old "
        "when `warehouse check` runs", extension=True),
 )
+# fmt: on
 
 EXPECTATION_TYPES: Mapping[str, ExpectationType] = {t.name: t for t in _TYPES}
 """Every supported type by name."""
@@ -183,8 +186,14 @@ def interval_seconds(value: str) -> float:
     if not m or not INTERVAL_RE.match(value):
         raise ValueError(f"`{value}` is not an interval; write e.g. `1 hour` or `30 minutes`")
     unit = m.group(2).lower()
-    factor = {"millisecond": 0.001, "second": 1, "minute": 60, "hour": 3600,
-              "day": 86400, "week": 604800}[unit]
+    factor = {
+        "millisecond": 0.001,
+        "second": 1,
+        "minute": 60,
+        "hour": 3600,
+        "day": 86400,
+        "week": 604800,
+    }[unit]
     return int(m.group(1)) * factor
 
 
@@ -215,8 +224,10 @@ def _kind_problem(kind: ArgKind, value: Any) -> str | None:
     if kind == "fraction":
         return None if is_num and 0 < value <= 1 else "a number in (0, 1]"
     if kind == "interval":
-        return None if isinstance(value, str) and INTERVAL_RE.match(value) else (
-            "an interval such as `1 hour` or `30 minutes`"
+        return (
+            None
+            if isinstance(value, str) and INTERVAL_RE.match(value)
+            else ("an interval such as `1 hour` or `30 minutes`")
         )
     if kind in ("list", "str_list"):
         if not isinstance(value, list) or not value:
@@ -265,8 +276,7 @@ def validate(expectation: Expectation) -> list[str]:
             )
     if etype.one_of and all(kwargs.get(k) is None for k in etype.one_of):
         problems.append(
-            f"`{etype.name}` needs at least one of "
-            + " or ".join(f"`{k}`" for k in etype.one_of)
+            f"`{etype.name}` needs at least one of " + " or ".join(f"`{k}`" for k in etype.one_of)
         )
     problems.extend(_semantic_problems(etype, kwargs))
     if not etype.row_level and expectation.on_violation != "warn":
@@ -340,6 +350,7 @@ def _semantic_problems(etype: ExpectationType, kwargs: Mapping[str, Any]) -> lis
 
 # Spark simple type names (DataType.simpleString) and their class names, so a
 # YAML author may write either `bigint` or `LongType`.
+# fmt: off
 _SPARK_TYPES: dict[str, str] = {
     "string": "string", "stringtype": "string", "str": "string",
     "boolean": "boolean", "booleantype": "boolean", "bool": "boolean",
@@ -358,6 +369,7 @@ _SPARK_TYPES: dict[str, str] = {
     "map": "map", "maptype": "map",
     "struct": "struct", "structtype": "struct",
 }
+# fmt: on
 _TYPE_EXAMPLES = ("string", "int", "bigint", "double", "decimal", "boolean", "timestamp", "date")
 
 

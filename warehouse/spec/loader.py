@@ -31,7 +31,6 @@ from warehouse.spec.schemas import Columns, SchemaFileError, read_schema_file
 logger = logging.getLogger(__name__)
 
 
-
 # --- YAML --------------------------------------------------------------------------
 
 

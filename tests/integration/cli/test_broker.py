@@ -93,9 +93,7 @@ def test_a_conf_only_folder_gives_the_broker_its_embedded_config(tmp_path: Path)
 
 
 def test_config_pairs_go_over_the_projects_embedded_config(tmp_path: Path) -> None:
-    project = conf_only(
-        tmp_path / "p", 'kafka:\n  embedded:\n    config: {num.partitions: "3"}\n'
-    )
+    project = conf_only(tmp_path / "p", 'kafka:\n  embedded:\n    config: {num.partitions: "3"}\n')
     data_dir = tmp_path / "d"
     try:
         bootstrap = start(project, data_dir, "--config", "num.partitions=2")

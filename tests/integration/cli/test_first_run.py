@@ -35,7 +35,11 @@ def warehouse(line: str, cwd: Path, env: dict[str, str]) -> subprocess.Completed
     assert words[0] == "warehouse", line
     done = subprocess.run(
         [sys.executable, "-m", "warehouse", *words[1:]],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=1500,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=1500,
     )
     assert done.returncode == 0, f"`{line}` exited {done.returncode}:\n{done.stderr[-3000:]}"
     return done

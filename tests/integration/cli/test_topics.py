@@ -17,14 +17,21 @@ from tests.unit.runtime.projects import write_project
 pytestmark = [pytest.mark.kafka]
 
 
-def warehouse(*args: str, project: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def warehouse(
+    *args: str, project: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "warehouse", *args, "--project", str(project)],
-        capture_output=True, text=True, input=stdin, timeout=300,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=300,
     )
 
 
-def test_produce_from_stdin_keyed_then_consume_prints_key_and_value(broker, unique, tmp_path: Path) -> None:
+def test_produce_from_stdin_keyed_then_consume_prints_key_and_value(
+    broker, unique, tmp_path: Path
+) -> None:
     project = write_project(tmp_path / "proj", bootstrap=broker.bootstrap)
     topic = unique("events")
     rows = '{"id": "a", "n": 1}\n\n{"id": 2, "n": 2}\n{"id": "a", "n": 3}\n'
@@ -33,13 +40,19 @@ def test_produce_from_stdin_keyed_then_consume_prints_key_and_value(broker, uniq
     assert done.stdout.strip() == (
         f"produced 3 record(s) to topic `{topic}` at {broker.bootstrap}, keyed by `id`"
     )
-    out = warehouse("consume", "--topic", topic, "--from-beginning", "--timeout", "3", project=project)
+    out = warehouse(
+        "consume", "--topic", topic, "--from-beginning", "--timeout", "3", project=project
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
-        'a\t{"id": "a", "n": 1}', '2\t{"id": 2, "n": 2}', 'a\t{"id": "a", "n": 3}'
+        'a\t{"id": "a", "n": 1}',
+        '2\t{"id": 2, "n": 2}',
+        'a\t{"id": "a", "n": 3}',
     ]
     assert f"consumed 3 record(s) from topic `{topic}`" in out.stderr
-    first = warehouse("consume", "--topic", topic, "--from-beginning", "--max", "1", project=project)
+    first = warehouse(
+        "consume", "--topic", topic, "--from-beginning", "--max", "1", project=project
+    )
     assert first.stdout.splitlines() == ['a\t{"id": "a", "n": 1}']
     # Without --from-beginning only what comes later is printed: nothing here.
     later = warehouse("consume", "--topic", topic, "--timeout", "2", project=project)
@@ -72,7 +85,9 @@ def test_consume_shows_committed_transactions_only(broker, unique, tmp_path: Pat
             producer.abort_transaction(30)
         else:
             producer.commit_transaction(30)
-    out = warehouse("consume", "--topic", topic, "--from-beginning", "--timeout", "3", project=project)
+    out = warehouse(
+        "consume", "--topic", topic, "--from-beginning", "--timeout", "3", project=project
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["k\tcommitted"]
 

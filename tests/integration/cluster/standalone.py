@@ -81,13 +81,21 @@ class StandaloneCluster:
         self.procs.append(proc)
         return proc, log
 
-    def _wait(self, proc: subprocess.Popen[bytes], log: Path, pattern: re.Pattern[str] | str,
-              timeout: float) -> re.Match[str] | str:
+    def _wait(
+        self,
+        proc: subprocess.Popen[bytes],
+        log: Path,
+        pattern: re.Pattern[str] | str,
+        timeout: float,
+    ) -> re.Match[str] | str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = log.read_text(errors="replace") if log.exists() else ""
-            found = pattern.search(text) if isinstance(pattern, re.Pattern) else (
-                pattern if pattern in text else None)
+            found = (
+                pattern.search(text)
+                if isinstance(pattern, re.Pattern)
+                else (pattern if pattern in text else None)
+            )
             if found:
                 return found
             if proc.poll() is not None:
@@ -100,8 +108,14 @@ class StandaloneCluster:
             d.mkdir(parents=True, exist_ok=True)
         try:
             master, mlog = self._spawn(
-                "master", "org.apache.spark.deploy.master.Master",
-                "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
+                "master",
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--webui-port",
+                "0",
             )
             found = self._wait(master, mlog, _MASTER_URL, timeout)
             assert isinstance(found, re.Match)
@@ -109,10 +123,21 @@ class StandaloneCluster:
             self._wait(master, mlog, "ALIVE", timeout)
             workers = [
                 self._spawn(
-                    f"worker-{i}", "org.apache.spark.deploy.worker.Worker",
-                    "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
-                    "--cores", str(self.cores), "--memory", self.memory,
-                    "--work-dir", str(self.work_dir / f"worker-{i}"), self.url,
+                    f"worker-{i}",
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                    "--webui-port",
+                    "0",
+                    "--cores",
+                    str(self.cores),
+                    "--memory",
+                    self.memory,
+                    "--work-dir",
+                    str(self.work_dir / f"worker-{i}"),
+                    self.url,
                 )
                 for i in range(self.workers)
             ]

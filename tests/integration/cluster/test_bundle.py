@@ -21,7 +21,9 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow
-def test_archive_unpacked_elsewhere_imports_the_project_from_itself(env_bundle, tmp_path: Path) -> None:
+def test_archive_unpacked_elsewhere_imports_the_project_from_itself(
+    env_bundle, tmp_path: Path
+) -> None:
     assert env_bundle.editable == ["spark_warehouse"]
     assert not env_bundle.includes_pyspark
     with tarfile.open(env_bundle.path) as tar:
@@ -44,14 +46,22 @@ def test_archive_unpacked_elsewhere_imports_the_project_from_itself(env_bundle, 
     env["PYTHONPATH"] = os.pathsep.join(map(str, spark_zips))
     done = subprocess.run(
         [str(tmp_path / "unpacked" / "bin" / "python"), "-c", probe],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     inside = str(tmp_path / "unpacked")
     assert seen["prefix"] == inside
-    assert seen["warehouse"].startswith(inside + "/lib/") and seen["streams"].startswith(inside + "/lib/")
-    assert seen["pyspark"] == str(SPARK_HOME / "python" / "lib" / "pyspark.zip" / "pyspark" / "__init__.py")
+    assert seen["warehouse"].startswith(inside + "/lib/") and seen["streams"].startswith(
+        inside + "/lib/"
+    )
+    assert seen["pyspark"] == str(
+        SPARK_HOME / "python" / "lib" / "pyspark.zip" / "pyspark" / "__init__.py"
+    )
 
 
 def test_editable_distributions_reads_pep610_direct_urls(tmp_path: Path) -> None:
@@ -67,7 +77,9 @@ def test_editable_distributions_reads_pep610_direct_urls(tmp_path: Path) -> None
     assert editable_distributions(site) == {"mine": Path("/src/my proj")}
 
 
-def test_bad_arguments_fail_before_building(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_arguments_fail_before_building(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(BundleArgumentError, match="not a virtual environment"):
         build_bundle(tmp_path / "env.tar.gz", venv=tmp_path)
     (tmp_path / "env.tar.gz").write_text("old")

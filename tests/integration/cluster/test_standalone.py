@@ -54,35 +54,65 @@ SASL = {
 }
 
 
-def submit(cluster: StandaloneCluster, project: Path, layer: str, env: dict[str, str],
-           *extra: str, executor_python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+def submit(
+    cluster: StandaloneCluster,
+    project: Path,
+    layer: str,
+    env: dict[str, str],
+    *extra: str,
+    executor_python: str = sys.executable,
+) -> subprocess.CompletedProcess[str]:
     """`spark-submit warehouse/submit.py --layer <layer> --once` in client mode."""
     cmd = [
         str(SPARK_HOME / "bin" / "spark-submit"),
-        "--master", str(cluster.url),
-        "--deploy-mode", "client",
-        "--conf", f"spark.pyspark.python={executor_python}",
-        "--conf", f"spark.pyspark.driver.python={sys.executable}",
-        "--conf", "spark.executor.cores=1",
-        "--conf", "spark.executor.memory=512m",
-        "--conf", "spark.cores.max=2",
-        "--conf", "spark.driver.memory=1g",
-        "--conf", "spark.driver.host=127.0.0.1",
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.sql.shuffle.partitions=2",
-        "--conf", "spark.sql.session.timeZone=UTC",
-        "--conf", f"spark.local.dir={cluster.local_dir}",
+        "--master",
+        str(cluster.url),
+        "--deploy-mode",
+        "client",
+        "--conf",
+        f"spark.pyspark.python={executor_python}",
+        "--conf",
+        f"spark.pyspark.driver.python={sys.executable}",
+        "--conf",
+        "spark.executor.cores=1",
+        "--conf",
+        "spark.executor.memory=512m",
+        "--conf",
+        "spark.cores.max=2",
+        "--conf",
+        "spark.driver.memory=1g",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        "--conf",
+        "spark.sql.session.timeZone=UTC",
+        "--conf",
+        f"spark.local.dir={cluster.local_dir}",
         *extra,
         str(REPO / "warehouse" / "submit.py"),
-        "--layer", layer, "--project", str(project), "--env", "cluster", "--once",
+        "--layer",
+        layer,
+        "--project",
+        str(project),
+        "--env",
+        "cluster",
+        "--once",
     ]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=project, timeout=900)
 
 
 def failure(run: subprocess.CompletedProcess[str]) -> str:
     """The lines that say what went wrong, then the tail of the driver's log."""
-    said = [ln for ln in run.stderr.splitlines() if ln.startswith(("error:", "Caused by:", "Traceback"))
-            or "Error:" in ln or "Exception:" in ln]
+    said = [
+        ln
+        for ln in run.stderr.splitlines()
+        if ln.startswith(("error:", "Caused by:", "Traceback"))
+        or "Error:" in ln
+        or "Exception:" in ln
+    ]
     return "\n".join(said[:20]) + "\n...\n" + run.stderr[-2000:]
 
 
@@ -111,7 +141,9 @@ def test_ods_then_dwd_on_a_standalone_cluster(
         ("d", order(None, "u4", 5.0, 3)),  # null order_id: quarantined by ODS
     ]
     for partition in (0, 1):
-        produce(broker.bootstrap, topic, records[partition::2], partition=partition, client_config=SASL)
+        produce(
+            broker.bootstrap, topic, records[partition::2], partition=partition, client_config=SASL
+        )
 
     project = write_project(tmp_path / "proj", topic=topic)
     shutil.copy(REPO / "conf" / "cluster.yml", project / "conf" / "cluster.yml")
@@ -134,8 +166,13 @@ def test_ods_then_dwd_on_a_standalone_cluster(
         assert ods_run.returncode == 0, failure(ods_run)
         ods_executors = cluster.executor_dirs()
         dwd_run = submit(
-            cluster, project, "dwd", env, *native,
-            "--archives", f"{env_bundle.path}#env",
+            cluster,
+            project,
+            "dwd",
+            env,
+            *native,
+            "--archives",
+            f"{env_bundle.path}#env",
             executor_python="./env/bin/python",
         )
         assert dwd_run.returncode == 0, failure(dwd_run)
@@ -153,16 +190,24 @@ def test_ods_then_dwd_on_a_standalone_cluster(
     assert not any((d / "env").exists() for d in ods_executors)
 
     tables = root / "tables"
-    assert rows(tables / "ods_orders", ["order_id", "user_id", "amount", "event_time", "_partition"]) == [
+    assert rows(
+        tables / "ods_orders", ["order_id", "user_id", "amount", "event_time", "_partition"]
+    ) == [
         ("o1", "u1", 10.5, at(0), 0),
         ("o1", "u1", 10.5, at(0), 0),
         ("o2", "u2", 20.0, at(1), 1),
         ("o3", "u3", -1.0, at(2), 1),
     ]
     assert rows(tables / "ods_orders", ["_topic", "_partition", "_offset"]) == [
-        (topic, 0, 0), (topic, 0, 1), (topic, 1, 0), (topic, 1, 1),
+        (topic, 0, 0),
+        (topic, 0, 1),
+        (topic, 1, 0),
+        (topic, 1, 1),
     ]
-    assert rows(tables / "ods_orders__quarantine", ["source_partition", "source_offset"]) == [(0, 2), (1, 2)]
+    assert rows(tables / "ods_orders__quarantine", ["source_partition", "source_offset"]) == [
+        (0, 2),
+        (1, 2),
+    ]
     assert rows(tables / "dwd_orders", ["order_id", "user_id", "amount", "event_time"]) == [
         ("o1", "u1", Decimal("10.50"), at(0)),
         ("o2", "u2", Decimal("20.00"), at(1)),

@@ -81,15 +81,21 @@ def test_a_table_written_by_one_engine_is_read_by_the_other(
     """`engine` writes an append and an upsert table; the other engine reads their
     snapshots and change feeds. The CDF is on whichever engine created the table."""
     reader = OTHER[engine]
-    events = DeltaTarget(str(tmp_path / "events"), app_id="e:q", engine=engine,
-                         partition_by=["day"])
+    events = DeltaTarget(
+        str(tmp_path / "events"), app_id="e:q", engine=engine, partition_by=["day"]
+    )
     write_batch(spark.createDataFrame([(1, "d1"), (2, "d2")], "id long, day string"), 0, events)
     write_batch(spark.createDataFrame([(3, "d1")], "id long, day string"), 1, events)
-    users = DeltaTarget(str(tmp_path / "users"), mode="upsert", keys=["user_id"],
-                        sequence_by="seq", app_id="u:q", engine=engine)
+    users = DeltaTarget(
+        str(tmp_path / "users"),
+        mode="upsert",
+        keys=["user_id"],
+        sequence_by="seq",
+        app_id="u:q",
+        engine=engine,
+    )
     schema = "user_id long, city string, seq long, _op string"
-    write_batch(spark.createDataFrame([(1, "rome", 1, "c"), (2, "oslo", 1, "c")], schema), 0,
-                users)
+    write_batch(spark.createDataFrame([(1, "rome", 1, "c"), (2, "oslo", 1, "c")], schema), 0, users)
     write_batch(spark.createDataFrame([(1, "bern", 2, "u"), (2, None, 2, "d")], schema), 1, users)
 
     expected_events = [Row(id=1, day="d1"), Row(id=2, day="d2"), Row(id=3, day="d1")]

@@ -95,7 +95,9 @@ def test_composite_keys_close_only_their_own_versions(tmp_path: Path, apply) -> 
     assert "_op" not in DeltaTable(t.path).schema().to_arrow().names
 
 
-def test_a_stale_only_batch_commits_its_transaction_and_changes_nothing(tmp_path: Path, apply) -> None:
+def test_a_stale_only_batch_commits_its_transaction_and_changes_nothing(
+    tmp_path: Path, apply
+) -> None:
     t = target(tmp_path)
     apply(batch([{"tenant": "a", "id": 1, "v": "new", "ts_ms": 500}]), 0, t)
     before = rows_of(t.path, ["tenant", "id", "v", "valid_from", "valid_to", "is_current"])

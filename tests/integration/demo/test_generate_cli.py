@@ -26,9 +26,22 @@ def test_generate_produces_exactly_the_generators_records(broker_factory, tmp_pa
         "WAREHOUSE__WAREHOUSE_ROOT": str(tmp_path / "wh"),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "warehouse", "--project", str(REPO), "generate", "--events", "400",
-         "--seed", "5"],
-        capture_output=True, text=True, env=env, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "warehouse",
+            "--project",
+            str(REPO),
+            "generate",
+            "--events",
+            "400",
+            "--seed",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     expected = Counter(r.topic for r in generate(400, seed=5))

@@ -108,9 +108,7 @@ def _project(root: Path, bootstrap: str, topics: dict[str, str]) -> Project:
         f"table: ods_cached\n{json_src}transform:\n  sql: SELECT * FROM source\n"
     )
     (ods / "cdc.yml").write_text(f"table: ods_cdc\n{source(topics['cdc'], 'debezium-json')}")
-    (ods / "upsert.yml").write_text(
-        f"table: ods_upsert\n{source(topics['upsert'], 'upsert-json')}"
-    )
+    (ods / "upsert.yml").write_text(f"table: ods_upsert\n{source(topics['upsert'], 'upsert-json')}")
     return Project.load(root)
 
 

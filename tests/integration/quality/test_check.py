@@ -128,8 +128,11 @@ def test_a_failing_table_exits_1_with_unexpected_counts_and_values(project, tmp_
         project, "ods_orders",
         orders(["a", "b", "b", None], [5, 6, -1, 7], age=timedelta(hours=3)),
     )  # fmt: skip
-    write(project, "ods_users", pa.table({"user_id": ["u1", "u1", "u2"],
-                                          "city": ["Oslo", "Oslo", "Oslo"]}))
+    write(
+        project,
+        "ods_users",
+        pa.table({"user_id": ["u1", "u1", "u2"], "city": ["Oslo", "Oslo", "Oslo"]}),
+    )
     report = run_checks(project, layer="ods", report_dir=tmp_path / "r", now=NOW)
     assert report.exit_code == 1
     result = json.loads(report.results_path.read_text())
@@ -178,9 +181,10 @@ def test_incremental_checks_only_rows_added_since_the_last_check(project, tmp_pa
                         report_dir=tmp_path / "r2", now=NOW)  # fmt: skip
     t = json.loads(second.results_path.read_text())["tables"]["ods_orders"]
     assert (second.exit_code, t["rows"], t["from_version"], t["delta_version"]) == (0, 2, 1, 1)
-    assert by_id({"tables": {"t": t}}, "t")["expect_table_row_count_to_be_between()"][
-        "observed_value"
-    ] == 2
+    assert (
+        by_id({"tables": {"t": t}}, "t")["expect_table_row_count_to_be_between()"]["observed_value"]
+        == 2
+    )
 
     third = run_checks(project, table="ods_orders", incremental=True,
                        report_dir=tmp_path / "r3", now=NOW)  # fmt: skip

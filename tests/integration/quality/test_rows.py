@@ -51,14 +51,17 @@ def not_null(on: str) -> dict:
 
 
 def positive(on: str) -> dict:
-    return {"expect_column_values_to_be_between": {"column": "amount", "min_value": 0},
-            "on_violation": on}
+    return {
+        "expect_column_values_to_be_between": {"column": "amount", "min_value": 0},
+        "on_violation": on,
+    }
 
 
 def status_known(on: str) -> dict:
-    return {"expect_column_values_to_be_in_set": {"column": "status",
-                                                  "value_set": ["paid", "new"]},
-            "on_violation": on}
+    return {
+        "expect_column_values_to_be_in_set": {"column": "status", "value_set": ["paid", "new"]},
+        "on_violation": on,
+    }
 
 
 @pytest.fixture
@@ -71,8 +74,11 @@ def counts(metrics: list[dict]) -> dict[str, tuple[int, int, int]]:
 
 
 def test_warn_keeps_every_row_and_counts_like_great_expectations(orders):
-    checks = RowChecks.compile(exps(not_null("warn"), positive("warn"), status_known("warn")),
-                               orders.schema, table="ods_orders")
+    checks = RowChecks.compile(
+        exps(not_null("warn"), positive("warn"), status_known("warn")),
+        orders.schema,
+        table="ods_orders",
+    )
     with checks.apply(orders, table="ods_orders", batch_id=4) as out:
         assert out.quarantine is None
         assertDataFrameEqual(out.keep, orders)
@@ -88,30 +94,43 @@ def test_warn_keeps_every_row_and_counts_like_great_expectations(orders):
 
 
 def test_drop_removes_only_the_failing_rows(orders):
-    checks = RowChecks.compile(exps(not_null("drop"), status_known("warn")), orders.schema,
-                               table="t")
+    checks = RowChecks.compile(
+        exps(not_null("drop"), status_known("warn")), orders.schema, table="t"
+    )
     with checks.apply(orders, table="t", batch_id=0) as out:
         assert out.quarantine is None
-        expected = [Row(**dict(zip(orders.columns, r, strict=True))) for r in ORDERS
-                    if r[0] is not None]
+        expected = [
+            Row(**dict(zip(orders.columns, r, strict=True))) for r in ORDERS if r[0] is not None
+        ]
         assertDataFrameEqual(out.keep, expected)
 
 
 def test_quarantine_moves_rows_with_failed_names_batch_id_and_coordinates(orders):
     checks = RowChecks.compile(
         exps(not_null("quarantine"), positive("quarantine"), status_known("drop")),
-        orders.schema, table="ods_orders",
+        orders.schema,
+        table="ods_orders",
     )
     with checks.apply(orders, table="ods_orders", batch_id=12) as out:
         assert same_types(out.quarantine.schema, QUARANTINE_SCHEMA)
-        nn, pos = ("expect_column_values_to_not_be_null(order_id)",
-                   "expect_column_values_to_be_between(amount)")
+        nn, pos = (
+            "expect_column_values_to_not_be_null(order_id)",
+            "expect_column_values_to_be_between(amount)",
+        )
 
         def q(names, partition, offset, row):
-            return Row(reason="failed expectations: " + ", ".join(names),
-                       failed_expectations=names, batch_id=12, source_topic="orders",
-                       source_partition=partition, source_offset=offset, source_timestamp=TS,
-                       raw_key=None, raw_value=None, row=json.dumps(row, separators=(",", ":")))
+            return Row(
+                reason="failed expectations: " + ", ".join(names),
+                failed_expectations=names,
+                batch_id=12,
+                source_topic="orders",
+                source_partition=partition,
+                source_offset=offset,
+                source_timestamp=TS,
+                raw_key=None,
+                raw_value=None,
+                row=json.dumps(row, separators=(",", ":")),
+            )
 
         assertDataFrameEqual(
             out.quarantine.drop("quarantined_at"),
@@ -127,8 +146,9 @@ def test_quarantine_moves_rows_with_failed_names_batch_id_and_coordinates(orders
 
 
 def test_fail_raises_naming_table_expectation_and_offending_rows(orders):
-    checks = RowChecks.compile(exps(status_known("warn"), positive("fail")), orders.schema,
-                               table="ods_orders")
+    checks = RowChecks.compile(
+        exps(status_known("warn"), positive("fail")), orders.schema, table="ods_orders"
+    )
     with pytest.raises(ExpectationFailed) as info:
         checks.apply(orders, table="ods_orders", batch_id=3)
     err = info.value
@@ -173,26 +193,54 @@ def test_every_row_level_type_judges_values_like_great_expectations(spark):
     )
     docs = {
         "be_null": {"expect_column_values_to_be_null": {"column": "gone"}},
-        "between_strict": {"expect_column_values_to_be_between":
-                           {"column": "hi", "min_value": 1, "max_value": 10, "strict_min": True,
-                            "strict_max": True}},
-        "not_in_set": {"expect_column_values_to_not_be_in_set": {"column": "code",
-                                                                  "value_set": ["ab"]}},
-        "regex": {"expect_column_values_to_match_regex": {"column": "code", "regex": "^[A-Z]+\\d?$"}},
-        "not_regex": {"expect_column_values_to_not_match_regex": {"column": "code",
-                                                                   "regex": "[0-9]"}},
-        "of_type_ok": {"expect_column_values_to_be_of_type": {"column": "id", "type_": "IntegerType"}},
-        "of_type_bad": {"expect_column_values_to_be_of_type": {"column": "code", "type_": "bigint"}},
-        "type_list": {"expect_column_values_to_be_in_type_list": {"column": "hi",
-                                                                   "type_list": ["long", "int"]}},
-        "len_between": {"expect_column_value_lengths_to_be_between": {"column": "code",
-                                                                       "min_value": 3,
-                                                                       "max_value": 4}},
+        "between_strict": {
+            "expect_column_values_to_be_between": {
+                "column": "hi",
+                "min_value": 1,
+                "max_value": 10,
+                "strict_min": True,
+                "strict_max": True,
+            }
+        },
+        "not_in_set": {
+            "expect_column_values_to_not_be_in_set": {"column": "code", "value_set": ["ab"]}
+        },
+        "regex": {
+            "expect_column_values_to_match_regex": {"column": "code", "regex": "^[A-Z]+\\d?$"}
+        },
+        "not_regex": {
+            "expect_column_values_to_not_match_regex": {"column": "code", "regex": "[0-9]"}
+        },
+        "of_type_ok": {
+            "expect_column_values_to_be_of_type": {"column": "id", "type_": "IntegerType"}
+        },
+        "of_type_bad": {
+            "expect_column_values_to_be_of_type": {"column": "code", "type_": "bigint"}
+        },
+        "type_list": {
+            "expect_column_values_to_be_in_type_list": {
+                "column": "hi",
+                "type_list": ["long", "int"],
+            }
+        },
+        "len_between": {
+            "expect_column_value_lengths_to_be_between": {
+                "column": "code",
+                "min_value": 3,
+                "max_value": 4,
+            }
+        },
         "len_equal": {"expect_column_value_lengths_to_equal": {"column": "code", "value": 2}},
-        "a_gt_b": {"expect_column_pair_values_a_to_be_greater_than_b": {"column_A": "hi",
-                                                                         "column_B": "lo"}},
-        "a_ge_b": {"expect_column_pair_values_a_to_be_greater_than_b":
-                   {"column_A": "hi", "column_B": "lo", "or_equal": True}},
+        "a_gt_b": {
+            "expect_column_pair_values_a_to_be_greater_than_b": {"column_A": "hi", "column_B": "lo"}
+        },
+        "a_ge_b": {
+            "expect_column_pair_values_a_to_be_greater_than_b": {
+                "column_A": "hi",
+                "column_B": "lo",
+                "or_equal": True,
+            }
+        },
         "num_regex": {"expect_column_values_to_match_regex": {"column": "hi", "regex": "^\\d$"}},
     }
     expectations = [Expectation.model_validate({**d, "name": n}) for n, d in docs.items()]
@@ -217,8 +265,11 @@ def test_every_row_level_type_judges_values_like_great_expectations(spark):
 
 def test_compile_rejects_unknown_columns_and_duplicate_names(spark, orders):
     with pytest.raises(QualityError, match=r"`column` `nope` is not a column of the table"):
-        RowChecks.compile(exps({"expect_column_values_to_not_be_null": {"column": "nope"}}),
-                          orders.schema, table="t")
+        RowChecks.compile(
+            exps({"expect_column_values_to_not_be_null": {"column": "nope"}}),
+            orders.schema,
+            table="t",
+        )
     with pytest.raises(QualityError, match="two expectations are named"):
         RowChecks.compile(exps(not_null("warn"), not_null("drop")), orders.schema)
 
@@ -242,9 +293,20 @@ def test_parse_errors_become_quarantine_rows_with_raw_bytes(spark):
     assert same_types(out.schema, QUARANTINE_SCHEMA)
     assertDataFrameEqual(
         out.drop("quarantined_at"),
-        [Row(reason="parse error: malformed JSON", failed_expectations=[], batch_id=9,
-             source_topic="orders", source_partition=2, source_offset=55, source_timestamp=TS,
-             raw_key=bytearray(b"k1"), raw_value=bytearray(b"{not json"), row=None)],
+        [
+            Row(
+                reason="parse error: malformed JSON",
+                failed_expectations=[],
+                batch_id=9,
+                source_topic="orders",
+                source_partition=2,
+                source_offset=55,
+                source_timestamp=TS,
+                raw_key=bytearray(b"k1"),
+                raw_value=bytearray(b"{not json"),
+                row=None,
+            )
+        ],
     )
 
 

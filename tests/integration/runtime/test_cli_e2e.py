@@ -91,7 +91,11 @@ def test_run_once_status_then_continuous_run_stopped_by_sigterm(
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        produce(broker.bootstrap, topic, [("c", order("o3", "u3", 30.0, 2)), ("b", order("o2", "u2", 20.0, 1))])
+        produce(
+            broker.bootstrap,
+            topic,
+            [("c", order("o3", "u3", 30.0, 2)), ("b", order("o2", "u2", 20.0, 1))],
+        )
         wait_for(
             lambda: (dwd / "_delta_log").is_dir() and ("o3",) in rows(dwd, ["order_id"]),
             timeout=400,

@@ -72,7 +72,9 @@ def test_window_aggregate_joined_with_a_snapshot_upserts_by_window_and_key_and_p
     ]
 
 
-def consume(bootstrap: str, topic: str, *, count: int, timeout: float = 60) -> list[tuple[bytes, bytes]]:
+def consume(
+    bootstrap: str, topic: str, *, count: int, timeout: float = 60
+) -> list[tuple[bytes, bytes]]:
     from confluent_kafka import Consumer
 
     consumer = Consumer(
@@ -97,7 +99,7 @@ def consume(bootstrap: str, topic: str, *, count: int, timeout: float = 60) -> l
     return out
 
 
-TRANSFORMS = '''
+TRANSFORMS = """
 from pyspark.sql import functions as F
 
 
@@ -111,7 +113,7 @@ def broken(df, context):
 
 def not_a_frame(df, context):
     return 42
-'''
+"""
 
 
 def _python_project(root: Path) -> Project:

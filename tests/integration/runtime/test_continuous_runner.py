@@ -83,7 +83,9 @@ def test_a_worker_that_misses_the_connect_window_is_started_again(
     topic = unique("orders")
     ensure_topic(broker.bootstrap, topic, partitions=1)
     # The Python engine's stream sources are the Python workers this test delays.
-    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine="python")
+    proj = write_project(
+        tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine="python"
+    )
     dwd = proj / ".warehouse" / "tables" / "dwd_orders"
     produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.0, 0))])
     python = tmp_path / "python"

@@ -90,7 +90,11 @@ def test_once_rerun_new_records_recover_and_status(
     ckpt = project.checkpoint_path("ods_orders")
     assert done["starting_offsets"] == {topic: {"0": 6}}
     assert not ckpt.exists() and recover_file(ckpt).is_file()
-    produce(broker.bootstrap, topic, [("d", order("o4", "u4", 40.0, 3)), ("b", order("o2", "u2", 20.0, 1))])
+    produce(
+        broker.bootstrap,
+        topic,
+        [("d", order("o4", "u4", 40.0, 3)), ("b", order("o2", "u2", 20.0, 1))],
+    )
     assert status(project)[0]["lag"] == {"total": 2, "topics": {topic: 2}}
     third = run()
     assert not recover_file(ckpt).exists()

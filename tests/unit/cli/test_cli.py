@@ -29,7 +29,9 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
 def test_invalid_project_exits_2_naming_file_and_field_without_traceback(tmp_path: Path) -> None:
     proj = write_project(tmp_path / "proj")
     bad = proj / "layers" / "dwd" / "orders.yml"
-    bad.write_text(bad.read_text().replace("dedupe: {keys: [order_id]}", "dedup: {keys: [order_id]}"))
+    bad.write_text(
+        bad.read_text().replace("dedupe: {keys: [order_id]}", "dedup: {keys: [order_id]}")
+    )
     result = run_cli("--project", str(proj), "plan")
     assert result.returncode == 2, result.stderr
     assert "layers/dwd/orders.yml" in result.stderr
@@ -50,7 +52,9 @@ def test_plan_json_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert out.startswith("flowchart LR") and "t_dwd_orders" in out
 
 
-def test_unknown_table_and_missing_project_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_table_and_missing_project_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     proj = write_project(tmp_path / "proj")
     assert main(["--project", str(proj), "plan", "--table", "nope"]) == 2
     assert "Unknown table `nope`" in capsys.readouterr().err
@@ -72,8 +76,12 @@ def test_reset_needs_yes_and_removes_table_checkpoint_and_quarantine(
 ) -> None:
     proj = write_project(tmp_path / "proj")
     root = proj / ".warehouse"
-    made = [root / "tables" / "ods_orders" / "_delta_log", root / "checkpoints" / "ods_orders" / "offsets",
-            root / "tables" / "ods_orders__quarantine" / "_delta_log", root / "tables" / "dwd_orders" / "_delta_log"]
+    made = [
+        root / "tables" / "ods_orders" / "_delta_log",
+        root / "checkpoints" / "ods_orders" / "offsets",
+        root / "tables" / "ods_orders__quarantine" / "_delta_log",
+        root / "tables" / "dwd_orders" / "_delta_log",
+    ]
     for d in made:
         d.mkdir(parents=True)
     assert main(["--project", str(proj), "reset", "--table", "ods_orders"]) == 2
@@ -83,7 +91,9 @@ def test_reset_needs_yes_and_removes_table_checkpoint_and_quarantine(
     assert [d.exists() for d in made] == [False, False, False, True]
 
 
-def test_init_scaffolds_a_project_that_plans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_scaffolds_a_project_that_plans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     target = tmp_path / "new"
     assert main(["init", str(target)]) == 0
     assert (target / "conf" / "local.yml").is_file()
@@ -110,8 +120,15 @@ def test_status_json_before_any_run_does_not_start_a_broker(
 
 def test_submit_script_runs_as_a_file_and_reports_project_errors(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, str(REPO / "warehouse" / "submit.py"), "--project", str(tmp_path / "nope"),
-         "--layer", "ods", "--once"],
+        [
+            sys.executable,
+            str(REPO / "warehouse" / "submit.py"),
+            "--project",
+            str(tmp_path / "nope"),
+            "--layer",
+            "ods",
+            "--once",
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,

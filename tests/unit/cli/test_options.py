@@ -80,7 +80,10 @@ def test_broker_takes_them_between_broker_and_its_action_too() -> None:
 def warehouse(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "warehouse", *args],
-        capture_output=True, text=True, cwd=cwd, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
     )
 
 
@@ -93,7 +96,9 @@ def test_a_user_gives_the_options_after_the_command(tmp_path: Path) -> None:
     plan = warehouse("plan", "--project", shop, "--json", cwd=elsewhere)
     assert plan.returncode == 0, plan.stderr
     assert [t["name"] for t in json.loads(plan.stdout)["tables"]] == [
-        "ods_events", "dwd_events", "ads_event_totals"
+        "ods_events",
+        "dwd_events",
+        "ads_event_totals",
     ]
     # A project given before the command loses to the one after it.
     later = warehouse("--project", str(elsewhere), "plan", "--project", shop, cwd=elsewhere)

@@ -33,7 +33,9 @@ def test_good_lines_become_records_keyed_by_the_field_as_written() -> None:
 
 def test_without_key_any_json_value_goes_unkeyed() -> None:
     assert read_json_lines(lines("[1, 2]", '"s"', "{}"), source="f") == [
-        (None, b"[1, 2]"), (None, b'"s"'), (None, b"{}")
+        (None, b"[1, 2]"),
+        (None, b'"s"'),
+        (None, b"{}"),
     ]
 
 
@@ -66,7 +68,9 @@ def test_many_bad_lines_show_the_first_five_and_the_count() -> None:
     assert "... and 3 more" in str(e.value)
 
 
-def test_a_bad_file_exits_2_and_starts_no_broker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_file_exits_2_and_starts_no_broker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     proj = write_project(tmp_path / "proj")  # bootstrap: embedded
     data = tmp_path / "in.jsonl"
     data.write_text('{"order_id": "o1"}\n{"user_id": "u"}\n')
@@ -75,11 +79,25 @@ def test_a_bad_file_exits_2_and_starts_no_broker(tmp_path: Path, capsys: pytest.
     err = capsys.readouterr().err
     assert "line 2: the key field `order_id` is missing" in err and "nothing was sent" in err
     assert not (proj / ".warehouse" / "broker").exists()
-    assert main(["produce", "--topic", "orders", str(tmp_path / "missing.jsonl"), "--project", str(proj)]) == 2
+    assert (
+        main(
+            [
+                "produce",
+                "--topic",
+                "orders",
+                str(tmp_path / "missing.jsonl"),
+                "--project",
+                str(proj),
+            ]
+        )
+        == 2
+    )
     assert "missing.jsonl` does not exist" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["--max", "0"], ["--timeout", "-1"]])
-def test_consume_refuses_out_of_range_arguments(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_consume_refuses_out_of_range_arguments(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["consume", "--topic", "t", *argv, "--project", "/nonexistent"]) == 2
     assert "`--max` must be >= 1" in capsys.readouterr().err

@@ -20,7 +20,9 @@ def records():
 
 def test_same_seed_same_bytes_other_seed_other_data(records) -> None:
     again = generate(3000, seed=7)
-    assert [(r.topic, r.key, r.value) for r in again] == [(r.topic, r.key, r.value) for r in records]
+    assert [(r.topic, r.key, r.value) for r in again] == [
+        (r.topic, r.key, r.value) for r in records
+    ]
     other = generate(3000, seed=8)
     assert [r.value for r in other] != [r.value for r in records]
 
@@ -92,7 +94,10 @@ def test_bad_arguments_are_refused() -> None:
 
 
 def test_render_table_aligns_numbers_and_limits_rows() -> None:
-    rows = [{"city": "Berlin", "orders": 12, "_hidden": 1}, {"city": "Oslo", "orders": 3, "_hidden": 2}]
+    rows = [
+        {"city": "Berlin", "orders": 12, "_hidden": 1},
+        {"city": "Oslo", "orders": 3, "_hidden": 2},
+    ]
     text = render_table("board", rows, limit=1)
     assert text.splitlines() == [
         "board (first 1 of 2)",

@@ -34,15 +34,20 @@ def test_coordinates_follow_the_installed_versions() -> None:
     ("name", "grouped", "artifact"),
     [
         ("org.apache.spark_spark-sql-kafka-0-10_2.13-4.2.0.jar", True, "spark-sql-kafka-0-10_2.13"),
-        ("org.scala-lang.modules_scala-parallel-collections_2.13-1.2.0.jar", True,
-         "scala-parallel-collections_2.13"),
+        (
+            "org.scala-lang.modules_scala-parallel-collections_2.13-1.2.0.jar",
+            True,
+            "scala-parallel-collections_2.13",
+        ),
         ("com.github.luben_zstd-jni-1.5.7-3.jar", True, "zstd-jni"),
         ("io.delta_delta-spark_4.2_2.13-4.4.0.jar", True, "delta-spark_4.2_2.13"),
         ("jackson-databind-2.21.2.jar", False, "jackson-databind"),
         ("zstd-jni-1.5.7-7.jar", False, "zstd-jni"),
     ],
 )
-def test_artifact_names_match_between_ivy_and_spark(name: str, grouped: bool, artifact: str) -> None:
+def test_artifact_names_match_between_ivy_and_spark(
+    name: str, grouped: bool, artifact: str
+) -> None:
     assert artifact_name(name, grouped=grouped) == artifact
 
 
@@ -50,8 +55,12 @@ def _manifest(cache: Path, packages: NativePackages, files: list[Path]) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     manifest_path(cache, packages).write_text(
         json.dumps(
-            {"version": MANIFEST_VERSION, "files": [str(f) for f in files], "kafka": True,
-             "delta": True}
+            {
+                "version": MANIFEST_VERSION,
+                "files": [str(f) for f in files],
+                "kafka": True,
+                "delta": True,
+            }
         )
     )
 

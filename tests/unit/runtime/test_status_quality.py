@@ -41,7 +41,10 @@ def test_status_reports_the_last_batch_and_totals_of_quality_events(tmp_path: Pa
     assert quality["last_batch"]["batch_id"] == 1
     assert quality["totals"] == {
         "expect_column_values_to_not_be_null(order_id)": {
-            "checked": 20, "passed": 17, "failed": 3, "batches": 2,
+            "checked": 20,
+            "passed": 17,
+            "failed": 3,
+            "batches": 2,
         }
     }
     assert (
@@ -51,7 +54,9 @@ def test_status_reports_the_last_batch_and_totals_of_quality_events(tmp_path: Pa
 
     out = subprocess.run(
         [sys.executable, "-m", "warehouse", "--project", str(root), "status", "--json"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     by_table = {r["table"]: r for r in json.loads(out)["tables"]}
     assert by_table["ods_orders"]["quality"]["totals"] == quality["totals"]

@@ -44,8 +44,10 @@ def test_plan_reports_a_cdc_table_without_schema(tmp_path: Path) -> None:
     result = plan("cdc_without_schema", tmp_path)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
-    assert "layers/dwd/users.yml: source.kafka.schema: Table `dim_users`: format " \
+    assert (
+        "layers/dwd/users.yml: source.kafka.schema: Table `dim_users`: format "
         "`debezium-json` needs the columns of the row" in result.stderr
+    )
     assert "layers/dwd/prices.yml: source.kafka.schema: Table `dim_prices`" in result.stderr
     # Declared with a schema file, or with the records' own schema: both load.
     assert "dim_products" not in result.stderr

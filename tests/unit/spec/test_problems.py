@@ -155,14 +155,21 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
         (
             "layers/dwd/users.yml",
             "source.kafka.schema",
-            ("Table `dim_users`: format `debezium-json` needs the columns", "`schema: NAME`",
-             "`connect_schema: true`", "`products`"),
+            (
+                "Table `dim_users`: format `debezium-json` needs the columns",
+                "`schema: NAME`",
+                "`connect_schema: true`",
+                "`products`",
+            ),
         ),
         (
             "layers/dwd/prices.yml",
             "source.kafka.schema",
-            ("Table `dim_prices`: format `upsert-json` needs the columns", "`schema: NAME`",
-             "`connect_schema: true`"),
+            (
+                "Table `dim_prices`: format `upsert-json` needs the columns",
+                "`schema: NAME`",
+                "`connect_schema: true`",
+            ),
         ),
         (
             "layers/dwd/both.yml",
