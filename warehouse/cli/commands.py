@@ -176,7 +176,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Find (or start) the embedded broker on the configured port, run the demo once or
     `--continuous`, and stop the broker again if it started it."""
-    from warehouse.demo import demo_broker, run_demo
+    from warehouse.demo import check_demo_project, demo_broker, run_demo
     from warehouse.generate import GenerateArgumentError
     from warehouse.runtime.session import get_session
 
@@ -187,6 +187,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "e.g. `warehouse demo --events 3000` or `warehouse demo --continuous --rate 20`."
         )
     project = load_project(args)
+    check_demo_project(project)
     _out(
         f"warehouse demo: project {project.path}, {len(project.tables)} tables, root {project.root}"
     )

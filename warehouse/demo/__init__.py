@@ -12,13 +12,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from warehouse.demo.run import DemoResult, render_summary, render_table, reset_state, run_demo
+from warehouse.demo.run import (
+    DemoProjectError,
+    DemoResult,
+    check_demo_project,
+    render_summary,
+    render_table,
+    reset_state,
+    run_demo,
+)
 
 if TYPE_CHECKING:
     from warehouse.project import Project
 
 __all__ = [
+    "DemoProjectError",
     "DemoResult",
+    "check_demo_project",
     "demo_broker",
     "render_summary",
     "render_table",

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warehouse.generate import ProduceStats, ensure_topics, generate, produce_records
+from warehouse.errors import WarehouseError
+from warehouse.generate import TOPICS, ProduceStats, ensure_topics, generate, produce_records
 from warehouse.spec.paths import events_path, reports_dir
 from warehouse.spec.table import LAYERS
 
@@ -53,6 +54,29 @@ class DemoResult:
     @property
     def exit_code(self) -> int:
         return int(self.checks_exit or 0)
+
+
+class DemoProjectError(WarehouseError):
+    """The project reads topics the example's generator does not produce."""
+
+    exit_code = 2
+
+
+def check_demo_project(project: Project) -> None:
+    """Refuse a project that reads a topic the generator does not produce: the demo
+    produces the bundled example's events only, and such a table would read nothing."""
+    for name, defn in project.tables.items():
+        k = defn.spec.source.kafka
+        foreign = [] if k is None else [t for t in k.topic_list if t not in TOPICS]
+        if foreign:
+            raise DemoProjectError(
+                f"`warehouse demo` runs the bundled example: it produces "
+                f"{', '.join(f'`{t}`' for t in TOPICS)}, and table `{name}` ({defn.path}) "
+                f"reads `{foreign[0]}`. Run it from the repository's root (the example "
+                "project), or feed this project's topics with `warehouse produce` and run "
+                "it with `warehouse run` (its README shows how).",
+                table=name,
+            )
 
 
 def source_topics(project: Project) -> list[str]:

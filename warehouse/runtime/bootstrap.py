@@ -78,3 +78,27 @@ def check_reachable(
             layer=layer,
         ) from e
     logger.debug("table %s: Kafka at %s answers", table, bootstrap)
+
+
+def missing_topics(
+    bootstrap: str,
+    client_config: Mapping[str, str],
+    topics: list[str],
+    *,
+    timeout: float = REACH_TIMEOUT_S,
+) -> list[str]:
+    """Those of `topics` the cluster's metadata does not list, in their order; none when
+    the cluster cannot be asked with these settings (the query then says what it finds).
+    Listing every topic creates none, whatever the broker's `auto.create.topics.enable`."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        admin = AdminClient(
+            {**client_config, "bootstrap.servers": bootstrap}, logger=logging.getLogger(__name__)
+        )
+        listed = admin.list_topics(timeout=timeout).topics
+    except KafkaException as e:
+        logger.info("Kafka at %s: topics not checked: %s", bootstrap, e)
+        return []
+    return [t for t in topics if t not in listed]

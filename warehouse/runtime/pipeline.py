@@ -170,6 +170,7 @@ class Pipeline:
             self._bootstrap = resolve_bootstrap(self.project, start=True)
             if not self.project.config.kafka.is_embedded:
                 self._check_reachable(self._bootstrap)
+            self._check_topics(self._bootstrap)
         return self._bootstrap
 
     def _check_reachable(self, bootstrap: str | None) -> None:
@@ -184,6 +185,46 @@ class Pipeline:
                 config = self.project.config.kafka.client_config(k.options)
                 check_reachable(bootstrap, config, table=name, layer=defn.layer)
                 return
+
+    def _check_topics(self, bootstrap: str | None) -> None:
+        """Once per run, before any query starts: every topic a table names (`topic`,
+        `topics`; a `pattern` may match none) exists. Spark's Kafka reader fails a query
+        on a missing topic with the broker's "does not host this topic-partition", and the
+        Python engines' reader would run it as an empty one, so a misspelt topic or a
+        topic not created yet fails the run here, on both, naming the table and its file."""
+        from warehouse.runtime.bootstrap import missing_topics
+
+        if not bootstrap:
+            return
+        by_config: dict[tuple, tuple[dict[str, str], list[str]]] = {}
+        for name in self.names:
+            k = self.project.tables[name].spec.source.kafka
+            if k is not None and k.topic_list:
+                config = dict(self.project.config.kafka.client_config(k.options))
+                by_config.setdefault(tuple(sorted(config.items())), (config, []))[1].append(name)
+        for config, names in by_config.values():
+            topics = [t for n in names for t in self._kafka_topics(n)]
+            missing = set(missing_topics(bootstrap, config, topics))
+            for name in names:
+                absent = [t for t in self._kafka_topics(name) if t in missing]
+                if absent:
+                    raise self._missing_topic_error(name, absent[0], bootstrap)
+
+    def _kafka_topics(self, name: str) -> list[str]:
+        k = self.project.tables[name].spec.source.kafka
+        return [] if k is None else k.topic_list
+
+    def _missing_topic_error(self, name: str, topic: str, bootstrap: str) -> QueryFailedError:
+        defn = self.project.tables[name]
+        field = "topic" if defn.spec.source.kafka and defn.spec.source.kafka.topic else "topics"
+        return QueryFailedError(
+            f"Table `{name}` ({defn.path}) reads Kafka topic `{topic}`, which does not exist "
+            f"on `{bootstrap}`. Create it, or produce to it first (`warehouse produce "
+            f"--topic {topic} FILE`: a broker with `auto.create.topics.enable`, as the "
+            f"bundled one, creates it), or correct `source.kafka.{field}`.",
+            table=name,
+            layer=defn.layer,
+        )
 
     def _missing_inputs(self, name: str, *, snapshots: bool = False) -> list[str]:
         """Input tables of `name` with no Delta table yet; `snapshots`: also the tables its

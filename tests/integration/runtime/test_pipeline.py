@@ -14,6 +14,7 @@ from streams.kafka.admin import ensure_topic, produce
 from tests.integration.runtime.helpers import at, order, rows, version
 from tests.unit.runtime.projects import write_project
 from warehouse import Project
+from warehouse.runtime.errors import QueryFailedError
 from warehouse.runtime.pipeline import Pipeline
 from warehouse.runtime.recover import recover
 from warehouse.runtime.status import status
@@ -109,3 +110,25 @@ def test_once_rerun_new_records_recover_and_status(
     ]
     assert rows(dwd, ["order_id"]) == [("o1",), ("o2",), ("o4",)]
     assert rows(quarantine, ["source_offset"]) == [(3,), (4,)]
+
+
+def test_a_topic_that_does_not_exist_fails_the_run_before_any_query_naming_it(
+    spark, broker, unique, tmp_path: Path, engine: str
+) -> None:
+    """Spark's Kafka reader fails on a missing topic with the broker's "does not host this
+    topic-partition", the Python engines' reader read it as empty: both fail alike, before
+    a table is created, naming the table, its file, the topic and the bootstrap."""
+    topic = unique("misspelt")
+    project = Project.load(
+        write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
+    )
+    with pytest.raises(QueryFailedError) as failed:
+        Pipeline(project, spark, layer="ods", progress=lambda _: None).run(once=True)
+    assert failed.value.table == "ods_orders"
+    assert str(failed.value).startswith(
+        f"Table `ods_orders` ({project.tables['ods_orders'].path}) reads Kafka topic "
+        f"`{topic}`, which does not exist on `{broker.bootstrap}`."
+    )
+    assert "`source.kafka.topic`" in str(failed.value)
+    assert not project.table_path("ods_orders").exists()
+    assert not project.checkpoint_path("ods_orders").exists()

@@ -107,6 +107,21 @@ def test_init_scaffolds_a_project_that_plans(
     assert "not empty" in capsys.readouterr().err
 
 
+def test_demo_refuses_a_project_that_reads_topics_it_does_not_produce(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`warehouse demo` produces the example's topics only: a scaffolded project reads
+    `events`, so it is refused before Spark or a broker starts, naming table and file."""
+    target = tmp_path / "new"
+    assert main(["init", str(target)]) == 0
+    capsys.readouterr()
+    assert main(["--project", str(target), "demo"]) == 2
+    err = capsys.readouterr().err
+    assert "table `ods_events` (layers/ods/events.yml) reads `events`" in err
+    assert "`orders`, `payments`, `page_views`, `shop.users`, `shop.products`" in err
+    assert not (target / ".warehouse").exists()  # no broker, no tables
+
+
 def test_status_json_before_any_run_does_not_start_a_broker(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
