@@ -4,7 +4,7 @@
 row. For the common case (a flat object of integers, numbers, strings, booleans and
 timestamps),
 Arrow's JSON reader types a whole block of values at once in C++, several times
-cheaper (docs/benchmarks.md, "Arrow-path spike"). But the two parsers disagree on
+cheaper (docs/benchmarks.md, "Kafka → Delta ingest"). But the two parsers disagree on
 some inputs: Arrow refuses what Spark accepts (a number in a string field, single
 quotes), and accepts a few things Spark would type differently (`-0` in a double
 field is -0.0 for Arrow and 0.0 for Spark; the non-numeric numbers `NaN`, `Inf`,

@@ -127,9 +127,9 @@ def _local_conf(master: str) -> dict[str, str]:
 
     - Delta rebuilds a table's snapshot (its log replayed into the list of live files) in
       `snapshotPartitions` tasks, 50 by default, sized for clusters and tables of millions
-      of files; a streaming table's few files in 50 tasks on two local cores took 35 s per
-      small append and read, 6.8 s at 2 (docs/benchmarks.md, "Native engine"). Locally it
-      gets one per core.
+      of files; a streaming table's few files in 50 tasks on two local cores took 22.6 s
+      per small append and read on a warm JVM, 5.8 s at 2 (docs/benchmarks.md, "Native
+      engine: Delta snapshots on a local master"). Locally it gets one per core.
     - Without Hadoop's native library (pip's pyspark has none), Hadoop's local file system
       starts a process for some calls: a `readlink` for every status `FileContext` asks,
       two per rename, and a `chmod` for every file created. Spark's default checkpoint
