@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.delta.arrow import read_table
-from streams.kafka.admin import ensure_topic, produce
 from tests.integration.cdc.helpers import debezium, user
+from tests.integration.projects import new_topic, start_project, table_rows
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
 
@@ -24,24 +23,10 @@ NULL_KEY = "parse error: key column `user_id` is null"
 
 
 def _project(root: Path, bootstrap: str, source: str, sink: str, *, delta: str) -> Project:
-    (root / "conf").mkdir(parents=True)
-    (root / "schemas").mkdir()
-    dwd = root / "layers" / "dwd"
-    dwd.mkdir(parents=True)
-    (root / "conf" / "local.yml").write_text(
-        f"warehouse_root: {root / '.warehouse'}\n"
-        f'kafka:\n  bootstrap: "{bootstrap}"\n'
-        f"engines: {{kafka: python, delta: {delta}}}\n"
-        'spark:\n  master: "local[2]"\n  conf:\n    spark.sql.shuffle.partitions: "2"\n'
-    )
-    (root / "schemas" / "users.ddl").write_text("user_id bigint, name string, city string\n")
+    schemas = {"users.ddl": "user_id bigint, name string, city string\n"}
+    dwd = start_project(root, bootstrap, "dwd", delta=delta, schemas=schemas)
     (dwd / "users.yml").write_text(f"table: dim_users\nsource: {source}\nsink: {sink}\n")
     return Project.load(root)
-
-
-def _rows(path: Path, columns: list[str]) -> list[tuple]:
-    table = read_table(str(path), columns=columns)
-    return sorted((tuple(r[c] for c in columns) for r in table.to_pylist()), key=repr)
 
 
 def _value(uid: int | None, name: str, city: str) -> str:
@@ -55,11 +40,9 @@ def _value(uid: int | None, name: str, city: str) -> str:
 def test_upsert_json_record_without_its_key_column_is_quarantined(
     spark, broker, unique, tmp_path: Path, delta: str
 ) -> None:
-    topic = unique("upsert-null-key")
-    ensure_topic(broker.bootstrap, topic, partitions=1)
-    produce(
+    topic = new_topic(
         broker.bootstrap,
-        topic,
+        unique("upsert-null-key"),
         [
             ('{"user_id": 1}', _value(1, "ann", "paris")),
             ('{"user_id": 2}', _value(2, "bob", "rome")),
@@ -81,11 +64,11 @@ def test_upsert_json_record_without_its_key_column_is_quarantined(
     (result,) = Pipeline(project, spark, layer="dwd").run(once=True)
 
     assert (result.rows_read, result.quarantined) == (7, 2)
-    assert _rows(project.table_path("dim_users"), ["user_id", "name", "city"]) == [
+    assert table_rows(project.table_path("dim_users"), ["user_id", "name", "city"]) == [
         (1, "ann", "lima"),
         (2, "bob", "rome"),
     ]
-    assert _rows(project.quarantine_path("dim_users"), ["source_offset", "reason"]) == [
+    assert table_rows(project.quarantine_path("dim_users"), ["source_offset", "reason"]) == [
         (2, NULL_KEY),
         (3, NULL_KEY),
     ]
@@ -114,11 +97,9 @@ def _wrapped(schema: dict, payload: object) -> str:
 def test_connect_tombstone_whose_key_payload_lacks_the_key_is_quarantined(
     spark, broker, unique, tmp_path: Path
 ) -> None:
-    topic = unique("connect-null-key")
-    ensure_topic(broker.bootstrap, topic, partitions=1)
-    produce(
+    topic = new_topic(
         broker.bootstrap,
-        topic,
+        unique("connect-null-key"),
         [
             (_wrapped(KEY_SCHEMA, {"user_id": 1}), _wrapped(ROW_SCHEMA, user(1, "ann", "paris"))),
             (_wrapped(KEY_SCHEMA, {"user_id": 2}), _wrapped(ROW_SCHEMA, user(2, "bob", "rome"))),
@@ -138,11 +119,11 @@ def test_connect_tombstone_whose_key_payload_lacks_the_key_is_quarantined(
     (result,) = Pipeline(project, spark, layer="dwd").run(once=True)
 
     assert (result.rows_read, result.quarantined) == (5, 2)
-    assert _rows(project.table_path("dim_users"), ["user_id", "name", "city"]) == [
+    assert table_rows(project.table_path("dim_users"), ["user_id", "name", "city"]) == [
         (1, "ann", "lima"),
         (2, "bob", "rome"),
     ]
-    assert _rows(project.quarantine_path("dim_users"), ["source_offset", "reason"]) == [
+    assert table_rows(project.quarantine_path("dim_users"), ["source_offset", "reason"]) == [
         (2, NULL_KEY),
         (3, NULL_KEY),
     ]
@@ -151,11 +132,9 @@ def test_connect_tombstone_whose_key_payload_lacks_the_key_is_quarantined(
 def test_debezium_delete_whose_before_image_lacks_the_key_is_quarantined(
     spark, broker, unique, tmp_path: Path
 ) -> None:
-    topic = unique("debezium-null-key")
-    ensure_topic(broker.bootstrap, topic, partitions=1)
-    produce(
+    topic = new_topic(
         broker.bootstrap,
-        topic,
+        unique("debezium-null-key"),
         [
             ('{"user_id": 1}', debezium("c", 100, after=user(1, "ann", "paris"))),
             ('{"user_id": 2}', debezium("c", 110, after=user(2, "bob", "rome"))),
@@ -175,11 +154,11 @@ def test_debezium_delete_whose_before_image_lacks_the_key_is_quarantined(
     (result,) = Pipeline(project, spark, layer="dwd").run(once=True)
 
     assert result.quarantined == 1
-    assert _rows(project.table_path("dim_users"), ["user_id", "city", "is_current"]) == [
+    assert table_rows(project.table_path("dim_users"), ["user_id", "city", "is_current"]) == [
         (1, "lima", True),
         (1, "paris", False),
         (2, "rome", True),
     ]
-    assert _rows(project.quarantine_path("dim_users"), ["source_offset", "reason"]) == [
+    assert table_rows(project.quarantine_path("dim_users"), ["source_offset", "reason"]) == [
         (2, NULL_KEY),
     ]

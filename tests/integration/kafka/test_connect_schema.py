@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import Row
 
-from streams.delta.arrow import read_table
 from streams.kafka import parse_kafka
-from streams.kafka.admin import ensure_topic, produce
 from streams.kafka.source import SCHEMA
+from tests.integration.projects import new_topic, start_project
+from tests.integration.projects import table_rows as rows
 from tests.support.rows import assert_rows
 from warehouse import Project
 from warehouse.compile import CompileError
@@ -56,15 +56,7 @@ def change(op: str, before: dict | None, after: dict | None, ts: int) -> str:
 
 
 def _project(root: Path, bootstrap: str, topic: str, *, upsert: bool = False) -> Project:
-    (root / "conf").mkdir(parents=True)
-    dwd = root / "layers" / "dwd"
-    dwd.mkdir(parents=True)
-    (root / "conf" / "local.yml").write_text(
-        f"warehouse_root: {root / '.warehouse'}\n"
-        f'kafka:\n  bootstrap: "{bootstrap}"\n'
-        "engines: {kafka: python, delta: python}\n"
-        'spark:\n  master: "local[2]"\n  conf:\n    spark.sql.shuffle.partitions: "2"\n'
-    )
+    dwd = start_project(root, bootstrap, "dwd")
     fmt, seq = ("upsert-json", "") if upsert else ("debezium-json", ", sequence_by: _source_ts_ms")
     (dwd / "users.yml").write_text(
         "table: dim_users\n"
@@ -74,19 +66,12 @@ def _project(root: Path, bootstrap: str, topic: str, *, upsert: bool = False) ->
     return Project.load(root)
 
 
-def rows(path: Path, columns: list[str]) -> list[tuple]:
-    table = read_table(str(path), columns=columns)
-    return sorted((tuple(r[c] for c in columns) for r in table.to_pylist()), key=repr)
-
-
 def test_columns_come_from_the_records_connect_schema(
     spark, broker, unique, tmp_path: Path
 ) -> None:
-    topic = unique("connect")
-    ensure_topic(broker.bootstrap, topic, partitions=1)
-    produce(
+    topic = new_topic(
         broker.bootstrap,
-        topic,
+        unique("connect"),
         [
             ("1", change("c", None, {"user_id": 1, "name": "Ann", "visits": 1}, 100)),
             ("2", change("c", None, {"user_id": 2, "name": "Bob", "visits": 5}, 110)),
@@ -116,8 +101,7 @@ def test_columns_come_from_the_records_connect_schema(
 def test_an_empty_topic_fails_the_start_naming_the_table(
     spark, broker, unique, tmp_path: Path
 ) -> None:
-    topic = unique("connect-empty")
-    ensure_topic(broker.bootstrap, topic, partitions=2)
+    topic = new_topic(broker.bootstrap, unique("connect-empty"), partitions=2)
     project = _project(tmp_path / "proj", broker.bootstrap, topic)
     with pytest.raises(CompileError) as info:
         Pipeline(project, spark, layer="dwd").run(once=True)
@@ -131,10 +115,8 @@ def test_an_empty_topic_fails_the_start_naming_the_table(
 def test_records_without_their_schema_fail_the_start_naming_the_table(
     spark, broker, unique, tmp_path: Path
 ) -> None:
-    topic = unique("connect-plain")
-    ensure_topic(broker.bootstrap, topic, partitions=1)
     plain = json.loads(change("c", None, {"user_id": 1}, 1))["payload"]
-    produce(broker.bootstrap, topic, [("1", json.dumps(plain))])
+    topic = new_topic(broker.bootstrap, unique("connect-plain"), [("1", json.dumps(plain))])
     project = _project(tmp_path / "proj", broker.bootstrap, topic)
     with pytest.raises(CompileError, match=r"Table `dim_users`.*has no Connect schema"):
         Pipeline(project, spark, layer="dwd").run(once=True)
@@ -160,11 +142,9 @@ def key(user_id: int) -> str:
 def test_upsert_columns_come_from_the_value_s_connect_schema(
     spark, broker, unique, tmp_path: Path
 ) -> None:
-    topic = unique("connect-upsert")
-    ensure_topic(broker.bootstrap, topic, partitions=1)
-    produce(
+    topic = new_topic(
         broker.bootstrap,
-        topic,
+        unique("connect-upsert"),
         [
             (key(1), wrapped(ROW, {"user_id": 1, "name": "Ann", "visits": 1})),
             (key(2), wrapped(ROW, {"user_id": 2, "name": "Bob", "visits": 5})),

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.delta.arrow import read_table
-from streams.kafka.admin import ensure_topic, produce
+from streams.kafka.admin import produce
+from tests.integration.projects import new_topic, start_project
+from tests.integration.projects import table_rows as rows
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
 
@@ -76,24 +77,8 @@ UPSERT_RECORDS: list[tuple[str, str | None]] = [
 ]
 
 
-def rows(path: Path, columns: list[str]) -> list[tuple]:
-    """The Delta table's rows as tuples of `columns`, in a stable order (nulls included)."""
-    table = read_table(str(path), columns=columns)
-    return sorted((tuple(r[c] for c in columns) for r in table.to_pylist()), key=repr)
-
-
 def _project(root: Path, bootstrap: str, topics: dict[str, str]) -> Project:
-    (root / "conf").mkdir(parents=True)
-    (root / "schemas").mkdir()
-    ods = root / "layers" / "ods"
-    ods.mkdir(parents=True)
-    (root / "conf" / "local.yml").write_text(
-        f"warehouse_root: {root / '.warehouse'}\n"
-        f'kafka:\n  bootstrap: "{bootstrap}"\n'
-        "engines: {kafka: python, delta: python}\n"
-        'spark:\n  master: "local[2]"\n  conf:\n    spark.sql.shuffle.partitions: "2"\n'
-    )
-    (root / "schemas" / "people.json").write_text(json.dumps(SCHEMA))
+    ods = start_project(root, bootstrap, "ods", schemas={"people.json": json.dumps(SCHEMA)})
 
     def source(topic: str, fmt: str) -> str:
         return f"source:\n  kafka: {{topic: {topic}, format: {fmt}, schema: people}}\n"
@@ -115,9 +100,10 @@ def _project(root: Path, bootstrap: str, topics: dict[str, str]) -> Project:
 def test_a_record_without_a_required_field_is_quarantined_on_every_path(
     spark, broker, unique, tmp_path: Path, caplog
 ) -> None:
-    topics = {kind: unique(f"required-{kind}") for kind in ("json", "cdc", "upsert")}
-    for topic in topics.values():
-        ensure_topic(broker.bootstrap, topic, partitions=1)
+    topics = {
+        kind: new_topic(broker.bootstrap, unique(f"required-{kind}"))
+        for kind in ("json", "cdc", "upsert")
+    }
     produce(broker.bootstrap, topics["json"], JSON_RECORDS)
     produce(broker.bootstrap, topics["cdc"], CDC_RECORDS)
     produce(broker.bootstrap, topics["upsert"], UPSERT_RECORDS)

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from streams.delta.arrow import read_table
-from streams.kafka.admin import ensure_topic, produce
+from streams.kafka.admin import produce
+from tests.integration.projects import new_topic, start_project
 from tests.integration.runtime.helpers import forget_last_batch, version
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
@@ -118,17 +119,7 @@ def _events(project: Project, table: str) -> list[tuple]:
 
 
 def _project(root: Path, topic: str, bootstrap: str) -> Project:
-    (root / "conf").mkdir(parents=True)
-    (root / "schemas").mkdir()
-    ods = root / "layers" / "ods"
-    ods.mkdir(parents=True)
-    (root / "conf" / "local.yml").write_text(
-        f"warehouse_root: {root / '.warehouse'}\n"
-        f'kafka:\n  bootstrap: "{bootstrap}"\n'
-        "engines: {kafka: python, delta: python}\n"
-        'spark:\n  master: "local[2]"\n  conf:\n    spark.sql.shuffle.partitions: "2"\n'
-    )
-    (root / "schemas" / "flat.json").write_text(json.dumps(SCHEMA))
+    ods = start_project(root, bootstrap, "ods", schemas={"flat.json": json.dumps(SCHEMA)})
     source = f"source:\n  kafka: {{topic: {topic}, format: json, schema: flat}}\n"
     sink = "sink: {mode: append}\n"
     (ods / "arrow.yml").write_text(f"table: ods_arrow\n{source}{sink}{EXPECTATIONS}")
@@ -146,8 +137,7 @@ def _project(root: Path, topic: str, bootstrap: str) -> Project:
 def test_expectations_on_the_arrow_path_equal_spark_path(
     spark, broker, unique, tmp_path: Path, caplog
 ) -> None:
-    topic = unique("arrow-checks")
-    ensure_topic(broker.bootstrap, topic, partitions=2)
+    topic = new_topic(broker.bootstrap, unique("arrow-checks"), partitions=2)
     project = _project(tmp_path / "proj", topic, broker.bootstrap)
     caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
 

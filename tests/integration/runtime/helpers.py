@@ -6,12 +6,15 @@ import datetime as dt
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from deltalake import DeltaTable
 
 from streams.delta.arrow import read_table
+from tests.integration.projects import new_topic
+from tests.unit.runtime.projects import write_project
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -58,3 +61,13 @@ def wait_for(predicate, *, timeout: float, what: str, log: Path, proc: subproces
     )[-4000:]
     state = "timed out" if proc.poll() is None else f"run exited with {proc.returncode}"
     raise AssertionError(f"{state} waiting for {what}; run log:\n{tail}")
+
+
+def orders_project(
+    root: Path, bootstrap: str, unique: Callable[[str], str], *, partitions: int = 1, **kwargs: Any
+) -> tuple[str, Path]:
+    """Create a new `orders` topic (`partitions` partitions) at `bootstrap` and write the
+    two-layer project reading it into `root`; `kwargs` as `write_project`'s. Returns the
+    topic and the project's root."""
+    topic = new_topic(bootstrap, unique("orders"), partitions=partitions)
+    return topic, write_project(root, topic=topic, bootstrap=bootstrap, **kwargs)

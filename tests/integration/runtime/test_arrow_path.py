@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.delta.arrow import read_table
-from streams.kafka.admin import ensure_topic, produce
+from streams.kafka.admin import produce
+from tests.integration.projects import new_topic, start_project
+from tests.integration.projects import table_rows as rows
 from tests.integration.runtime.helpers import forget_last_batch, version
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
@@ -57,24 +58,9 @@ COLS = [
 QUARANTINE_COLS = ["reason", "batch_id", "source_partition", "source_offset", "raw_value"]
 
 
-def rows(path: Path, columns: list[str]) -> list[tuple]:
-    """The table's rows as tuples of `columns`, in a stable order (nulls included)."""
-    table = read_table(str(path), columns=columns)
-    return sorted((tuple(r[c] for c in columns) for r in table.to_pylist()), key=repr)
-
-
 def _project(root: Path, topic: str, bootstrap: str, parse: str = "auto") -> Project:
-    (root / "conf").mkdir(parents=True)
-    (root / "schemas").mkdir()
-    ods = root / "layers" / "ods"
-    ods.mkdir(parents=True)
-    (root / "conf" / "local.yml").write_text(
-        f"warehouse_root: {root / '.warehouse'}\n"
-        f'kafka:\n  bootstrap: "{bootstrap}"\n'
-        f"engines: {{kafka: python, delta: python, parse: {parse}}}\n"
-        'spark:\n  master: "local[2]"\n  conf:\n    spark.sql.shuffle.partitions: "2"\n'
-    )
-    (root / "schemas" / "flat.json").write_text(json.dumps(SCHEMA))
+    schemas = {"flat.json": json.dumps(SCHEMA)}
+    ods = start_project(root, bootstrap, "ods", parse=parse, schemas=schemas)
     source = f"source:\n  kafka: {{topic: {topic}, format: json, schema: flat}}\n"
     # Partitioned, so that both writers' partition values are compared too.
     sink = "sink: {mode: append, partition_by: [paid]}\n"
@@ -124,8 +110,7 @@ def _records(first: int, n: int) -> list[tuple[str, str | bytes]]:
 def test_arrow_path_equals_spark_parse_and_replays_nothing(
     spark, broker, unique, tmp_path: Path, caplog
 ) -> None:
-    topic = unique("arrow")
-    ensure_topic(broker.bootstrap, topic, partitions=2)
+    topic = new_topic(broker.bootstrap, unique("arrow"), partitions=2)
     project = _project(tmp_path / "proj", topic, broker.bootstrap)
     caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
 
@@ -174,8 +159,7 @@ def test_arrow_path_equals_spark_parse_and_replays_nothing(
 def test_parse_spark_turns_the_arrow_path_off(
     spark, broker, unique, tmp_path: Path, caplog
 ) -> None:
-    topic = unique("arrow-off")
-    ensure_topic(broker.bootstrap, topic, partitions=1)
+    topic = new_topic(broker.bootstrap, unique("arrow-off"), partitions=1)
     project = _project(tmp_path / "proj", topic, broker.bootstrap, parse="spark")
     caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
     produce(broker.bootstrap, topic, _records(0, 100))
@@ -188,8 +172,7 @@ def test_parse_spark_turns_the_arrow_path_off(
 def test_a_crashed_arrow_task_falls_back_to_spark(broker, unique, tmp_path: Path) -> None:
     """Every Arrow task's Python worker is SIGKILLed (as a crash inside Arrow's C++
     reader would): the batch is parsed by Spark instead, and the table is complete."""
-    topic = unique("arrow-crash")
-    ensure_topic(broker.bootstrap, topic, partitions=2)
+    topic = new_topic(broker.bootstrap, unique("arrow-crash"), partitions=2)
     project = _project(tmp_path / "proj", topic, broker.bootstrap)
     produce(broker.bootstrap, topic, _records(0, 300))
     env = {

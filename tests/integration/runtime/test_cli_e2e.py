@@ -9,8 +9,6 @@ stopped between batches.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from decimal import Decimal
@@ -18,13 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from streams.kafka.admin import ensure_topic, produce
-from tests.integration.runtime.helpers import at, order, rows, wait_for
-from tests.unit.runtime.projects import write_project
+from streams.kafka.admin import produce
+from tests.integration.runtime.helpers import at, order, orders_project, rows, wait_for
+from tests.integration.runtime.runs import REPO, stop, warehouse_run
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[3]
 DWD_COLS = ["order_id", "user_id", "amount", "event_time"]
 
 
@@ -41,9 +38,9 @@ def cli(project: Path, *args: str, timeout: float = 600) -> subprocess.Completed
 def test_run_once_status_then_continuous_run_stopped_by_sigterm(
     broker, unique, tmp_path: Path, engine: str
 ) -> None:
-    topic = unique("orders")
-    ensure_topic(broker.bootstrap, topic, partitions=2)
-    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
+    topic, proj = orders_project(
+        tmp_path / "proj", broker.bootstrap, unique, partitions=2, engine=engine
+    )
     root = proj / ".warehouse"
     ods, dwd = root / "tables" / "ods_orders", root / "tables" / "dwd_orders"
     produce(
@@ -82,15 +79,7 @@ def test_run_once_status_then_continuous_run_stopped_by_sigterm(
     assert tables["dwd_orders"]["rows"] == 2
 
     # Continuous: new records arrive while it runs; SIGTERM stops it between batches.
-    log = (tmp_path / "run.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "warehouse", "--project", str(proj), "run", "--layer", "all"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=REPO,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
+    with warehouse_run(proj, tmp_path / "run.log") as proc:
         produce(
             broker.bootstrap,
             topic,
@@ -103,13 +92,7 @@ def test_run_once_status_then_continuous_run_stopped_by_sigterm(
             log=tmp_path / "run.log",
             proc=proc,
         )
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=180)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-        log.close()
+        code = stop(proc)
     output = (tmp_path / "run.log").read_text()
     assert code == 0, output[-3000:]
     assert "stopped: ods_orders [ods]" in output and "stopped: dwd_orders [dwd]" in output

@@ -10,32 +10,25 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from streams.kafka.admin import ensure_topic, produce
-from tests.integration.runtime.helpers import order, rows, wait_for
-from tests.unit.runtime.projects import write_project
+from streams.kafka.admin import produce
+from tests.integration.runtime.helpers import order, orders_project, rows, wait_for
+from tests.integration.runtime.runs import stop, warehouse_run
 from warehouse import Project
 from warehouse.runtime.errors import QueryFailedError
 from warehouse.runtime.pipeline import Pipeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
-REPO = Path(__file__).resolve().parents[3]
-
 
 def test_a_real_failure_stops_every_query_and_names_the_table(
     spark, broker, unique, tmp_path: Path, engine: str
 ) -> None:
-    topic = unique("orders")
-    ensure_topic(broker.bootstrap, topic, partitions=1)
-    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
+    topic, proj = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine=engine)
     # Valid SQL that fails on every row at run time.
     (proj / "layers" / "dwd" / "orders.yml").write_text(
         "table: dwd_orders\n"
@@ -80,27 +73,15 @@ exec {python} "$@"
 def test_a_worker_that_misses_the_connect_window_is_started_again(
     broker, unique, tmp_path: Path
 ) -> None:
-    topic = unique("orders")
-    ensure_topic(broker.bootstrap, topic, partitions=1)
     # The Python engine's stream sources are the Python workers this test delays.
-    proj = write_project(
-        tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine="python"
-    )
+    topic, proj = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine="python")
     dwd = proj / ".warehouse" / "tables" / "dwd_orders"
     produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.0, 0))])
     python = tmp_path / "python"
     python.write_text(SLOW_FIRST_SOURCE.format(python=sys.executable))
     python.chmod(0o755)
     log_path = tmp_path / "run.log"
-    log = log_path.open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "warehouse", "--project", str(proj), "run", "--layer", "all"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=REPO,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": str(python)},
-    )
-    try:
+    with warehouse_run(proj, log_path, PYSPARK_PYTHON=str(python)) as proc:
         wait_for(
             lambda: (dwd / "_delta_log").is_dir() and rows(dwd, ["order_id"]) == [("o1",)],
             timeout=400,
@@ -108,13 +89,7 @@ def test_a_worker_that_misses_the_connect_window_is_started_again(
             log=log_path,
             proc=proc,
         )
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=180)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-        log.close()
+        code = stop(proc)
     output = "\n".join(
         line for line in log_path.read_text().splitlines() if not line.startswith(("\tat ", "["))
     )

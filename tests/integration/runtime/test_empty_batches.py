@@ -16,9 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from streams.kafka.admin import ensure_topic, produce
-from tests.integration.runtime.helpers import forget_last_batch, order, rows, version
-from tests.unit.runtime.projects import write_project
+from streams.kafka.admin import produce
+from tests.integration.projects import new_layer
+from tests.integration.runtime.helpers import (
+    forget_last_batch,
+    order,
+    orders_project,
+    rows,
+    version,
+)
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
 
@@ -55,11 +61,8 @@ def _run(project: Project, spark, broker) -> dict[str, tuple[int, int, int | Non
 def test_a_table_sourced_batch_that_writes_nothing_commits_nothing(
     spark, broker, unique, tmp_path: Path, engine: str
 ) -> None:
-    topic = unique("orders")
-    ensure_topic(broker.bootstrap, topic, partitions=1)
-    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
-    dws = proj / "layers" / "dws"
-    dws.mkdir()
+    topic, proj = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine=engine)
+    dws = new_layer(proj, "dws")
     for name, sink in SINKS.items():
         (dws / f"{name}.yml").write_text(f"table: {name}\n" + BIG.format(sink=sink))
     (proj / "layers" / "ads").mkdir()

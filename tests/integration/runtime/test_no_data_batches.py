@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from deltalake.exceptions import TableNotFoundError
 
-from streams.kafka.admin import ensure_topic, produce
-from tests.integration.runtime.helpers import order, rows
-from tests.unit.runtime.projects import write_project
+from streams.kafka.admin import produce
+from tests.integration.projects import new_layer
+from tests.integration.runtime.helpers import order, orders_project, rows
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
 
@@ -75,11 +75,8 @@ def batches_without_input(checkpoint: Path) -> int:
 def test_only_queries_that_can_emit_run_batches_without_input(
     spark, broker, unique, tmp_path: Path, engine: str
 ) -> None:
-    topic = unique("orders")
-    ensure_topic(broker.bootstrap, topic, partitions=1)
-    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
-    dws = proj / "layers" / "dws"
-    dws.mkdir()
+    topic, proj = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine=engine)
+    dws = new_layer(proj, "dws")
     (dws / "closed.yml").write_text("table: dws_closed\n" + AGGREGATE.format(sink="{mode: append}"))
     (dws / "live.yml").write_text(
         "table: dws_live\n" + AGGREGATE.format(sink="{mode: upsert, keys: [window_start, user_id]}")

@@ -18,9 +18,8 @@ from types import SimpleNamespace
 import pytest
 from deltalake.exceptions import TableNotFoundError
 
-from streams.kafka.admin import ensure_topic, produce
-from tests.integration.runtime.helpers import order, rows
-from tests.unit.runtime.projects import write_project
+from streams.kafka.admin import produce
+from tests.integration.runtime.helpers import order, orders_project, rows
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline, _Live, ran
 from warehouse.runtime.results import RunResult
@@ -43,9 +42,7 @@ def wait_until(check: Callable[[], bool], runner: threading.Thread, what: str) -
 def test_a_batch_after_an_idle_report_counts_its_rows(
     spark, broker, unique, tmp_path: Path, engine: str
 ) -> None:
-    topic = unique("orders")
-    ensure_topic(broker.bootstrap, topic, partitions=1)
-    proj = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
+    topic, proj = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine=engine)
     project = Project.load(proj, environ={})
     dwd = project.table_path("dwd_orders")
 
