@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from warehouse.runtime.errors import QueryFailedError
 
@@ -54,12 +54,9 @@ def check_reachable(
     answer comes within `timeout` seconds: Spark's Java client would otherwise take
     minutes of admin timeouts to fail the query."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
-    conf = {**client_config, "bootstrap.servers": bootstrap}
     try:
-        # librdkafka logs every refused connection to stderr; they go to logging instead.
-        admin = AdminClient(conf, logger=logging.getLogger(__name__))
+        admin = _admin(bootstrap, client_config)
     except KafkaException as e:
         # Settings only Spark's Java client knows (the native engine takes them): the
         # query itself will say whether the cluster answers.
@@ -80,25 +77,26 @@ def check_reachable(
     logger.debug("table %s: Kafka at %s answers", table, bootstrap)
 
 
-def missing_topics(
-    bootstrap: str,
-    client_config: Mapping[str, str],
-    topics: list[str],
-    *,
-    timeout: float = REACH_TIMEOUT_S,
-) -> list[str]:
-    """Those of `topics` the cluster's metadata does not list, in their order; none when
-    the cluster cannot be asked with these settings (the query then says what it finds).
-    Listing every topic creates none, whatever the broker's `auto.create.topics.enable`."""
+def listed_topics(
+    bootstrap: str, client_config: Mapping[str, str], *, timeout: float = REACH_TIMEOUT_S
+) -> set[str] | None:
+    """The names of the cluster's topics, or None when it cannot be asked with these
+    settings (the query then says what it finds). Listing every topic creates none,
+    whatever the broker's `auto.create.topics.enable`."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
     try:
-        admin = AdminClient(
-            {**client_config, "bootstrap.servers": bootstrap}, logger=logging.getLogger(__name__)
-        )
-        listed = admin.list_topics(timeout=timeout).topics
+        return set(_admin(bootstrap, client_config).list_topics(timeout=timeout).topics)
     except KafkaException as e:
         logger.info("Kafka at %s: topics not checked: %s", bootstrap, e)
-        return []
-    return [t for t in topics if t not in listed]
+        return None
+
+
+def _admin(bootstrap: str, client_config: Mapping[str, str]) -> Any:
+    """An admin client with the table's client settings; librdkafka logs every refused
+    connection to stderr, so its log goes to logging instead."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(
+        {**client_config, "bootstrap.servers": bootstrap}, logger=logging.getLogger(__name__)
+    )

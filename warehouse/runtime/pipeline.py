@@ -192,39 +192,32 @@ class Pipeline:
         on a missing topic with the broker's "does not host this topic-partition", and the
         Python engines' reader would run it as an empty one, so a misspelt topic or a
         topic not created yet fails the run here, on both, naming the table and its file."""
-        from warehouse.runtime.bootstrap import missing_topics
+        from warehouse.runtime.bootstrap import listed_topics
 
         if not bootstrap:
             return
-        by_config: dict[tuple, tuple[dict[str, str], list[str]]] = {}
+        listed: dict[tuple, set[str] | None] = {}  # one listing per distinct client settings
         for name in self.names:
-            k = self.project.tables[name].spec.source.kafka
-            if k is not None and k.topic_list:
-                config = dict(self.project.config.kafka.client_config(k.options))
-                by_config.setdefault(tuple(sorted(config.items())), (config, []))[1].append(name)
-        for config, names in by_config.values():
-            topics = [t for n in names for t in self._kafka_topics(n)]
-            missing = set(missing_topics(bootstrap, config, topics))
-            for name in names:
-                absent = [t for t in self._kafka_topics(name) if t in missing]
-                if absent:
-                    raise self._missing_topic_error(name, absent[0], bootstrap)
-
-    def _kafka_topics(self, name: str) -> list[str]:
-        k = self.project.tables[name].spec.source.kafka
-        return [] if k is None else k.topic_list
-
-    def _missing_topic_error(self, name: str, topic: str, bootstrap: str) -> QueryFailedError:
-        defn = self.project.tables[name]
-        field = "topic" if defn.spec.source.kafka and defn.spec.source.kafka.topic else "topics"
-        return QueryFailedError(
-            f"Table `{name}` ({defn.path}) reads Kafka topic `{topic}`, which does not exist "
-            f"on `{bootstrap}`. Create it, or produce to it first (`warehouse produce "
-            f"--topic {topic} FILE`: a broker with `auto.create.topics.enable`, as the "
-            f"bundled one, creates it), or correct `source.kafka.{field}`.",
-            table=name,
-            layer=defn.layer,
-        )
+            defn = self.project.tables[name]
+            k = defn.spec.source.kafka
+            if k is None or not k.topic_list:
+                continue
+            config = self.project.config.kafka.client_config(k.options)
+            key = tuple(sorted(config.items()))
+            if key not in listed:
+                listed[key] = listed_topics(bootstrap, config)
+            topics = listed[key]
+            absent = [] if topics is None else [t for t in k.topic_list if t not in topics]
+            if absent:
+                raise QueryFailedError(
+                    f"Table `{name}` ({defn.path}) reads Kafka topic `{absent[0]}`, which "
+                    f"does not exist on `{bootstrap}`. Create it, or produce to it first "
+                    f"(`warehouse produce --topic {absent[0]} FILE`: a broker with "
+                    "`auto.create.topics.enable`, as the bundled one, creates it), or correct "
+                    f"`source.kafka.{'topic' if k.topic else 'topics'}`.",
+                    table=name,
+                    layer=defn.layer,
+                )
 
     def _missing_inputs(self, name: str, *, snapshots: bool = False) -> list[str]:
         """Input tables of `name` with no Delta table yet; `snapshots`: also the tables its

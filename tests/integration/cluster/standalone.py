@@ -22,6 +22,8 @@ import pyspark
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 _MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
 _REGISTERED = "Successfully registered with master"
+_ANY_LOCAL_PORT = ("--host", "127.0.0.1", "--port", "0", "--webui-port", "0")
+"""The daemons' flags: on 127.0.0.1 only, each port the system's choice."""
 
 
 class ClusterStartError(RuntimeError):
@@ -110,12 +112,7 @@ class StandaloneCluster:
             master, mlog = self._spawn(
                 "master",
                 "org.apache.spark.deploy.master.Master",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--webui-port",
-                "0",
+                *_ANY_LOCAL_PORT,
             )
             found = self._wait(master, mlog, _MASTER_URL, timeout)
             assert isinstance(found, re.Match)
@@ -125,12 +122,7 @@ class StandaloneCluster:
                 self._spawn(
                     f"worker-{i}",
                     "org.apache.spark.deploy.worker.Worker",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    "0",
-                    "--webui-port",
-                    "0",
+                    *_ANY_LOCAL_PORT,
                     "--cores",
                     str(self.cores),
                     "--memory",
