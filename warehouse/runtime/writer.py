@@ -87,6 +87,30 @@ def _quiet_refused_batches() -> None:
 _STOP_WAIT = 60.0
 """Seconds a batch refused at a stop waits for the runner's `query.stop()`."""
 
+_PLANNING_WAIT = 30.0
+"""Seconds a stop waits for a batch being planned to reach the writer (and be refused)
+before it interrupts the planning."""
+
+
+def stop_between_calls(query: StreamingQuery, refused: threading.Event, *, timeout: float) -> None:
+    """Stop `query` where the interrupt cuts no work of Spark's: between two of its
+    triggers, or in a batch that reached the writer and waits for the stop (`refused`,
+    set before `wait_for_stop`).
+
+    `query.stop()` interrupts the query's thread wherever it is. In a batch still being
+    planned (a Delta source reading its log, a scan broadcasting its configuration, a
+    Python source's call to its worker) the interrupted step logs its own failure:
+    Spark's "ERROR TorrentBroadcast: Store broadcast ... fail", a Python source
+    runner's traceback. Planning ends within seconds, and the batch then reaches the
+    writer, which refuses it; only after `timeout` seconds is the planning interrupted.
+    """
+    deadline = time.monotonic() + timeout
+    while query.isActive and not refused.is_set() and time.monotonic() < deadline:
+        if not query.status["isTriggerActive"]:
+            break
+        time.sleep(0.05)
+    query.stop()
+
 
 def wait_for_stop(spark: SparkSession, error: StopRequested) -> StopRequested:
     """Hold a batch refused at a stop (`StopRequested`) until the runner stops its query,
@@ -171,6 +195,8 @@ class BatchWriter:
         self.depth = depth
         self.lock = threading.Lock()
         self.stopping = False
+        self.refused = threading.Event()
+        """Set when a batch is refused at a stop, before it waits for the stop."""
         self.on_batch: Callable[[int], None] | None = None
         _quiet_refused_batches()
 
@@ -189,6 +215,7 @@ class BatchWriter:
                     self._restore_active_session()
         except StopRequested as e:
             # Outside the gate and the lock: the runner's stop needs neither.
+            self.refused.set()
             raise wait_for_stop(batch_df.sparkSession, e) from None
         if self.on_batch is not None:
             self.on_batch(batch_id)
@@ -237,9 +264,10 @@ class BatchWriter:
         interrupt it between our Delta commit and Spark's commit log (the replay
         would be skipped by the app transaction, but a clean stop is cheaper):
         so take the batch lock (no batch is writing), wait until Spark's commit
-        log has the last batch we wrote, then stop. A batch that starts after
-        that fails without writing (`StopRequested`, once the stop has interrupted it:
-        `wait_for_stop`) and is replayed next run.
+        log has the last batch we wrote, then stop, once the query is between
+        triggers or its next batch has reached us (`stop_between_calls`). A batch
+        that starts after that fails without writing (`StopRequested`, once the stop
+        has interrupted it: `wait_for_stop`) and is replayed next run.
         """
         with self.lock:
             self.stopping = True
@@ -249,7 +277,7 @@ class BatchWriter:
                 deadline = time.monotonic() + timeout
                 while not marker.exists() and query.isActive and time.monotonic() < deadline:
                     time.sleep(0.1)
-        query.stop()
+        stop_between_calls(query, self.refused, timeout=_PLANNING_WAIT)
         logger.info("table %s: query stopped after batch %s", self.plan.name, last)
 
     # -- the batch -----------------------------------------------------------

@@ -6,7 +6,8 @@ the next run replays it. Real Spark, a real streaming query (Spark's `rate` sour
 failing at once makes Spark end the query with an error (`exception()`, which Spark
 keeps exactly when it logs the query as terminated with error, with both stack traces);
 failing through `wait_for_stop` ends it as a stop, and the refused batch is still left
-out of the checkpoint's commit log.
+out of the checkpoint's commit log. A stop that comes while a batch is being planned
+waits for the batch to reach the writer rather than interrupt its planning.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from warehouse.runtime.writer import StopRequested, wait_for_stop
+from warehouse.runtime.writer import StopRequested, stop_between_calls, wait_for_stop
 
 pytestmark = [pytest.mark.spark]
 
@@ -87,3 +88,95 @@ def test_a_batch_refused_at_once_ends_the_query_with_an_error(spark, tmp_path: P
     error = query.exception()
     assert error is not None and "stop requested before batch" in str(error)
     assert refused not in _committed(checkpoint)
+
+
+def _slow_planning_source():
+    """A Python streaming source with a row at every trigger. Once `<dir>/slow` exists,
+    its `latestOffset` (a step of a batch's planning, in the source's own Python worker)
+    writes `<dir>/planning`, takes 3 s, then writes `<dir>/planned`. Defined in a function
+    so that Spark's worker gets the classes by value."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    class Reader(DataSourceStreamReader):
+        def __init__(self, folder: str) -> None:
+            self.folder = Path(folder)
+            self.n = 0
+
+        def initialOffset(self) -> dict:
+            return {"n": 0}
+
+        def latestOffset(self) -> dict:
+            if (self.folder / "slow").exists() and not (self.folder / "planned").exists():
+                (self.folder / "planning").touch()
+                time.sleep(3)
+                (self.folder / "planned").touch()
+            self.n += 1
+            return {"n": self.n}
+
+        def partitions(self, start: dict, end: dict):
+            return [InputPartition(end["n"])]
+
+        def read(self, partition):
+            yield (partition.value,)
+
+    class Source(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "slow_planning_test"
+
+        def schema(self) -> str:
+            return "n long"
+
+        def streamReader(self, schema):
+            return Reader(self.options["dir"])
+
+    return Source
+
+
+def test_a_stop_during_planning_waits_for_the_batch_to_reach_the_writer(
+    spark, tmp_path: Path
+) -> None:
+    """Interrupted in its planning, a step of Spark's logs its failure (a broadcast's
+    "Store broadcast ... fail", a Python source runner's traceback). The stop lets the
+    planning end; the batch is refused in the writer, as at any stop."""
+    spark.dataSource.register(_slow_planning_source())
+    folder = tmp_path / "source"
+    folder.mkdir()
+    checkpoint = tmp_path / "checkpoint"
+    stopping, refused = threading.Event(), threading.Event()
+    refused_batches: list[int] = []
+
+    def batch(df, batch_id: int) -> None:
+        if not stopping.is_set():
+            return
+        refused_batches.append(batch_id)
+        refused.set()
+        raise wait_for_stop(
+            df.sparkSession, StopRequested(f"table t: stop requested before batch {batch_id}")
+        )
+
+    query = (
+        spark.readStream.format("slow_planning_test")
+        .option("dir", str(folder))
+        .load()
+        .writeStream.foreachBatch(batch)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while query.isActive and query.lastProgress is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # a first batch committed before the planning slows down
+        (folder / "slow").touch()
+        while not (folder / "planning").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (folder / "planning").exists(), "no batch was planned after `slow` was set"
+        stopping.set()
+        stop_between_calls(query, refused, timeout=30)
+    finally:
+        query.stop()
+
+    assert (folder / "planned").exists()  # the planning was not cut off
+    assert refused_batches, "the stop interrupted the batch before it reached the writer"
+    assert query.exception() is None
+    assert refused_batches[0] not in _committed(checkpoint)
