@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,9 +192,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     with demo_broker(project) as (bootstrap, embedded):
         _out("starting Spark ...")
-        if project.config.spark.master.startswith("local"):
-            # A local demo talks to itself only; saves Spark's warning about the host name.
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         spark = get_session(project.config.spark, app_name="warehouse-demo")
         spark.sparkContext.setLogLevel("FATAL")  # the demo prints its own progress and errors
         if args.continuous:

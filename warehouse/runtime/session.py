@@ -77,8 +77,15 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if local_cores(config.master) is not None:
+        # A local session talks to itself only: its driver, block manager and UI listen
+        # on 127.0.0.1, not on the host's first interface (and Spark does not warn that
+        # the host name resolves to a loopback address). An address of your own wins.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     conf = {**LOCAL_DEFAULTS, **_local_conf(config.master)}
     conf = {**conf, **_native_jars_conf(config), **config.conf}
+    if not _submitted():
+        conf = _with_log_config(conf)
     builder = SparkSession.builder.appName(app_name or config.app_name)
     if not _submitted():
         builder = builder.master(config.master)
@@ -98,6 +105,21 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
         raise _start_failure(config.master, e) from e
     session.sparkContext.setLogLevel(conf.get("warehouse.logLevel", "WARN"))
     return session
+
+
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+"""The driver's logging in a session the framework starts: Spark's defaults at WARN,
+without the warnings every streaming run logs that ask nothing of the user."""
+
+
+def _with_log_config(conf: dict[str, str]) -> dict[str, str]:
+    """`conf` with `LOG_CONFIG` as the driver's log4j2 configuration, added to the
+    driver's Java options, unless they name a configuration file of their own."""
+    options = conf.get("spark.driver.extraJavaOptions", "")
+    if "log4j2.configurationFile" in options or "log4j.configuration" in options:
+        return conf
+    flag = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+    return {**conf, "spark.driver.extraJavaOptions": f"{options} {flag}".strip()}
 
 
 def _start_failure(master: str, e: BaseException) -> SessionStartError:

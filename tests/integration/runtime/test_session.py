@@ -132,3 +132,85 @@ def test_python_workers_import_the_installed_pyspark_not_the_source_zip(spark) -
         pytest.skip("pyspark is not pip-installed here: Spark's own python/ folder is used")
     files = spark.range(2).rdd.map(lambda _: __import__("pyspark").__file__).collect()
     assert files and all(".zip" not in f for f in files), files
+
+
+_LOGGING_SCRIPT = """
+import sys, time
+from warehouse.runtime.session import get_session
+from warehouse.spec.config import SparkSettings
+
+checkpoint, java_options = sys.argv[1], sys.argv[2]
+conf = {"spark.sql.shuffle.partitions": "2"}
+if java_options:
+    conf["spark.driver.extraJavaOptions"] = java_options
+spark = get_session(SparkSettings(master="local[1]", conf=conf, native_jars=False))
+for _ in range(2):  # the second start reads the query's state back from its checkpoint
+    query = (
+        spark.readStream.format("rate").option("rowsPerSecond", 10).load()
+        .groupBy().count()
+        .writeStream.outputMode("complete").format("noop")
+        .option("checkpointLocation", checkpoint).start()
+    )
+    deadline = time.monotonic() + 120
+    while len(query.recentProgress) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)  # two batches
+    query.stop()
+logger = spark._jvm.org.slf4j.LoggerFactory.getLogger("org.apache.spark.scheduler.DAGScheduler")
+logger.warn("a warning worth reading")
+spark.stop()
+"""
+
+_QUIETED = (
+    "spark.sql.adaptive.enabled is not supported in streaming",
+    "Disabling AQE since AQE is not supported in stateful workloads",
+    "doesn't exist in loadedMaps",
+    "Failed to cancel job group",
+    "Unable to load native-hadoop library",
+    "resolves to a loopback address",
+    "Using Spark's default log4j profile",
+)
+
+
+def _stateful_run_stderr(tmp_path, java_options: str = "") -> str:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _LOGGING_SCRIPT, str(tmp_path / "checkpoint"), java_options],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stderr
+
+
+def test_a_session_the_framework_starts_logs_no_warning_that_asks_nothing(tmp_path) -> None:
+    """A stateful query started twice and stopped: Spark's warnings that every streaming
+    run logs (adaptive execution off in streaming, state read back at a restart, no job
+    to cancel at a stop, no native Hadoop) are dropped by their message; a warning of
+    the same logger with another message still shows."""
+    stderr = _stateful_run_stderr(tmp_path)
+
+    assert "a warning worth reading" in stderr
+    assert [m for m in _QUIETED if m in stderr] == []
+
+
+def test_a_log_configuration_of_your_own_replaces_the_frameworks(tmp_path) -> None:
+    """Named in `spark.driver.extraJavaOptions`, a user's own log4j2 configuration is the
+    one used: with nothing dropped, the same run logs Spark's warnings."""
+    own = tmp_path / "log4j2.properties"
+    own.write_text(
+        "rootLogger.level = warn\n"
+        "rootLogger.appenderRef.stderr.ref = console\n"
+        "appender.console.type = Console\n"
+        "appender.console.name = console\n"
+        "appender.console.target = SYSTEM_ERR\n"
+        "appender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %p %c{1}: %m%n\n"
+    )
+    stderr = _stateful_run_stderr(tmp_path, f"-Dlog4j2.configurationFile={own.as_uri()}")
+
+    assert "a warning worth reading" in stderr
+    for message in _QUIETED[:3]:
+        assert message in stderr
