@@ -20,6 +20,7 @@ from streams.delta.arrow import read_table
 from streams.delta.checkpoint import (
     batch_end_offsets,
     checkpoint_query_id,
+    delta_source_engines,
     remove_interrupted_writes,
 )
 from streams.delta.commit import FileEntry, append_files, committed
@@ -88,6 +89,7 @@ __all__ = [
     "committed",
     "crash_point",
     "delta_engine",
+    "delta_source_engines",
     "file_entry",
     "file_writer",
     "native_delta_available",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from warehouse.compile.plan import TablePlan, select_tables
 from warehouse.compile.query import CompiledQuery, build_query
 from warehouse.errors import WarehouseError
-from warehouse.runtime.errors import QueryFailedError
+from warehouse.runtime.errors import QueryFailedError, RuntimeConfigError
 from warehouse.runtime.failures import (
     RetryPolicy,
     build_failure,
@@ -283,6 +283,8 @@ class Pipeline:
 
     def run(self, once: bool = True) -> list[RunResult]:
         """Run the selected tables; returns one `RunResult` per table, in run order."""
+        for name in self.names:
+            self._check_checkpoint_engine(name, self.engines["delta"])
         if once:
             return self._run_once()
         return self._run_continuous()
@@ -318,6 +320,34 @@ class Pipeline:
         except Exception as e:  # noqa: BLE001  # judged by the caller: transient or real
             self._cleanup(cq)
             return cq, None, e
+
+    def _check_checkpoint_engine(self, name: str, delta: str) -> None:
+        """Before any query starts: a checkpoint resumes only on the Delta engine whose
+        source wrote it. delta-spark's source and the Python one record a table's position
+        in forms the other cannot read (the Python source failed on a native checkpoint with
+        `KeyError: 'version'`, deep in its worker), and `engines: auto` changes its choice
+        when the native jars come or go."""
+        from streams.delta import delta_source_engines
+
+        checkpoint = self.project.checkpoint_path(name)
+        written = sorted(delta_source_engines(checkpoint) - {delta})
+        if not written:
+            return
+        other, defn = written[0], self.project.tables[name]
+        source = {
+            "native": "delta-spark's `delta` source (the native engine)",
+            "python": "the framework's Python Delta source (the Python engine)",
+        }
+        jars = "; `warehouse jars fetch` caches its jars" if other == "native" else ""
+        raise RuntimeConfigError(
+            f"Table `{name}` ({defn.path}): its checkpoint {checkpoint} was written by "
+            f"{source[other]}, and this run reads Delta through {source[delta]}: "
+            f"`engines.delta` resolved to `{delta}`. A checkpoint resumes only on the "
+            f"engine that wrote it: run the table on that one (`engines: {{delta: {other}}}` "
+            f"in conf/<env>.yml{jars}), or start it over (`warehouse reset --table {name} "
+            "--yes`, then run it: it reads its input again from the start).",
+            table=name,
+        )
 
     def _retry_pause(self, name: str, attempt: int, error: BaseException | None) -> float | None:
         """Seconds to wait before start number `attempt + 1` of `name`, or None: do not retry."""

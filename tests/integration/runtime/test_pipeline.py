@@ -14,9 +14,9 @@ from streams.kafka.admin import ensure_topic, produce
 from tests.integration.runtime.helpers import at, order, rows, version
 from tests.unit.runtime.projects import write_project
 from warehouse import Project
-from warehouse.runtime.errors import QueryFailedError
+from warehouse.runtime.errors import QueryFailedError, RuntimeConfigError
 from warehouse.runtime.pipeline import Pipeline
-from warehouse.runtime.recover import recover
+from warehouse.runtime.recover import recover, reset
 from warehouse.runtime.status import status
 from warehouse.spec.paths import recover_file
 
@@ -132,3 +132,44 @@ def test_a_topic_that_does_not_exist_fails_the_run_before_any_query_naming_it(
     assert "`source.kafka.topic`" in str(failed.value)
     assert not project.table_path("ods_orders").exists()
     assert not project.checkpoint_path("ods_orders").exists()
+
+
+def test_a_checkpoint_of_the_other_delta_engine_fails_the_run_before_any_query(
+    spark, broker, unique, tmp_path: Path, engine: str
+) -> None:
+    """delta-spark's source and the Python one record a table's position in forms the
+    other cannot read (the Python source failed with `KeyError: 'version'` in its worker,
+    delta-spark's with DELTA_INVALID_SOURCE_VERSION). A run on the other engine (as
+    `engines: auto` gives when the jars come or go) fails before any query, naming the
+    table, its checkpoint and both ways out; starting the table over is one. A
+    Kafka-sourced table's checkpoint resumes on either engine."""
+    topic = unique("orders")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.5, 0))])
+    root = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine)
+    Pipeline(Project.load(root), spark, layer="all", progress=lambda _: None).run(once=True)
+
+    other = "python" if engine == "native" else "native"
+    moved = Project.load(root, engines={"kafka": other, "delta": other})
+    ods, dwd = moved.table_path("ods_orders"), moved.table_path("dwd_orders")
+    produce(broker.bootstrap, topic, [("b", order("o2", "u2", 20.0, 1))])
+    before = version(ods)
+    with pytest.raises(RuntimeConfigError) as refused:
+        Pipeline(moved, spark, layer="all", progress=lambda _: None).run(once=True)
+    message = str(refused.value)
+    assert refused.value.table == "dwd_orders"
+    assert message.startswith(
+        f"Table `dwd_orders` ({moved.tables['dwd_orders'].path}): its checkpoint "
+        f"{moved.checkpoint_path('dwd_orders')} was written by "
+    )
+    assert f"`engines.delta` resolved to `{other}`" in message
+    assert f"`engines: {{delta: {engine}}}`" in message
+    assert "`warehouse reset --table dwd_orders --yes`" in message
+    assert version(ods) == before  # no query ran, the Kafka-sourced one neither
+
+    reset(moved, "dwd_orders")
+    Pipeline(moved, spark, layer="all", progress=lambda _: None).run(once=True)
+    assert rows(dwd, ["order_id"]) == [("o1",), ("o2",)]
+    # A Kafka-sourced table's checkpoint resumes on either engine: both record the same
+    # offsets, so o1 is not read again.
+    assert rows(ods, ["order_id", "_offset"]) == [("o1", 0), ("o2", 1)]

@@ -6,7 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from streams.delta import batch_end_offsets, checkpoint_query_id, remove_interrupted_writes
+from streams.delta import (
+    batch_end_offsets,
+    checkpoint_query_id,
+    delta_source_engines,
+    remove_interrupted_writes,
+)
 
 META = '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{}}'
 
@@ -60,3 +65,25 @@ def test_only_the_temporary_files_of_interrupted_writes_go(tmp_path: Path) -> No
     assert not any(f.exists() for f in partial)
     assert remove_interrupted_writes(ckpt) == []
     assert remove_interrupted_writes(tmp_path / "never-started") == []
+
+
+NATIVE = (
+    '{"sourceVersion":1,"reservoirId":"971a6f96-bfc4-4e19-8c9f-8159a49c52b5",'
+    '"reservoirVersion":4,"index":-1,"isStartingVersion":false}'
+)
+
+
+def test_the_delta_engine_of_a_checkpoint_is_read_from_its_latest_offsets(tmp_path: Path) -> None:
+    assert delta_source_engines(tmp_path) == set()  # never started
+    _offsets(tmp_path, 0, '{"version": 2}')
+    _offsets(tmp_path, 1, NATIVE)
+    assert delta_source_engines(tmp_path) == {"native"}  # the latest batch, not the first
+    _offsets(tmp_path, 2, '{"version": 5}', "-")
+    assert delta_source_engines(tmp_path) == {"python"}
+
+
+def test_kafka_offsets_name_no_delta_engine_even_for_a_topic_named_version(
+    tmp_path: Path,
+) -> None:
+    _offsets(tmp_path, 0, '{"version": {"0": 3}}', '{"orders": {"0": 42}}')
+    assert delta_source_engines(tmp_path) == set()
