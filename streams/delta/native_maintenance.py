@@ -20,6 +20,10 @@ from streams.delta.errors import DeltaTableNotFoundError
 logger = logging.getLogger(__name__)
 
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+# delta-spark 4.4 ignores a VACUUM's `RETAIN n HOURS` other than 0 by default (it then
+# keeps what the table's `delta.deletedFileRetentionDuration` says, 7 days, and logs a
+# warning): the caller's retention would be dropped without a word.
+_RETENTION_WINDOW_IGNORE = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
 # VACUUM lists the table's directories in this many tasks (Spark's default 10000, sized for
 # tables of many partitions on a cluster); one task per core of the session is plenty for
 # the tables a streaming warehouse keeps and keeps a local vacuum from running 10000 tasks.
@@ -57,11 +61,14 @@ def vacuum_native(
 ) -> list[str]:
     """Delete files the table stopped referencing more than `retention_hours` ago
     (`VACUUM ... RETAIN n HOURS`); returns them. A retention under Delta's safety
-    minimum (7 days) is what the caller asked for, so Delta's check is off for this call."""
+    minimum (7 days) is what the caller asked for, so Delta's check is off for this call,
+    and so is its default of ignoring the retention asked for."""
     table = _table(spark, path, "vacuum")
     location = str(path).replace("`", "``")
-    previous = {k: spark.conf.get(k, None) for k in (_RETENTION_CHECK, _LISTING_PARALLELISM)}
+    settings = (_RETENTION_CHECK, _RETENTION_WINDOW_IGNORE, _LISTING_PARALLELISM)
+    previous = {k: spark.conf.get(k, None) for k in settings}
     spark.conf.set(_RETENTION_CHECK, "false")
+    spark.conf.set(_RETENTION_WINDOW_IGNORE, "false")
     if previous[_LISTING_PARALLELISM] is None:
         spark.conf.set(_LISTING_PARALLELISM, str(spark.sparkContext.defaultParallelism))
     try:

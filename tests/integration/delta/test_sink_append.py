@@ -165,6 +165,45 @@ def test_optimize_and_vacuum_keep_the_rows(spark, tmp_path: Path, read_table, en
     assert delta_engine(engine).vacuum(spark, target.path, 0) == []
 
 
+def _removed_hours_ago(spark, path: str, hours: float) -> None:
+    """Make every file the table's log removes look removed `hours` ago: the remove
+    actions' `deletionTimestamp` and the files' modification times (VACUUM reads both).
+    delta-spark's cached state of the table is dropped, as it was read before the edit."""
+    import json
+    import os
+    import time
+
+    then = time.time() - hours * 3600
+    for commit in sorted((Path(path) / "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in commit.read_text().splitlines() if line]
+        for action in actions:
+            if "remove" in action:
+                action["remove"]["deletionTimestamp"] = int(then * 1000)
+                os.utime(Path(path) / action["remove"]["path"], (then, then))
+        commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+        # Hadoop's checksum of the file as delta-spark wrote it (a mismatch fails the read).
+        (commit.parent / f".{commit.name}.crc").unlink(missing_ok=True)
+    if spark._jvm.io.delta.tables.DeltaTable is not None:
+        spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+
+
+def test_vacuum_keeps_the_retention_it_is_given(spark, tmp_path: Path, engine) -> None:
+    """On both engines `retention_hours` is the caller's: files removed two hours ago stay
+    under a 3-hour retention and go under a 1-hour one. (delta-spark 4.4 ignores a
+    VACUUM's retention other than 0 unless told not to, and keeps 7 days.)"""
+    target = DeltaTarget(str(tmp_path / "t"), app_id="a:q", engine=engine)
+    for b in range(3):
+        write_batch(_orders(spark, range(b * 10, b * 10 + 10)), b, target)
+    files_before = table_info(target.path)["files"]
+    delta_engine(engine).optimize(spark, target.path)
+    _removed_hours_ago(spark, target.path, 2)
+
+    assert delta_engine(engine).vacuum(spark, target.path, 3) == []
+    deleted = delta_engine(engine).vacuum(spark, target.path, 1)
+    assert len(deleted) == files_before
+    assert table_info(target.path)["rows"] == 30
+
+
 def test_optimize_every_compacts_automatically(spark, tmp_path: Path, engine) -> None:
     target = DeltaTarget(str(tmp_path / "t"), app_id="a:q", optimize_every=3, engine=engine)
     for b in range(4):
