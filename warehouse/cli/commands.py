@@ -154,7 +154,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     project, path = _one_table_path(args)
     engine, spark = _maintenance_engine(project)
     metrics = engine.optimize(spark, path)
-    _out(f"{args.table}: optimized {path} ({engine.name}): {json.dumps(metrics, default=str)}")
+    logger.info("%s: optimize metrics %s", args.table, json.dumps(metrics, default=str))
+    _out(
+        f"{args.table}: optimize compacted {metrics.get('numFilesRemoved', 0)} file(s) into "
+        f"{metrics.get('numFilesAdded', 0)} in {path} ({engine.name})"
+    )
     return 0
 
 

@@ -3,7 +3,8 @@ subprocess (its own SparkSession), a real broker process, real Delta tables.
 
 `run --layer all --once` moves the records through ODS and DWD; `status --json`
 reports them; a continuous `run` picks up new records and exits 0 on SIGTERM,
-stopped between batches.
+stopped between batches; `optimize` and `vacuum` then compact the table's files and
+delete the replaced ones, on the engine that wrote it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from streams.delta import table_info
 from streams.kafka.admin import produce
 from tests.integration.runtime.helpers import at, order, orders_project, rows, wait_for
 from tests.integration.runtime.runs import REPO, stop, warehouse_run
@@ -104,7 +106,22 @@ def test_run_once_status_then_continuous_run_stopped_by_sigterm(
     assert len(rows(ods, ["_offset"])) == 5
     # Stopped at a batch boundary: the table's last batch is committed in the checkpoint.
     for name in ("ods_orders", "dwd_orders"):
-        from streams.delta import table_info
-
         last = table_info(root / "tables" / name)["last_commit"]["batch_id"]
         assert (root / "checkpoints" / name / "commits" / str(last)).is_file()
+
+    # Maintenance on the engine that wrote the table: its batches' files compacted into
+    # one, then the replaced files vacuumed; the rows stay.
+    files = table_info(ods)["files"]
+    assert files > 1
+    optimized = cli(proj, "optimize", "--table", "ods_orders")
+    assert optimized.returncode == 0, optimized.stderr[-3000:]
+    assert optimized.stdout.splitlines() == [
+        f"ods_orders: optimize compacted {files} file(s) into 1 in {ods} ({engine})"
+    ]
+    vacuumed = cli(proj, "vacuum", "--table", "ods_orders", "--retention-hours", "0")
+    assert vacuumed.returncode == 0, vacuumed.stderr[-3000:]
+    # (delta-spark prints its own "Deleted N files and directories ..." line first.)
+    assert vacuumed.stdout.splitlines()[-1] == (
+        f"ods_orders: vacuum removed {files} file(s) from {ods} ({engine})"
+    )
+    assert len(rows(ods, ["_offset"])) == 5 and table_info(ods)["files"] == 1
