@@ -162,7 +162,7 @@ def render_status(rows: list[dict[str, Any]]) -> str:
                 "-" if r["rows"] is None else str(r["rows"]),
                 "-" if r["last_batch"] is None else str(r["last_batch"]),
                 str(lag),
-                str(r["quarantine_rows"] or 0),
+                str(r["quarantine_rows"] or 0) if r["exists"] else "-",
             )
         )
     widths = [

@@ -60,3 +60,20 @@ def test_status_reports_the_last_batch_and_totals_of_quality_events(tmp_path: Pa
     ).stdout
     by_table = {r["table"]: r for r in json.loads(out)["tables"]}
     assert by_table["ods_orders"]["quality"]["totals"] == quality["totals"]
+
+
+def test_a_table_not_built_yet_shows_no_figure(tmp_path: Path) -> None:
+    """Before a first run every column of a table says `-`, its quarantine too (not 0)."""
+    root = write_project(tmp_path / "p", bootstrap="127.0.0.1:1")
+    lines = render_status(status(Project.load(root), resolve=False)).splitlines()
+    assert lines[0].split() == [
+        "table",
+        "layer",
+        "version",
+        "rows",
+        "last",
+        "batch",
+        "lag",
+        "quarantine",
+    ]
+    assert lines[1].split() == ["ods_orders", "ods", "-", "-", "-", "-", "-"]
