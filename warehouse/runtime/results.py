@@ -37,7 +37,7 @@ class RunResult:
             f"{self.rows_written} written, {self.quarantined} quarantined"
             + (f", {self.dropped} dropped" if self.dropped else "")
             + (f", {self.published} published" if self.published else "")
-            + f", version {self.version if self.version is not None else '-'}"
+            + (f", version {self.version}" if self.version is not None else ", no new version")
             + f", {self.seconds:.1f}s"
         )
 
