@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from warehouse.compile.errors import SelectionError
+from warehouse.spec.paths import checkpoint_is_new, recover_file
 from warehouse.spec.table import LAYERS, TableDefinition
 
 if TYPE_CHECKING:
@@ -58,7 +60,11 @@ def output_mode(defn: TableDefinition) -> Literal["append", "update"]:
     return "update" if defn.spec.sink.mode in ("upsert", "scd2") else "append"
 
 
-def _source_text(defn: TableDefinition) -> str:
+def source_text(defn: TableDefinition, *, checkpoint: str | Path | None = None) -> str:
+    """How a table reads its source. A Kafka source starts from `starting_offsets`; given
+    the table's `checkpoint`, it says where this run starts instead when that is elsewhere:
+    the checkpoint's position, or the one a `warehouse recover` left for a new checkpoint
+    (Spark reads `starting_offsets` only for a new checkpoint)."""
     src = defn.spec.source
     if src.kafka is not None:
         k = src.kafka
@@ -71,6 +77,10 @@ def _source_text(defn: TableDefinition) -> str:
             else ""
         )
         start = k.starting_offsets if isinstance(k.starting_offsets, str) else "explicit offsets"
+        if checkpoint is not None and not checkpoint_is_new(checkpoint):
+            start = "its checkpoint"
+        elif checkpoint is not None and recover_file(checkpoint).is_file():
+            start = "the offsets `warehouse recover` recorded"
         return f"kafka {where} as {fmt} from {start}"
     text = f"table `{src.table}` ({src.read})"
     for j in src.join_streams:
@@ -128,7 +138,7 @@ def plan_table(
         layer=defn.layer,
         file=str(defn.path),
         source_kind="kafka" if kafka is not None else "table",
-        source=_source_text(defn),
+        source=source_text(defn),
         topics=list(kafka.topic_list) if kafka is not None else [],
         upstreams=list(spec.source.upstream_tables),
         static_tables=static_tables,

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from warehouse.compile.plan import TablePlan, select_tables
+from warehouse.compile.plan import TablePlan, select_tables, source_text
 from warehouse.compile.query import CompiledQuery, build_query
 from warehouse.errors import WarehouseError
 from warehouse.runtime.errors import QueryFailedError, RuntimeConfigError
@@ -379,10 +379,14 @@ class Pipeline:
                 continue
             started = time.monotonic()
             earlier: RunResult | None = None
+            # Where it starts, read before the query writes its first offsets.
+            source = source_text(
+                self.project.tables[name], checkpoint=self.project.checkpoint_path(name)
+            )
             for attempt in itertools.count(1):
                 cq, query, error = self._start(name, once=True)
                 if attempt == 1:
-                    self.progress(f"{name} [{layer}]: running once from {cq.plan.source}")
+                    self.progress(f"{name} [{layer}]: running once from {source}")
                 if query is not None:
                     try:
                         query.awaitTermination()

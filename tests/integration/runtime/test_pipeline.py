@@ -71,6 +71,10 @@ def test_once_rerun_new_records_recover_and_status(
     ods_result = first["ods_orders"]
     assert (ods_result.rows_read, ods_result.rows_written, ods_result.quarantined) == (6, 4, 2)
     assert any(line.startswith("ods_orders [ods]: 1 batch(es), 6 rows in") for line in lines)
+    source = f"ods_orders [ods]: running once from kafka `{topic}` as json (orders) from "
+
+    def started_from() -> list[str]:  # where each run of ods_orders said it starts
+        return [line.removeprefix(source) for line in lines if line.startswith(source)]
 
     # Status: offsets recorded in the table, nothing left to read.
     st = {r["table"]: r for r in status(project)}
@@ -84,6 +88,7 @@ def test_once_rerun_new_records_recover_and_status(
     again = run()
     assert (version(ods), version(dwd), version(quarantine)) == before
     assert again["ods_orders"].rows_written == 0
+    assert started_from() == ["earliest", "its checkpoint"]
 
     # Recover (a new checkpoint from the offsets the table recorded), and new records
     # meanwhile: the next run appends exactly those; the duplicate o2 stays out of DWD.
@@ -99,6 +104,7 @@ def test_once_rerun_new_records_recover_and_status(
     assert status(project)[0]["lag"] == {"total": 2, "topics": {topic: 2}}
     third = run()
     assert not recover_file(ckpt).exists()
+    assert started_from()[-1] == "the offsets `warehouse recover` recorded"
     assert (third["ods_orders"].rows_read, third["ods_orders"].rows_written) == (2, 2)
     assert rows(ods, ODS_COLS) == [
         ("o1", "u1", 10.5, at(0), 0, 0),
