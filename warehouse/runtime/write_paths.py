@@ -386,7 +386,9 @@ class WritePaths:
                 written = rows_in if good is df else good.count()
             else:
                 before = rows_in if good is df else good.count()
-                good = cache(checked.keep)
+                # Nothing set aside: `keep` is the batch already persisted (persisting it
+                # again only makes Spark warn "Asked to cache already cached data").
+                good = checked.keep if checked.keep.is_cached else cache(checked.keep)
                 written = good.count()
                 if checked.quarantine is not None:
                     quarantine.append(checked.quarantine)
