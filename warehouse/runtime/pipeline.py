@@ -283,8 +283,7 @@ class Pipeline:
 
     def run(self, once: bool = True) -> list[RunResult]:
         """Run the selected tables; returns one `RunResult` per table, in run order."""
-        for name in self.names:
-            self._check_checkpoint_engine(name, self.engines["delta"])
+        self._check_checkpoint_engines(self.engines["delta"])
         if once:
             return self._run_once()
         return self._run_continuous()
@@ -321,32 +320,47 @@ class Pipeline:
             self._cleanup(cq)
             return cq, None, e
 
-    def _check_checkpoint_engine(self, name: str, delta: str) -> None:
+    def _check_checkpoint_engines(self, delta: str) -> None:
         """Before any query starts: a checkpoint resumes only on the Delta engine whose
         source wrote it. delta-spark's source and the Python one record a table's position
         in forms the other cannot read (the Python source failed on a native checkpoint with
         `KeyError: 'version'`, deep in its worker), and `engines: auto` changes its choice
-        when the native jars come or go."""
+        when the native jars come or go. Every such table is named at once."""
         from streams.delta import delta_source_engines
 
-        checkpoint = self.project.checkpoint_path(name)
-        written = sorted(delta_source_engines(checkpoint) - {delta})
-        if not written:
+        wrong: dict[str, list[str]] = {}  # engine that wrote them -> tables
+        for name in self.names:
+            for other in sorted(delta_source_engines(self.project.checkpoint_path(name)) - {delta}):
+                wrong.setdefault(other, []).append(name)
+        if not wrong:
             return
-        other, defn = written[0], self.project.tables[name]
+        other, names = next(iter(wrong.items()))
         source = {
             "native": "delta-spark's `delta` source (the native engine)",
             "python": "the framework's Python Delta source (the Python engine)",
         }
         jars = "; `warehouse jars fetch` caches its jars" if other == "native" else ""
+        if len(names) == 1:
+            name = names[0]
+            which = (
+                f"Table `{name}` ({self.project.tables[name].path}): its checkpoint "
+                f"{self.project.checkpoint_path(name)} was"
+            )
+            reset = f"`warehouse reset --table {name} --yes`, then run it: it reads"
+        else:
+            which = (
+                "Tables "
+                + ", ".join(f"`{n}` ({self.project.tables[n].path})" for n in names)
+                + f": their checkpoints (under {self.project.checkpoint_path(names[0]).parent}) were"
+            )
+            reset = "`warehouse reset --table T --yes` for each, then run them: they read"
         raise RuntimeConfigError(
-            f"Table `{name}` ({defn.path}): its checkpoint {checkpoint} was written by "
-            f"{source[other]}, and this run reads Delta through {source[delta]}: "
-            f"`engines.delta` resolved to `{delta}`. A checkpoint resumes only on the "
-            f"engine that wrote it: run the table on that one (`engines: {{delta: {other}}}` "
-            f"in conf/<env>.yml{jars}), or start it over (`warehouse reset --table {name} "
-            "--yes`, then run it: it reads its input again from the start).",
-            table=name,
+            f"{which} written by {source[other]}, and this run reads Delta through "
+            f"{source[delta]}: `engines.delta` resolved to `{delta}`. A checkpoint resumes "
+            "only on the engine that wrote it: run on that one "
+            f"(`engines: {{delta: {other}}}` in conf/<env>.yml{jars}), or start over "
+            f"({reset} the input again from the start).",
+            table=names[0],
         )
 
     def _retry_pause(self, name: str, attempt: int, error: BaseException | None) -> float | None:
