@@ -310,5 +310,17 @@ def _registered(spark: SparkSession, path: str, read: str) -> str:
     the path, not deep inside Spark), with this module's data source registered."""
     path = os.path.abspath(path)
     _table_schema(path, read)
-    spark.dataSource.register(DeltaStreamDataSource)
+    if not _source_registered(spark):
+        spark.dataSource.register(DeltaStreamDataSource)
     return path
+
+
+def _source_registered(spark: SparkSession) -> bool:
+    """Whether the session already has this module's data source. Registering it again
+    replaces it, and Spark warns each time ("The data source warehouse_delta replaced a
+    previously registered data source"): once per table read, a dozen times a run of the
+    example. On Spark Connect, with no JVM to ask, it is registered again."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:
+        return False
+    return bool(jsession.sessionState().dataSourceManager().dataSourceExists(FORMAT_NAME))
