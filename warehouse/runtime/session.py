@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,11 +79,6 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if local_cores(config.master) is not None:
-        # A local session talks to itself only: its driver, block manager and UI listen
-        # on 127.0.0.1, not on the host's first interface (and Spark does not warn that
-        # the host name resolves to a loopback address). An address of your own wins.
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     conf = {**LOCAL_DEFAULTS, **_local_conf(config.master)}
     conf = {**conf, **_native_jars_conf(config), **config.conf}
     if not _submitted():
@@ -99,12 +96,31 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
         if _submitted():
             session = builder.getOrCreate()
         else:
-            with launching(config.master):  # workers import pyspark compiled, see spark_home
+            # workers import pyspark compiled (spark_home); a local JVM listens on loopback
+            with launching(config.master), _loopback(config.master):
                 session = builder.getOrCreate()
     except (PySparkException, Py4JError, OSError) as e:
         raise _start_failure(config.master, e) from e
     session.sparkContext.setLogLevel(conf.get("warehouse.logLevel", "WARN"))
     return session
+
+
+@contextmanager
+def _loopback(master: str) -> Iterator[None]:
+    """SPARK_LOCAL_IP=127.0.0.1 while a local master's JVM is launched (it reads it once):
+    a local session talks to itself only, so its driver, block manager and UI listen on
+    127.0.0.1, not on the host's first interface, and Spark does not warn that the host
+    name resolves to a loopback address. Restored after, so that a later session of this
+    process for a cluster binds where the cluster can reach it. An address of your own
+    wins."""
+    if local_cores(master) is None or "SPARK_LOCAL_IP" in os.environ:
+        yield
+        return
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    try:
+        yield
+    finally:
+        os.environ.pop("SPARK_LOCAL_IP", None)
 
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")

@@ -157,6 +157,8 @@ for _ in range(2):  # the second start reads the query's state back from its che
     query.stop()
 logger = spark._jvm.org.slf4j.LoggerFactory.getLogger("org.apache.spark.scheduler.DAGScheduler")
 logger.warn("a warning worth reading")
+import os
+print("driver host", spark.conf.get("spark.driver.host"), os.environ.get("SPARK_LOCAL_IP"))
 spark.stop()
 """
 
@@ -171,18 +173,23 @@ _QUIETED = (
 )
 
 
-def _stateful_run_stderr(tmp_path, java_options: str = "") -> str:
+def _stateful_run(tmp_path, java_options: str = "") -> tuple[str, str]:
+    """(stdout, stderr) of `_LOGGING_SCRIPT` in a process of its own, without a
+    SPARK_LOCAL_IP of the test run's."""
+    import os
     import subprocess
     import sys
 
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
     done = subprocess.run(
         [sys.executable, "-c", _LOGGING_SCRIPT, str(tmp_path / "checkpoint"), java_options],
         capture_output=True,
         text=True,
         timeout=300,
+        env=env,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stderr
+    return done.stdout, done.stderr
 
 
 def test_a_session_the_framework_starts_logs_no_warning_that_asks_nothing(tmp_path) -> None:
@@ -190,10 +197,15 @@ def test_a_session_the_framework_starts_logs_no_warning_that_asks_nothing(tmp_pa
     run logs (adaptive execution off in streaming, state read back at a restart, no job
     to cancel at a stop, no native Hadoop) are dropped by their message; a warning of
     the same logger with another message still shows."""
-    stderr = _stateful_run_stderr(tmp_path)
+    stdout, stderr = _stateful_run(tmp_path)
 
     assert "a warning worth reading" in stderr
     assert [m for m in _QUIETED if m in stderr] == []
+    # The local JVM listens on loopback (not the host's first interface); the variable
+    # was set for its launch only.
+    [line] = [x for x in stdout.splitlines() if x.startswith("driver host ")]
+    host, variable = line.split()[2:]
+    assert host in ("127.0.0.1", "localhost") and variable == "None"
 
 
 def test_a_log_configuration_of_your_own_replaces_the_frameworks(tmp_path) -> None:
@@ -209,7 +221,7 @@ def test_a_log_configuration_of_your_own_replaces_the_frameworks(tmp_path) -> No
         "appender.console.layout.type = PatternLayout\n"
         "appender.console.layout.pattern = %p %c{1}: %m%n\n"
     )
-    stderr = _stateful_run_stderr(tmp_path, f"-Dlog4j2.configurationFile={own.as_uri()}")
+    _, stderr = _stateful_run(tmp_path, f"-Dlog4j2.configurationFile={own.as_uri()}")
 
     assert "a warning worth reading" in stderr
     for message in _QUIETED[:3]:
