@@ -49,6 +49,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
+from streams._datasources import register_once
 from streams.delta._schema import normalize_arrow
 from streams.delta.arrow import read_table
 from streams.delta.errors import DeltaConfigError, DeltaReadError, DeltaTableNotFoundError
@@ -310,17 +311,5 @@ def _registered(spark: SparkSession, path: str, read: str) -> str:
     the path, not deep inside Spark), with this module's data source registered."""
     path = os.path.abspath(path)
     _table_schema(path, read)
-    if not _source_registered(spark):
-        spark.dataSource.register(DeltaStreamDataSource)
+    register_once(spark, DeltaStreamDataSource)
     return path
-
-
-def _source_registered(spark: SparkSession) -> bool:
-    """Whether the session already has this module's data source. Registering it again
-    replaces it, and Spark warns each time ("The data source warehouse_delta replaced a
-    previously registered data source"): once per table read, a dozen times a run of the
-    example. On Spark Connect, with no JVM to ask, it is registered again."""
-    jsession = getattr(spark, "_jsparkSession", None)
-    if jsession is None:
-        return False
-    return bool(jsession.sessionState().dataSourceManager().dataSourceExists(FORMAT_NAME))

@@ -28,8 +28,6 @@ logger = logging.getLogger(__name__)
 
 NATIVE_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
-_registered: set[int] = set()
-
 
 @dataclass(frozen=True)
 class KafkaRead:
@@ -71,12 +69,10 @@ class KafkaEngine(Protocol):
 
 def register_source(spark: SparkSession) -> None:
     """Register the Python Kafka source with `spark` (once per session)."""
+    from streams._datasources import register_once
     from streams.kafka.source import KafkaDataSource
 
-    key = id(spark)
-    if key not in _registered:
-        spark.dataSource.register(KafkaDataSource)
-        _registered.add(key)
+    register_once(spark, KafkaDataSource)
 
 
 class PythonKafka:

@@ -328,13 +328,12 @@ class Pipeline:
         when the native jars come or go. Every such table is named at once."""
         from streams.delta import delta_source_engines
 
-        wrong: dict[str, list[str]] = {}  # engine that wrote them -> tables
-        for name in self.names:
-            for other in sorted(delta_source_engines(self.project.checkpoint_path(name)) - {delta}):
-                wrong.setdefault(other, []).append(name)
-        if not wrong:
+        other = "python" if delta == "native" else "native"
+        names = [
+            n for n in self.names if other in delta_source_engines(self.project.checkpoint_path(n))
+        ]
+        if not names:
             return
-        other, names = next(iter(wrong.items()))
         source = {
             "native": "delta-spark's `delta` source (the native engine)",
             "python": "the framework's Python Delta source (the Python engine)",

@@ -17,6 +17,7 @@ from streams.delta import (
     DeltaTarget,
     committed,
     delta_engine,
+    native_delta_available,
     table_info,
     write_batch,
 )
@@ -183,7 +184,7 @@ def _removed_hours_ago(spark, path: str, hours: float) -> None:
         commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
         # Hadoop's checksum of the file as delta-spark wrote it (a mismatch fails the read).
         (commit.parent / f".{commit.name}.crc").unlink(missing_ok=True)
-    if spark._jvm.io.delta.tables.DeltaTable is not None:
+    if native_delta_available(spark):
         spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
 

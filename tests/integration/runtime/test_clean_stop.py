@@ -23,6 +23,22 @@ from warehouse.runtime.writer import StopRequested, stop_between_calls, wait_for
 pytestmark = [pytest.mark.spark]
 
 
+def _started(source, batch, checkpoint: Path):
+    """`source` written by `batch` in `foreachBatch`, returned once a first batch has been
+    committed (or 60 s have passed)."""
+    query = (
+        source.writeStream.foreachBatch(batch).option("checkpointLocation", str(checkpoint)).start()
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while query.isActive and query.lastProgress is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+    except BaseException:
+        query.stop()
+        raise
+    return query
+
+
 def _refused_at_stop(spark, checkpoint: Path, *, through_wait: bool):
     """Run a query until one of its batches fails as a stopping `BatchWriter`'s does,
     then stop it; returns (query, what the refused batch failed with, its batch id)."""
@@ -41,18 +57,11 @@ def _refused_at_stop(spark, checkpoint: Path, *, through_wait: bool):
         failures.append(error)
         raise error
 
-    query = (
-        spark.readStream.format("rate")
-        .option("rowsPerSecond", 20)
-        .load()
-        .writeStream.foreachBatch(batch)
-        .option("checkpointLocation", str(checkpoint))
-        .start()
+    # A first batch committed before the refusals begin.
+    query = _started(
+        spark.readStream.format("rate").option("rowsPerSecond", 20).load(), batch, checkpoint
     )
     try:
-        deadline = time.monotonic() + 60
-        while query.isActive and query.lastProgress is None and time.monotonic() < deadline:
-            time.sleep(0.2)  # a first batch committed before the refusals begin
         refuse.set()
         assert refusing.wait(60), "no batch began after the refusal was set"
         time.sleep(0.5)  # the batch waits for the stop by now, or failed at once
@@ -155,18 +164,11 @@ def test_a_stop_during_planning_waits_for_the_batch_to_reach_the_writer(
             df.sparkSession, StopRequested(f"table t: stop requested before batch {batch_id}")
         )
 
-    query = (
-        spark.readStream.format("slow_planning_test")
-        .option("dir", str(folder))
-        .load()
-        .writeStream.foreachBatch(batch)
-        .option("checkpointLocation", str(checkpoint))
-        .start()
-    )
+    # A first batch committed before the planning slows down.
+    source = spark.readStream.format("slow_planning_test").option("dir", str(folder)).load()
+    query = _started(source, batch, checkpoint)
     try:
         deadline = time.monotonic() + 60
-        while query.isActive and query.lastProgress is None and time.monotonic() < deadline:
-            time.sleep(0.2)  # a first batch committed before the planning slows down
         (folder / "slow").touch()
         while not (folder / "planning").exists() and time.monotonic() < deadline:
             time.sleep(0.05)

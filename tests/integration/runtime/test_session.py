@@ -135,7 +135,7 @@ def test_python_workers_import_the_installed_pyspark_not_the_source_zip(spark) -
 
 
 _LOGGING_SCRIPT = """
-import sys, time
+import os, sys, time
 from warehouse.runtime.session import get_session
 from warehouse.spec.config import SparkSettings
 
@@ -157,7 +157,6 @@ for _ in range(2):  # the second start reads the query's state back from its che
     query.stop()
 logger = spark._jvm.org.slf4j.LoggerFactory.getLogger("org.apache.spark.scheduler.DAGScheduler")
 logger.warn("a warning worth reading")
-import os
 print("driver host", spark.conf.get("spark.driver.host"), os.environ.get("SPARK_LOCAL_IP"))
 spark.stop()
 """
