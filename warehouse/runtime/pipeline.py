@@ -310,7 +310,7 @@ class Pipeline:
                 if t in self.project.tables
             ]
             if defn.spec.source.kafka is not None:
-                inputs += [f"topic `{t}`" for t in defn.spec.source.kafka.topic_list()]
+                inputs += [f"topic `{t}`" for t in defn.spec.source.kafka.topic_list]
             raise build_failure(name, defn.layer, e, inputs=inputs) from e
         if not once:
             cq.batch.on_batch = lambda b, cq=cq: self._batch_line(cq, b)

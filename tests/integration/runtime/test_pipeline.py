@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from streams.kafka.admin import ensure_topic, produce
-from tests.integration.runtime.helpers import at, order, rows, version
+from tests.integration.runtime.helpers import at, order, orders_project, rows, version
 from tests.unit.runtime.projects import write_project
 from warehouse import Project
 from warehouse.runtime.errors import QueryFailedError, RuntimeConfigError
@@ -138,6 +138,33 @@ def test_a_topic_that_does_not_exist_fails_the_run_before_any_query_naming_it(
     assert "`source.kafka.topic`" in str(failed.value)
     assert not project.table_path("ods_orders").exists()
     assert not project.checkpoint_path("ods_orders").exists()
+
+
+def test_a_kafka_table_whose_query_cannot_be_built_names_the_table_and_its_topic(
+    spark, broker, unique, tmp_path: Path, native_jars: None
+) -> None:
+    """A build that fails (here Spark's Kafka reader refusing a client setting it manages
+    itself) is reported naming the table, the cause and the topic it reads; nothing is
+    created."""
+    topic, root = orders_project(
+        tmp_path / "proj", broker.bootstrap, unique, dwd=False, engine="native"
+    )
+    spec = root / "layers" / "ods" / "orders.yml"
+    spec.write_text(
+        spec.read_text().replace(
+            "schema: orders}", "schema: orders, options: {enable.auto.commit: 'true'}}"
+        )
+    )
+    project = Project.load(root)
+    with pytest.raises(QueryFailedError) as failed:
+        Pipeline(project, spark, layer="ods", progress=lambda _: None).run(once=True)
+    message = str(failed.value)
+    assert message.startswith("Table `ods_orders` (layer `ods`): its query could not be built: ")
+    assert "enable.auto.commit" in message and message.endswith(
+        f"; its inputs: topic `{topic}`. Repair or rebuild what the cause names (`warehouse "
+        "status` shows each table), then run again; nothing was written."
+    )
+    assert not project.table_path("ods_orders").exists()
 
 
 def test_a_checkpoint_of_the_other_delta_engine_fails_the_run_before_any_query(
