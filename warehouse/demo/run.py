@@ -93,11 +93,14 @@ def source_topics(project: Project) -> list[str]:
 
 def reset_state(project: Project, *, bootstrap: str | None, out: Out) -> None:
     """Remove the example's tables and checkpoints, and (given `bootstrap`) its topics."""
+    from warehouse.runtime.locks import holding
     from warehouse.runtime.recover import reset
 
     removed = 0
-    for name in project.tables:
-        removed += len(reset(project, name))
+    # Every table at once: a table another process runs refuses the reset before any is removed.
+    with holding(project, project.tables, doing="reset"):
+        for name in project.tables:
+            removed += len(reset(project, name))
     events = events_path(project.root)
     if events.is_dir():
         shutil.rmtree(events)

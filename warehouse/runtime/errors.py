@@ -38,6 +38,11 @@ class CheckpointError(WarehouseError):
         self.path = path
 
 
+class TableBusyError(RuntimeConfigError):
+    """Another process is running, resetting or recovering a table this process asked for;
+    `table` names the first such table."""
+
+
 class RecoverError(WarehouseError):
     """`warehouse recover` / `reset` could not do what was asked."""
 

@@ -30,6 +30,7 @@ from warehouse.runtime.failures import (
     query_failure,
 )
 from warehouse.runtime.gate import BatchGate, depths
+from warehouse.runtime.locks import holding
 from warehouse.runtime.results import RunResult, add_results, result_of
 from warehouse.runtime.writer import BatchWriter
 from warehouse.spec.paths import table_exists
@@ -282,11 +283,14 @@ class Pipeline:
     # -- running -----------------------------------------------------------------
 
     def run(self, once: bool = True) -> list[RunResult]:
-        """Run the selected tables; returns one `RunResult` per table, in run order."""
-        self._check_checkpoint_engines(self.engines["delta"])
-        if once:
-            return self._run_once()
-        return self._run_continuous()
+        """Run the selected tables; returns one `RunResult` per table, in run order.
+        Another process running (or resetting) one of them fails the run before any query
+        starts (`TableBusyError`)."""
+        with holding(self.project, self.names, doing="run"):
+            self._check_checkpoint_engines(self.engines["delta"])
+            if once:
+                return self._run_once()
+            return self._run_continuous()
 
     def _start(
         self, name: str, *, once: bool

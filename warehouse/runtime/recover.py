@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.runtime.errors import RecoverError
+from warehouse.runtime.locks import holding
 from warehouse.spec.paths import recover_file, table_exists
 
 if TYPE_CHECKING:
@@ -42,9 +43,14 @@ def recover(project: LoadedProject, table: str) -> dict[str, Any]:
     builder reads it while the checkpoint is new). Only Kafka-sourced tables
     record source offsets that a new query can start from.
     """
+    _known(project, table)
+    with holding(project, [table], doing="recover"):
+        return _recover(project, table)
+
+
+def _recover(project: LoadedProject, table: str) -> dict[str, Any]:
     from streams.delta import recorded_offsets
 
-    _known(project, table)
     defn = project.tables[table]
     path = str(project.table_path(table))
     ckpt = Path(project.checkpoint_path(table))
@@ -88,9 +94,14 @@ def recover(project: LoadedProject, table: str) -> dict[str, Any]:
 def reset(project: LoadedProject, table: str) -> list[str]:
     """Delete the table, its quarantine, its tombstones and its checkpoint; returns what
     was removed."""
+    _known(project, table)
+    with holding(project, [table], doing="reset"):
+        return _reset(project, table)
+
+
+def _reset(project: LoadedProject, table: str) -> list[str]:
     from streams.delta import tombstone_path  # imports pyspark: only when resetting
 
-    _known(project, table)
     removed = []
     ckpt = Path(project.checkpoint_path(table))
     for p in (

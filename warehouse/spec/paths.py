@@ -5,6 +5,7 @@
     <root>/tables/_quality_events        per-batch expectation metrics
     <root>/checkpoints/<table>           Spark checkpoint
     <root>/checkpoints/<table>.recover.json   offsets left by `warehouse recover`
+    <root>/checkpoints/<table>.lock      locked while a process runs, resets or recovers it
     <root>/broker                        embedded broker data (unless configured)
     <root>/reports/, <root>/quality/     `warehouse check` reports and state
 
@@ -22,6 +23,7 @@ REPORTS_DIR = "reports"
 QUARANTINE_SUFFIX = "__quarantine"
 EVENTS_TABLE = "_quality_events"
 RECOVER_SUFFIX = ".recover.json"
+LOCK_SUFFIX = ".lock"
 QUALITY_STATE = ("quality", "state.json")
 
 
@@ -63,6 +65,11 @@ def broker_dir(project_dir: str | Path, root: str | Path, configured: str | None
 def recover_file(checkpoint: str | Path) -> Path:
     """Where `warehouse recover` leaves the starting offsets for a new checkpoint."""
     return Path(str(checkpoint).rstrip("/") + RECOVER_SUFFIX)
+
+
+def lock_file(checkpoint: str | Path) -> Path:
+    """The file a process locks while it runs, resets or recovers the checkpoint's table."""
+    return Path(str(checkpoint).rstrip("/") + LOCK_SUFFIX)
 
 
 def checkpoint_is_new(checkpoint: str | Path) -> bool:

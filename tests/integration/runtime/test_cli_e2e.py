@@ -2,8 +2,8 @@
 subprocess (its own SparkSession), a real broker process, real Delta tables.
 
 `run --layer all --once` moves the records through ODS and DWD; `status --json`
-reports them; a continuous `run` picks up new records and exits 0 on SIGTERM,
-stopped between batches; `optimize` and `vacuum` then compact the table's files and
+reports them; a continuous `run` picks up new records, refuses its tables to a second
+`run`, and exits 0 on SIGTERM, stopped between batches; `optimize` and `vacuum` then compact the table's files and
 delete the replaced ones, on the engine that wrote it.
 """
 
@@ -94,6 +94,14 @@ def test_run_once_status_then_continuous_run_stopped_by_sigterm(
             log=tmp_path / "run.log",
             proc=proc,
         )
+        # A second process asking for a table the run holds is refused before its
+        # Spark starts, naming the run; the run goes on.
+        again = cli(proj, "run", "--table", "dwd_orders", "--once", timeout=120)
+        assert again.returncode == 2, again.stderr[-3000:]
+        assert "error: Table `dwd_orders` (" in again.stderr
+        assert f"in use by another process: pid {proc.pid} on " in again.stderr
+        assert "`warehouse --project " in again.stderr and ", run since " in again.stderr
+        assert proc.poll() is None
         code = stop(proc)
     output = (tmp_path / "run.log").read_text()
     assert code == 0, output[-3000:]
