@@ -237,6 +237,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from warehouse.generate import (
         GenerateArgumentError,
         ShopGenerator,
+        check_generate_project,
         ensure_topics,
         generate,
         produce_records,
@@ -248,6 +249,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             "e.g. `warehouse generate --events 3000 --rate 20`."
         )
     project = load_project(args)
+    check_generate_project(project)
     bootstrap = _bootstrap(project)
 
     client = project.config.kafka.client_config()

@@ -12,7 +12,9 @@ from warehouse.generate.model import DEFAULT_START, TOPICS, Record, ShopGenerato
 from warehouse.generate.produce import (
     GenerateArgumentError,
     GenerateError,
+    GenerateProjectError,
     ProduceStats,
+    check_generate_project,
     ensure_topics,
     produce_records,
 )
@@ -22,9 +24,11 @@ __all__ = [
     "TOPICS",
     "GenerateArgumentError",
     "GenerateError",
+    "GenerateProjectError",
     "ProduceStats",
     "Record",
     "ShopGenerator",
+    "check_generate_project",
     "ensure_topics",
     "generate",
     "iso",

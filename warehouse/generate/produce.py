@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import WarehouseError
 from warehouse.generate.model import TOPICS, Record
+
+if TYPE_CHECKING:
+    from warehouse.spec.model import LoadedProject
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +30,40 @@ class GenerateArgumentError(GenerateError):
     """`--events`/`--rate` out of range."""
 
     exit_code = 2
+
+
+class GenerateProjectError(GenerateError):
+    """The project reads none of the topics the generator produces."""
+
+    exit_code = 2
+
+
+def check_generate_project(project: LoadedProject) -> None:
+    """Refuse a project none of whose tables reads a topic of the example's: the
+    generator's events would go to topics nothing reads (a `warehouse init` project reads
+    `events`). A project reading some of them (the example, or part of it) is fed."""
+    read = {
+        name: (defn, defn.spec.source.kafka)
+        for name, defn in project.tables.items()
+        if defn.spec.source.kafka is not None
+    }
+    for _, k in read.values():
+        if any(t in TOPICS for t in k.topic_list):
+            return
+        if k.pattern and any(re.fullmatch(k.pattern, t) for t in TOPICS):
+            return
+    produces = ", ".join(f"`{t}`" for t in TOPICS)
+    if not read:
+        reads = "no table of this project reads Kafka"
+    else:
+        name, (defn, k) = next(iter(read.items()))
+        topics = ", ".join(f"`{t}`" for t in k.topic_list) or f"the pattern `{k.pattern}`"
+        reads = f"this project reads none of them (table `{name}` ({defn.path}) reads {topics})"
+    raise GenerateProjectError(
+        f"`warehouse generate` produces the bundled example's events to {produces}, and "
+        f"{reads}. Feed this project's topics with `warehouse produce --topic T FILE` "
+        "(JSON lines), or run the generator in the example project (the repository's root)."
+    )
 
 
 @dataclass

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.unit.runtime.projects import write_project
+from warehouse import Project
 from warehouse.cli.main import main
+from warehouse.generate import check_generate_project
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -120,6 +122,24 @@ def test_demo_refuses_a_project_that_reads_topics_it_does_not_produce(
     assert "table `ods_events` (layers/ods/events.yml) reads `events`" in err
     assert "`orders`, `payments`, `page_views`, `shop.users`, `shop.products`" in err
     assert not (target / ".warehouse").exists()  # no broker, no tables
+
+
+def test_generate_refuses_a_project_that_reads_none_of_its_topics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The generator's events would go to topics a scaffolded project does not read: it is
+    refused before a broker starts, naming a table, its file and what it reads. The example
+    project (the repository's root) is fed as before."""
+    target = tmp_path / "new"
+    assert main(["init", str(target)]) == 0
+    capsys.readouterr()
+    assert main(["--project", str(target), "generate", "--events", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "`orders`, `payments`, `page_views`, `shop.users`, `shop.products`" in err
+    assert "table `ods_events` (layers/ods/events.yml) reads `events`" in err
+    assert "`warehouse produce --topic T FILE`" in err
+    assert not (target / ".warehouse").exists()  # no broker
+    check_generate_project(Project.load(REPO))
 
 
 def test_status_json_before_any_run_does_not_start_a_broker(
