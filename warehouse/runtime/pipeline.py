@@ -31,7 +31,7 @@ from warehouse.runtime.failures import (
 )
 from warehouse.runtime.gate import BatchGate, depths
 from warehouse.runtime.locks import holding
-from warehouse.runtime.results import RunResult, add_results, result_of
+from warehouse.runtime.results import RunResult, add_results, result_of, warned_text
 from warehouse.runtime.writer import BatchWriter
 from warehouse.spec.paths import table_exists
 
@@ -532,7 +532,7 @@ class Pipeline:
         s = cq.batch.stats
         (self.batch_progress or self.progress)(
             f"{cq.plan.name}: batch {batch_id} done ({s.rows_written} rows written, "
-            f"{s.quarantined} quarantined so far)"
+            f"{s.quarantined} quarantined{warned_text(s.warned)} so far)"
         )
 
     def _stop_all(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -25,6 +25,9 @@ class RunResult:
     version: int | None = None
     published: int = 0
     skipped: str | None = None
+    warned: dict[str, int] = field(default_factory=dict)
+    """Rows that failed a `warn` expectation (kept, unless another set them aside), by
+    expectation: the quality events' `failed`."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -36,6 +39,7 @@ class RunResult:
             f"{self.table} [{self.layer}]: {self.batches} batch(es), {self.rows_read} rows in, "
             f"{self.rows_written} written, {self.quarantined} quarantined"
             + (f", {self.dropped} dropped" if self.dropped else "")
+            + warned_text(self.warned)
             + (f", {self.published} published" if self.published else "")
             + (f", version {self.version}" if self.version is not None else ", no new version")
             + f", {self.seconds:.1f}s"
@@ -57,7 +61,16 @@ def add_results(earlier: RunResult | None, later: RunResult) -> RunResult:
         seconds=earlier.seconds + later.seconds,
         version=later.version if later.version is not None else earlier.version,
         published=earlier.published + later.published,
+        warned={
+            k: earlier.warned.get(k, 0) + later.warned.get(k, 0)
+            for k in {**earlier.warned, **later.warned}
+        },
     )
+
+
+def warned_text(warned: dict[str, int]) -> str:
+    """`, N failed NAME (warn)` for each `warn` expectation that rows failed, or ""."""
+    return "".join(f", {n} failed {name} (warn)" for name, n in warned.items())
 
 
 def result_of(plan: TablePlan, stats: BatchStats, seconds: float) -> RunResult:
@@ -73,4 +86,5 @@ def result_of(plan: TablePlan, stats: BatchStats, seconds: float) -> RunResult:
         seconds=seconds,
         version=stats.last_version,
         published=stats.published,
+        warned=dict(stats.warned),
     )

@@ -91,6 +91,9 @@ class WritePaths:
         self.targets = targets
         self._checks: Any = None
         self._arrow: tuple[Any, Any] | None = None
+        self.warned: dict[str, int] = {}
+        """Rows of the last batch that failed a `warn` expectation (its quality events'
+        `failed`), by expectation; the writer clears it before each batch."""
 
     def one_pass(self, batch_id: int) -> bool:
         """Whether this batch is written as it is read, without persisting it.
@@ -473,6 +476,11 @@ class WritePaths:
     def _quality_events(self, spark: Any, batch_id: int, metrics: Any) -> None:
         from warehouse.quality.events import write_quality_events
 
+        for m in metrics:
+            if m["on_violation"] == "warn" and m["failed"]:
+                self.warned[m["expectation"]] = self.warned.get(m["expectation"], 0) + int(
+                    m["failed"]
+                )
         write_quality_events(
             spark,
             str(self.project.root),

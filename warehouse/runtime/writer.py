@@ -56,6 +56,9 @@ class BatchStats:
     """Time batches waited for a slot of the run's `BatchGate` before they began."""
     error: BaseException | None = None
     published: int = 0
+    warned: dict[str, int] = field(default_factory=dict)
+    """Rows that failed a `warn` expectation (kept, unless another set them aside), by
+    expectation: the quality events' `failed`."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -318,6 +321,7 @@ class BatchWriter:
         """The batch through its write path: Arrow, else one pass, else the cached path.
         Returns the path's name for the log ("" for the cached path) and its outcome."""
         paths = self.paths
+        paths.warned = {}
         one_pass = paths.one_pass(batch_id)
         if one_pass and paths.arrow_payload() is not None:
             out = paths.write_arrow(batch_df, batch_id, cache)
@@ -343,6 +347,8 @@ class BatchWriter:
             s.skipped += 1
         else:
             s.last_version = out.version
+            for name, n in self.paths.warned.items():
+                s.warned[name] = s.warned.get(name, 0) + n
         s.batch_seconds += elapsed
         logger.info(
             "table %s: batch %d%s: %d rows in, %d written, %d quarantined, %d dropped, "

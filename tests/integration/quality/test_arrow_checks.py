@@ -178,6 +178,13 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
             b.dropped,
         )
         assert (a.rows_read, a.rows_written, a.quarantined, a.dropped) == (412, 401, 9, 2)
+    # The run line counts the rows that failed the `warn` expectation, as its quality
+    # events do, on either path.
+    in_set = "expect_column_values_to_be_in_set(city)"
+    failed = [e[4] for e in _events(project, "ods_arrow") if e[1] == in_set]
+    assert [r["ods_arrow"].warned for r in results] == [{in_set: n} for n in failed]
+    assert [r["ods_spark"].warned for r in results] == [{in_set: n} for n in failed]
+    assert all(failed)
     assert not list(arrow.glob("_warehouse_staging/*")), "staged records left behind"
 
     # Spark forgets it finished the last batch (as after a crash between the commits and

@@ -132,6 +132,11 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
     assert _events(project, "ods_one") == _events(project, "ods_persisted") != []
     assert _counts(results, "ods_one") == _counts(results, "ods_persisted")
     assert (results[0]["ods_one"].rows_written, results[0]["ods_one"].dropped) == (2, 1)
+    # The rows that failed the `warn` expectation (kept) are counted for the run line: in
+    # each batch one order without a user_id.
+    warned = [r["ods_one"].warned for r in results]
+    assert warned == [r["ods_persisted"].warned for r in results]
+    assert warned == [{"expect_column_values_to_not_be_null(user_id)": 1}] * 2
     # SCD2 history: one version per order id, from either path
     history_cols = ["order_id", "user_id", "amount", "valid_from", "valid_to", "is_current"]
     history = rows(project.table_path("ods_history"), history_cols)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from warehouse.runtime.results import RunResult
+from warehouse.runtime.results import RunResult, add_results
 
 
 def test_a_run_that_committed_no_version_says_so_and_not_a_dash() -> None:
@@ -18,3 +18,23 @@ def test_a_run_that_committed_no_version_says_so_and_not_a_dash() -> None:
     assert wrote.line() == (
         "ods_events [ods]: 1 batch(es), 6 rows in, 5 written, 1 quarantined, version 3, 2.0s"
     )
+
+
+def test_rows_failing_a_warn_expectation_are_counted_in_the_line_and_over_attempts() -> None:
+    """`warn` keeps the rows, so nothing else in the line would show them."""
+    first = RunResult(
+        "dim_users", "dwd", batches=1, rows_read=4, rows_written=4, version=1,
+        warned={"expect_column_values_to_be_in_set(tier)": 1},
+    )  # fmt: skip
+    assert first.line() == (
+        "dim_users [dwd]: 1 batch(es), 4 rows in, 4 written, 0 quarantined, "
+        "1 failed expect_column_values_to_be_in_set(tier) (warn), version 1, 0.0s"
+    )
+    later = replace(
+        first,
+        warned={"expect_column_values_to_be_in_set(tier)": 2, "expect_column_values_to_not_be_null(city)": 1},
+    )  # fmt: skip
+    assert add_results(first, later).warned == {
+        "expect_column_values_to_be_in_set(tier)": 3,
+        "expect_column_values_to_not_be_null(city)": 1,
+    }
