@@ -61,19 +61,42 @@ class RetryPolicy:
         return min(self.max_pause, self.pause * 2 ** max(0, attempt - 2))
 
 
+STATE_CHANGED: tuple[str, ...] = (
+    "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE",
+    "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+    "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION",
+    "STATE_STORE_COLUMN_FAMILY_SCHEMA_INCOMPATIBLE",
+    "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
+    "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY",
+)
+"""Spark's errors for a checkpoint whose state (an aggregate's, a deduplication's, a join's)
+was written by a different definition of the table: its SQL's measures or groups, its
+dedupe keys, its operators changed. Starting again does not cure them; starting the
+table over from its input does."""
+
+
 def query_failure(
     plan: TablePlan,
     stats: BatchStats,
     query: StreamingQuery | None,
     e: BaseException | None,
+    *,
+    readers: Sequence[str] = (),
 ) -> QueryFailedError:
     """The error a failed query is reported with: a `WarehouseError` our code raised as it
-    is, anything else as `QueryFailedError` quoting its root cause."""
+    is, anything else as `QueryFailedError` quoting its root cause. `readers` are the
+    tables that read this one as a stream, directly or not: a table started over takes
+    them with it."""
     cause = stats.error or e
     if cause is not None and hasattr(cause, "exit_code"):
         return cause  # type: ignore[return-value]  # a WarehouseError from our code
     text = str(cause) if cause is not None else str(query.exception() if query else "")
     first = root_cause_line(text)
+    code = next((c for c in STATE_CHANGED if f"[{c}]" in text), None)
+    if code is not None:
+        # Spark's first sentence of it, without the STREAM_FAILED wrapping around it.
+        said = text[text.find(f"[{code}]") :].splitlines()[0].split(". ")[0].rstrip(".")
+        return _state_changed(plan, said, readers)
     return QueryFailedError(
         f"Table `{plan.name}` (layer `{plan.layer}`): the streaming query failed: "
         f"{first}. Fix the cause and run again; the checkpoint "
@@ -99,4 +122,30 @@ def build_failure(
         "then run again; nothing was written.",
         table=table,
         layer=layer,
+    )
+
+
+def _state_changed(plan: TablePlan, said: str, readers: Sequence[str]) -> QueryFailedError:
+    again = (
+        "reads " + " and ".join(f"`{u}`" for u in plan.upstreams) + " again from the start"
+        if plan.source_kind == "table" and plan.upstreams
+        else "reads its input again from the start"
+    )
+    also = (
+        ", and the same for the tables that read it as a stream ("
+        + ", ".join(f"`{r}`" for r in readers)
+        + "), whose checkpoints hold positions in the table being replaced"
+        if readers
+        else ""
+    )
+    return QueryFailedError(
+        f"Table `{plan.name}` ({plan.file}): the state its checkpoint {plan.checkpoint_path} "
+        f"keeps no longer fits its definition ({said}): its aggregation, "
+        "deduplication, join or their keys changed since that state was written. Nothing "
+        "was written. To rebuild the table from its input with the new definition: "
+        f"`warehouse reset --table {plan.name} --yes`{also}, then `warehouse run`: it "
+        f"{again}. To keep the table as it is, restore the definition the checkpoint was "
+        "written with.",
+        table=plan.name,
+        layer=plan.layer,
     )

@@ -417,7 +417,13 @@ class Pipeline:
                     break
                 pause = self._retry_pause(name, attempt, error)
                 if pause is None:
-                    raise query_failure(cq.plan, cq.batch.stats, query, error) from error
+                    raise query_failure(
+                        cq.plan,
+                        cq.batch.stats,
+                        query,
+                        error,
+                        readers=self.project.graph.stream_readers(name),
+                    ) from error
                 earlier = add_results(earlier, result_of(cq.plan, cq.batch.stats, 0.0))
                 time.sleep(pause)
             r = add_results(earlier, result_of(cq.plan, cq.batch.stats, time.monotonic() - started))
@@ -490,7 +496,13 @@ class Pipeline:
             error = q.cq.batch.stats.error or q.query.exception()
             pause = self._retry_pause(name, q.attempt, error)
             if pause is None:
-                return query_failure(q.cq.plan, q.cq.batch.stats, q.query, error)
+                return query_failure(
+                    q.cq.plan,
+                    q.cq.batch.stats,
+                    q.query,
+                    error,
+                    readers=self.project.graph.stream_readers(name),
+                )
             # A failed batch: stop what is left.
             q.cq.batch.stop_at_batch_boundary(q.query, timeout=10)
             self._cleanup(q.cq)
@@ -523,7 +535,13 @@ class Pipeline:
                 return None
             pause = self._retry_pause(name, attempt, error)
             if pause is None:
-                return query_failure(cq.plan, cq.batch.stats, None, error)
+                return query_failure(
+                    cq.plan,
+                    cq.batch.stats,
+                    None,
+                    error,
+                    readers=self.project.graph.stream_readers(name),
+                )
             waiting[name] = (now + pause, attempt + 1)
             return None
         return None

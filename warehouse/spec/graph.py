@@ -69,6 +69,19 @@ class TableGraph:
             return list(self.order)
         return [n for n in self.order if self.definitions[n].layer == layer]
 
+    def stream_readers(self, name: str) -> list[str]:
+        """Every table that reads `name` as a stream, directly or through others, in run
+        order: the tables whose checkpoints hold positions in it (a snapshot reader's
+        holds none)."""
+        seen: set[str] = set()
+        stack = [name]
+        while stack:
+            for down in self.downstream(stack.pop(), static=False):
+                if down not in seen:
+                    seen.add(down)
+                    stack.append(down)
+        return [n for n in self.order if n in seen]
+
     def ancestors(self, name: str) -> list[str]:
         """Every table `name` depends on, transitively, in run order."""
         seen: set[str] = set()

@@ -167,6 +167,43 @@ def test_a_kafka_table_whose_query_cannot_be_built_names_the_table_and_its_topic
     assert not project.table_path("ods_orders").exists()
 
 
+def test_a_definition_that_no_longer_fits_its_checkpoints_state_says_how_to_rebuild(
+    spark, broker, unique, tmp_path: Path
+) -> None:
+    """Editing a stateful table (here its dedupe keys) makes Spark refuse the state its
+    checkpoint keeps; the error names the table, its file and checkpoint and the way to
+    rebuild it, and following it rebuilds the table under the new definition."""
+    topic, root = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine="python")
+    produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.5, 0))])
+    Pipeline(Project.load(root), spark, layer="all", progress=lambda _: None).run(once=True)
+
+    spec = root / "layers" / "dwd" / "orders.yml"
+    spec.write_text(spec.read_text().replace("keys: [order_id]", "keys: [order_id, user_id]"))
+    produce(broker.bootstrap, topic, [("b", order("o1", "u2", 10.5, 0))])
+    project = Project.load(root)
+    with pytest.raises(QueryFailedError) as failed:
+        Pipeline(project, spark, layer="all", progress=lambda _: None).run(once=True)
+    message = str(failed.value)
+    assert failed.value.table == "dwd_orders"
+    assert message.startswith(
+        f"Table `dwd_orders` (layers/dwd/orders.yml): the state its checkpoint "
+        f"{project.checkpoint_path('dwd_orders')} keeps no longer fits its definition "
+        "([STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE]"
+    ), message
+    assert (
+        "`warehouse reset --table dwd_orders --yes`, then `warehouse run`: it reads "
+        "`ods_orders` again from the start." in message
+    )
+    assert rows(project.table_path("dwd_orders"), ["order_id", "user_id"]) == [("o1", "u1")]
+
+    reset(project, "dwd_orders")
+    Pipeline(project, spark, layer="dwd", progress=lambda _: None).run(once=True)
+    assert rows(project.table_path("dwd_orders"), ["order_id", "user_id"]) == [
+        ("o1", "u1"),
+        ("o1", "u2"),
+    ]
+
+
 def test_a_checkpoint_of_the_other_delta_engine_fails_the_run_before_any_query(
     spark, broker, unique, tmp_path: Path, engine: str
 ) -> None:

@@ -11,9 +11,9 @@ from warehouse import Project
 from warehouse.compile.plan import plan_table
 from warehouse.errors import WarehouseError, root_cause_line
 from warehouse.runtime.errors import CheckpointError, QueryFailedError, RuntimeConfigError
-from warehouse.runtime.failures import build_failure
+from warehouse.runtime.failures import build_failure, query_failure
 from warehouse.runtime.targets import BatchTargets
-from warehouse.runtime.writer import BatchWriter
+from warehouse.runtime.writer import BatchStats, BatchWriter
 from warehouse.templates import scaffold
 
 ENGINES = {"kafka": "python", "delta": "python"}
@@ -87,6 +87,36 @@ def test_a_build_failure_names_the_table_its_inputs_and_the_cause() -> None:
     )
     named = build_failure("dwd_x", "dwd", ValueError("ValueError: bad"))
     assert "built: ValueError: bad. Repair" in str(named)
+
+
+def test_state_that_no_longer_fits_names_the_tables_to_start_over(project: Project) -> None:
+    """Spark's refusal of a checkpoint's state (quoted from the STREAM_FAILED text it
+    comes in) says to reset the table and every table reading it as a stream."""
+    plan = plan_table(project, "dwd_events")
+    text = (
+        "[STREAM_FAILED] Query [id = q, runId = r] terminated with exception: "
+        "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE] Provided value schema does not match "
+        "existing state value schema.\nPlease check number and type of fields."
+    )
+    err = query_failure(
+        plan, BatchStats(), None, RuntimeError(text),
+        readers=project.graph.stream_readers("dwd_events"),
+    )  # fmt: skip
+    assert (err.table, err.exit_code) == ("dwd_events", 1)
+    assert str(err) == (
+        f"Table `dwd_events` (layers/dwd/events.yml): the state its checkpoint "
+        f"{plan.checkpoint_path} keeps no longer fits its definition "
+        "([STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE] Provided value schema does not match "
+        "existing state value schema): its aggregation, deduplication, join or their keys "
+        "changed since that state was written. Nothing was written. To rebuild the table "
+        "from its input with the new definition: `warehouse reset --table dwd_events --yes`, "
+        "and the same for the tables that read it as a stream (`ads_event_totals`), whose "
+        "checkpoints hold positions in the table being replaced, then `warehouse run`: it "
+        "reads `ods_events` again from the start. To keep the table as it is, restore the "
+        "definition the checkpoint was written with."
+    )
+    other = query_failure(plan, BatchStats(), None, RuntimeError("[OTHER] no"))
+    assert "resumes where the last committed batch ended" in str(other)
 
 
 def test_the_root_cause_of_a_jvm_error_is_its_innermost_caused_by() -> None:

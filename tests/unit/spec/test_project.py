@@ -55,6 +55,14 @@ def test_stream_static_reference_found_in_sql_is_a_static_edge(shop: Project) ->
     assert shop.graph.upstream("dwd_orders", static=True) == ["dim_users"]
     assert shop.graph.downstream("dim_users") == ["dwd_orders"]
     assert shop.graph.layers("dws") == ["dws_city_gmv_1m", "dws_user_sessions"]
+    assert shop.graph.stream_readers("dwd_orders") == [
+        "dws_city_gmv_1m",
+        "dws_user_sessions",
+        "ads_city_gmv",
+        "ads_user_stats",
+    ]
+    assert shop.graph.stream_readers("dws_city_gmv_1m") == ["ads_city_gmv"]
+    assert shop.graph.stream_readers("dim_users") == []  # a snapshot of it only
     assert shop.graph.ancestors("ads_city_gmv") == [
         "ods_orders",
         "dim_users",
