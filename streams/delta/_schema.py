@@ -69,16 +69,47 @@ def new_columns(table: DeltaTable, incoming: pa.Schema, *, path: str) -> list[Fi
         if existing is None:
             added.append(Field(field.name, field.type, nullable=True))
         elif _type_json(existing) != _type_json(field):
-            raise DeltaSchemaError(
-                f"Delta table `{path}`: column `{field.name}` has type "
-                f"`{json.dumps(_type_json(existing))}` in the table but "
-                f"`{json.dumps(_type_json(field))}` in the batch. A sink does not change column "
-                "types: cast the column back in the query, or reset the table "
-                "(drop table and checkpoint) to rebuild it with the new type.",
-                path=path,
-                column=field.name,
-            )
+            raise _type_changed(path, existing, field)
     return added
+
+
+def _shape(type_json: object) -> object:
+    """A Delta type's JSON without its nullability flags and metadata (which delta-spark
+    and delta-rs record differently for nested types)."""
+    if isinstance(type_json, dict):
+        return {
+            k: _shape(v)
+            for k, v in type_json.items()
+            if k not in ("nullable", "containsNull", "valueContainsNull", "metadata")
+        }
+    if isinstance(type_json, list):
+        return [_shape(v) for v in type_json]
+    return type_json
+
+
+def check_types(table: DeltaTable, incoming: pa.Schema, *, path: str) -> None:
+    """Raise `DeltaSchemaError` for a column of `incoming` whose type is not the table's,
+    nullability aside; columns only one side has are not compared. The native engine's
+    check: delta-spark refuses such an append with "Failed to merge fields 'x' and 'x'",
+    and its MERGE casts the new type to the old one, failing on a value that does not
+    cast."""
+    current = {f.name: f for f in table.schema().fields}
+    for field in Schema.from_arrow(incoming).fields:
+        existing = current.get(field.name)
+        if existing is not None and _shape(_type_json(existing)) != _shape(_type_json(field)):
+            raise _type_changed(path, existing, field)
+
+
+def _type_changed(path: str, existing: Field, field: Field) -> DeltaSchemaError:
+    return DeltaSchemaError(
+        f"Delta table `{path}`: column `{field.name}` has type "
+        f"`{json.dumps(_type_json(existing))}` in the table but "
+        f"`{json.dumps(_type_json(field))}` in the batch. A sink does not change column "
+        "types: cast the column back in the query, or reset the table "
+        "(drop table and checkpoint) to rebuild it with the new type.",
+        path=path,
+        column=field.name,
+    )
 
 
 def check_partitioning(table: DeltaTable, partition_by: Sequence[str], *, path: str) -> None:

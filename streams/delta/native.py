@@ -21,9 +21,9 @@ from pyspark.sql import functions as F
 
 from streams.delta._faults import crash_point
 from streams.delta._files import CODEC, ZSTD_LEVEL
-from streams.delta._schema import arrow_schema
+from streams.delta._schema import arrow_schema, check_partitioning, check_types
 from streams.delta.commit import already_committed, committed, load_table, nothing_written
-from streams.delta.errors import NativeEngineUnavailableError
+from streams.delta.errors import DeltaSchemaError, NativeEngineUnavailableError
 from streams.delta.native_maintenance import optimize_native
 from streams.delta.scd2 import ACTION, plan_batch
 from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
@@ -77,16 +77,27 @@ def write_batch_native(
     table = load_table(target.path)
     before = None if table is None else table.version()
     user_meta = json.dumps(batch_commit_info(target, batch_id, commit_info), sort_keys=True)
-    if target.mode == "append":
-        if already_committed(table, target, batch_id):
+    if table is not None and target.mode != "append":
+        # A MERGE casts a changed type to the table's (failing on a value that does not
+        # cast) and keeps the table's partitioning whatever the sink asks, where the
+        # Python engine refuses the batch: refused here alike.
+        check_partitioning(table, target.partition_by, path=target.path)
+        _check_types(df, table, target)
+    try:
+        if target.mode == "append":
+            if already_committed(table, target, batch_id):
+                return None
+            _append(df, batch_id, target, user_meta)
+        elif target.mode == "upsert":
+            _upsert(df, batch_id, target, user_meta)
+        elif already_committed(table, target, batch_id):
             return None
-        _append(df, batch_id, target, user_meta)
-    elif target.mode == "upsert":
-        _upsert(df, batch_id, target, user_meta)
-    elif already_committed(table, target, batch_id):
-        return None
-    else:
-        _scd2(df, batch_id, target, user_meta, commit_info)
+        else:
+            _scd2(df, batch_id, target, user_meta, commit_info)
+    except Exception as e:
+        if table is not None and any(r in str(e) for r in _SCHEMA_REFUSALS):
+            _explain_refusal(df, target, table, e)
+        raise
     after = _version(target.path)
     if after == before and not target.record_empty and not committed(target, batch_id):
         nothing_written(target, batch_id, after)
@@ -107,6 +118,32 @@ def write_batch_native(
     if target.optimize_every and after and after % target.optimize_every == 0:
         optimize_native(spark, target.path)
     return after
+
+
+_SCHEMA_REFUSALS = ("DELTA_FAILED_TO_MERGE_FIELDS", "DELTA_METADATA_MISMATCH")
+"""delta-spark's refusals of an append whose schema or partitioning is not the table's:
+"Failed to merge fields 'amount' and 'amount'", "A metadata mismatch was detected"."""
+
+
+def _explain_refusal(df: DataFrame, target: DeltaTarget, table: Any, error: Exception) -> None:
+    """Raise the Python engine's `DeltaSchemaError` for what delta-spark refused (the
+    partitioning, or the column whose type changed), chained from delta-spark's error;
+    return when neither explains it."""
+    try:
+        check_partitioning(table, target.partition_by, path=target.path)
+        _check_types(df, table, target)
+    except DeltaSchemaError as clear:
+        raise clear from error
+
+
+def _check_types(df: DataFrame, table: Any, target: DeltaTarget) -> None:
+    """`check_types` for the batch; a batch with a type Arrow has no form for (an
+    interval, a variant) is left to delta-spark."""
+    try:
+        incoming = arrow_schema(df.schema)
+    except (TypeError, NotImplementedError):
+        return
+    check_types(table, incoming, path=target.path)
 
 
 def _version(path: str) -> int | None:

@@ -99,7 +99,7 @@ def query_failure(
         return _state_changed(plan, said, readers)
     return QueryFailedError(
         f"Table `{plan.name}` (layer `{plan.layer}`): the streaming query failed: "
-        f"{first}. Fix the cause and run again; the checkpoint "
+        f"{first.rstrip('.')}. Fix the cause and run again; the checkpoint "
         f"{plan.checkpoint_path} resumes where the last committed batch ended.",
         table=plan.name,
         layer=plan.layer,

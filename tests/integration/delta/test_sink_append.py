@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -129,13 +130,28 @@ def test_added_columns_merge_into_the_schema(spark, tmp_path: Path, read_table) 
     )
 
 
-def test_type_change_is_refused_with_the_table_path(spark, tmp_path: Path) -> None:
-    target = DeltaTarget(str(tmp_path / "t"), app_id="a:q")
+@pytest.mark.parametrize("mode", ["append", "upsert"])
+def test_type_change_is_refused_with_the_table_path(
+    spark, tmp_path: Path, engine: str, mode: str
+) -> None:
+    """Both engines refuse a batch whose column changed type, naming the column and both
+    types: delta-spark alone says "Failed to merge fields 'id' and 'id'" for an append,
+    and its MERGE casts the new type to the old one (failing on `x`)."""
+    keys = ["name"] if mode == "upsert" else []
+    target = DeltaTarget(str(tmp_path / "t"), app_id="a:q", engine=engine, mode=mode, keys=keys)
     write_batch(spark.createDataFrame([(1, "a")], "id long, name string"), 0, target)
+    before = DeltaTable(target.path).version()
     with pytest.raises(DeltaSchemaError) as info:
         write_batch(spark.createDataFrame([("x", "a")], "id string, name string"), 1, target)
     assert info.value.column == "id" and target.path in str(info.value)
-    assert DeltaTable(target.path).transaction_version("a:q") == 0
+    assert '`id` has type `"long"` in the table but `"string"` in the batch' in str(info.value)
+    with pytest.raises(DeltaSchemaError, match="partitioned by"):
+        write_batch(
+            spark.createDataFrame([(2, "b")], "id long, name string"),
+            1,
+            replace(target, partition_by=["name"]),
+        )
+    assert DeltaTable(target.path).version() == before
 
 
 def test_timestamps_round_trip_in_utc(spark, tmp_path: Path, read_table) -> None:
