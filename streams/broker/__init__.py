@@ -17,6 +17,7 @@ server code, so the CLI can import it cheaply.
 from __future__ import annotations
 
 from streams.broker.launcher import (
+    BrokerAddressInUseError,
     BrokerProcess,
     BrokerStartError,
     broker_status,
@@ -24,4 +25,11 @@ from streams.broker.launcher import (
     stop_broker,
 )
 
-__all__ = ["BrokerProcess", "BrokerStartError", "broker_status", "ensure_broker", "stop_broker"]
+__all__ = [
+    "BrokerAddressInUseError",
+    "BrokerProcess",
+    "BrokerStartError",
+    "broker_status",
+    "ensure_broker",
+    "stop_broker",
+]

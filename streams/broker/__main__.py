@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import errno
 import logging
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 from streams.broker.app import BrokerLockedError, run
 from streams.broker.config import BrokerConfig, ConfigError
 from streams.broker.errors import BrokerError
+from streams.broker.launcher import EXIT_ADDRESS_IN_USE
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as e:
         print(f"error: cannot start the broker on {args.host}:{args.port}: {e}", file=sys.stderr)
-        return 1
+        return EXIT_ADDRESS_IN_USE if e.errno == errno.EADDRINUSE else 1
     return 0
 
 

@@ -38,12 +38,23 @@ __all__ = [
 
 PID_FILE = "broker.pid"
 PORT_FILE = "broker.port"
+EXIT_ADDRESS_IN_USE = 3
+"""The broker process's exit status when its address is taken by another process."""
 INFO_FILE = "broker.json"  # written by the server: pid, host, port, bootstrap
 _ENSURE_LOCK = ".ensure.lock"
 
 
 class BrokerStartError(RuntimeError):
     """The broker process exited or did not listen in time; the message has its log tail."""
+
+
+class BrokerAddressInUseError(BrokerStartError):
+    """Another process listens on the address the broker was given (`host`, `port`)."""
+
+    def __init__(self, message: str, *, host: str, port: int) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
 
 
 def _command(
@@ -166,6 +177,15 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 self._close_log()
+                if self._proc.returncode == EXIT_ADDRESS_IN_USE:
+                    raise BrokerAddressInUseError(
+                        f"cannot start the broker for data dir `{self.data_dir}` on "
+                        f"{self.host}:{self.requested_port}: another process listens there "
+                        "(another data dir's broker, say); stop it or choose another port "
+                        "(0: any free one)",
+                        host=self.host,
+                        port=self.requested_port,
+                    )
                 raise BrokerStartError(
                     f"broker for data dir `{self.data_dir}` exited with status "
                     f"{self._proc.returncode} before listening; log `{self.log_file}`:\n"

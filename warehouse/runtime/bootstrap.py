@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from warehouse.runtime.errors import QueryFailedError
+from warehouse.runtime.errors import QueryFailedError, RuntimeConfigError
 
 if TYPE_CHECKING:
     from warehouse.spec.model import LoadedProject
@@ -27,12 +27,23 @@ def resolve_bootstrap(project: LoadedProject, *, start: bool = True) -> str | No
     kafka = project.config.kafka
     if not kafka.is_embedded:
         return kafka.bootstrap
-    from streams.broker.launcher import broker_status, ensure_broker
+    from streams.broker.launcher import BrokerAddressInUseError, broker_status, ensure_broker
 
     data_dir = project.broker_dir()
     emb = kafka.embedded
     if start:
-        bootstrap = ensure_broker(data_dir, host=emb.host, port=emb.port, config=dict(emb.config))
+        try:
+            bootstrap = ensure_broker(
+                data_dir, host=emb.host, port=emb.port, config=dict(emb.config)
+            )
+        except BrokerAddressInUseError as e:
+            raise RuntimeConfigError(
+                f"The project's embedded broker (data {data_dir}) cannot listen on "
+                f"{e.host}:{e.port}: another process listens there, such as another "
+                "project's embedded broker (`warehouse broker stop` in that project's folder "
+                "stops it). Stop it, or give this project its own port: "
+                "`kafka.embedded.port` in conf/<env>.yml (0: any free port)."
+            ) from e
         logger.info("embedded broker at %s (data %s)", bootstrap, data_dir)
         return bootstrap
     status = broker_status(data_dir)

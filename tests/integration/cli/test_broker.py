@@ -127,3 +127,41 @@ def test_a_broken_conf_or_a_malformed_pair_exits_2_and_starts_nothing(tmp_path: 
         assert not (data_dir / "broker.pid").exists()
     finally:
         stop_by_pid(data_dir)
+
+
+def test_a_port_another_projects_broker_holds_is_named_with_the_way_out(tmp_path: Path) -> None:
+    """Two projects whose embedded brokers are given the same port: the second cannot
+    listen, and says so (not the broker's log), with the setting that gives it its own."""
+    port = free_port()
+    projects = []
+    for name in ("a", "b"):
+        assert warehouse("init", str(tmp_path / name)).returncode == 0
+        conf = tmp_path / name / "conf" / "local.yml"
+        conf.write_text(
+            conf.read_text().replace(
+                "kafka:\n", f"kafka:\n  embedded: {{host: 127.0.0.1, port: {port}}}\n", 1
+            )
+        )
+        projects.append(tmp_path / name)
+    a, b = projects
+    try:
+        started = warehouse("--project", str(a), "broker", "start")
+        assert started.returncode == 0, started.stderr
+        produced = warehouse(
+            "--project", str(b), "produce", "--topic", "events", str(b / "samples/events.jsonl")
+        )
+        assert produced.returncode == 2, produced.stderr
+        [line] = [ln for ln in produced.stderr.splitlines() if ln.startswith("error: ")]
+        assert line == (
+            f"error: The project's embedded broker (data {b / '.warehouse' / 'broker'}) cannot "
+            f"listen on 127.0.0.1:{port}: another process listens there, such as another "
+            "project's embedded broker (`warehouse broker stop` in that project's folder stops "
+            "it). Stop it, or give this project its own port: `kafka.embedded.port` in "
+            "conf/<env>.yml (0: any free port)."
+        )
+        again = warehouse("--project", str(b), "broker", "start")
+        assert again.returncode == 1
+        assert f"on 127.0.0.1:{port}: another process listens there" in again.stderr
+    finally:
+        for p in projects:
+            stop_by_pid(p / ".warehouse" / "broker")
