@@ -67,8 +67,9 @@ def batch_end_offsets(checkpoint_dir: str | Path, batch_id: int) -> dict | None:
 def delta_source_engines(checkpoint_dir: str | Path) -> set[str]:
     """The Delta engines whose streaming sources wrote the checkpoint's latest offsets:
     `native` for delta-spark's source (`{"reservoirVersion": ...}`), `python` for this
-    package's (`{"version": v}`); empty for a new checkpoint or one without a Delta
-    source. Neither engine's source reads the other's offsets."""
+    package's (`{"version": v, "table": id}`, or `{"version": v}` as first written);
+    empty for a new checkpoint or one without a Delta source. Neither engine's source
+    reads the other's offsets."""
     folder = Path(checkpoint_dir) / "offsets"
     batches = [int(f.name) for f in folder.iterdir() if f.name.isdigit()] if folder.is_dir() else []
     if not batches:
@@ -80,7 +81,7 @@ def delta_source_engines(checkpoint_dir: str | Path) -> set[str]:
             continue
         if "reservoirVersion" in offset:
             engines.add("native")
-        elif len(offset) == 1 and isinstance(offset.get("version"), int):
+        elif set(offset) <= {"version", "table"} and isinstance(offset.get("version"), int):
             engines.add("python")  # a Kafka offset's values are partition maps, not ints
     return engines
 

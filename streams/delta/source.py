@@ -1,12 +1,17 @@
 """A Delta table as a stream of its versions: the python engine's data source
 (`read_delta_stream` in `streams.delta.engine` picks the engine).
 
-Offsets are `{"version": v}`, the last table version a batch includes; a new query
-starts at `{"version": -1}` ("before version 0") and so replays the table from its
-first version, which gives a downstream every row exactly once (no snapshot step:
+Offsets are `{"version": v, "table": id}`: the last table version a batch includes,
+and the table's id (Delta's `metaData.id`, new for a table re-created at the path); a
+new query starts at `{"version": -1, ...}` ("before version 0") and so replays the
+table from its first version, which gives a downstream every row exactly once (no snapshot step:
 a snapshot followed by changes would need a second offset kind for no gain on
 tables a streaming sink built). Consequence: a new downstream of a table whose old
-files were vacuumed cannot start from scratch; it fails naming the missing file.
+files were vacuumed cannot start from scratch; it fails naming the missing file. A
+position in a table since replaced (`warehouse reset`, or deleted and written again)
+names nothing in the new one: the query fails (`TABLE_REPLACED` in its message), as
+delta-spark's source does (DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE). Offsets
+without `table` (written before it was recorded) are not checked.
 
 `read="append"` yields the rows each version added (add actions with
 `dataChange=true`; compaction commits are skipped). A version that removes rows
@@ -116,6 +121,10 @@ def _conform(
     yield from pa.Table.from_arrays(arrays, schema=schema).to_batches()
 
 
+TABLE_REPLACED = "was replaced since this stream last read it"
+"""The words of the error a stream reading a replaced table fails with."""
+
+
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Reads versions (start, end] of one table; runs in Spark's driver-side Python
     worker (offsets, planning) and in executors (`read`), which get a pickled copy."""
@@ -130,8 +139,11 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _latest(self) -> int:
         return DeltaTable(self.path).version()
 
+    def _table_id(self) -> str:
+        return str(DeltaTable(self.path).metadata().id)
+
     def initialOffset(self) -> dict:
-        return {"version": -1}
+        return {"version": -1, "table": self._table_id()}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         # Built-in limits only: "files" stands for versions here.
@@ -141,15 +153,27 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._until = self._latest()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        latest = self._latest() if self._until is None else self._until
+        table = DeltaTable(self.path)
+        latest = table.version() if self._until is None else self._until
         begin = int(start["version"])
+        current = str(table.metadata().id)
+        if start.get("table", current) != current:
+            raise DeltaReadError(
+                f"Delta table `{self.path}` {TABLE_REPLACED}: the checkpoint's position "
+                f"(version {begin}) is in table id {start['table']}, and the table at this "
+                f"path is now id {current} (reset, or deleted and written again). Its reader "
+                "starts over from the new table once its own checkpoint is reset.",
+                path=self.path,
+                version=begin,
+            )
         end = latest
         if isinstance(limit, ReadMaxFiles):
             end = min(latest, begin + max(1, limit.max_files))
-        return {"version": max(begin, end)}
+        return {"version": max(begin, end), "table": current}
 
     def reportLatestOffset(self) -> dict | None:
-        return {"version": self._latest()}
+        table = DeltaTable(self.path)
+        return {"version": table.version(), "table": str(table.metadata().id)}
 
     def _commit_actions(self, version: int) -> list[dict[str, Any]]:
         try:

@@ -100,6 +100,17 @@ def cmd_reset(args: argparse.Namespace) -> int:
     project = load_project(args)
     removed = reset(project, args.table)
     _out(f"{args.table}: removed " + (", ".join(removed) if removed else "nothing (already empty)"))
+    readers = [
+        r for r in project.graph.stream_readers(args.table) if project.checkpoint_path(r).exists()
+    ]
+    if removed and readers:
+        names = ", ".join(f"`{r}`" for r in readers)
+        _out(
+            f"note: {names} read `{args.table}` as a stream, directly or not; their "
+            "checkpoints hold positions in the table just removed, so their runs fail until "
+            "they are reset too (`warehouse reset --table T --yes` for each) and rebuilt "
+            "from the new one."
+        )
     return 0
 
 

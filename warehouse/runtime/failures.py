@@ -75,6 +75,16 @@ dedupe keys, its operators changed. Starting again does not cure them; starting 
 table over from its input does."""
 
 
+INPUT_REPLACED: tuple[str, ...] = (
+    "DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE",
+    "was replaced since this stream last read it",
+)
+"""delta-spark's error, and the Python Delta source's words
+(`streams.delta.source.TABLE_REPLACED`), for a checkpoint whose position is in an input
+table that has since been replaced (`warehouse reset`, or deleted and written again):
+the position names nothing in the new table, so the reader starts over."""
+
+
 def query_failure(
     plan: TablePlan,
     stats: BatchStats,
@@ -96,7 +106,21 @@ def query_failure(
     if code is not None:
         # Spark's first sentence of it, without the STREAM_FAILED wrapping around it.
         said = text[text.find(f"[{code}]") :].splitlines()[0].split(". ")[0].rstrip(".")
-        return _state_changed(plan, said, readers)
+        why = (
+            f"the state its checkpoint {plan.checkpoint_path} keeps no longer fits its "
+            f"definition ({said}): its aggregation, deduplication, join or their keys "
+            "changed since that state was written"
+        )
+        return _start_over(plan, why, readers, keep="restore the definition the checkpoint "
+                           "was written with")  # fmt: skip
+    if any(m in text for m in INPUT_REPLACED):
+        inputs = " or ".join(f"`{u}`" for u in plan.upstreams) or "its input table"
+        why = (
+            f"its input table {inputs} was replaced (reset, or deleted and written again) "
+            f"since its checkpoint {plan.checkpoint_path} last read it, and the position "
+            "the checkpoint holds is in the old table"
+        )
+        return _start_over(plan, why, readers)
     return QueryFailedError(
         f"Table `{plan.name}` (layer `{plan.layer}`): the streaming query failed: "
         f"{first.rstrip('.')}. Fix the cause and run again; the checkpoint "
@@ -125,7 +149,11 @@ def build_failure(
     )
 
 
-def _state_changed(plan: TablePlan, said: str, readers: Sequence[str]) -> QueryFailedError:
+def _start_over(
+    plan: TablePlan, why: str, readers: Sequence[str], *, keep: str | None = None
+) -> QueryFailedError:
+    """A failure only starting the table over from its input cures: `why`, then the
+    resets to run (the table's, and its stream readers')."""
     again = (
         "reads " + " and ".join(f"`{u}`" for u in plan.upstreams) + " again from the start"
         if plan.source_kind == "table" and plan.upstreams
@@ -139,13 +167,9 @@ def _state_changed(plan: TablePlan, said: str, readers: Sequence[str]) -> QueryF
         else ""
     )
     return QueryFailedError(
-        f"Table `{plan.name}` ({plan.file}): the state its checkpoint {plan.checkpoint_path} "
-        f"keeps no longer fits its definition ({said}): its aggregation, "
-        "deduplication, join or their keys changed since that state was written. Nothing "
-        "was written. To rebuild the table from its input with the new definition: "
-        f"`warehouse reset --table {plan.name} --yes`{also}, then `warehouse run`: it "
-        f"{again}. To keep the table as it is, restore the definition the checkpoint was "
-        "written with.",
+        f"Table `{plan.name}` ({plan.file}): {why}. Nothing was written. To rebuild the "
+        f"table from its input: `warehouse reset --table {plan.name} --yes`{also}, then "
+        f"`warehouse run`: it {again}." + (f" To keep the table as it is, {keep}." if keep else ""),
         table=plan.name,
         layer=plan.layer,
     )

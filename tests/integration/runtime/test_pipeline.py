@@ -167,12 +167,14 @@ def test_a_kafka_table_whose_query_cannot_be_built_names_the_table_and_its_topic
     assert not project.table_path("ods_orders").exists()
 
 
-def test_a_definition_that_no_longer_fits_its_checkpoints_state_says_how_to_rebuild(
+def test_a_table_that_has_to_start_over_says_how_and_following_it_rebuilds_it(
     spark, broker, unique, tmp_path: Path
 ) -> None:
     """Editing a stateful table (here its dedupe keys) makes Spark refuse the state its
-    checkpoint keeps; the error names the table, its file and checkpoint and the way to
-    rebuild it, and following it rebuilds the table under the new definition."""
+    checkpoint keeps; replacing its input table (a reset, then a run) leaves its position
+    in the old table, which the Python Delta source refuses as delta-spark's does (that
+    message is tested in tests/unit/runtime/test_errors.py). Each error names the table,
+    its file and checkpoint and the way to rebuild it, and following it rebuilds it."""
     topic, root = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine="python")
     produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.5, 0))])
     Pipeline(Project.load(root), spark, layer="all", progress=lambda _: None).run(once=True)
@@ -192,10 +194,27 @@ def test_a_definition_that_no_longer_fits_its_checkpoints_state_says_how_to_rebu
     ), message
     assert (
         "`warehouse reset --table dwd_orders --yes`, then `warehouse run`: it reads "
-        "`ods_orders` again from the start." in message
+        "`ods_orders` again from the start. To keep the table as it is, restore the "
+        "definition the checkpoint was written with." in message
     )
     assert rows(project.table_path("dwd_orders"), ["order_id", "user_id"]) == [("o1", "u1")]
 
+    reset(project, "dwd_orders")
+    Pipeline(project, spark, layer="dwd", progress=lambda _: None).run(once=True)
+    assert rows(project.table_path("dwd_orders"), ["order_id", "user_id"]) == [
+        ("o1", "u1"),
+        ("o1", "u2"),
+    ]
+
+    reset(project, "ods_orders")
+    with pytest.raises(QueryFailedError) as failed:
+        Pipeline(project, spark, layer="all", progress=lambda _: None).run(once=True)
+    assert str(failed.value).startswith(
+        "Table `dwd_orders` (layers/dwd/orders.yml): its input table `ods_orders` was "
+        "replaced (reset, or deleted and written again) since its checkpoint "
+        f"{project.checkpoint_path('dwd_orders')} last read it"
+    ), str(failed.value)
+    assert len(rows(project.table_path("ods_orders"), ["order_id"])) == 2  # rebuilt
     reset(project, "dwd_orders")
     Pipeline(project, spark, layer="dwd", progress=lambda _: None).run(once=True)
     assert rows(project.table_path("dwd_orders"), ["order_id", "user_id"]) == [

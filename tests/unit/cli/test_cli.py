@@ -89,8 +89,17 @@ def test_reset_needs_yes_and_removes_table_checkpoint_and_quarantine(
     assert main(["--project", str(proj), "reset", "--table", "ods_orders"]) == 2
     assert "--yes" in capsys.readouterr().err
     assert all(d.exists() for d in made)
+    (root / "checkpoints" / "dwd_orders" / "offsets").mkdir(parents=True)
     assert main(["--project", str(proj), "reset", "--table", "ods_orders", "--yes"]) == 0
     assert [d.exists() for d in made] == [False, False, False, True]
+    # Its reader's checkpoint holds a position in the table just removed: said.
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[-1]
+        .startswith(
+            "note: `dwd_orders` read `ods_orders` as a stream, directly or not; their checkpoints"
+        )
+    )
 
 
 def test_init_scaffolds_a_project_that_plans(

@@ -80,6 +80,8 @@ def test_the_delta_engine_of_a_checkpoint_is_read_from_its_latest_offsets(tmp_pa
     assert delta_source_engines(tmp_path) == {"native"}  # the latest batch, not the first
     _offsets(tmp_path, 2, '{"version": 5}', "-")
     assert delta_source_engines(tmp_path) == {"python"}
+    _offsets(tmp_path, 3, '{"version": 6, "table": "9a1c"}')  # with the table's id
+    assert delta_source_engines(tmp_path) == {"python"}
 
 
 def test_kafka_offsets_name_no_delta_engine_even_for_a_topic_named_version(

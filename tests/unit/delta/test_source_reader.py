@@ -3,6 +3,7 @@ the reader is plain Python that Spark calls; here the test calls it the same way
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,7 +12,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 
 from streams.delta import DeltaReadError
-from streams.delta.source import DeltaStreamReader, _table_schema
+from streams.delta.source import TABLE_REPLACED, DeltaStreamReader, _table_schema
 
 
 def _append(path: Path, ids: list[int]) -> None:
@@ -33,14 +34,34 @@ def test_offsets_advance_by_the_limit_and_stop_at_the_available_now_target(
     for v in range(4):
         _append(tmp_path, [v])
     r = _reader(tmp_path, max_versions=2)
-    assert r.initialOffset() == {"version": -1}
+    table = str(DeltaTable(str(tmp_path)).metadata().id)
+    assert r.initialOffset() == {"version": -1, "table": table}
     assert r.getDefaultReadLimit() == ReadMaxFiles(2)
-    assert r.latestOffset({"version": -1}, ReadMaxFiles(2)) == {"version": 1}
-    assert r.latestOffset({"version": 1}, ReadAllAvailable()) == {"version": 3}
+    assert r.latestOffset({"version": -1}, ReadMaxFiles(2)) == {"version": 1, "table": table}
+    assert r.latestOffset({"version": 1, "table": table}, ReadAllAvailable()) == {
+        "version": 3,
+        "table": table,
+    }
     r.prepareForTriggerAvailableNow()
     _append(tmp_path, [4])  # after the AvailableNow target: not this run's business
-    assert r.latestOffset({"version": 3}, ReadAllAvailable()) == {"version": 3}
+    assert r.latestOffset({"version": 3}, ReadAllAvailable()) == {"version": 3, "table": table}
     assert _rows(r, -1, 1) == [0, 1] and _rows(r, 1, 3) == [2, 3] and _rows(r, 3, 3) == []
+
+
+def test_a_position_in_a_table_since_replaced_is_refused(tmp_path: Path) -> None:
+    """A table deleted and written again at the path (what `warehouse reset` and a rerun
+    do) is a new table: a position in the old one names nothing in it."""
+    for v in range(3):
+        _append(tmp_path, [v])
+    r = _reader(tmp_path)
+    old = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    assert old["version"] == 2
+    shutil.rmtree(tmp_path)
+    _append(tmp_path, [7])
+    with pytest.raises(DeltaReadError, match=TABLE_REPLACED) as info:
+        r.latestOffset(old, ReadAllAvailable())
+    assert info.value.version == 2 and old["table"] in str(info.value)
+    assert r.latestOffset({"version": 2}, ReadAllAvailable())["version"] == 2  # not recorded
 
 
 def test_append_skips_compaction_but_refuses_rewrites(tmp_path: Path) -> None:

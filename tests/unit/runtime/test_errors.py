@@ -109,7 +109,7 @@ def test_state_that_no_longer_fits_names_the_tables_to_start_over(project: Proje
         "([STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE] Provided value schema does not match "
         "existing state value schema): its aggregation, deduplication, join or their keys "
         "changed since that state was written. Nothing was written. To rebuild the table "
-        "from its input with the new definition: `warehouse reset --table dwd_events --yes`, "
+        "from its input: `warehouse reset --table dwd_events --yes`, "
         "and the same for the tables that read it as a stream (`ads_event_totals`), whose "
         "checkpoints hold positions in the table being replaced, then `warehouse run`: it "
         "reads `ods_events` again from the start. To keep the table as it is, restore the "
@@ -117,6 +117,31 @@ def test_state_that_no_longer_fits_names_the_tables_to_start_over(project: Proje
     )
     other = query_failure(plan, BatchStats(), None, RuntimeError("[OTHER] no"))
     assert "resumes where the last committed batch ended" in str(other)
+
+
+def test_a_replaced_input_table_names_the_tables_to_start_over(project: Project) -> None:
+    """delta-spark's refusal to read on in a table re-created at its path (the Python
+    Delta source's is tested with the pipeline) says to reset the reader and its readers."""
+    plan = plan_table(project, "dwd_events")
+    text = (
+        "[STREAM_FAILED] Query [id = q, runId = r] terminated with exception: "
+        "[DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE] The streaming query was reading "
+        "from an unexpected Delta table (id = 'b'). \nIt used to read from another Delta "
+        "table (id = 'a') according to checkpoint."
+    )
+    err = query_failure(
+        plan, BatchStats(), None, RuntimeError(text),
+        readers=project.graph.stream_readers("dwd_events"),
+    )  # fmt: skip
+    assert str(err) == (
+        "Table `dwd_events` (layers/dwd/events.yml): its input table `ods_events` was "
+        "replaced (reset, or deleted and written again) since its checkpoint "
+        f"{plan.checkpoint_path} last read it, and the position the checkpoint holds is in "
+        "the old table. Nothing was written. To rebuild the table from its input: "
+        "`warehouse reset --table dwd_events --yes`, and the same for the tables that read "
+        "it as a stream (`ads_event_totals`), whose checkpoints hold positions in the table "
+        "being replaced, then `warehouse run`: it reads `ods_events` again from the start."
+    )
 
 
 def test_the_root_cause_of_a_jvm_error_is_its_innermost_caused_by() -> None:
