@@ -111,8 +111,8 @@ def query_failure(
             f"definition ({said}): its aggregation, deduplication, join or their keys "
             "changed since that state was written"
         )
-        return _start_over(plan, why, readers, keep="restore the definition the checkpoint "
-                           "was written with")  # fmt: skip
+        keep = "restore the definition the checkpoint was written with"
+        return _start_over(plan, why, readers, keep=keep)
     if any(m in text for m in INPUT_REPLACED):
         inputs = " or ".join(f"`{u}`" for u in plan.upstreams) or "its input table"
         why = (

@@ -417,13 +417,7 @@ class Pipeline:
                     break
                 pause = self._retry_pause(name, attempt, error)
                 if pause is None:
-                    raise query_failure(
-                        cq.plan,
-                        cq.batch.stats,
-                        query,
-                        error,
-                        readers=self.project.graph.stream_readers(name),
-                    ) from error
+                    raise self._failure(cq, query, error) from error
                 earlier = add_results(earlier, result_of(cq.plan, cq.batch.stats, 0.0))
                 time.sleep(pause)
             r = add_results(earlier, result_of(cq.plan, cq.batch.stats, time.monotonic() - started))
@@ -496,13 +490,7 @@ class Pipeline:
             error = q.cq.batch.stats.error or q.query.exception()
             pause = self._retry_pause(name, q.attempt, error)
             if pause is None:
-                return query_failure(
-                    q.cq.plan,
-                    q.cq.batch.stats,
-                    q.query,
-                    error,
-                    readers=self.project.graph.stream_readers(name),
-                )
+                return self._failure(q.cq, q.query, error)
             # A failed batch: stop what is left.
             q.cq.batch.stop_at_batch_boundary(q.query, timeout=10)
             self._cleanup(q.cq)
@@ -535,16 +523,18 @@ class Pipeline:
                 return None
             pause = self._retry_pause(name, attempt, error)
             if pause is None:
-                return query_failure(
-                    cq.plan,
-                    cq.batch.stats,
-                    None,
-                    error,
-                    readers=self.project.graph.stream_readers(name),
-                )
+                return self._failure(cq, None, error)
             waiting[name] = (now + pause, attempt + 1)
             return None
         return None
+
+    def _failure(
+        self, cq: Query, query: StreamingQuery | None, error: BaseException | None
+    ) -> QueryFailedError:
+        """What a table's failed query is reported with; a start over names the tables
+        that read it as a stream too."""
+        readers = self.project.graph.stream_readers(cq.plan.name)
+        return query_failure(cq.plan, cq.batch.stats, query, error, readers=readers)
 
     def _batch_line(self, cq: Query, batch_id: int) -> None:
         s = cq.batch.stats
