@@ -100,15 +100,23 @@ def check_types(table: DeltaTable, incoming: pa.Schema, *, path: str) -> None:
             raise _type_changed(path, existing, field)
 
 
+def type_text(field: Field) -> str:
+    """A column's Delta type as a user reads it: `decimal(12,2)`, or the JSON of a
+    nested type."""
+    t = _type_json(field)
+    return t if isinstance(t, str) else json.dumps(t)
+
+
 def _type_changed(path: str, existing: Field, field: Field) -> DeltaSchemaError:
+    was, now = type_text(existing), type_text(field)
     return DeltaSchemaError(
-        f"Delta table `{path}`: column `{field.name}` has type "
-        f"`{json.dumps(_type_json(existing))}` in the table but "
-        f"`{json.dumps(_type_json(field))}` in the batch. A sink does not change column "
-        "types: cast the column back in the query, or reset the table "
-        "(drop table and checkpoint) to rebuild it with the new type.",
+        f"Delta table `{path}`: column `{field.name}` has type `{was}` in the table but "
+        f"`{now}` in the batch. A sink does not change column types: cast the column "
+        "back in the query, or reset the table (drop table and checkpoint) to rebuild it "
+        "with the new type.",
         path=path,
         column=field.name,
+        types=(was, now),
     )
 
 

@@ -30,9 +30,18 @@ class DeltaConfigError(DeltaStreamError):
 class DeltaSchemaError(DeltaStreamError):
     """A batch's schema cannot be written to the table (type change, missing key column)."""
 
-    def __init__(self, message: str, *, path: str | None = None, column: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        column: str | None = None,
+        types: tuple[str, str] | None = None,
+    ):
         super().__init__(message, path=path)
         self.column = column
+        self.types = types
+        """For a column whose type changed: its type in the table and in the batch."""
 
 
 class DeltaWriteError(DeltaStreamError):

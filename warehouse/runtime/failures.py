@@ -113,6 +113,9 @@ def query_failure(
         )
         keep = "restore the definition the checkpoint was written with"
         return _start_over(plan, why, readers, keep=keep)
+    types = getattr(cause, "types", None)  # streams.delta's DeltaSchemaError
+    if types is not None:
+        return _type_changed(plan, str(getattr(cause, "column", "")), *types, readers=readers)
     if any(m in text for m in INPUT_REPLACED):
         inputs = " or ".join(f"`{u}`" for u in plan.upstreams) or "its input table"
         why = (
@@ -147,6 +150,27 @@ def build_failure(
         table=table,
         layer=layer,
     )
+
+
+def _type_changed(
+    plan: TablePlan, column: str, was: str, now: str, *, readers: Sequence[str]
+) -> QueryFailedError:
+    """A batch whose column changed type: where to change it back, or the resets that
+    rebuild the table with the new type."""
+    why = (
+        f"column `{column}` has type `{was}` in the table {plan.table_path} but `{now}` in "
+        "the batch, and a table does not change a column's type"
+    )
+    if plan.transform is not None:
+        keep = f"cast `{column}` back to `{was}` in its query ({plan.transform})"
+    elif plan.source_kind == "kafka":
+        keep = (
+            f"give `{column}` back its type in the payload schema the table reads its "
+            f"records with ({plan.source.split(' from ')[0]})"
+        )
+    else:
+        keep = f"restore the definition that gave `{column}` the type `{was}`"
+    return _start_over(plan, why, readers, keep=keep)
 
 
 def _start_over(

@@ -144,7 +144,8 @@ def test_type_change_is_refused_with_the_table_path(
     with pytest.raises(DeltaSchemaError) as info:
         write_batch(spark.createDataFrame([("x", "a")], "id string, name string"), 1, target)
     assert info.value.column == "id" and target.path in str(info.value)
-    assert '`id` has type `"long"` in the table but `"string"` in the batch' in str(info.value)
+    assert "`id` has type `long` in the table but `string` in the batch" in str(info.value)
+    assert info.value.types == ("long", "string")
     with pytest.raises(DeltaSchemaError, match="partitioned by"):
         write_batch(
             spark.createDataFrame([(2, "b")], "id long, name string"),

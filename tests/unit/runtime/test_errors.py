@@ -188,3 +188,33 @@ def test_checkpoints_of_the_other_delta_engine_are_named_all_at_once(project: Pr
     assert "`engines: {delta: native}`" in message
     assert refused.value.table == "dwd_events"
     Pipeline(project, None, layer="all")._check_checkpoint_engines("native")  # theirs
+
+
+def test_a_column_whose_type_changed_says_where_to_change_it_back(project: Project) -> None:
+    """A landing table's column types come from the payload schema it reads with; a
+    table with a query casts in the query (tested with the pipeline)."""
+    from streams.delta.errors import DeltaSchemaError
+
+    plan = plan_table(project, "ods_events")
+    schema_error = DeltaSchemaError(
+        "Delta table `t`: column `amount` has type ...",
+        path=plan.table_path,
+        column="amount",
+        types=("double", "string"),
+    )
+    err = query_failure(
+        plan, BatchStats(error=schema_error), None, None,
+        readers=project.graph.stream_readers("ods_events"),
+    )  # fmt: skip
+    assert (err.table, err.exit_code) == ("ods_events", 1)
+    assert str(err) == (
+        "Table `ods_events` (layers/ods/events.yml): column `amount` has type `double` in "
+        f"the table {plan.table_path} but `string` in the batch, and a table does not "
+        "change a column's type. Nothing was written. To rebuild the table from its input: "
+        "`warehouse reset --table ods_events --yes`, and the same for the tables that read "
+        "it as a stream (`dwd_events`, `ads_event_totals`), whose checkpoints hold "
+        "positions in the table being replaced, then `warehouse run`: it reads its input "
+        "again from the start. To keep the table as it is, give `amount` back its type in "
+        "the payload schema the table reads its records with (kafka `events` as json "
+        "(events))."
+    )
