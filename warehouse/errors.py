@@ -2,13 +2,15 @@
 
 Each subpackage defines its own errors in its `errors.py`, deriving from
 `WarehouseError`; they carry structured attributes (`table`, `path`, `field`)
-so that the CLI can print them without a traceback. `root_cause_line` turns an
+so that the CLI can print them without a traceback; `known_errors` adds the roots of
+the `streams` errors, whose messages are meant for users too. `root_cause_line` turns an
 error that came through Spark into the one line a message quotes.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 
 
 class WarehouseError(Exception):
@@ -23,6 +25,30 @@ class WarehouseError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+STREAMS_ERRORS: tuple[tuple[str, str], ...] = (
+    ("streams.kafka.errors", "KafkaStreamError"),
+    ("streams.delta.errors", "DeltaStreamError"),
+    ("streams.cdc.errors", "CdcError"),
+    ("streams.landing.errors", "LandingError"),
+    ("streams.broker.errors", "BrokerError"),
+    ("streams.broker.launcher", "BrokerStartError"),
+)
+"""The roots of the `streams` errors (module, class): `streams` never imports `warehouse`,
+so they do not derive from `WarehouseError`; their messages are meant for users too."""
+
+
+def known_errors() -> tuple[type[BaseException], ...]:
+    """Errors with a message meant for users: `WarehouseError` and the `streams` roots whose
+    module is loaded (an error of a module never imported cannot have been raised, and
+    importing `streams.kafka` for the check alone would cost the CLI pyspark's import)."""
+    kinds: list[type[BaseException]] = [WarehouseError]
+    for module, name in STREAMS_ERRORS:
+        kind = getattr(sys.modules.get(module), name, None)
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            kinds.append(kind)
+    return tuple(kinds)
 
 
 _EXC_LINE = re.compile(

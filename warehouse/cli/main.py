@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 1 a run/check failed; 2 the project, its environment or the
 command line is wrong (`ProjectError`, unknown table/layer, Spark cannot start).
-Known errors (`WarehouseError` and the `streams` roots in `STREAMS_ERRORS`) print
+Known errors (`warehouse.errors.known_errors`: `WarehouseError` and the `streams` roots) print
 their message to stderr without a traceback; `-v` adds the traceback and INFO logging.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from warehouse.cli.broker import config_pair
-from warehouse.errors import WarehouseError
+from warehouse.errors import known_errors
 from warehouse.generate import DEFAULT_START, iso
 
 logger = logging.getLogger(__name__)
@@ -249,30 +249,6 @@ def _configure_logging(verbose: bool) -> None:
     )
     # py4j logs every gateway call at INFO.
     logging.getLogger("py4j").setLevel(logging.WARNING)
-
-
-STREAMS_ERRORS: tuple[tuple[str, str], ...] = (
-    ("streams.kafka.errors", "KafkaStreamError"),
-    ("streams.delta.errors", "DeltaStreamError"),
-    ("streams.cdc.errors", "CdcError"),
-    ("streams.landing.errors", "LandingError"),
-    ("streams.broker.errors", "BrokerError"),
-    ("streams.broker.launcher", "BrokerStartError"),
-)
-"""The roots of the `streams` errors (module, class): `streams` never imports `warehouse`,
-so they do not derive from `WarehouseError`; their messages are meant for users too."""
-
-
-def known_errors() -> tuple[type[BaseException], ...]:
-    """Errors with a message meant for users: `WarehouseError` and the `streams` roots whose
-    module is loaded (an error of a module never imported cannot have been raised, and
-    importing `streams.kafka` for the check alone would cost the CLI pyspark's import)."""
-    kinds: list[type[BaseException]] = [WarehouseError]
-    for module, name in STREAMS_ERRORS:
-        kind = getattr(sys.modules.get(module), name, None)
-        if isinstance(kind, type) and issubclass(kind, BaseException):
-            kinds.append(kind)
-    return tuple(kinds)
 
 
 def report(error: BaseException, *, verbose: bool) -> int | None:

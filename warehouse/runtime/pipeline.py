@@ -406,7 +406,9 @@ class Pipeline:
                     self.progress(f"{name} [{layer}]: running once from {source}")
                 if query is not None:
                     try:
-                        query.awaitTermination()
+                        while not query.awaitTermination(0.5):
+                            if cq.batch.failed.is_set():  # it waits to be stopped
+                                query.stop()
                     except Exception as e:  # noqa: BLE001  # judged below: transient or real
                         error = e
                     finally:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from warehouse.errors import known_errors
 from warehouse.runtime.errors import RuntimeConfigError
 from warehouse.runtime.gate import BatchGate, GateClosed
 from warehouse.runtime.targets import BatchTargets
@@ -116,8 +117,9 @@ def stop_between_calls(query: StreamingQuery, refused: threading.Event, *, timeo
 
 
 def wait_for_stop(spark: SparkSession, error: StopRequested) -> StopRequested:
-    """Hold a batch refused at a stop (`StopRequested`) until the runner stops its query,
-    and return what the batch fails with.
+    """Hold a batch refused at a stop (`StopRequested`), or failed with an error the
+    runner reports itself (`BatchWriter.failed`), until the runner stops its query, and
+    return what the batch fails with.
 
     The batch must fail, and Spark logs a failed batch as the query terminating with an
     error, with both stack traces, at every stop of a continuous run, unless the failure
@@ -157,7 +159,9 @@ class BatchWriter:
     the query, and sets `stopping` so that a batch starting after that fails
     without writing. With a `gate` (a continuous run's `BatchGate`, shared by its
     queries) a batch writes inside one of its turns, waited for outside `lock`; a
-    table at depth 0 asks for its next batch's turn when a batch ends.
+    table at depth 0 asks for its next batch's turn when a batch ends. A batch that
+    fails with one of the framework's own errors keeps it in `stats.error`, sets
+    `failed` and waits for the runner to stop the query, which reports the error.
     """
 
     def __init__(
@@ -200,6 +204,9 @@ class BatchWriter:
         self.stopping = False
         self.refused = threading.Event()
         """Set when a batch is refused at a stop, before it waits for the stop."""
+        self.failed = threading.Event()
+        """Set when a batch failed with one of the framework's own errors (`stats.error`)
+        and waits for the runner to stop its query."""
         self.on_batch: Callable[[int], None] | None = None
         _quiet_refused_batches()
 
@@ -220,6 +227,17 @@ class BatchWriter:
             # Outside the gate and the lock: the runner's stop needs neither.
             self.refused.set()
             raise wait_for_stop(batch_df.sparkSession, e) from None
+        except known_errors():
+            # Our own error, with a message for the user: the runner reports it from
+            # `stats.error`, so the batch ends as a stop would end it, without Spark's
+            # and py4j's stack traces around that message.
+            self.failed.set()
+            self.refused.set()
+            held = StopRequested(f"table {self.defn.name}: batch {batch_id} failed")
+            ended = wait_for_stop(batch_df.sparkSession, held)
+            if ended is held:  # no stop came: fail with the error itself
+                raise
+            raise ended from None
         if self.on_batch is not None:
             self.on_batch(batch_id)
         if self.gate is not None and self.depth == 0:

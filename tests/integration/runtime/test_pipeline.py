@@ -6,6 +6,9 @@ Real broker process, real Spark, real Delta tables; checked with delta-rs.
 
 from __future__ import annotations
 
+import json
+import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -221,6 +224,68 @@ def test_a_table_that_has_to_start_over_says_how_and_following_it_rebuilds_it(
         ("o1", "u1"),
         ("o1", "u2"),
     ]
+
+
+def test_a_batch_failing_with_our_own_error_ends_its_query_quietly_saying_the_fix(
+    spark, broker, unique, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch that fails with the framework's own error (here a column whose type the
+    table's SQL changed) is reported by that error alone: its query ends as stopped, so
+    Spark logs no failed query with its stack traces, and py4j logs no traceback. The
+    error says where to change the type back, or the resets that rebuild the table."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class Ended(StreamingQueryListener):
+        def __init__(self) -> None:
+            self.exceptions: dict[str, str | None] = {}
+
+        def onQueryStarted(self, event) -> None:
+            pass
+
+        def onQueryProgress(self, event) -> None:
+            pass
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            self.exceptions[str(event.id)] = event.exception
+
+    topic, root = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine="python")
+    produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.5, 0))])
+    Pipeline(Project.load(root), spark, layer="all", progress=lambda _: None).run(once=True)
+    spec = root / "layers" / "dwd" / "orders.yml"
+    spec.write_text(spec.read_text().replace("AS DECIMAL(12,2)", "AS DOUBLE"))
+    produce(broker.bootstrap, topic, [("b", order("o2", "u2", 20.0, 1))])
+    project = Project.load(root)
+
+    ended = Ended()
+    spark.streams.addListener(ended)
+    caplog.set_level(logging.ERROR, logger="py4j.clientserver")
+    try:
+        with pytest.raises(QueryFailedError) as failed:
+            Pipeline(project, spark, layer="all", progress=lambda _: None).run(once=True)
+        metadata = Path(project.checkpoint_path("dwd_orders")) / "metadata"
+        query_id = json.loads(metadata.read_text())["id"]
+        deadline = time.monotonic() + 60
+        while query_id not in ended.exceptions and time.monotonic() < deadline:
+            time.sleep(0.2)  # the listener bus tells of the query's end a moment later
+    finally:
+        spark.streams.removeListener(ended)
+    assert query_id in ended.exceptions and ended.exceptions[query_id] is None  # stopped
+    assert [r for r in caplog.records if r.name == "py4j.clientserver"] == []
+    assert str(failed.value) == (
+        f"Table `dwd_orders` (layers/dwd/orders.yml): column `amount` has type "
+        f"`decimal(12,2)` in the table {project.table_path('dwd_orders')} but `double` in "
+        "the batch, and a table does not change a column's type. Nothing was written. To "
+        "rebuild the table from its input: `warehouse reset --table dwd_orders --yes`, then "
+        "`warehouse run`: it reads `ods_orders` again from the start. To keep the table as "
+        "it is, cast `amount` back to `decimal(12,2)` in its query (sql)."
+    )
+    assert rows(project.table_path("dwd_orders"), ["order_id"]) == [("o1",)]
+    spec.write_text(spec.read_text().replace("AS DOUBLE", "AS DECIMAL(12,2)"))
+    Pipeline(Project.load(root), spark, layer="dwd", progress=lambda _: None).run(once=True)
+    assert rows(project.table_path("dwd_orders"), ["order_id"]) == [("o1",), ("o2",)]
 
 
 def test_a_checkpoint_of_the_other_delta_engine_fails_the_run_before_any_query(

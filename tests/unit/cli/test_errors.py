@@ -7,8 +7,8 @@ import importlib
 
 import pytest
 
-from warehouse.cli.main import STREAMS_ERRORS, known_errors, report
-from warehouse.errors import WarehouseError
+from warehouse.cli.main import report
+from warehouse.errors import STREAMS_ERRORS, WarehouseError, known_errors
 
 
 def _root(module: str, name: str) -> type[BaseException]:
