@@ -128,6 +128,7 @@ def check_partitioning(table: DeltaTable, partition_by: Sequence[str], *, path: 
             f"`{list(partition_by)}`. Partitioning is fixed when a table is created: "
             "restore `partition_by`, or reset the table to repartition it.",
             path=path,
+            partitioning=(existing, list(partition_by)),
         )
 
 

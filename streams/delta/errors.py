@@ -37,11 +37,15 @@ class DeltaSchemaError(DeltaStreamError):
         path: str | None = None,
         column: str | None = None,
         types: tuple[str, str] | None = None,
+        partitioning: tuple[list[str], list[str]] | None = None,
     ):
         super().__init__(message, path=path)
         self.column = column
         self.types = types
         """For a column whose type changed: its type in the table and in the batch."""
+        self.partitioning = partitioning
+        """For a sink whose `partition_by` changed: the table's partition columns and the
+        sink's."""
 
 
 class DeltaWriteError(DeltaStreamError):

@@ -116,6 +116,20 @@ def query_failure(
     types = getattr(cause, "types", None)  # streams.delta's DeltaSchemaError
     if types is not None:
         return _type_changed(plan, str(getattr(cause, "column", "")), *types, readers=readers)
+    partitioning = getattr(cause, "partitioning", None)  # the same error, of `partition_by`
+    if partitioning is not None:
+        was, now = ("[" + ", ".join(p) + "]" for p in partitioning)
+        how = f"partitioned by {was}" if partitioning[0] else "not partitioned"
+        why = (
+            f"the table {plan.table_path} is {how} but its sink asks for partitions by "
+            f"{now}, and a table keeps the partitioning it was created with"
+        )
+        keep = (
+            f"set `partition_by: {was}` in its sink again"
+            if partitioning[0]
+            else "remove `partition_by` from its sink"
+        )
+        return _start_over(plan, why, readers, keep=keep)
     if any(m in text for m in INPUT_REPLACED):
         inputs = " or ".join(f"`{u}`" for u in plan.upstreams) or "its input table"
         why = (

@@ -95,12 +95,13 @@ def test_partitioned_table_keeps_values_and_file_stats(spark, tmp_path: Path, re
         read_table(target.path).select("order_id", "event_date"),
         [Row(order_id=i, event_date="2024-01-01" if i < 4 else "2024-01-02") for i in range(6)],
     )
-    with pytest.raises(DeltaSchemaError, match="partitioned by"):
+    with pytest.raises(DeltaSchemaError, match="partitioned by") as info:
         write_batch(
             _orders(spark, range(1)),
             2,
             DeltaTarget(target.path, app_id="a:q", partition_by=["user_id"]),
         )
+    assert info.value.partitioning == (["event_date"], ["user_id"])
 
 
 def test_missing_partition_column_is_named(spark, tmp_path: Path) -> None:
@@ -146,12 +147,13 @@ def test_type_change_is_refused_with_the_table_path(
     assert info.value.column == "id" and target.path in str(info.value)
     assert "`id` has type `long` in the table but `string` in the batch" in str(info.value)
     assert info.value.types == ("long", "string")
-    with pytest.raises(DeltaSchemaError, match="partitioned by"):
+    with pytest.raises(DeltaSchemaError, match="partitioned by") as info:
         write_batch(
             spark.createDataFrame([(2, "b")], "id long, name string"),
             1,
             replace(target, partition_by=["name"]),
         )
+    assert info.value.partitioning == ([], ["name"])
     assert DeltaTable(target.path).version() == before
 
 

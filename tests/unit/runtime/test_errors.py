@@ -218,3 +218,26 @@ def test_a_column_whose_type_changed_says_where_to_change_it_back(project: Proje
         "the payload schema the table reads its records with (kafka `events` as json "
         "(events))."
     )
+
+
+def test_a_changed_partition_by_says_how_to_restore_or_rebuild(project: Project) -> None:
+    from streams.delta.errors import DeltaSchemaError
+
+    plan = plan_table(project, "dwd_events")
+    readers = project.graph.stream_readers("dwd_events")
+    changed = DeltaSchemaError("t", path=plan.table_path, partitioning=(["kind"], ["user_id"]))
+    err = query_failure(plan, BatchStats(error=changed), None, None, readers=readers)
+    assert str(err) == (
+        f"Table `dwd_events` (layers/dwd/events.yml): the table {plan.table_path} is "
+        "partitioned by [kind] but its sink asks for partitions by [user_id], and a table "
+        "keeps the partitioning it was created with. Nothing was written. To rebuild the "
+        "table from its input: `warehouse reset --table dwd_events --yes`, and the same for "
+        "the tables that read it as a stream (`ads_event_totals`), whose checkpoints hold "
+        "positions in the table being replaced, then `warehouse run`: it reads `ods_events` "
+        "again from the start. To keep the table as it is, set `partition_by: [kind]` in its "
+        "sink again."
+    )
+    unpartitioned = DeltaSchemaError("t", path=plan.table_path, partitioning=([], ["kind"]))
+    err = query_failure(plan, BatchStats(error=unpartitioned), None, None, readers=readers)
+    assert "is not partitioned but its sink asks for partitions by [kind]" in str(err)
+    assert str(err).endswith("To keep the table as it is, remove `partition_by` from its sink.")
