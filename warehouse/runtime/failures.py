@@ -118,18 +118,7 @@ def query_failure(
         return _type_changed(plan, str(getattr(cause, "column", "")), *types, readers=readers)
     partitioning = getattr(cause, "partitioning", None)  # the same error, of `partition_by`
     if partitioning is not None:
-        was, now = ("[" + ", ".join(p) + "]" for p in partitioning)
-        how = f"partitioned by {was}" if partitioning[0] else "not partitioned"
-        why = (
-            f"the table {plan.table_path} is {how} but its sink asks for partitions by "
-            f"{now}, and a table keeps the partitioning it was created with"
-        )
-        keep = (
-            f"set `partition_by: {was}` in its sink again"
-            if partitioning[0]
-            else "remove `partition_by` from its sink"
-        )
-        return _start_over(plan, why, readers, keep=keep)
+        return _partitioning_changed(plan, *partitioning, readers=readers)
     if any(m in text for m in INPUT_REPLACED):
         inputs = " or ".join(f"`{u}`" for u in plan.upstreams) or "its input table"
         why = (
@@ -184,6 +173,25 @@ def _type_changed(
         )
     else:
         keep = f"restore the definition that gave `{column}` the type `{was}`"
+    return _start_over(plan, why, readers, keep=keep)
+
+
+def _partitioning_changed(
+    plan: TablePlan, was: Sequence[str], now: Sequence[str], *, readers: Sequence[str]
+) -> QueryFailedError:
+    """A sink whose `partition_by` is not the table's: set it back, or the resets that
+    rebuild the table partitioned anew."""
+    table, sink = ("[" + ", ".join(p) + "]" for p in (was, now))
+    how = f"partitioned by {table}" if was else "not partitioned"
+    why = (
+        f"the table {plan.table_path} is {how} but its sink asks for partitions by {sink}, "
+        "and a table keeps the partitioning it was created with"
+    )
+    keep = (
+        f"set `partition_by: {table}` in its sink again"
+        if was
+        else "remove `partition_by` from its sink"
+    )
     return _start_over(plan, why, readers, keep=keep)
 
 

@@ -203,7 +203,8 @@ class BatchWriter:
         self.lock = threading.Lock()
         self.stopping = False
         self.refused = threading.Event()
-        """Set when a batch is refused at a stop, before it waits for the stop."""
+        """Set when a batch waits in the writer for the stop: refused at a stop, or
+        failed with one of the framework's own errors (`failed`)."""
         self.failed = threading.Event()
         """Set when a batch failed with one of the framework's own errors (`stats.error`)
         and waits for the runner to stop its query."""

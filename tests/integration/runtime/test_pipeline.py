@@ -170,6 +170,21 @@ def test_a_kafka_table_whose_query_cannot_be_built_names_the_table_and_its_topic
     assert not project.table_path("ods_orders").exists()
 
 
+def ran_then_edited(
+    spark, broker, unique, tmp_path: Path, edit: tuple[str, str], second: str
+) -> tuple[Project, Path]:
+    """The orders project after a run of one order, with `edit` (old, new) made to
+    `dwd_orders`' spec and a `second` order produced: the project loaded again, and the
+    spec's path."""
+    topic, root = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine="python")
+    produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.5, 0))])
+    Pipeline(Project.load(root), spark, layer="all", progress=lambda _: None).run(once=True)
+    spec = root / "layers" / "dwd" / "orders.yml"
+    spec.write_text(spec.read_text().replace(*edit))
+    produce(broker.bootstrap, topic, [("b", second)])
+    return Project.load(root), spec
+
+
 def test_a_table_that_has_to_start_over_says_how_and_following_it_rebuilds_it(
     spark, broker, unique, tmp_path: Path
 ) -> None:
@@ -178,14 +193,14 @@ def test_a_table_that_has_to_start_over_says_how_and_following_it_rebuilds_it(
     in the old table, which the Python Delta source refuses as delta-spark's does (that
     message is tested in tests/unit/runtime/test_errors.py). Each error names the table,
     its file and checkpoint and the way to rebuild it, and following it rebuilds it."""
-    topic, root = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine="python")
-    produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.5, 0))])
-    Pipeline(Project.load(root), spark, layer="all", progress=lambda _: None).run(once=True)
-
-    spec = root / "layers" / "dwd" / "orders.yml"
-    spec.write_text(spec.read_text().replace("keys: [order_id]", "keys: [order_id, user_id]"))
-    produce(broker.bootstrap, topic, [("b", order("o1", "u2", 10.5, 0))])
-    project = Project.load(root)
+    project, _ = ran_then_edited(
+        spark,
+        broker,
+        unique,
+        tmp_path,
+        ("keys: [order_id]", "keys: [order_id, user_id]"),
+        order("o1", "u2", 10.5, 0),
+    )
     with pytest.raises(QueryFailedError) as failed:
         Pipeline(project, spark, layer="all", progress=lambda _: None).run(once=True)
     message = str(failed.value)
@@ -251,13 +266,14 @@ def test_a_batch_failing_with_our_own_error_ends_its_query_quietly_saying_the_fi
         def onQueryTerminated(self, event) -> None:
             self.exceptions[str(event.id)] = event.exception
 
-    topic, root = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine="python")
-    produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.5, 0))])
-    Pipeline(Project.load(root), spark, layer="all", progress=lambda _: None).run(once=True)
-    spec = root / "layers" / "dwd" / "orders.yml"
-    spec.write_text(spec.read_text().replace("AS DECIMAL(12,2)", "AS DOUBLE"))
-    produce(broker.bootstrap, topic, [("b", order("o2", "u2", 20.0, 1))])
-    project = Project.load(root)
+    project, spec = ran_then_edited(
+        spark,
+        broker,
+        unique,
+        tmp_path,
+        ("AS DECIMAL(12,2)", "AS DOUBLE"),
+        order("o2", "u2", 20.0, 1),
+    )
 
     ended = Ended()
     spark.streams.addListener(ended)
@@ -284,7 +300,7 @@ def test_a_batch_failing_with_our_own_error_ends_its_query_quietly_saying_the_fi
     )
     assert rows(project.table_path("dwd_orders"), ["order_id"]) == [("o1",)]
     spec.write_text(spec.read_text().replace("AS DOUBLE", "AS DECIMAL(12,2)"))
-    Pipeline(Project.load(root), spark, layer="dwd", progress=lambda _: None).run(once=True)
+    Pipeline(Project.load(project.path), spark, layer="dwd", progress=lambda _: None).run(once=True)
     assert rows(project.table_path("dwd_orders"), ["order_id"]) == [("o1",), ("o2",)]
 
 
