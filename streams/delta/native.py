@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -89,11 +90,11 @@ def write_batch_native(
                 return None
             _append(df, batch_id, target, user_meta)
         elif target.mode == "upsert":
-            _upsert(df, batch_id, target, user_meta)
+            _upsert(df, batch_id, target, user_meta, _rows(table))
         elif already_committed(table, target, batch_id):
             return None
         else:
-            _scd2(df, batch_id, target, user_meta, commit_info)
+            _scd2(df, batch_id, target, user_meta, commit_info, _rows(table))
     except Exception as e:
         if table is not None and any(r in str(e) for r in _SCHEMA_REFUSALS):
             _explain_refusal(df, target, table, e)
@@ -214,14 +215,57 @@ def _parquet_settings(df: DataFrame, target: DeltaTarget) -> Iterator[str | None
                 spark.conf.set(k, v)
 
 
+SMALL_MERGE_ROWS = 10_000
+SMALL_MERGE_INPUT_BYTES = 8 << 20
+"""A MERGE whose batch has at most `SMALL_MERGE_ROWS` changes, computed from an input
+Spark estimates at no more than `SMALL_MERGE_INPUT_BYTES` (a source whose size Spark
+does not know counts as larger), into a table of at most `SMALL_MERGE_ROWS` rows,
+evaluates its expressions without generating code (`_INTERPRETED`). Spark writes code
+for the projections of each of a MERGE's tasks, much of it for Delta's wide log schema,
+and on a small MERGE that cost up to two fifths of its CPU; per row, interpreted
+evaluation costs about 2.6 times as much, and a MERGE computes its source again and
+runs every row of the files it rewrites (docs/benchmarks.md, "Native engine: a small
+MERGE")."""
+
+_INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
+
+def _rows(table: Any) -> int | None:
+    """The rows of a delta-rs table by its files' statistics (0 for no table yet), or
+    None when a file has none."""
+    if table is None:
+        return 0
+    adds = pa.table(table.get_add_actions(flatten=True))
+    counts = adds.column("num_records").to_pylist() if adds.num_rows else []
+    return None if any(c is None for c in counts) else sum(counts)
+
+
+def _estimated_bytes(df: DataFrame) -> int:
+    """Spark's estimate of `df`'s size (its default, far above any limit here, for a
+    source that states none)."""
+    return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+
+
+def _small(changes: int, table_rows: int | None, input_bytes: int) -> bool:
+    """Whether a MERGE of `changes` rows computed from `input_bytes` of input into a
+    table of `table_rows` is small (`SMALL_MERGE_ROWS`)."""
+    if table_rows is None or max(changes, table_rows) > SMALL_MERGE_ROWS:
+        return False
+    return input_bytes <= SMALL_MERGE_INPUT_BYTES
+
+
 @contextmanager
 def _idempotent_dml(
-    spark: SparkSession, batch_id: int, target: DeltaTarget, user_meta: str
+    spark: SparkSession, batch_id: int, target: DeltaTarget, user_meta: str, *, small: bool
 ) -> Iterator[None]:
     """Delta's idempotent DML: for a MERGE these session settings play the role of the
     writer's `txnAppId`/`txnVersion` (and `userMetadata`). `spark` is the micro-batch's
     own session (each streaming query runs on a clone), so queries do not see each
-    other's settings."""
+    other's settings. A `small` MERGE (`SMALL_MERGE_ROWS`) also evaluates its expressions
+    without generating code, unless the session sets code generation itself."""
     confs = {
         "spark.databricks.delta.commitInfo.userMetadata": user_meta,
         "spark.databricks.delta.write.txnAppId": target.app_id,
@@ -229,6 +273,11 @@ def _idempotent_dml(
         # New columns of the batch are added to the table, as `mergeSchema` does for appends.
         "spark.databricks.delta.schema.autoMerge.enabled": "true",
     }
+    if small:
+        confs.update({k: v for k, v in _INTERPRETED.items() if spark.conf.get(k, None) is None})
+        logger.debug(
+            "Delta table %s: batch %d: a small MERGE, no generated code", target.name, batch_id
+        )
     for k, v in confs.items():
         spark.conf.set(k, v)
     try:
@@ -248,7 +297,9 @@ def _create_empty(df: DataFrame, target: DeltaTarget) -> None:
     writer.save(target.path)
 
 
-def _upsert(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> None:
+def _upsert(
+    df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str, table_rows: int | None
+) -> None:
     from delta.tables import DeltaTable
 
     spark = df.sparkSession
@@ -269,7 +320,9 @@ def _upsert(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -
         newer = f"(t.{seq} IS NULL OR s.{seq} >= t.{seq})"
     cols = {c: f"s.`{c}`" for c in changes.columns if c != DELETE_FLAG}
     crash_point("before_commit")
-    with _idempotent_dml(spark, batch_id, target, user_meta):
+    with _idempotent_dml(
+        spark, batch_id, target, user_meta, small=_small(n, table_rows, _estimated_bytes(df))
+    ):
         (
             DeltaTable.forPath(spark, target.path)
             .alias("t")
@@ -303,6 +356,7 @@ def _scd2(
     target: DeltaTarget,
     user_meta: str,
     commit_info: Mapping[str, Any] | None,
+    table_rows: int | None,
 ) -> None:
     """SCD2 as a delta-spark MERGE of the same plan the Python engine applies: the batch's
     changes (collected to the driver: CDC batches of dimensions are small) against the
@@ -324,7 +378,8 @@ def _scd2(
     )
     data = [c for c in source.column_names if c != ACTION]
     staged = spark.createDataFrame(source)
-    with _idempotent_dml(spark, batch_id, target, user_meta):
+    small = _small(source.num_rows, table_rows, source.nbytes)
+    with _idempotent_dml(spark, batch_id, target, user_meta, small=small):
         (
             DeltaTable.forPath(spark, target.path)
             .alias("t")

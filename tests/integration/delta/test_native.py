@@ -118,3 +118,80 @@ def test_a_table_written_by_one_engine_is_read_by_the_other(
         (2, "delete"),
         (2, "insert"),
     ]
+
+
+def test_a_small_merge_evaluates_its_expressions_without_generating_code(
+    spark, tmp_path: Path
+) -> None:
+    """A MERGE of few changes from a small input into a small table runs with Spark's
+    code generation off for its own jobs only (`SMALL_MERGE_ROWS`); a session's own
+    setting wins, and a larger MERGE keeps code generation."""
+    from streams.delta import native
+
+    target = DeltaTarget(str(tmp_path / "t"), mode="upsert", keys=("id",), app_id="a:q")
+    small = spark.range(5)
+    assert native._estimated_bytes(small) == 5 * 8
+    assert native._estimated_bytes(spark.range(10_000_000)) == 80_000_000
+    assert native._small(1, 0, 40)
+    assert not native._small(1, None, 40)  # a table without row statistics
+    assert not native._small(1, native.SMALL_MERGE_ROWS + 1, 40)
+    assert not native._small(native.SMALL_MERGE_ROWS + 1, 0, 40)
+    assert not native._small(1, 0, native.SMALL_MERGE_INPUT_BYTES + 1)
+
+    wanted = {
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    }
+    session = small.sparkSession
+    with native._idempotent_dml(session, 0, target, "{}", small=True):
+        assert {k: session.conf.get(k) for k in wanted} == wanted
+    assert {k: session.conf.get(k, None) for k in wanted} == dict.fromkeys(wanted)
+    with native._idempotent_dml(session, 0, target, "{}", small=False):
+        assert {k: session.conf.get(k, None) for k in wanted} == dict.fromkeys(wanted)
+    session.conf.set("spark.sql.codegen.wholeStage", "true")
+    try:
+        with native._idempotent_dml(session, 0, target, "{}", small=True):
+            assert session.conf.get("spark.sql.codegen.wholeStage") == "true"
+            assert session.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
+        assert session.conf.get("spark.sql.codegen.wholeStage") == "true"
+    finally:
+        session.conf.unset("spark.sql.codegen.wholeStage")
+
+
+@pytest.mark.parametrize("limit", [0, 10_000])
+def test_an_upsert_and_scd2_give_the_same_rows_with_or_without_generated_code(
+    spark, tmp_path: Path, monkeypatch, limit: int
+) -> None:
+    """The native MERGE modes on either side of `SMALL_MERGE_ROWS` (0: every MERGE
+    generates code)."""
+    from streams.delta import native
+
+    monkeypatch.setattr(native, "SMALL_MERGE_ROWS", limit)
+    upsert = DeltaTarget(
+        str(tmp_path / "u"), mode="upsert", keys=("id",), app_id="u:q", engine="native"
+    )
+    history = DeltaTarget(
+        str(tmp_path / "h"),
+        mode="scd2",
+        keys=("id",),
+        sequence_by="ts",
+        app_id="h:q",
+        engine="native",
+    )
+    batches = [
+        [Row(id=1, v="a", ts=1), Row(id=2, v="b", ts=1)],
+        [Row(id=1, v="c", ts=2), Row(id=3, v="d", ts=2)],
+    ]
+    for batch_id, rows in enumerate(batches):
+        for target in (upsert, history):
+            assert write_batch(spark.createDataFrame(rows), batch_id, target) is not None
+    got = spark.read.format("delta").load(upsert.path).select("id", "v").collect()
+    assert sorted(map(tuple, got)) == [(1, "c"), (2, "b"), (3, "d")]
+    versions = spark.read.format("delta").load(history.path)
+    got = versions.select("id", "v", versions.valid_to.isNull(), "is_current").collect()
+    assert sorted(map(tuple, got)) == [
+        (1, "a", False, False),
+        (1, "c", True, True),
+        (2, "b", True, True),
+        (3, "d", True, True),
+    ]
