@@ -37,6 +37,17 @@ def _tail(path: Path, n: int = 40) -> str:
         return "(no log)"
 
 
+_EXECUTOR_REGISTERED = "Successfully registered with driver"
+"""The line an executor logs once its driver has accepted it."""
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
 class StandaloneCluster:
     """A master and `workers` workers (`cores` cores, `memory` each), stopped by `stop()`."""
 
@@ -153,8 +164,15 @@ class StandaloneCluster:
         self.procs.clear()
 
     def executor_dirs(self) -> list[Path]:
-        """`<worker dir>/<app id>/<executor id>` of every executor the workers launched."""
-        return sorted(p for p in self.work_dir.glob("worker-*/app-*/*") if p.is_dir())
+        """`<worker dir>/<app id>/<executor id>` of every executor that registered with its
+        driver. When an executor exits at its application's end before the master hears
+        that the application ended, the master launches a replacement and kills it a moment
+        later: that one never registers and is not listed."""
+        return sorted(
+            p
+            for p in self.work_dir.glob("worker-*/app-*/*")
+            if p.is_dir() and _EXECUTOR_REGISTERED in _text(p / "stderr")
+        )
 
     def __enter__(self) -> StandaloneCluster:
         return self.start()
