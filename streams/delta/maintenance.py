@@ -22,6 +22,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from streams.delta._files import STAGING_DIR
+from streams.delta.commit import add_actions, file_rows
 from streams.delta.errors import DeltaTableNotFoundError
 from streams.delta.target import (
     BATCH_KEY,
@@ -67,9 +68,8 @@ def table_info(path: str | Path) -> dict[str, Any]:
     `rows` is None when some file has no `numRecords` statistic.
     """
     dt = _open(path, "describe")
-    adds = pa.table(dt.get_add_actions(flatten=True))
-    counts = adds.column("num_records").to_pylist() if adds.num_rows else []
-    rows = None if any(c is None for c in counts) else sum(counts)
+    adds = add_actions(dt)
+    rows = file_rows(adds)
     last = recorded_info(dt.history(1)[0])
     batch = recorded_value(last.get(BATCH_KEY)) if BATCH_KEY in last else None
     return {

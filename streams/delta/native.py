@@ -12,18 +12,24 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streams.delta._faults import crash_point
 from streams.delta._files import CODEC, ZSTD_LEVEL
 from streams.delta._schema import arrow_schema, check_partitioning, check_types
-from streams.delta.commit import already_committed, committed, load_table, nothing_written
+from streams.delta.commit import (
+    add_actions,
+    already_committed,
+    committed,
+    file_rows,
+    load_table,
+    nothing_written,
+)
 from streams.delta.errors import DeltaSchemaError, NativeEngineUnavailableError
 from streams.delta.native_maintenance import optimize_native
 from streams.delta.scd2 import ACTION, plan_batch
@@ -90,11 +96,11 @@ def write_batch_native(
                 return None
             _append(df, batch_id, target, user_meta)
         elif target.mode == "upsert":
-            _upsert(df, batch_id, target, user_meta, _rows(table))
+            _upsert(df, batch_id, target, user_meta, table)
         elif already_committed(table, target, batch_id):
             return None
         else:
-            _scd2(df, batch_id, target, user_meta, commit_info, _rows(table))
+            _scd2(df, batch_id, target, user_meta, commit_info, table)
     except Exception as e:
         if table is not None and any(r in str(e) for r in _SCHEMA_REFUSALS):
             _explain_refusal(df, target, table, e)
@@ -236,25 +242,28 @@ _INTERPRETED = {
 def _rows(table: Any) -> int | None:
     """The rows of a delta-rs table by its files' statistics (0 for no table yet), or
     None when a file has none."""
-    if table is None:
-        return 0
-    adds = pa.table(table.get_add_actions(flatten=True))
-    counts = adds.column("num_records").to_pylist() if adds.num_rows else []
-    return None if any(c is None for c in counts) else sum(counts)
+    return 0 if table is None else file_rows(add_actions(table))
 
 
 def _estimated_bytes(df: DataFrame) -> int:
     """Spark's estimate of `df`'s size (its default, far above any limit here, for a
-    source that states none)."""
+    source that states none, such as a Kafka batch)."""
     return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
 
 
-def _small(changes: int, table_rows: int | None, input_bytes: int) -> bool:
-    """Whether a MERGE of `changes` rows computed from `input_bytes` of input into a
-    table of `table_rows` is small (`SMALL_MERGE_ROWS`)."""
-    if table_rows is None or max(changes, table_rows) > SMALL_MERGE_ROWS:
+def _small(
+    changes: int, table_rows: Callable[[], int | None], input_bytes: Callable[[], int]
+) -> bool:
+    """Whether a MERGE of `changes` rows computed from `input_bytes()` of input into a
+    table of `table_rows()` is small (`SMALL_MERGE_ROWS`). Each is asked only when the
+    ones before it allow a small MERGE: a large table's files and a large plan's
+    statistics are not listed for a MERGE that has too many changes."""
+    if changes > SMALL_MERGE_ROWS:
         return False
-    return input_bytes <= SMALL_MERGE_INPUT_BYTES
+    rows = table_rows()
+    if rows is None or rows > SMALL_MERGE_ROWS:
+        return False
+    return input_bytes() <= SMALL_MERGE_INPUT_BYTES
 
 
 @contextmanager
@@ -298,7 +307,11 @@ def _create_empty(df: DataFrame, target: DeltaTarget) -> None:
 
 
 def _upsert(
-    df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str, table_rows: int | None
+    df: DataFrame,
+    batch_id: int,
+    target: DeltaTarget,
+    user_meta: str,
+    table: Any,
 ) -> None:
     from delta.tables import DeltaTable
 
@@ -320,9 +333,8 @@ def _upsert(
         newer = f"(t.{seq} IS NULL OR s.{seq} >= t.{seq})"
     cols = {c: f"s.`{c}`" for c in changes.columns if c != DELETE_FLAG}
     crash_point("before_commit")
-    with _idempotent_dml(
-        spark, batch_id, target, user_meta, small=_small(n, table_rows, _estimated_bytes(df))
-    ):
+    small = _small(n, lambda: _rows(table), lambda: _estimated_bytes(df))
+    with _idempotent_dml(spark, batch_id, target, user_meta, small=small):
         (
             DeltaTable.forPath(spark, target.path)
             .alias("t")
@@ -356,7 +368,7 @@ def _scd2(
     target: DeltaTarget,
     user_meta: str,
     commit_info: Mapping[str, Any] | None,
-    table_rows: int | None,
+    table: Any,
 ) -> None:
     """SCD2 as a delta-spark MERGE of the same plan the Python engine applies: the batch's
     changes (collected to the driver: CDC batches of dimensions are small) against the
@@ -378,7 +390,7 @@ def _scd2(
     )
     data = [c for c in source.column_names if c != ACTION]
     staged = spark.createDataFrame(source)
-    small = _small(source.num_rows, table_rows, source.nbytes)
+    small = _small(source.num_rows, lambda: _rows(table), lambda: source.nbytes)
     with _idempotent_dml(spark, batch_id, target, user_meta, small=small):
         (
             DeltaTable.forPath(spark, target.path)

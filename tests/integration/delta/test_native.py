@@ -132,11 +132,16 @@ def test_a_small_merge_evaluates_its_expressions_without_generating_code(
     small = spark.range(5)
     assert native._estimated_bytes(small) == 5 * 8
     assert native._estimated_bytes(spark.range(10_000_000)) == 80_000_000
-    assert native._small(1, 0, 40)
-    assert not native._small(1, None, 40)  # a table without row statistics
-    assert not native._small(1, native.SMALL_MERGE_ROWS + 1, 40)
-    assert not native._small(native.SMALL_MERGE_ROWS + 1, 0, 40)
-    assert not native._small(1, 0, native.SMALL_MERGE_INPUT_BYTES + 1)
+    limit, most = native.SMALL_MERGE_ROWS, native.SMALL_MERGE_INPUT_BYTES
+
+    def never() -> int:
+        raise AssertionError("asked although an earlier bound already failed")
+
+    assert native._small(limit, lambda: limit, lambda: most)
+    assert not native._small(1, lambda: None, never)  # a table without row statistics
+    assert not native._small(1, lambda: limit + 1, never)
+    assert not native._small(limit + 1, never, never)
+    assert not native._small(1, lambda: 0, lambda: most + 1)
 
     wanted = {
         "spark.sql.codegen.wholeStage": "false",
