@@ -1,12 +1,16 @@
 """The benchmarks' SparkSession: `local[2]`, launched as the CLI launches its sessions
 (the framework's local defaults, the cached native jars, compiled pyspark workers),
 two shuffle partitions, Spark's log at ERROR. `BENCH_JAVA_OPTIONS` in the environment
-becomes the driver's `extraJavaOptions` (a JFR recording, another collector)."""
+becomes the driver's `extraJavaOptions` (a JFR recording, another collector).
+`cost_per_call` measures what a repeated write costs in such a session."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from proc_cpu import cpu_by_kind, cpu_delta
 
 
 def local_session(app_name: str, conf: Mapping[str, str] | None = None):
@@ -19,3 +23,25 @@ def local_session(app_name: str, conf: Mapping[str, str] | None = None):
     spark = get_session(SparkSettings(master="local[2]", conf=settings), app_name=app_name)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def newest_job(spark) -> int:
+    """The newest Spark job's id: ids count up, and Spark keeps only its newest 1000 jobs,
+    so a count of the kept ones falls short on a long run."""
+    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1)
+
+
+def cost_per_call(
+    spark, call: Callable[[int], object], args: Iterable[int]
+) -> tuple[float, float, float]:
+    """(wall s, JVM CPU s, Spark jobs) per `call(a)` over `args`, the JVM's CPU read from
+    /proc (`proc_cpu`)."""
+    args = list(args)
+    jobs0 = newest_job(spark)
+    cpu0, t0 = cpu_by_kind(), time.perf_counter()
+    for a in args:
+        call(a)
+    wall = time.perf_counter() - t0
+    cpu = cpu_delta(cpu0, cpu_by_kind()).get("jvm", 0.0)
+    jobs = newest_job(spark) - jobs0
+    return wall / len(args), cpu / len(args), jobs / len(args)

@@ -21,10 +21,9 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from proc_cpu import cpu_by_kind, cpu_delta
+from bench_session import cost_per_call, local_session
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -47,19 +46,14 @@ def txn_append(spark, path: Path, batch: int, rows: int) -> None:
 
 def timed(spark, write, path: Path, appends: int, rows: int) -> tuple[float, float, float]:
     """(wall s, JVM CPU s, Spark jobs) per append over `appends` timed appends."""
-    tracker = spark.sparkContext.statusTracker()
     for batch in range(WARM_UP):
         write(spark, path, batch, rows)
-    jobs0 = len(tracker.getJobIdsForGroup(None))
-    cpu0, t0 = cpu_by_kind(), time.perf_counter()
-    for batch in range(WARM_UP, WARM_UP + appends):
-        write(spark, path, batch, rows)
-    wall = time.perf_counter() - t0
-    cpu = cpu_delta(cpu0, cpu_by_kind()).get("jvm", 0.0)
-    jobs = len(tracker.getJobIdsForGroup(None)) - jobs0
+    cost = cost_per_call(
+        spark, lambda b: write(spark, path, b, rows), range(WARM_UP, WARM_UP + appends)
+    )
     count = spark.read.format("delta").load(str(path)).count()
     assert count == (WARM_UP + appends) * rows, count
-    return wall / appends, cpu / appends, jobs / appends
+    return cost
 
 
 def main() -> None:
@@ -70,8 +64,6 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rows", type=int, default=10)
     args = ap.parse_args()
-
-    from bench_session import local_session
 
     spark = local_session("native-append-bench")
     work = Path(tempfile.mkdtemp(prefix="native-append-bench-"))

@@ -22,10 +22,9 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from proc_cpu import cpu_by_kind, cpu_delta
+from bench_session import cost_per_call, local_session
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -81,26 +80,16 @@ def upsert(spark, path: Path, batch: int, rows: int) -> None:
     write_batch(batch_frame(spark, batch, rows), batch, target)
 
 
-def last_job(tracker) -> int:
-    """The newest Spark job's id (ids count up; Spark keeps only the newest jobs)."""
-    return max(tracker.getJobIdsForGroup(None), default=-1)
-
-
 def timed(spark, conf: dict[str, str], path: Path, merges: int, rows: int):
     """(wall s, JVM CPU s, Spark jobs) per batch over `merges` timed batches."""
-    tracker = spark.sparkContext.statusTracker()
     for k, v in conf.items():
         spark.conf.set(k, v)
     try:
         for batch in range(WARM_UP):
             upsert(spark, path, batch, rows)
-        jobs0 = last_job(tracker)
-        cpu0, t0 = cpu_by_kind(), time.perf_counter()
-        for batch in range(WARM_UP, WARM_UP + merges):
-            upsert(spark, path, batch, rows)
-        wall = time.perf_counter() - t0
-        cpu = cpu_delta(cpu0, cpu_by_kind()).get("jvm", 0.0)
-        jobs = last_job(tracker) - jobs0
+        cost = cost_per_call(
+            spark, lambda b: upsert(spark, path, b, rows), range(WARM_UP, WARM_UP + merges)
+        )
     finally:
         for k in conf:
             spark.conf.unset(k)
@@ -109,7 +98,7 @@ def timed(spark, conf: dict[str, str], path: Path, merges: int, rows: int):
         for r in spark.read.format("delta").load(str(path)).collect()
     }
     assert got == expected(WARM_UP + merges, rows), "the table does not hold the upserted rows"
-    return wall / merges, cpu / merges, jobs / merges
+    return cost
 
 
 def main() -> None:
@@ -125,8 +114,6 @@ def main() -> None:
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         ap.error(f"unknown case(s) {unknown}; known: {list(CASES)}")
-
-    from bench_session import local_session
 
     spark = local_session("native-merge-bench")
     work = Path(tempfile.mkdtemp(prefix="native-merge-bench-"))
