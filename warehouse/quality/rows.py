@@ -81,11 +81,16 @@ class CheckedBatch:
     `keep` is what the table receives; `quarantine` (or None when no row was
     quarantined) has `warehouse.quality.quarantine.QUARANTINE_SCHEMA`. Both read the persisted batch: call
     `unpersist()` once they are written (or use the object as a context manager).
+    `rows`, `kept` and `quarantined` count the batch, `keep` and `quarantine`, from the
+    checks' own pass: no job of their own.
     """
 
     keep: DataFrame
     quarantine: DataFrame | None
     metrics: list[dict[str, Any]]
+    rows: int
+    kept: int
+    quarantined: int
     _persisted: DataFrame | None = field(default=None, repr=False)
 
     def unpersist(self) -> None:
@@ -155,7 +160,10 @@ class RowChecks:
     def apply(self, batch_df: DataFrame, *, table: str, batch_id: int) -> CheckedBatch:
         """Judge one batch: counts per expectation, then warn / drop / quarantine / fail."""
         if not self.checks:
-            return CheckedBatch(keep=batch_df, quarantine=None, metrics=[])
+            n = batch_df.count()
+            return CheckedBatch(
+                keep=batch_df, quarantine=None, metrics=[], rows=n, kept=n, quarantined=0
+            )
         persisted = None
         if not batch_df.is_cached:
             batch_df = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
@@ -261,6 +269,11 @@ class RowChecks:
         return aggs
 
     @staticmethod
+    def _rows_where(condition: Column) -> Column:
+        """The rows for which `condition` (never null here) holds."""
+        return F.coalesce(F.sum(F.when(condition, 1).otherwise(0)), F.lit(0))
+
+    @staticmethod
     def _any(flags: list[str]) -> Column:
         if not flags:
             return F.lit(False)
@@ -335,7 +348,16 @@ class RowChecks:
         data_cols = batch_df.columns
         flags = self._flag_names()
         flagged = self._flagged(batch_df, flags)
-        row = flagged.agg(*self._aggregates(flags)).collect()[0]
+        by_kind = {
+            kind: [f for c, f in zip(self.checks, flags, strict=True) if c.on_violation == kind]
+            for kind in ("quarantine", "drop")
+        }
+        row = flagged.agg(
+            *self._aggregates(flags),
+            F.count(F.lit(1)).alias("__rows"),
+            self._rows_where(~self._any(by_kind["quarantine"] + by_kind["drop"])).alias("__kept"),
+            self._rows_where(self._any(by_kind["quarantine"])).alias("__quarantined"),
+        ).collect()[0]
         metrics = self._metrics(row, flags, table=table, batch_id=batch_id)
         for c, f, m in zip(self.checks, flags, metrics, strict=True):
             if c.on_violation == "fail" and not m["success"]:
@@ -368,7 +390,15 @@ class RowChecks:
             quarantine = self._quarantine(
                 flagged, quarantine_flags, data_cols, flags, batch_id=batch_id
             )
-        return CheckedBatch(keep=keep, quarantine=quarantine, metrics=metrics, _persisted=persisted)
+        return CheckedBatch(
+            keep=keep,
+            quarantine=quarantine,
+            metrics=metrics,
+            rows=int(row["__rows"]),
+            kept=int(row["__kept"]),
+            quarantined=int(row["__quarantined"]),
+            _persisted=persisted,
+        )
 
 
 def compile_row_checks(

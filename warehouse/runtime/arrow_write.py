@@ -102,8 +102,7 @@ def write_arrow(
                 metrics = whole.metrics
                 if whole.quarantine is not None:
                     parts.append(whole.quarantine)
-                held = whole.quarantine.count() if whole.quarantine is not None else 0
-                dropped += good.count() - whole.keep.count() - held
+                dropped += whole.rows - whole.kept - whole.quarantined
             else:
                 metrics = checks.observed_metrics(c, table=name, batch_id=batch_id)
                 if c["quarantined"]:

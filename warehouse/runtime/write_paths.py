@@ -388,22 +388,20 @@ class WritePaths:
                 # A table-sourced batch without checks writes what it read: no second job.
                 written = rows_in if good is df else good.count()
             else:
-                before = rows_in if good is df else good.count()
+                written = checked.kept
+                # rows a `drop` expectation removed (the checks count them in their pass)
+                dropped = checked.rows - checked.kept - checked.quarantined
                 # Nothing set aside: `keep` is the batch already persisted (persisting it
                 # again only makes Spark warn "Asked to cache already cached data").
                 good = checked.keep if checked.keep.is_cached else cache(checked.keep)
-                written = good.count()
                 if checked.quarantine is not None:
                     quarantine.append(checked.quarantine)
             info = self.targets.commit_info(batch_id)
             version = self.targets.write(good, batch_id, info, quarantine=False)
-            quarantined = checks_quarantined = 0
+            quarantined = 0
             if quarantine:
                 quarantined = self._write_quarantine(quarantine, batch_id, info, cache)
             if checked is not None:
-                if checked.quarantine is not None:
-                    checks_quarantined = checked.quarantine.count()
-                dropped = max(0, before - written - checks_quarantined)
                 self._quality_events(spark, batch_id, checked.metrics)
         finally:
             if checked is not None:

@@ -91,6 +91,7 @@ def test_warn_keeps_every_row_and_counts_like_great_expectations(orders):
         assert {m["batch_id"] for m in out.metrics} == {4}
         assert {m["table"] for m in out.metrics} == {"ods_orders"}
         assert [m["success"] for m in out.metrics] == [False, False, False]
+        assert (out.rows, out.kept, out.quarantined) == (6, 6, 0)
 
 
 def test_drop_removes_only_the_failing_rows(orders):
@@ -103,6 +104,7 @@ def test_drop_removes_only_the_failing_rows(orders):
             Row(**dict(zip(orders.columns, r, strict=True))) for r in ORDERS if r[0] is not None
         ]
         assertDataFrameEqual(out.keep, expected)
+        assert (out.rows, out.kept, out.quarantined) == (6, 4, 0)
 
 
 def test_quarantine_moves_rows_with_failed_names_batch_id_and_coordinates(orders):
@@ -143,6 +145,9 @@ def test_quarantine_moves_rows_with_failed_names_batch_id_and_coordinates(orders
         assert out.quarantine.filter("quarantined_at IS NULL").count() == 0
         # o4 failed a `drop` expectation only: neither kept nor quarantined.
         assertDataFrameEqual(out.keep.select("order_id"), [Row(order_id="o1"), Row(order_id="o6")])
+        # counted in the checks' own pass, as the frames hold them
+        assert (out.rows, out.kept, out.quarantined) == (6, 2, 3)
+        assert (out.keep.count(), out.quarantine.count()) == (out.kept, out.quarantined)
 
 
 def test_fail_raises_naming_table_expectation_and_offending_rows(orders):
@@ -168,6 +173,7 @@ def test_fail_tolerates_failures_within_mostly(orders):
     with RowChecks.compile(exps(doc), orders.schema).apply(orders, table="t", batch_id=0) as out:
         assert out.metrics[0]["success"] is True
         assert out.keep.count() == 6
+        assert (out.rows, out.kept, out.quarantined) == (6, 6, 0)
 
 
 def test_shows_at_most_five_offending_rows(spark):
