@@ -32,16 +32,17 @@ def newest_job(spark) -> int:
 
 
 def cost_per_call(
-    spark, call: Callable[[int], object], args: Iterable[int]
+    spark, call: Callable[[int], object], args: Iterable[int], kinds: Iterable[str] = ("jvm",)
 ) -> tuple[float, float, float]:
-    """(wall s, JVM CPU s, Spark jobs) per `call(a)` over `args`, the JVM's CPU read from
-    /proc (`proc_cpu`)."""
+    """(wall s, CPU s, Spark jobs) per `call(a)` over `args`; the CPU is that of the
+    processes of `kinds` (`proc_cpu`: the JVM by default), read from /proc."""
     args = list(args)
     jobs0 = newest_job(spark)
     cpu0, t0 = cpu_by_kind(), time.perf_counter()
     for a in args:
         call(a)
     wall = time.perf_counter() - t0
-    cpu = cpu_delta(cpu0, cpu_by_kind()).get("jvm", 0.0)
+    spent = cpu_delta(cpu0, cpu_by_kind())
+    cpu = sum(spent.get(k, 0.0) for k in kinds)
     jobs = newest_job(spark) - jobs0
     return wall / len(args), cpu / len(args), jobs / len(args)
