@@ -93,6 +93,11 @@ class CheckedBatch:
     quarantined: int
     _persisted: DataFrame | None = field(default=None, repr=False)
 
+    @property
+    def dropped(self) -> int:
+        """The rows a `drop` expectation removed: neither kept nor quarantined."""
+        return self.rows - self.kept - self.quarantined
+
     def unpersist(self) -> None:
         if self._persisted is not None:
             self._persisted.unpersist()

@@ -102,7 +102,7 @@ def write_arrow(
                 metrics = whole.metrics
                 if whole.quarantine is not None:
                     parts.append(whole.quarantine)
-                dropped += whole.rows - whole.kept - whole.quarantined
+                dropped += whole.dropped
             else:
                 metrics = checks.observed_metrics(c, table=name, batch_id=batch_id)
                 if c["quarantined"]:

@@ -388,9 +388,7 @@ class WritePaths:
                 # A table-sourced batch without checks writes what it read: no second job.
                 written = rows_in if good is df else good.count()
             else:
-                written = checked.kept
-                # rows a `drop` expectation removed (the checks count them in their pass)
-                dropped = checked.rows - checked.kept - checked.quarantined
+                written, dropped = checked.kept, checked.dropped
                 # Nothing set aside: `keep` is the batch already persisted (persisting it
                 # again only makes Spark warn "Asked to cache already cached data").
                 good = checked.keep if checked.keep.is_cached else cache(checked.keep)

@@ -104,7 +104,7 @@ def test_drop_removes_only_the_failing_rows(orders):
             Row(**dict(zip(orders.columns, r, strict=True))) for r in ORDERS if r[0] is not None
         ]
         assertDataFrameEqual(out.keep, expected)
-        assert (out.rows, out.kept, out.quarantined) == (6, 4, 0)
+        assert (out.rows, out.kept, out.quarantined, out.dropped) == (6, 4, 0, 2)
 
 
 def test_quarantine_moves_rows_with_failed_names_batch_id_and_coordinates(orders):
@@ -146,7 +146,7 @@ def test_quarantine_moves_rows_with_failed_names_batch_id_and_coordinates(orders
         # o4 failed a `drop` expectation only: neither kept nor quarantined.
         assertDataFrameEqual(out.keep.select("order_id"), [Row(order_id="o1"), Row(order_id="o6")])
         # counted in the checks' own pass, as the frames hold them
-        assert (out.rows, out.kept, out.quarantined) == (6, 2, 3)
+        assert (out.rows, out.kept, out.quarantined, out.dropped) == (6, 2, 3, 1)
         assert (out.keep.count(), out.quarantine.count()) == (out.kept, out.quarantined)
 
 
