@@ -2,13 +2,19 @@
 (the framework's local defaults, the cached native jars, compiled pyspark workers),
 two shuffle partitions, Spark's log at ERROR. `BENCH_JAVA_OPTIONS` in the environment
 becomes the driver's `extraJavaOptions` (a JFR recording, another collector).
-`cost_per_call` measures what a repeated write costs in such a session."""
+`bench_run` gives such a session with a scratch directory; `cost_per_call` measures what
+a repeated write costs in it."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from proc_cpu import cpu_by_kind, cpu_delta
 
@@ -23,6 +29,21 @@ def local_session(app_name: str, conf: Mapping[str, str] | None = None):
     spark = get_session(SparkSettings(master="local[2]", conf=settings), app_name=app_name)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextmanager
+def bench_run(name: str) -> Iterator[tuple[Any, Path]]:
+    """`local_session(name)` and a scratch directory, the load average printed when the
+    run starts and when it ends; the session stopped and the directory removed after."""
+    spark = local_session(name)
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    try:
+        print(f"load average at start: {os.getloadavg()[0]:.1f}", flush=True)
+        yield spark, work
+        print(f"load average at end: {os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def newest_job(spark) -> int:

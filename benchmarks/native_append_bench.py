@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from bench_session import cost_per_call, local_session
+from bench_session import bench_run, cost_per_call
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -65,11 +63,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10)
     args = ap.parse_args()
 
-    spark = local_session("native-append-bench")
-    work = Path(tempfile.mkdtemp(prefix="native-append-bench-"))
-    cases = {"sink (delta-rs guard)": sink_append, "txnAppId/txnVersion": txn_append}
-    try:
-        print(f"load average at start: {os.getloadavg()[0]:.1f}", flush=True)
+    with bench_run("native-append-bench") as (spark, work):
+        cases = {"sink (delta-rs guard)": sink_append, "txnAppId/txnVersion": txn_append}
         for rnd in range(1, args.rounds + 1):
             names = list(cases) if rnd % 2 else list(reversed(cases))
             got = {}
@@ -84,10 +79,6 @@ def main() -> None:
                 )
             (ws, cs, _), (wt, ct, _) = got["sink (delta-rs guard)"], got["txnAppId/txnVersion"]
             print(f"round {rnd}: txn / sink: wall {wt / ws:.2f}, JVM CPU {ct / cs:.2f}", flush=True)
-        print(f"load average at end: {os.getloadavg()[0]:.1f}", flush=True)
-    finally:
-        spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

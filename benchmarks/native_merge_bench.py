@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from bench_session import cost_per_call, local_session
+from bench_session import bench_run, cost_per_call
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -115,10 +113,7 @@ def main() -> None:
     if unknown:
         ap.error(f"unknown case(s) {unknown}; known: {list(CASES)}")
 
-    spark = local_session("native-merge-bench")
-    work = Path(tempfile.mkdtemp(prefix="native-merge-bench-"))
-    try:
-        print(f"load average at start: {os.getloadavg()[0]:.1f}", flush=True)
+    with bench_run("native-merge-bench") as (spark, work):
         for rnd in range(1, args.rounds + 1):
             order = cases if rnd % 2 else list(reversed(cases))
             got = {}
@@ -132,10 +127,6 @@ def main() -> None:
                     f"({cpu / base:.2f} of {cases[0]}), {jobs:.1f} Spark jobs per upsert",
                     flush=True,
                 )
-        print(f"load average at end: {os.getloadavg()[0]:.1f}", flush=True)
-    finally:
-        spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

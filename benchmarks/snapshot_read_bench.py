@@ -27,12 +27,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
-from pathlib import Path
 
-from bench_session import cost_per_call, local_session
+from bench_session import bench_run, cost_per_call
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -56,11 +53,8 @@ def main() -> None:
 
     from streams.delta.source import read_snapshot_python
 
-    spark = local_session("snapshot-read-bench")
-    work = Path(tempfile.mkdtemp(prefix="snapshot-read-bench-"))
-    path = str(work / "dim")
-    try:
-        print(f"load average at start: {os.getloadavg()[0]:.1f}", flush=True)
+    with bench_run("snapshot-read-bench") as (spark, work):
+        path = str(work / "dim")
         spark.range(args.rows).selectExpr("id", "CAST(id AS string) AS v").write.format(
             "delta"
         ).save(path)
@@ -108,10 +102,6 @@ def main() -> None:
                 f"{jobs:.1f} Spark jobs per read",
                 flush=True,
             )
-        print(f"load average at end: {os.getloadavg()[0]:.1f}", flush=True)
-    finally:
-        spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
