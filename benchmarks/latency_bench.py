@@ -4,7 +4,7 @@
         [--probe-every 5] [--initial-events 300] [--bootstrap HOST:PORT]
         [--chain-only] [--trigger "5 seconds"] [--engines python,native]
         [--copies 2] [--idle-seconds 30] [--job-kinds] [--off-path-trigger "30 seconds"]
-        [--warmup-seconds 240] [--threads]
+        [--warmup-seconds 240] [--threads] [--snapshot-max-age "10 seconds"]
 
 Starts the bundled broker (unless `--bootstrap`), loads the repository's example
 project into a temporary warehouse root, produces a first slice of the generator's
@@ -33,6 +33,8 @@ own thread (its planning, Delta's log, the writer's calls into the JVM) per batc
 rows.
 `--off-path-trigger` puts the eight tables off the probe's path (and every copy) on a
 processing-time trigger, as a project would for tables whose freshness can wait.
+`--snapshot-max-age` sets `snapshots: {max_age: ...}` on every table whose SQL reads
+snapshots (`dwd_orders` and its copies): they join copies kept in Spark's cache.
 CPU is user + system of this process and every process under it (the JVM, Spark's
 Python workers, the broker), read from /proc. `BENCH_JAVA_OPTIONS` in the environment
 goes to the JVM (`spark.driver.extraJavaOptions`), e.g.
@@ -229,6 +231,12 @@ def main() -> int:
         "and their copies' originals) on this processing-time interval (`30 seconds`)",
     )
     parser.add_argument(
+        "--snapshot-max-age",
+        default=None,
+        help="set `snapshots: {max_age: ...}` (`10 seconds`) on every table whose SQL "
+        "reads snapshots",
+    )
+    parser.add_argument(
         "--copies", type=int, default=1, help="run every table this many times (2: 24 queries)"
     )
     parser.add_argument(
@@ -297,6 +305,17 @@ def set_triggers(project, every: str | None, off_path: str | None) -> None:
             project.tables[name] = defn.model_copy(update={"spec": spec})
 
 
+def keep_snapshots(project, max_age: str | None) -> None:
+    """`snapshots: {max_age}` on every table whose SQL reads other tables as snapshots."""
+    from warehouse.spec.table import Snapshots
+
+    for name, defn in project.tables.items():
+        if max_age and defn.static_tables:
+            spec = defn.spec.model_copy(update={"snapshots": Snapshots(max_age=max_age)})
+            project.tables[name] = defn.model_copy(update={"spec": spec})
+            print(f"{name}: snapshots kept for at most {max_age}", flush=True)
+
+
 def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
     """One measurement on `engine` (both Kafka and Delta), or on the conf's engines."""
     from confluent_kafka import Producer
@@ -326,6 +345,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             repo, warehouse_root=str(work / "wh"), kafka={"bootstrap": bootstrap}, **overrides
         )
         set_triggers(project, args.trigger, args.off_path_trigger)
+        keep_snapshots(project, args.snapshot_max_age)
         # Spark's status tracker lists only the newest 1000 jobs and stages by default;
         # a native run has more by the time the jobs per batch are counted.
         project.config.spark.conf.update(RETAIN_JOBS)

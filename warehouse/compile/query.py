@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from warehouse.compile.errors import CompileError
 from warehouse.compile.operators import stateful, with_watermark
 from warehouse.compile.plan import TablePlan, plan_table
 from warehouse.compile.transform import apply_transform
+from warehouse.spec.expectations import interval_seconds
 from warehouse.spec.paths import checkpoint_is_new, recover_file, table_exists
 
 if TYPE_CHECKING:
@@ -47,6 +49,59 @@ schema for `connect_schema` tables)."""
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 
+class SnapshotCache:
+    """The tables a table's SQL reads as snapshots, held in Spark's cache
+    (`snapshots: {max_age: ...}`; docs/architecture.md, "Snapshots").
+
+    Spark's cache manager puts a cached copy in place of every read of the same table in
+    a plan, the streaming query's included, so a batch plans no Delta log read and no
+    state rebuild of a new version. `refresh` reads a copy again once it is older than
+    `max_age` seconds: the same DataFrame unpersisted and persisted again, so the streaming
+    plan, which holds that DataFrame's plan, finds the new copy. The copy a batch joins
+    is therefore at most `max_age` old. On the native engine a write to one of the tables
+    through this session (delta-spark's commands) also refreshes its copy: Spark caches
+    again every plan that reads what it writes."""
+
+    def __init__(
+        self,
+        table: str,
+        frames: dict[str, DataFrame],
+        max_age: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.table = table
+        self.frames = frames
+        self.max_age = max_age
+        self._clock = clock
+        for df in frames.values():
+            df.persist()
+        self.read_at = clock()
+
+    def refresh(self) -> bool:
+        """Read the copies again if they are older than `max_age`; whether it did. A read
+        that fails is logged and tried again after another `max_age`: the batches then
+        read the tables themselves and fail, naming the table, if they cannot either."""
+        now = self._clock()
+        if now - self.read_at < self.max_age:
+            return False
+        self.read_at = now
+        for name, df in self.frames.items():
+            try:
+                df.unpersist(blocking=False)
+                df.persist()
+            except Exception as e:  # noqa: BLE001 - the next batch reads it and reports
+                logger.warning(
+                    "table %s: could not read snapshot `%s` again: %s", self.table, name, e
+                )
+        logger.debug("table %s: snapshots %s read again", self.table, ", ".join(self.frames))
+        return True
+
+    def release(self) -> None:
+        """Drop the copies (the query has stopped)."""
+        for df in self.frames.values():
+            df.unpersist(blocking=False)
+
+
 @dataclass
 class CompiledQuery(Generic[B]):
     """A table's query, ready to start; `batch` is its foreachBatch function.
@@ -64,6 +119,17 @@ class CompiledQuery(Generic[B]):
     batch: B
     views: list[str]
     no_data_batches: bool = True
+    snapshots: SnapshotCache | None = None
+
+    def refresh_snapshots(self) -> None:
+        """Read the snapshots the table keeps again once older than their `max_age`
+        (the runner calls it while the query runs); nothing without `snapshots`."""
+        if self.snapshots is not None:
+            self.snapshots.refresh()
+
+    def release_snapshots(self) -> None:
+        if self.snapshots is not None:
+            self.snapshots.release()
 
     def start(self) -> StreamingQuery:
         from streams.delta import remove_interrupted_writes
@@ -197,6 +263,7 @@ def build_query(
     plan = plan_table(project, table, static_tables=static)
     registered: list[str] = []
     views: dict[str, str] = {}
+    frames: dict[str, DataFrame] = {}
     for name in static:
         path = str(project.table_path(name))
         if not table_exists(path):
@@ -206,7 +273,8 @@ def build_query(
                 table=table,
             )
         view = f"snap_{name}_{uuid.uuid4().hex[:8]}"
-        read_snapshot(spark, path, engine=engines["delta"]).createOrReplaceTempView(view)
+        frames[name] = read_snapshot(spark, path, engine=engines["delta"])
+        frames[name].createOrReplaceTempView(view)
         views[name] = view
         registered.append(view)
 
@@ -279,6 +347,16 @@ def build_query(
         writer = writer.trigger(availableNow=True)
     elif spec.trigger and spec.trigger.interval:
         writer = writer.trigger(processingTime=spec.trigger.interval)
+    # Each batch's plan takes the cached copies wherever it reads the tables, so caching
+    # them last leaves nothing cached if the build fails before.
+    snapshots = None
+    if spec.snapshots is not None and frames:
+        snapshots = SnapshotCache(table, frames, interval_seconds(spec.snapshots.max_age))
     return CompiledQuery(
-        plan=plan, writer=writer, batch=foreach, views=registered, no_data_batches=no_data
+        plan=plan,
+        writer=writer,
+        batch=foreach,
+        views=registered,
+        no_data_batches=no_data,
+        snapshots=snapshots,
     )

@@ -277,6 +277,7 @@ class Pipeline:
         return BatchGate(slots)
 
     def _cleanup(self, cq: Query) -> None:
+        cq.release_snapshots()
         for view in cq.views:
             self.spark.catalog.dropTempView(view)
 
@@ -409,6 +410,7 @@ class Pipeline:
                         while not query.awaitTermination(0.5):
                             if cq.batch.failed.is_set():  # it waits to be stopped
                                 query.stop()
+                            cq.refresh_snapshots()
                     except Exception as e:  # noqa: BLE001  # judged below: transient or real
                         error = e
                     finally:
@@ -486,6 +488,7 @@ class Pipeline:
         for name, q in list(live.items()):
             q.note_progress()
             if q.query.isActive and q.cq.batch.stats.error is None:
+                q.cq.refresh_snapshots()
                 continue
             if self._stop.is_set():  # stopped by the signal's race, not by a failure
                 return None

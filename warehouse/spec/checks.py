@@ -257,6 +257,15 @@ def check_project(
         static = checker.static_tables(d, defs)
         for t in static:
             checker.layer_order(d, defs[t], *sql_location(d))
+        if d.spec.snapshots is not None and not static:
+            checker.add(
+                d,
+                "snapshots.max_age",
+                f"Table `{d.name}` keeps snapshots for at most "
+                f"`{d.spec.snapshots.max_age}`, but its SQL reads no other table of the "
+                "project as a snapshot (only `source` and the join streams). "
+                "Remove `snapshots`.",
+            )
         update: dict[str, Any] = {"static_tables": static}
         k = d.spec.source.kafka
         if k is not None and k.schema_ in payload:

@@ -289,6 +289,28 @@ class Trigger(Spec):
         return None if v is None else _check_interval(v)
 
 
+class Snapshots(Spec):
+    """How the table's SQL reads the other tables it names (stream-static joins).
+
+    By default every micro-batch reads each of them at its newest version. With
+    `max_age`, each is kept in Spark's cache and read again once the copy is older
+    than that, so a batch joins a copy at most `max_age` old: no Delta log read or
+    state rebuild in each batch's plan (docs/architecture.md, "Snapshots")."""
+
+    max_age: str
+
+    @field_validator("max_age")
+    @classmethod
+    def _max_age(cls, v: str) -> str:
+        v = _check_interval(v)
+        if int(v.split()[0]) == 0:
+            raise ValueError(
+                f"`{v}` would read the tables again at every batch, which is the default; "
+                "give a positive interval, e.g. `10 seconds`, or leave `snapshots` out"
+            )
+        return v
+
+
 class KafkaPublish(Spec):
     topic: str
     partitions: int = Field(default=1, gt=0)
@@ -319,6 +341,7 @@ class TableSpec(Spec):
     sink: Sink = Field(default_factory=AppendSink)
     expectations: list[Expectation] = Field(default_factory=list)
     trigger: Trigger | None = None
+    snapshots: Snapshots | None = None
     publish: Publish | None = None
 
     _name = field_validator("table")(_check_name)

@@ -1,7 +1,8 @@
 """A stream-static join reads the table's version of each micro-batch, not the one the
 query started with: a continuous run on both engines, real broker, real Delta. Orders
 are joined with a `dim_users` snapshot; while the query runs, the dimension gains a user
-and moves another one, and the orders after that must see both."""
+and moves another one, and the orders after that must see both. With `snapshots:
+{max_age: ...}` they see the copy kept in Spark's cache until it is older than that."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from streams.kafka.admin import ensure_topic, produce
 from tests.integration.runtime.helpers import order, rows, version
 from tests.unit.runtime.projects import write_dws_project
 from warehouse import Project
+from warehouse.compile.query import SnapshotCache, read_snapshot
 from warehouse.runtime.pipeline import Pipeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -56,15 +58,17 @@ def wait_for(path: Path, count: int, runner: threading.Thread) -> list[tuple]:
     return seen
 
 
-def test_a_snapshot_join_sees_the_dimension_of_each_batch(
-    spark, broker, unique, tmp_path: Path, engine: str
-) -> None:
+def run_with_a_change(
+    spark, broker, unique, tmp_path: Path, engine: str, table: str
+) -> tuple[list[tuple], list[tuple]]:
+    """The orders joined before and after the dimension changed outside the run (delta-rs,
+    not this session's Spark), in a continuous run of `table`."""
     topic = unique("orders")
     ensure_topic(broker.bootstrap, topic, partitions=1)
     proj = write_dws_project(
         tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, engine=engine
     )
-    (proj / "layers" / "dwd" / "order_city.yml").write_text(JOINED)
+    (proj / "layers" / "dwd" / "order_city.yml").write_text(table)
     project = Project.load(proj, environ={})
     dim = project.table_path("dim_users")
     dimension(dim, {"u1": "Paris"}, mode="error")
@@ -92,5 +96,55 @@ def test_a_snapshot_join_sees_the_dimension_of_each_batch(
         pipeline.request_stop()
         runner.join(timeout=180)
     assert not runner.is_alive()
+    return first, after
+
+
+def test_a_snapshot_join_sees_the_dimension_of_each_batch(
+    spark, broker, unique, tmp_path: Path, engine: str
+) -> None:
+    first, after = run_with_a_change(spark, broker, unique, tmp_path, engine, JOINED)
     assert first == [("o1", "Paris")]
     assert after == [("o1", "Paris"), ("o2", "Oslo"), ("o3", "Rome")]
+
+
+def test_a_kept_snapshot_is_joined_while_younger_than_its_max_age(
+    spark, broker, unique, tmp_path: Path, engine: str
+) -> None:
+    kept = JOINED + "snapshots: {max_age: 1 hour}\n"
+    first, after = run_with_a_change(spark, broker, unique, tmp_path, engine, kept)
+    assert first == [("o1", "Paris")]
+    # The copy read when the query started: no `u2`, `u1` still in Paris.
+    assert after == [("o1", "Paris"), ("o2", None), ("o3", "Paris")]
+
+
+def test_a_kept_snapshot_is_read_again_once_older_than_its_max_age(
+    spark, tmp_path: Path, engine: str
+) -> None:
+    dim = tmp_path / "dim_users"
+    dimension(dim, {"u1": "Paris"}, mode="error")
+    frame = read_snapshot(spark, str(dim), engine=engine)
+    view = "kept_dim_users"
+    frame.createOrReplaceTempView(view)
+    now = [100.0]
+    kept = SnapshotCache("t", {"dim_users": frame}, 10.0, clock=lambda: now[0])
+
+    def cities() -> list[tuple]:
+        return sorted(tuple(r) for r in spark.sql(f"SELECT user_id, city FROM {view}").collect())
+
+    try:
+        assert cities() == [("u1", "Paris")]
+        dimension(dim, {"u1": "Rome", "u2": "Oslo"}, mode="overwrite")
+        now[0] += 9.9
+        assert not kept.refresh()
+        assert cities() == [("u1", "Paris")]
+        now[0] += 0.1
+        assert kept.refresh()
+        assert cities() == [("u1", "Rome"), ("u2", "Oslo")]
+        dimension(dim, {"u3": "Kyiv"}, mode="append")
+        assert cities() == [("u1", "Rome"), ("u2", "Oslo")]
+    finally:
+        kept.release()
+    assert not frame.is_cached
+    # Released: each read is of the newest version again.
+    assert cities() == [("u1", "Rome"), ("u2", "Oslo"), ("u3", "Kyiv")]
+    spark.catalog.dropTempView(view)
