@@ -23,7 +23,7 @@ from streams.delta.checkpoint import (
     delta_source_engines,
     remove_interrupted_writes,
 )
-from streams.delta.commit import FileEntry, append_files, committed
+from streams.delta.commit import FileEntry, append_files, committed, latest_version
 from streams.delta.engine import (
     DeltaEngine,
     NativeDelta,
@@ -87,6 +87,7 @@ __all__ = [
     "checkpoint_query_id",
     "commit_properties",
     "committed",
+    "latest_version",
     "crash_point",
     "delta_engine",
     "delta_source_engines",

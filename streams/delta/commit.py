@@ -49,6 +49,13 @@ def load_table(path: str) -> DeltaTable | None:
         return None
 
 
+def latest_version(path: str) -> int | None:
+    """The table's newest version, read from its log by delta-rs (a Spark `history()` is
+    a job per call for one number the log states), or None when there is no table."""
+    table = load_table(path)
+    return None if table is None else table.version()
+
+
 def add_actions(table: DeltaTable) -> pa.Table:
     """The table's live data files, one row each, with their statistics as columns."""
     return pa.table(table.get_add_actions(flatten=True))

@@ -27,6 +27,7 @@ from streams.delta.commit import (
     already_committed,
     committed,
     file_rows,
+    latest_version,
     load_table,
     nothing_written,
 )
@@ -105,14 +106,14 @@ def write_batch_native(
         if table is not None and any(r in str(e) for r in _SCHEMA_REFUSALS):
             _explain_refusal(df, target, table, e)
         raise
-    after = _version(target.path)
+    after = latest_version(target.path)
     if after == before and not target.record_empty and not committed(target, batch_id):
         nothing_written(target, batch_id, after)
         return after
     if after == before and target.mode == "append":
         # an append of no rows: Delta committed nothing, the batch is recorded by itself
         _record_if_skipped(df, batch_id, target, user_meta)
-        after = _version(target.path)
+        after = latest_version(target.path)
     if after == before:
         logger.info(
             "Delta table %s: batch %d of app `%s` already committed; skipped",
@@ -151,13 +152,6 @@ def _check_types(df: DataFrame, table: Any, target: DeltaTarget) -> None:
     except (TypeError, NotImplementedError):
         return
     check_types(table, incoming, path=target.path)
-
-
-def _version(path: str) -> int | None:
-    """The table's latest version, read from its log by delta-rs: a Spark `history()`
-    is a job per call, twice per batch, for one number the log states."""
-    table = load_table(path)
-    return None if table is None else table.version()
 
 
 def _writer(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str, *, txn: bool) -> Any:

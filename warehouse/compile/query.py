@@ -49,57 +49,83 @@ schema for `connect_schema` tables)."""
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 
+@dataclass
+class KeptSnapshot:
+    """One table a `SnapshotCache` keeps: its path, the DataFrame whose copy is cached,
+    and the table's version when that copy was read (the copy holds it or a newer one)."""
+
+    path: str
+    frame: DataFrame
+    version: int | None = None
+
+
 class SnapshotCache:
     """The tables a table's SQL reads as snapshots, held in Spark's cache
     (`snapshots: {max_age: ...}`; docs/architecture.md, "Snapshots").
 
     Spark's cache manager puts a cached copy in place of every read of the same table in
     a plan, the streaming query's included, so a batch plans no Delta log read and no
-    state rebuild of a new version. `refresh` reads a copy again once it is older than
-    `max_age` seconds: the same DataFrame unpersisted and persisted again, so the streaming
-    plan, which holds that DataFrame's plan, finds the new copy. The copy a batch joins
-    is therefore at most `max_age` old. On the native engine a write to one of the tables
-    through this session (delta-spark's commands) also refreshes its copy: Spark caches
-    again every plan that reads what it writes."""
+    state rebuild of a new version. Once the copies are older than `max_age` seconds,
+    `refresh` reads each table's version from its log and reads again the copy of each
+    that has a newer one: the same DataFrame unpersisted and persisted again, so the
+    streaming plan, which holds that DataFrame's plan, finds the new copy. A batch
+    therefore joins a copy at most `max_age` behind its table. On the native engine a
+    write to one of the tables through this session (delta-spark's commands) also
+    refreshes its copy: Spark caches again every plan that reads what it writes."""
 
     def __init__(
         self,
         table: str,
-        frames: dict[str, DataFrame],
+        kept: dict[str, KeptSnapshot],
         max_age: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.table = table
-        self.frames = frames
+        self.kept = kept
         self.max_age = max_age
         self._clock = clock
-        for df in frames.values():
-            df.persist()
         self.read_at = clock()
+        for k in kept.values():
+            self._read(k)
 
-    def refresh(self) -> bool:
-        """Read the copies again if they are older than `max_age`; whether it did. A read
-        that fails is logged and tried again after another `max_age`: the batches then
-        read the tables themselves and fail, naming the table, if they cannot either."""
+    @staticmethod
+    def _read(k: KeptSnapshot) -> None:
+        from streams.delta import latest_version
+
+        k.version = latest_version(k.path)  # before the copy: it holds this or newer
+        k.frame.unpersist(blocking=False)
+        k.frame.persist()
+
+    def refresh(self) -> list[str]:
+        """Once the copies are older than `max_age`, read again those whose table has a
+        newer version; the tables read again. A read that fails is logged and tried
+        again after another `max_age`; the batches then read the table themselves, and
+        fail if they cannot either."""
         now = self._clock()
         if now - self.read_at < self.max_age:
-            return False
+            return []
+        from streams.delta import latest_version
+
         self.read_at = now
-        for name, df in self.frames.items():
+        read = []
+        for name, k in self.kept.items():
             try:
-                df.unpersist(blocking=False)
-                df.persist()
+                if k.version is not None and latest_version(k.path) == k.version:
+                    continue  # the copy is the newest version
+                self._read(k)
+                read.append(name)
             except Exception as e:  # noqa: BLE001 - the next batch reads it and reports
                 logger.warning(
                     "table %s: could not read snapshot `%s` again: %s", self.table, name, e
                 )
-        logger.debug("table %s: snapshots %s read again", self.table, ", ".join(self.frames))
-        return True
+        if read:
+            logger.debug("table %s: snapshots %s read again", self.table, ", ".join(read))
+        return read
 
     def release(self) -> None:
         """Drop the copies (the query has stopped)."""
-        for df in self.frames.values():
-            df.unpersist(blocking=False)
+        for k in self.kept.values():
+            k.frame.unpersist(blocking=False)
 
 
 @dataclass
@@ -351,7 +377,8 @@ def build_query(
     # them last leaves nothing cached if the build fails before.
     snapshots = None
     if spec.snapshots is not None and frames:
-        snapshots = SnapshotCache(table, frames, interval_seconds(spec.snapshots.max_age))
+        kept = {n: KeptSnapshot(str(project.table_path(n)), df) for n, df in frames.items()}
+        snapshots = SnapshotCache(table, kept, interval_seconds(spec.snapshots.max_age))
     return CompiledQuery(
         plan=plan,
         writer=writer,

@@ -6,6 +6,7 @@ and moves another one, and the orders after that must see both. With `snapshots:
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from streams.kafka.admin import ensure_topic, produce
 from tests.integration.runtime.helpers import order, rows, version
 from tests.unit.runtime.projects import write_dws_project
 from warehouse import Project
-from warehouse.compile.query import SnapshotCache, read_snapshot
+from warehouse.compile.query import KeptSnapshot, SnapshotCache, read_snapshot
 from warehouse.runtime.pipeline import Pipeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -126,19 +127,23 @@ def test_a_kept_snapshot_is_read_again_once_older_than_its_max_age(
     view = "kept_dim_users"
     frame.createOrReplaceTempView(view)
     now = [100.0]
-    kept = SnapshotCache("t", {"dim_users": frame}, 10.0, clock=lambda: now[0])
+    kept = SnapshotCache(
+        "t", {"dim_users": KeptSnapshot(str(dim), frame)}, 10.0, clock=lambda: now[0]
+    )
 
     def cities() -> list[tuple]:
         return sorted(tuple(r) for r in spark.sql(f"SELECT user_id, city FROM {view}").collect())
 
     try:
         assert cities() == [("u1", "Paris")]
+        now[0] += 10.0
+        assert kept.refresh() == []  # due, but the table has no newer version
         dimension(dim, {"u1": "Rome", "u2": "Oslo"}, mode="overwrite")
         now[0] += 9.9
-        assert not kept.refresh()
+        assert kept.refresh() == []
         assert cities() == [("u1", "Paris")]
         now[0] += 0.1
-        assert kept.refresh()
+        assert kept.refresh() == ["dim_users"]
         assert cities() == [("u1", "Rome"), ("u2", "Oslo")]
         dimension(dim, {"u3": "Kyiv"}, mode="append")
         assert cities() == [("u1", "Rome"), ("u2", "Oslo")]
@@ -148,3 +153,27 @@ def test_a_kept_snapshot_is_read_again_once_older_than_its_max_age(
     # Released: each read is of the newest version again.
     assert cities() == [("u1", "Rome"), ("u2", "Oslo"), ("u3", "Kyiv")]
     spark.catalog.dropTempView(view)
+
+
+def test_a_kept_snapshot_that_cannot_be_read_again_fails_the_reads_not_the_runner(
+    spark, tmp_path: Path, engine: str
+) -> None:
+    dim = tmp_path / "dim_users"
+    dimension(dim, {"u1": "Paris"}, mode="error")
+    frame = read_snapshot(spark, str(dim), engine=engine)
+    now = [0.0]
+    kept = SnapshotCache(
+        "t", {"dim_users": KeptSnapshot(str(dim), frame)}, 1.0, clock=lambda: now[0]
+    )
+    try:
+        assert frame.count() == 1
+        shutil.rmtree(dim)
+        now[0] += 1.0
+        # Native reads the table when the copy is made (it fails and is logged), Python
+        # when a plan first runs: either way the runner's loop goes on, and no read
+        # gives the old copy of a table that is gone.
+        kept.refresh()
+        with pytest.raises(Exception):  # noqa: B017 - each engine words it its own way
+            frame.collect()
+    finally:
+        kept.release()
