@@ -10,6 +10,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
@@ -22,6 +23,9 @@ from tests.unit.runtime.projects import write_dws_project
 from warehouse import Project
 from warehouse.compile.query import KeptSnapshot, SnapshotCache, read_snapshot
 from warehouse.runtime.pipeline import Pipeline
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -118,18 +122,27 @@ def test_a_kept_snapshot_is_joined_while_younger_than_its_max_age(
     assert after == [("o1", "Paris"), ("o2", None), ("o3", "Paris")]
 
 
-def test_a_kept_snapshot_is_read_again_once_older_than_its_max_age(
-    spark, tmp_path: Path, engine: str
-) -> None:
+def kept_dimension(
+    spark, tmp_path: Path, engine: str, max_age: float
+) -> tuple[Path, DataFrame, list[float], SnapshotCache]:
+    """A `dim_users` table of one user, its snapshot kept, and the clock the keeper reads
+    (a one-item list to move)."""
     dim = tmp_path / "dim_users"
     dimension(dim, {"u1": "Paris"}, mode="error")
     frame = read_snapshot(spark, str(dim), engine=engine)
-    view = "kept_dim_users"
-    frame.createOrReplaceTempView(view)
     now = [100.0]
     kept = SnapshotCache(
-        "t", {"dim_users": KeptSnapshot(str(dim), frame)}, 10.0, clock=lambda: now[0]
+        "t", {"dim_users": KeptSnapshot(str(dim), frame)}, max_age, clock=lambda: now[0]
     )
+    return dim, frame, now, kept
+
+
+def test_a_kept_snapshot_is_read_again_once_older_than_its_max_age(
+    spark, tmp_path: Path, engine: str
+) -> None:
+    dim, frame, now, kept = kept_dimension(spark, tmp_path, engine, 10.0)
+    view = "kept_dim_users"
+    frame.createOrReplaceTempView(view)
 
     def cities() -> list[tuple]:
         return sorted(tuple(r) for r in spark.sql(f"SELECT user_id, city FROM {view}").collect())
@@ -158,13 +171,7 @@ def test_a_kept_snapshot_is_read_again_once_older_than_its_max_age(
 def test_a_kept_snapshot_that_cannot_be_read_again_fails_the_reads_not_the_runner(
     spark, tmp_path: Path, engine: str
 ) -> None:
-    dim = tmp_path / "dim_users"
-    dimension(dim, {"u1": "Paris"}, mode="error")
-    frame = read_snapshot(spark, str(dim), engine=engine)
-    now = [0.0]
-    kept = SnapshotCache(
-        "t", {"dim_users": KeptSnapshot(str(dim), frame)}, 1.0, clock=lambda: now[0]
-    )
+    dim, frame, now, kept = kept_dimension(spark, tmp_path, engine, 1.0)
     try:
         assert frame.count() == 1
         shutil.rmtree(dim)
