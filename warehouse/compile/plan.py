@@ -45,6 +45,9 @@ class TablePlan:
     trigger: str
     publish: str | None
     expectations: list[str] = field(default_factory=list)
+    snapshot_max_age: str | None = None
+    """`snapshots: {max_age}`: how old a kept copy of `static_tables` may be; None: each
+    batch reads their newest version."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -154,6 +157,7 @@ def plan_table(
         trigger=trigger,
         publish=spec.publish.kafka.topic if spec.publish else None,
         expectations=[f"{e.type} ({e.on_violation})" for e in spec.expectations],
+        snapshot_max_age=spec.snapshots.max_age if spec.snapshots else None,
     )
 
 
@@ -210,7 +214,12 @@ def render_text(plans: list[TablePlan]) -> str:
         lines.append(f"{i}. {p.name}  [{p.layer}]  ({p.file})")
         lines.append(f"   source:      {p.source}")
         if p.static_tables:
-            lines.append(f"   snapshots:   {', '.join(p.static_tables)}")
+            kept = (
+                f"kept in Spark's cache, at most {p.snapshot_max_age} old"
+                if p.snapshot_max_age
+                else "the newest version at each batch"
+            )
+            lines.append(f"   snapshots:   {', '.join(p.static_tables)} ({kept})")
         if p.transform:
             lines.append(f"   transform:   {p.transform}")
         for op in p.operators:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.runtime.projects import write_project
+from tests.unit.runtime.projects import write_dws_project, write_project
 from warehouse import Project
 from warehouse.compile.errors import SelectionError
 from warehouse.compile.plan import build_plan, render, select_tables
@@ -50,6 +50,20 @@ def test_text_plan_lists_tables_in_order(project: Project) -> None:
     assert text.index("1. ods_orders") < text.index("2. dwd_orders")
     assert "kafka `shop.orders` as json (orders) from earliest" in text
     assert f"checkpoint:  {project.root / 'checkpoints' / 'dwd_orders'}" in text
+
+
+def test_a_plan_says_how_a_table_reads_its_snapshots(tmp_path: Path) -> None:
+    root = write_dws_project(tmp_path / "proj", topic="shop.orders")
+    exact = render(build_plan(Project.load(root), tables=["dws_city_1m"]), "text")
+    assert "snapshots:   dim_users (the newest version at each batch)" in exact
+    spec = root / "layers" / "dws" / "city_1m.yml"
+    spec.write_text(spec.read_text() + "snapshots: {max_age: 10 seconds}\n")
+    [kept] = build_plan(Project.load(root), tables=["dws_city_1m"])
+    assert kept.snapshot_max_age == "10 seconds"
+    assert "snapshots:   dim_users (kept in Spark's cache, at most 10 seconds old)" in render(
+        [kept], "text"
+    )
+    assert json.loads(render([kept], "json"))["tables"][0]["snapshot_max_age"] == "10 seconds"
 
 
 def test_mermaid_and_dot_have_the_topic_and_table_edges(project: Project) -> None:
