@@ -74,7 +74,10 @@ class Project(LoadedProject):
         forget_modules()
         definitions, found = load_tables(project_dir)
         problems += found
-        checked = check_project(project_dir, definitions, payload, broken)
+        # Tables declared but not loaded: their own problems say why, so the tables
+        # reading them are not told that they do not exist.
+        unloaded = {p.table for p in found if p.table} - {d.name for d in definitions}
+        checked = check_project(project_dir, definitions, payload, broken, unloaded=unloaded)
         problems += checked.problems
         if problems or config is None:
             problems.sort(key=lambda p: (p.path.startswith("<"), p.path, p.line or 0))

@@ -43,10 +43,12 @@ class _Checker:
         project_dir: Path,
         payload: Mapping[str, Columns],
         broken: set[str],
+        unloaded: set[str] | None = None,
     ) -> None:
         self.project_dir = project_dir
         self.payload = payload
         self.broken = broken
+        self.unloaded = unloaded or set()
         self.problems: list[Problem] = []
 
     def add(self, d: TableDefinition, fld: str, message: str, *, path: str | None = None) -> None:
@@ -82,6 +84,8 @@ class _Checker:
             (f"source.join_streams[{i}].table", j.table) for i, j in enumerate(src.join_streams)
         ]
         for fld, name in refs:
+            if name in self.unloaded:
+                continue  # declared, with problems of its own
             if name not in defs:
                 self.add(
                     d,
@@ -224,6 +228,13 @@ class _Checker:
         streamed = set(d.spec.source.upstream_tables) | {"source"}
         return [t for t in read_tables(tree) if t in defs and t not in streamed]
 
+    def reads_unloaded(self, d: TableDefinition) -> bool:
+        """Whether the table's SQL names a table declared with problems of its own."""
+        if d.sql is None or not self.unloaded:
+            return False
+        tree, _ = parse_query(d.sql)
+        return tree is not None and bool(set(read_tables(tree)) & self.unloaded)
+
 
 def _schemas_known(payload: Mapping[str, Columns]) -> str:
     return f" Schemas of the project: {ticks(sorted(payload))}." if payload else ""
@@ -244,11 +255,17 @@ def check_project(
     definitions: list[TableDefinition],
     payload: Mapping[str, Columns],
     broken: set[str] | None = None,
+    *,
+    unloaded: set[str] | None = None,
 ) -> CheckedProject:
-    """Check `definitions` together; return them in run order with graph, columns, problems."""
-    checker = _Checker(project_dir, payload, broken or set())
+    """Check `definitions` together; return them in run order with graph, columns, problems.
+
+    `broken`: schemas present but invalid; `unloaded`: tables declared but not loaded
+    (their problems are reported already), which the tables reading them do not repeat."""
+    checker = _Checker(project_dir, payload, broken or set(), unloaded)
     defs = checker.unique_names(definitions)
-    columns = ColumnChecker(checker.add, payload, list(defs))
+    # An unloaded table's columns are unknown, as a Python transform's are.
+    columns = ColumnChecker(checker.add, payload, [*defs, *sorted(checker.unloaded)])
     enriched: dict[str, TableDefinition] = {}
     for name, d in defs.items():
         checker.source(d, defs)
@@ -257,7 +274,7 @@ def check_project(
         static = checker.static_tables(d, defs)
         for t in static:
             checker.layer_order(d, defs[t], *sql_location(d))
-        if d.spec.snapshots is not None and not static:
+        if d.spec.snapshots is not None and not static and not checker.reads_unloaded(d):
             checker.add(
                 d,
                 "snapshots.max_age",

@@ -29,6 +29,11 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
         ("layers/ods/events.yml", "table", ("`ods_events`", "layers/ods/events_copy.yml")),
         ("layers/ods/events_copy.yml", "table", ("`ods_events`", "layers/ods/events.yml")),
     ],
+    # A table that does not load is reported once, in its own file: the tables reading it
+    # (as a stream, in SQL, kept as a snapshot) are not told that it does not exist.
+    ("broken_upstream", "local"): [
+        ("layers/dwd/orders.yml", "sinc", ("unknown key `sinc`", "`sink`?")),
+    ],
     ("unknown_upstream", "local"): [
         ("layers/dwd/orders.yml", "source.table", ("`ods_ordrs`", "not a table", "`ods_orders`?")),
     ],
