@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -52,11 +53,41 @@ NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 @dataclass
 class KeptSnapshot:
     """One table a `SnapshotCache` keeps: its path, the DataFrame whose copy is cached,
-    and the table's version when that copy was read (the copy holds it or a newer one)."""
+    and the table's version when that copy was read (the copy holds it or a newer one).
+    `users`: the caches sharing it (`kept_snapshot`)."""
 
     path: str
     frame: DataFrame
     version: int | None = None
+    users: int = 0
+
+
+_KEPT: dict[tuple[int, str, str], KeptSnapshot] = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def kept_snapshot(spark: SparkSession, path: str, *, engine: str) -> KeptSnapshot:
+    """The snapshot of `path` that the queries of this session keep, shared: Spark caches
+    by plan, so two copies of one table would be one entry, and a query that read its
+    copy again or stopped would drop the other's. A `SnapshotCache` counts itself among
+    its users; the last to release it unpersists it."""
+    key = (id(spark), engine, path)
+    with _KEPT_LOCK:
+        k = _KEPT.get(key)
+        if k is None:
+            k = _KEPT[key] = KeptSnapshot(path, read_snapshot(spark, path, engine=engine))
+        return k
+
+
+def _release_kept(k: KeptSnapshot) -> None:
+    with _KEPT_LOCK:
+        k.users -= 1
+        if k.users > 0:
+            return
+        for key, other in list(_KEPT.items()):
+            if other is k:
+                del _KEPT[key]
+    k.frame.unpersist(blocking=False)
 
 
 class SnapshotCache:
@@ -86,7 +117,10 @@ class SnapshotCache:
         self._clock = clock
         self.read_at = clock()
         for k in kept.values():
-            self._read(k)
+            with _KEPT_LOCK:
+                k.users += 1
+            if not k.frame.is_cached:  # shared: another query keeps it already
+                self._read(k)
 
     @staticmethod
     def _read(k: KeptSnapshot) -> None:
@@ -123,9 +157,10 @@ class SnapshotCache:
         return read
 
     def release(self) -> None:
-        """Drop the copies (the query has stopped)."""
+        """Let go of the copies (the query has stopped); one no other query keeps is
+        dropped from Spark's cache."""
         for k in self.kept.values():
-            k.frame.unpersist(blocking=False)
+            _release_kept(k)
 
 
 @dataclass
@@ -290,6 +325,7 @@ def build_query(
     registered: list[str] = []
     views: dict[str, str] = {}
     frames: dict[str, DataFrame] = {}
+    kept: dict[str, KeptSnapshot] = {}
     for name in static:
         path = str(project.table_path(name))
         if not table_exists(path):
@@ -299,7 +335,11 @@ def build_query(
                 table=table,
             )
         view = f"snap_{name}_{uuid.uuid4().hex[:8]}"
-        frames[name] = read_snapshot(spark, path, engine=engines["delta"])
+        if spec.snapshots is not None:
+            kept[name] = kept_snapshot(spark, path, engine=engines["delta"])
+            frames[name] = kept[name].frame
+        else:
+            frames[name] = read_snapshot(spark, path, engine=engines["delta"])
         frames[name].createOrReplaceTempView(view)
         views[name] = view
         registered.append(view)
@@ -376,8 +416,7 @@ def build_query(
     # Each batch's plan takes the cached copies wherever it reads the tables, so caching
     # them last leaves nothing cached if the build fails before.
     snapshots = None
-    if spec.snapshots is not None and frames:
-        kept = {n: KeptSnapshot(str(project.table_path(n)), df) for n, df in frames.items()}
+    if spec.snapshots is not None and kept:
         snapshots = SnapshotCache(table, kept, interval_seconds(spec.snapshots.max_age))
     return CompiledQuery(
         plan=plan,

@@ -21,7 +21,7 @@ from streams.kafka.admin import ensure_topic, produce
 from tests.integration.runtime.helpers import order, rows, version
 from tests.unit.runtime.projects import write_dws_project
 from warehouse import Project
-from warehouse.compile.query import KeptSnapshot, SnapshotCache, read_snapshot
+from warehouse.compile.query import KeptSnapshot, SnapshotCache, kept_snapshot, read_snapshot
 from warehouse.runtime.pipeline import Pipeline
 
 if TYPE_CHECKING:
@@ -184,3 +184,40 @@ def test_a_kept_snapshot_that_cannot_be_read_again_fails_the_reads_not_the_runne
             frame.collect()
     finally:
         kept.release()
+
+
+def test_tables_keeping_the_same_snapshot_share_one_copy_until_the_last_lets_go(
+    spark, tmp_path: Path, engine: str
+) -> None:
+    dim = tmp_path / "dim_users"
+    dimension(dim, {"u1": "Paris"}, mode="error")
+    shared = kept_snapshot(spark, str(dim), engine=engine)
+    assert kept_snapshot(spark, str(dim), engine=engine) is shared
+    now = [0.0]
+    first = SnapshotCache("a", {"dim_users": shared}, 10.0, clock=lambda: now[0])
+    second = SnapshotCache("b", {"dim_users": shared}, 60.0, clock=lambda: now[0])
+    view = "shared_dim_users"
+    shared.frame.createOrReplaceTempView(view)
+
+    def cities() -> list[tuple]:
+        return sorted(tuple(r) for r in spark.sql(f"SELECT user_id, city FROM {view}").collect())
+
+    try:
+        assert cities() == [("u1", "Paris")]
+        dimension(dim, {"u1": "Rome"}, mode="overwrite")
+        now[0] += 10.0
+        assert first.refresh() == ["dim_users"]
+        assert cities() == [("u1", "Rome")]
+        now[0] += 50.0
+        assert second.refresh() == []  # the shared copy is the newest version already
+        dimension(dim, {"u1": "Oslo"}, mode="overwrite")
+        first.release()
+        # The other table still keeps it: its copy stays.
+        assert shared.frame.is_cached
+        assert cities() == [("u1", "Rome")]
+    finally:
+        second.release()
+    assert not shared.frame.is_cached
+    assert cities() == [("u1", "Oslo")]
+    assert kept_snapshot(spark, str(dim), engine=engine) is not shared
+    spark.catalog.dropTempView(view)
