@@ -60,6 +60,8 @@ class KeptSnapshot:
     frame: DataFrame
     version: int | None = None
     users: int = 0
+    key: tuple[int, str, str] | None = None
+    """Its place in the session's shared snapshots (`kept_snapshot`), if there."""
 
 
 _KEPT: dict[tuple[int, str, str], KeptSnapshot] = {}
@@ -75,7 +77,8 @@ def kept_snapshot(spark: SparkSession, path: str, *, engine: str) -> KeptSnapsho
     with _KEPT_LOCK:
         k = _KEPT.get(key)
         if k is None:
-            k = _KEPT[key] = KeptSnapshot(path, read_snapshot(spark, path, engine=engine))
+            frame = read_snapshot(spark, path, engine=engine)
+            k = _KEPT[key] = KeptSnapshot(path, frame, key=key)
         return k
 
 
@@ -84,9 +87,8 @@ def _release_kept(k: KeptSnapshot) -> None:
         k.users -= 1
         if k.users > 0:
             return
-        for key, other in list(_KEPT.items()):
-            if other is k:
-                del _KEPT[key]
+        if k.key is not None and _KEPT.get(k.key) is k:
+            del _KEPT[k.key]
     k.frame.unpersist(blocking=False)
 
 
@@ -119,7 +121,8 @@ class SnapshotCache:
         for k in kept.values():
             with _KEPT_LOCK:
                 k.users += 1
-            if not k.frame.is_cached:  # shared: another query keeps it already
+                first = k.users == 1
+            if first:  # else shared: another query keeps it already
                 self._read(k)
 
     @staticmethod
@@ -324,7 +327,6 @@ def build_query(
     plan = plan_table(project, table, static_tables=static)
     registered: list[str] = []
     views: dict[str, str] = {}
-    frames: dict[str, DataFrame] = {}
     kept: dict[str, KeptSnapshot] = {}
     for name in static:
         path = str(project.table_path(name))
@@ -337,10 +339,9 @@ def build_query(
         view = f"snap_{name}_{uuid.uuid4().hex[:8]}"
         if spec.snapshots is not None:
             kept[name] = kept_snapshot(spark, path, engine=engines["delta"])
-            frames[name] = kept[name].frame
+            kept[name].frame.createOrReplaceTempView(view)
         else:
-            frames[name] = read_snapshot(spark, path, engine=engines["delta"])
-        frames[name].createOrReplaceTempView(view)
+            read_snapshot(spark, path, engine=engines["delta"]).createOrReplaceTempView(view)
         views[name] = view
         registered.append(view)
 

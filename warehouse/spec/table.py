@@ -38,6 +38,14 @@ def _check_interval(value: str) -> str:
     return value.strip()
 
 
+def _check_positive_interval(value: str, zero: str, example: str) -> str:
+    """`value` as `_check_interval` gives it, refused when zero (`zero` says why)."""
+    value = _check_interval(value)
+    if int(value.split()[0]) == 0:
+        raise ValueError(f"`{value}` {zero}; give a positive interval, e.g. `{example}`")
+    return value
+
+
 def _check_name(value: str) -> str:
     if not NAME_RE.match(value):
         raise ValueError(
@@ -225,10 +233,7 @@ class UpsertSink(_SinkBase):
     @field_validator("tombstone_retention")
     @classmethod
     def _retention(cls, v: str) -> str:
-        v = _check_interval(v)
-        if int(v.split()[0]) == 0:
-            raise ValueError(f"`{v}` keeps no tombstone; give a positive interval, e.g. `7 days`")
-        return v
+        return _check_positive_interval(v, "keeps no tombstone", "7 days")
 
 
 class Scd2Sink(_SinkBase):
@@ -302,13 +307,12 @@ class Snapshots(Spec):
     @field_validator("max_age")
     @classmethod
     def _max_age(cls, v: str) -> str:
-        v = _check_interval(v)
-        if int(v.split()[0]) == 0:
-            raise ValueError(
-                f"`{v}` would read the tables again at every batch, which is the default; "
-                "give a positive interval, e.g. `10 seconds`, or leave `snapshots` out"
-            )
-        return v
+        return _check_positive_interval(
+            v,
+            "would read the tables again at every batch, which is the default "
+            "(leave `snapshots` out for that)",
+            "10 seconds",
+        )
 
 
 class KafkaPublish(Spec):
