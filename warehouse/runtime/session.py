@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,7 +83,7 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
     conf = {**LOCAL_DEFAULTS, **_local_conf(config.master)}
     conf = {**conf, **_native_jars_conf(config), **config.conf}
     if not _submitted():
-        conf = _with_log_config(conf)
+        conf = _with_region_size(_with_log_config(conf), config.master)
     builder = SparkSession.builder.appName(app_name or config.app_name)
     if not _submitted():
         builder = builder.master(config.master)
@@ -178,6 +179,10 @@ def _local_conf(master: str) -> dict[str, str]:
       whose rename is Java's; the `chmod`s stay. On a local file system both ways check
       that the target is absent and then rename, so neither is safer than the other
       against two processes committing the same file at once.
+    - A broadcast is serialized into blocks of `spark.broadcast.blockSize` (4 MB by
+      default), the first allocated whole even for a task's few kilobytes; a local JVM
+      has no other executor to send blocks to, and 1 MB blocks stay below G1's humongous
+      size (`_with_region_size`).
     """
     cores = local_cores(master)
     if cores is None:
@@ -186,7 +191,34 @@ def _local_conf(master: str) -> dict[str, str]:
         "spark.databricks.delta.snapshotPartitions": str(cores),
         "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
         "spark.delta.logStore.file.impl": "io.delta.storage.LocalLogStore",
+        "spark.broadcast.blockSize": "1m",
     }
+
+
+G1_REGION_SIZE = "4m"
+"""The G1 region size of a local JVM the framework launches (`_with_region_size`)."""
+
+
+def _with_region_size(conf: dict[str, str], master: str) -> dict[str, str]:
+    """`conf` with G1 regions of `G1_REGION_SIZE` in the driver's Java options, for a
+    local master whose options choose neither a region size nor another collector.
+
+    G1 puts an object of half a region or more in regions of its own ("humongous"),
+    and such allocations start its concurrent cycles early. With Spark's 1g heap its
+    regions are 1 MB, and Spark allocates buffers of 1 MB for every task's result,
+    every collected partition and every cached block, and of `spark.broadcast.blockSize`
+    (4 MB by default) for every broadcast, which each job and each file scan makes: in
+    the example's continuous run on the native engines a third of the collections were
+    started by them. With 4 MB regions and 1 MB broadcast blocks, that run spent half
+    the CPU on collecting (docs/benchmarks.md, "End-to-end latency").
+    """
+    if local_cores(master) is None:
+        return conf
+    options = conf.get("spark.driver.extraJavaOptions", "")
+    if "G1HeapRegionSize" in options or re.search(r"-XX:\+Use(?!G1GC)\w+GC\b", options):
+        return conf
+    flag = f"-XX:G1HeapRegionSize={G1_REGION_SIZE}"
+    return {**conf, "spark.driver.extraJavaOptions": f"{options} {flag}".strip()}
 
 
 def local_cores(master: str) -> int | None:

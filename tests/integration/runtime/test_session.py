@@ -39,6 +39,33 @@ def test_local_defaults_reach_the_launched_jvm(spark) -> None:
     )
     # Delta reads its log store from the JVM's conf, once.
     assert jconf.get("spark.delta.logStore.file.impl") == "io.delta.storage.LocalLogStore"
+    # Spark's 1 MB buffers and broadcast blocks stay below half a G1 region (humongous).
+    assert jconf.get("spark.broadcast.blockSize") == "1m"
+    assert _vm_option(spark, "G1HeapRegionSize") == str(4 * 1024 * 1024)
+
+
+def _vm_option(spark, name: str) -> str:
+    """The launched JVM's value of the HotSpot option `name`."""
+    jvm = spark.sparkContext._jvm
+    bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    )
+    return bean.getVMOption(name).getValue()
+
+
+def test_java_options_of_your_own_choose_the_collector() -> None:
+    """A region size or another collector in the driver's Java options is left as it is;
+    a cluster's master gets no region size from the framework."""
+    from warehouse.runtime.session import _with_region_size
+
+    options = "spark.driver.extraJavaOptions"
+    for own in ("-XX:G1HeapRegionSize=16m", "-XX:+UseParallelGC -Xmx8g", "-XX:+UseZGC"):
+        assert _with_region_size({options: own}, "local[2]") == {options: own}
+    assert _with_region_size({options: "-XX:+UseG1GC"}, "local[*]") == {
+        options: "-XX:+UseG1GC -XX:G1HeapRegionSize=4m"
+    }
+    assert _with_region_size({}, "local") == {options: "-XX:G1HeapRegionSize=4m"}
+    assert _with_region_size({}, "spark://head:7077") == {}
 
 
 def test_streaming_checkpoints_and_delta_commits_rename_without_a_process(
