@@ -207,10 +207,11 @@ def _with_region_size(conf: dict[str, str], master: str) -> dict[str, str]:
     and such allocations start its concurrent cycles early. With Spark's 1g heap its
     regions are 1 MB, and Spark allocates buffers of 1 MB for every task's result,
     every collected partition and every cached block, and of `spark.broadcast.blockSize`
-    (4 MB by default) for every broadcast, which each job and each file scan makes: in
-    the example's continuous run on the native engines a third of the collections were
-    started by them. With 4 MB regions and 1 MB broadcast blocks, that run spent half
-    the CPU on collecting (docs/benchmarks.md, "End-to-end latency").
+    (4 MB by default) for every broadcast, which each stage and each file scan makes: in
+    the example's continuous run on the native engines they started a quarter of the
+    collections. With 4 MB regions and 1 MB broadcast blocks they started a fifth as
+    many, and a third as many concurrent cycles ran with a 3g heap (docs/benchmarks.md,
+    "End-to-end latency").
     """
     if local_cores(master) is None:
         return conf
