@@ -2,7 +2,8 @@
 # Each creates .venv when missing, installs the project with its locked
 # dependencies (constraints.txt), checks for Java >= 17, resolves the native engines'
 # jars (Spark's Kafka connector, delta-spark) once into ~/.cache/spark-warehouse/jars
-# (later runs find them there and need no network), then runs.
+# (later runs find them there and need no network) and makes a class archive of Spark
+# for this Java that local sessions start with, then runs.
 
 PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
             command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && echo $$p && break; done)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -340,6 +341,7 @@ def cmd_jars(args: argparse.Namespace) -> int:
         _out(f"packages: {', '.join(packages.coordinates)}")
         _out(f"manifest: {manifest_path(cache, packages)}")
         _out("cached: " + ("no" if jars is None else f"{len(jars.files)} jar(s)"))
+        _out("class archive: " + _class_archive_line())
         return 0 if jars is not None else 1
     if cached_jars(cache, packages) is None:
         _out(f"resolving {', '.join(packages.coordinates)} from Maven (once) ...")
@@ -348,7 +350,36 @@ def cmd_jars(args: argparse.Namespace) -> int:
         f"native jars: {len(jars.files)} file(s), kafka={jars.kafka}, delta={jars.delta} "
         f"({manifest_path(cache, packages)})"
     )
+    if not args.no_class_archive:
+        _fetch_class_archive()
     return 0
+
+
+def _class_archive_line() -> str:
+    """What `jars show` says of the class archive of this Java and Spark."""
+    from warehouse.runtime.class_archive import archive_dir, session_archive
+
+    cache, archive = session_archive(os.environ)
+    if archive is None:
+        return f"none for this Java and Spark in {archive_dir(cache)} (`warehouse jars fetch`)"
+    return f"{archive.path} ({archive.size >> 20} MB, for {archive.record.get('java')})"
+
+
+def _fetch_class_archive() -> None:
+    """Make the class archive local sessions start with, once per Java and Spark; a
+    failure is reported and sessions start without one."""
+    from warehouse.runtime.class_archive import make_archive, session_archive
+    from warehouse.runtime.errors import ClassArchiveError
+
+    cache, archive = session_archive(os.environ)
+    if archive is None:
+        _out("making the class archive local sessions start with (once, about 30 s) ...")
+        try:
+            archive = make_archive(cache)
+        except ClassArchiveError as e:
+            _err(f"no class archive made ({e}); local sessions start without one")
+            return
+    _out(f"class archive: {archive.path} ({archive.size >> 20} MB)")
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:

@@ -190,6 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where the jars are cached (default ~/.cache/spark-warehouse/jars)",
     )
+    p.add_argument(
+        "--no-class-archive",
+        action="store_true",
+        help="fetch: do not make the class archive local sessions start faster with",
+    )
 
     p = sub.add_parser("bundle", help="pack the Python environment for executors (--archives)")
     p.add_argument(

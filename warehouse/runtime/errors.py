@@ -49,3 +49,8 @@ class RecoverError(WarehouseError):
 
 class JarsError(WarehouseError):
     """The native engines' jars could not be resolved (no network, a version not served)."""
+
+
+class ClassArchiveError(WarehouseError):
+    """A class archive for local sessions could not be made (no `java`, the child JVM
+    failed); sessions then start without one."""

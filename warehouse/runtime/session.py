@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from warehouse.errors import root_cause_line
+from warehouse.runtime.class_archive import with_archive
 from warehouse.runtime.errors import SessionStartError
 from warehouse.runtime.jars import cached_jars, default_cache_dir
+from warehouse.runtime.spark_home import default_cache_dir as spark_cache_dir
 from warehouse.runtime.spark_home import launching
 from warehouse.spec.config import SparkSettings
 
@@ -98,7 +100,12 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
             session = builder.getOrCreate()
         else:
             # workers import pyspark compiled (spark_home); a local JVM listens on loopback
-            with launching(config.master), _loopback(config.master):
+            with launching(config.master) as home, _loopback(config.master):
+                archived = _with_class_archive(conf, config.master, home)
+                if archived is not conf:
+                    builder = builder.config(
+                        "spark.driver.extraJavaOptions", archived["spark.driver.extraJavaOptions"]
+                    )
                 session = builder.getOrCreate()
     except (PySparkException, Py4JError, OSError) as e:
         raise _start_failure(config.master, e) from e
@@ -220,6 +227,15 @@ def _with_region_size(conf: dict[str, str], master: str) -> dict[str, str]:
         return conf
     flag = f"-XX:G1HeapRegionSize={G1_REGION_SIZE}"
     return {**conf, "spark.driver.extraJavaOptions": f"{options} {flag}".strip()}
+
+
+def _with_class_archive(conf: dict[str, str], master: str, home: Path | None) -> dict[str, str]:
+    """`conf` with the class archive `warehouse jars fetch` made for this Java and Spark
+    (`warehouse.runtime.class_archive`), for a local master; `conf` itself when there is
+    none or the Java options choose class-data sharing of their own."""
+    if local_cores(master) is None:
+        return conf
+    return with_archive(conf, home, cache_dir=spark_cache_dir(os.environ), environ=os.environ)
 
 
 def local_cores(master: str) -> int | None:

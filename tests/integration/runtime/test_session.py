@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from warehouse.runtime.engines import native_available, resolve_engine
@@ -51,6 +54,24 @@ def _vm_option(spark, name: str) -> str:
         jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
     )
     return bean.getVMOption(name).getValue()
+
+
+def test_the_launched_jvm_maps_the_class_archive(spark) -> None:
+    """`make install` (`warehouse jars fetch`) made a class archive for this Java and
+    Spark; the JVM the framework launched was given it and mapped it (a JVM that refused
+    it, its class path changed, would have started without it, silently)."""
+    from warehouse.runtime.class_archive import cached_archive, session_launch
+    from warehouse.runtime.spark_home import default_cache_dir
+
+    launch = session_launch(os.environ)
+    assert launch is not None
+    archive = cached_archive(default_cache_dir(os.environ), launch)
+    assert archive is not None, (
+        "no class archive for this Java and Spark: `make install` (`warehouse jars fetch`) makes it"
+    )
+    assert _vm_option(spark, "SharedArchiveFile") == str(archive.path)
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    assert str(archive.path) in Path(f"/proc/{pid}/maps").read_text()
 
 
 def test_java_options_of_your_own_choose_the_collector() -> None:
