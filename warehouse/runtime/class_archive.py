@@ -255,6 +255,8 @@ def make_archive(cache_dir: Path, *, environ: Mapping[str, str] | None = None) -
             raise ClassArchiveError(
                 f"the child JVM did not write a class archive (exit {proc.returncode}):\n{tail}"
             )
+        if not maps_whole(launch.java, tmp):
+            raise ClassArchiveError(f"the class archive the child JVM wrote does not load ({tmp})")
         size = tmp.stat().st_size
         record = {
             "java": str(launch.java),
@@ -273,6 +275,18 @@ def make_archive(cache_dir: Path, *, environ: Mapping[str, str] | None = None) -
     made = cached_archive(cache_dir, launch)
     assert made is not None  # just written whole
     return made
+
+
+def maps_whole(java: Path, archive: Path) -> bool:
+    """Whether `java` maps `archive` and exits cleanly (`-version`). Java maps an archive
+    before it checks the class path the archive was made with, and a torn one crashes it
+    there; an archive it refuses (another Java's) passes, as it would at a session's
+    start."""
+    # A crash writes its report (hs_err_pid<N>.log) to the working directory unless told.
+    command = [str(java), f"-XX:SharedArchiveFile={archive}", *JAVA_FLAGS]
+    command += ["-XX:ErrorFile=/dev/null", "-XX:-CreateCoredumpOnCrash", "-version"]
+    proc = subprocess.run(command, capture_output=True, check=False, timeout=120)
+    return proc.returncode == 0
 
 
 def prune(cache_dir: Path, *, keep: str) -> list[Path]:

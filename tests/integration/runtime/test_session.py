@@ -74,6 +74,21 @@ def test_the_launched_jvm_maps_the_class_archive(spark) -> None:
     assert str(archive.path) in Path(f"/proc/{pid}/maps").read_text()
 
 
+def test_a_torn_class_archive_is_caught_before_it_is_kept(tmp_path: Path) -> None:
+    """A JVM that maps a torn archive crashes at start; `make_archive` keeps an archive
+    only after a `java -version` has mapped it whole."""
+    from warehouse.runtime.class_archive import maps_whole, session_archive
+
+    _cache, archive = session_archive(os.environ)
+    assert archive is not None, "no class archive: `make install` makes it"
+    java = Path(str(archive.record["java"]))
+    assert maps_whole(java, archive.path)
+    torn = tmp_path / "torn.jsa"
+    with archive.path.open("rb") as whole:
+        torn.write_bytes(whole.read(1 << 20))
+    assert not maps_whole(java, torn)
+
+
 def test_java_options_of_your_own_choose_the_collector() -> None:
     """A region size or another collector in the driver's Java options is left as it is;
     a cluster's master gets no region size from the framework."""
