@@ -20,8 +20,8 @@ from warehouse.errors import root_cause_line
 from warehouse.runtime.class_archive import with_archive
 from warehouse.runtime.errors import SessionStartError
 from warehouse.runtime.jars import cached_jars, default_cache_dir
+from warehouse.runtime.spark_home import DRIVER_OPTIONS, launching, with_driver_options
 from warehouse.runtime.spark_home import default_cache_dir as spark_cache_dir
-from warehouse.runtime.spark_home import launching
 from warehouse.spec.config import SparkSettings
 
 if TYPE_CHECKING:
@@ -101,11 +101,9 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
         else:
             # workers import pyspark compiled (spark_home); a local JVM listens on loopback
             with launching(config.master) as home, _loopback(config.master):
-                archived = _with_class_archive(conf, config.master, home)
-                if archived is not conf:
-                    builder = builder.config(
-                        "spark.driver.extraJavaOptions", archived["spark.driver.extraJavaOptions"]
-                    )
+                conf = _with_class_archive(conf, config.master, home)
+                if DRIVER_OPTIONS in conf:
+                    builder = builder.config(DRIVER_OPTIONS, conf[DRIVER_OPTIONS])
                 session = builder.getOrCreate()
     except (PySparkException, Py4JError, OSError) as e:
         raise _start_failure(config.master, e) from e
@@ -139,11 +137,10 @@ without the warnings every streaming run logs that ask nothing of the user."""
 def _with_log_config(conf: dict[str, str]) -> dict[str, str]:
     """`conf` with `LOG_CONFIG` as the driver's log4j2 configuration, added to the
     driver's Java options, unless they name a configuration file of their own."""
-    options = conf.get("spark.driver.extraJavaOptions", "")
+    options = conf.get(DRIVER_OPTIONS, "")
     if "log4j2.configurationFile" in options or "log4j.configuration" in options:
         return conf
-    flag = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
-    return {**conf, "spark.driver.extraJavaOptions": f"{options} {flag}".strip()}
+    return with_driver_options(conf, f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}")
 
 
 def _start_failure(master: str, e: BaseException) -> SessionStartError:
@@ -222,11 +219,10 @@ def _with_region_size(conf: dict[str, str], master: str) -> dict[str, str]:
     """
     if local_cores(master) is None:
         return conf
-    options = conf.get("spark.driver.extraJavaOptions", "")
+    options = conf.get(DRIVER_OPTIONS, "")
     if "G1HeapRegionSize" in options or re.search(r"-XX:\+Use(?!G1GC)\w+GC\b", options):
         return conf
-    flag = f"-XX:G1HeapRegionSize={G1_REGION_SIZE}"
-    return {**conf, "spark.driver.extraJavaOptions": f"{options} {flag}".strip()}
+    return with_driver_options(conf, f"-XX:G1HeapRegionSize={G1_REGION_SIZE}")
 
 
 def _with_class_archive(conf: dict[str, str], master: str, home: Path | None) -> dict[str, str]:

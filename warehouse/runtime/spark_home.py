@@ -81,10 +81,12 @@ def shadow_home(home: Path, cache_dir: Path) -> Path | None:
     files differ by name gets a directory of its own (links are by path, so one upgraded
     in place with the same names is still linked right). Safe against other processes
     doing the same at the same time: each builds its own copy and renames it into
-    place; a loser removes its copy and uses the winner's."""
+    place; a loser removes its copy and uses the winner's. The directories of pysparks
+    since removed are pruned (`prune_homes`)."""
     links = _links(home)
     key = hashlib.sha256("\n".join([str(home), *links]).encode()).hexdigest()[:16]
     shadow = cache_dir / f"spark-home-{key}"
+    prune_homes(cache_dir)
     if shadow.exists():
         return shadow if _is_current(shadow, links) else None
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -101,6 +103,30 @@ def shadow_home(home: Path, cache_dir: Path) -> Path | None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return shadow
+
+
+def prune_homes(cache_dir: Path) -> list[Path]:
+    """Remove the links directories of pyspark installations that are gone (a deleted
+    virtualenv's, whose `bin` link dangles); returns those removed. No JVM can still be
+    loading classes through them: their jars are gone."""
+    removed = []
+    for shadow in cache_dir.glob("spark-home-*"):
+        bin_link = shadow / "bin"
+        if bin_link.is_symlink() and not bin_link.exists():
+            shutil.rmtree(shadow, ignore_errors=True)
+            removed.append(shadow)
+    if removed:
+        logger.info("removed %d SPARK_HOME link directories of removed pysparks", len(removed))
+    return removed
+
+
+DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def with_driver_options(conf: Mapping[str, str], flags: str) -> dict[str, str]:
+    """`conf` with `flags` after the driver's Java options it has."""
+    options = f"{conf.get(DRIVER_OPTIONS, '')} {flags}".strip()
+    return {**conf, DRIVER_OPTIONS: options}
 
 
 def default_cache_dir(environ: Mapping[str, str]) -> Path:

@@ -5,6 +5,7 @@ tests/integration/runtime/test_session.py)."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 from pathlib import Path
@@ -50,6 +51,18 @@ def test_a_pyspark_with_other_files_gets_its_own_directory(tmp_path: Path) -> No
     assert (second / "python" / "lib" / "py4j-2.zip").is_symlink()
     # The first is left as it was: a running JVM may load classes through it.
     assert (first / "python" / "lib" / "py4j-src.zip").is_symlink()
+
+
+def test_the_directories_of_removed_pysparks_are_pruned(tmp_path: Path) -> None:
+    """Making a directory removes those whose pyspark is gone (a deleted virtualenv's)
+    and keeps those whose pyspark is still installed."""
+    gone = shadow_home(_fake_home(tmp_path / "gone"), tmp_path / "cache")
+    kept = shadow_home(_fake_home(tmp_path / "kept"), tmp_path / "cache")
+    assert gone is not None and kept is not None
+    shutil.rmtree(tmp_path / "gone")
+    made = shadow_home(_fake_home(tmp_path / "new"), tmp_path / "cache")
+    assert made is not None
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted([kept.name, made.name])
 
 
 def test_an_incomplete_directory_is_not_used(tmp_path: Path) -> None:
