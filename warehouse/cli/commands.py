@@ -362,7 +362,13 @@ def _class_archive_line() -> str:
     cache, archive = session_archive(os.environ)
     if archive is None:
         return f"none for this Java and Spark in {archive_dir(cache)} (`warehouse jars fetch`)"
-    return f"{archive.path} ({archive.size >> 20} MB, for {archive.record.get('java')})"
+    return f"{archive.path} ({_covers(archive)}, for {archive.record.get('java')})"
+
+
+def _covers(archive) -> str:
+    """An archive's size and the work its classes were loaded by."""
+    ran = archive.record.get("exercised")
+    return f"{archive.size >> 20} MB" + (f"; {', '.join(ran)}" if ran else "")
 
 
 def _fetch_class_archive() -> None:
@@ -373,13 +379,13 @@ def _fetch_class_archive() -> None:
 
     cache, archive = session_archive(os.environ)
     if archive is None:
-        _out("making the class archive local sessions start with (once, about 30 s) ...")
+        _out("making the class archive local sessions start with (once, about 45 s) ...")
         try:
             archive = make_archive(cache)
         except ClassArchiveError as e:
             _err(f"no class archive made ({e}); local sessions start without one")
             return
-    _out(f"class archive: {archive.path} ({archive.size >> 20} MB)")
+    _out(f"class archive: {archive.path} ({_covers(archive)})")
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:

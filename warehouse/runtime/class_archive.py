@@ -3,9 +3,9 @@
 A local session's JVM loads about 25,000 classes of Spark, Delta and their libraries,
 parsing and verifying each, before and during its first queries. Java can keep them
 parsed and verified in an archive made by an earlier JVM (`-XX:ArchiveClassesAtExit`)
-and map it at start (`-XX:SharedArchiveFile`). A new process's session started in 5.0 s
-with one against 7.8 s without, and with a first Delta write, read, MERGE and streaming
-query it ran for 0.81 of the time (docs/benchmarks.md, "Session start").
+and map it at start (`-XX:SharedArchiveFile`). A new process's session started in 4.0 s
+with one against 7.2 s without, and with a first Delta write, read, MERGE and streaming
+query it ran for 0.75 of the time (docs/benchmarks.md, "Session start").
 
 `warehouse jars fetch` (which `make install` runs) makes the archive once, in a child
 process whose session runs a little of everything, and names it by what it is valid
@@ -34,7 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warehouse.runtime.errors import ClassArchiveError
-from warehouse.runtime.spark_home import default_cache_dir, launch_home
+from warehouse.runtime.spark_home import (
+    DRIVER_OPTIONS,
+    default_cache_dir,
+    launch_home,
+    with_driver_options,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -168,41 +173,38 @@ def with_archive(
 ) -> dict[str, str]:
     """`conf` with the class archive of this launch in the driver's Java options, when
     there is one and the options choose no class-data sharing of their own."""
-    options = conf.get("spark.driver.extraJavaOptions", "")
-    if chooses_own(options, environ):
+    if chooses_own(conf.get(DRIVER_OPTIONS, ""), environ):
         return conf
     launch = launch_for(spark_home, environ)
     archive = None if launch is None else cached_archive(cache_dir, launch)
     if archive is None:
         logger.debug("no class archive for this Java and Spark in %s", archive_dir(cache_dir))
         return conf
-    flags = " ".join([f"-XX:SharedArchiveFile={archive.path}", *JAVA_FLAGS])
     logger.debug("launching Spark with the class archive %s", archive.path)
-    return {**conf, "spark.driver.extraJavaOptions": f"{options} {flags}".strip()}
+    return with_driver_options(
+        conf, " ".join([f"-XX:SharedArchiveFile={archive.path}", *JAVA_FLAGS])
+    )
 
 
 _EXERCISE = """
-import sys, tempfile
+import json, shutil, sys, tempfile
 from pathlib import Path
 from warehouse.runtime.session import get_session
 from warehouse.spec.config import SparkSettings
+from streams.delta.native import native_delta_available
 
-out = sys.argv[1]
-flags = "-XX:ArchiveClassesAtExit=" + out + " " + " ".join(sys.argv[2:])
+out, ran = sys.argv[1], sys.argv[2]
+flags = "-XX:ArchiveClassesAtExit=" + out + " " + " ".join(sys.argv[3:])
 spark = get_session(SparkSettings(master="local[1]", conf={
     "spark.driver.extraJavaOptions": flags, "spark.sql.shuffle.partitions": "1"}),
     app_name="warehouse-class-archive")
 root = Path(tempfile.mkdtemp(prefix="warehouse-class-archive-"))
+exercised = ["sql"]
 df = spark.range(100).selectExpr("id", "cast(id AS string) AS v", "current_timestamp() AS ts")
 spark.read.json(spark.sparkContext.parallelize(['{"a": 1}'])).collect()
 df.groupBy("v").count().collect()
-try:
+if native_delta_available(spark):
     from delta.tables import DeltaTable
-    spark._jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
-    delta = True
-except Exception:
-    delta = False
-if delta:
     t, u = str(root / "t"), str(root / "u")
     df.write.format("delta").save(t)
     spark.read.format("delta").load(t).where("id > 5").collect()
@@ -212,25 +214,30 @@ if delta:
          .foreachBatch(lambda b, i: b.write.format("delta").mode("append").save(u))
          .option("checkpointLocation", str(root / "c")).trigger(availableNow=True).start())
     q.awaitTermination()
+    exercised.append("delta")
 try:
     spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9") \\
         .option("subscribe", "t").load()
-except Exception:
+    exercised.append("kafka")
+except Exception:  # no Kafka connector in this session
     pass
+Path(ran).write_text(json.dumps(exercised))
 jvm = spark.sparkContext._gateway.proc
 spark.stop()
+shutil.rmtree(root, ignore_errors=True)
 jvm.stdin.close()
 sys.exit(jvm.wait(timeout=600))
 """
-"""The child's session: Spark SQL, JSON, a Delta write, read, MERGE and streaming query,
-the Kafka source's classes; then its JVM's exit, which writes the archive."""
+"""The child's session: Spark SQL and JSON; a Delta write, read, MERGE and streaming
+query, and the Kafka source's classes, where the session has their jars; then its JVM's
+exit, which writes the archive. What it ran is written to its second argument."""
 
 
 def make_archive(cache_dir: Path, *, environ: Mapping[str, str] | None = None) -> ClassArchive:
     """Make the class archive of a local session launched as the framework launches one,
     in a child process, and keep it in `cache_dir` under its launch's key; prune the
     archives of launches that are gone. Raises `ClassArchiveError` when the child fails."""
-    env = {"PYSPARK_PYTHON": sys.executable, **(os.environ if environ is None else environ)}
+    env = dict(os.environ if environ is None else environ)
     launch = session_launch(env)
     if launch is None:
         raise ClassArchiveError("no `java` to make a class archive with (JAVA_HOME, PATH)")
@@ -240,17 +247,18 @@ def make_archive(cache_dir: Path, *, environ: Mapping[str, str] | None = None) -
     folder = archive_dir(cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{launch.key}-{uuid.uuid4().hex}.jsa"
+    ran = tmp.with_suffix(".ran")
     began = time.monotonic()
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _EXERCISE, str(tmp), *JAVA_FLAGS],
+            [sys.executable, "-c", _EXERCISE, str(tmp), str(ran), *JAVA_FLAGS],
             capture_output=True,
             text=True,
             env=env,
             check=False,
             timeout=900,
         )
-        if proc.returncode != 0 or not tmp.is_file():
+        if proc.returncode != 0 or not tmp.is_file() or not ran.is_file():
             tail = "\n".join((proc.stderr or "").strip().splitlines()[-10:])
             raise ClassArchiveError(
                 f"the child JVM did not write a class archive (exit {proc.returncode}):\n{tail}"
@@ -265,12 +273,14 @@ def make_archive(cache_dir: Path, *, environ: Mapping[str, str] | None = None) -
             "size": size,
             "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seconds": round(time.monotonic() - began, 1),
+            "exercised": json.loads(ran.read_text()),
         }
         base = folder / launch.key
         base.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
         tmp.replace(base.with_suffix(".jsa"))
     finally:
         tmp.unlink(missing_ok=True)
+        ran.unlink(missing_ok=True)
     prune(cache_dir, keep=launch.key)
     made = cached_archive(cache_dir, launch)
     assert made is not None  # just written whole
@@ -292,7 +302,7 @@ def maps_whole(java: Path, archive: Path) -> bool:
 def prune(cache_dir: Path, *, keep: str) -> list[Path]:
     """Remove the archives whose Spark jars are gone (a virtualenv deleted), or which
     were made for the same SPARK_HOME as `keep` (a Java or pyspark since replaced);
-    returns the archives removed. An archive is about 150 MB."""
+    returns the archives removed. An archive is about 190 MB."""
     folder = archive_dir(cache_dir)
     try:
         kept = json.loads((folder / f"{keep}.json").read_text())
@@ -312,7 +322,7 @@ def prune(cache_dir: Path, *, keep: str) -> list[Path]:
             archive.unlink(missing_ok=True)
             record_file.unlink(missing_ok=True)
             removed.append(archive)
-    for stale in folder.glob(".*.jsa"):  # a child killed while writing one
+    for stale in folder.glob(".*"):  # of a child killed while writing an archive
         try:
             if time.time() - stale.stat().st_mtime > 3600:
                 stale.unlink()

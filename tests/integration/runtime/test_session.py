@@ -74,6 +74,20 @@ def test_the_launched_jvm_maps_the_class_archive(spark) -> None:
     assert str(archive.path) in Path(f"/proc/{pid}/maps").read_text()
 
 
+def test_the_class_archive_was_made_by_delta_and_kafka_work(spark) -> None:
+    """The archive's child ran Delta and loaded the Kafka source wherever the session has
+    their jars, as this one does: an archive without their classes leaves most of a
+    session's first work to load them from the jars."""
+    from streams.delta.native import native_delta_available
+    from streams.kafka.stream import native_kafka_available
+    from warehouse.runtime.class_archive import session_archive
+
+    _cache, archive = session_archive(os.environ)
+    assert archive is not None, "no class archive: `make install` makes it"
+    assert native_delta_available(spark) and native_kafka_available(spark)
+    assert archive.record.get("exercised") == ["sql", "delta", "kafka"]
+
+
 def test_a_torn_class_archive_is_caught_before_it_is_kept(tmp_path: Path) -> None:
     """A JVM that maps a torn archive crashes at start; `make_archive` keeps an archive
     only after a `java -version` has mapped it whole."""
