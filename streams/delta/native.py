@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -37,7 +38,11 @@ from streams.delta.scd2 import ACTION, plan_batch
 from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
 from streams.delta.sink import DELETE_FLAG, dedupe_changes, null_key_error
 from streams.delta.target import DeltaTarget, batch_commit_info
-from streams.delta.tombstones import keep_after_tombstones_spark, record_tombstones
+from streams.delta.tombstones import (
+    keep_after_tombstones,
+    keep_after_tombstones_spark,
+    record_tombstones,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -262,13 +267,20 @@ def _small(
 
 @contextmanager
 def _idempotent_dml(
-    spark: SparkSession, batch_id: int, target: DeltaTarget, user_meta: str, *, small: bool
+    spark: SparkSession,
+    batch_id: int,
+    target: DeltaTarget,
+    user_meta: str,
+    *,
+    small: bool,
+    extra: Mapping[str, str] | None = None,
 ) -> Iterator[None]:
     """Delta's idempotent DML: for a MERGE these session settings play the role of the
     writer's `txnAppId`/`txnVersion` (and `userMetadata`). `spark` is the micro-batch's
     own session (each streaming query runs on a clone), so queries do not see each
     other's settings. A `small` MERGE (`SMALL_MERGE_ROWS`) also evaluates its expressions
-    without generating code, unless the session sets code generation itself."""
+    without generating code, unless the session sets code generation itself. `extra`:
+    more settings for this MERGE alone."""
     confs = {
         "spark.databricks.delta.commitInfo.userMetadata": user_meta,
         "spark.databricks.delta.write.txnAppId": target.app_id,
@@ -276,6 +288,7 @@ def _idempotent_dml(
         # New columns of the batch are added to the table, as `mergeSchema` does for appends.
         "spark.databricks.delta.schema.autoMerge.enabled": "true",
     }
+    confs.update(extra or {})
     if small:
         confs.update({k: v for k, v in _INTERPRETED.items() if spark.conf.get(k, None) is None})
         logger.debug(
@@ -311,15 +324,34 @@ def _upsert(
 
     spark = df.sparkSession
     changes = dedupe_changes(df, target)
-    n = _count_refusing_null_keys(changes, batch_id, target)
+    few = _collect_few(df, changes)
+    if few is None:
+        n = _count_refusing_null_keys(changes, batch_id, target)
+    else:
+        n = few.num_rows
+        for k in target.keys:
+            if few.column(k).null_count:
+                raise null_key_error(target, batch_id, k)
     _create_empty(changes.drop(DELETE_FLAG), target)
     if n == 0 and not target.record_empty:
         # Delta commits a MERGE of no rows for its app transaction: no MERGE at all.
         return
-    if target.sequence_by:
-        keys = [*target.keys, target.sequence_by]
-        deletes = changes.where(F.col(DELETE_FLAG)).select(*keys).toArrow()
-        changes = keep_after_tombstones_spark(changes, record_tombstones(deletes, target), target)
+    if few is not None:
+        if target.sequence_by:
+            deletes = few.filter(few.column(DELETE_FLAG))
+            few = keep_after_tombstones(few, record_tombstones(deletes, target), target)
+        source = spark.createDataFrame(few, schema=changes.schema)
+        small = _small(n, lambda: _rows(table), lambda: few.nbytes)
+        local = True
+    else:
+        local = False
+        source = changes
+        if target.sequence_by:
+            keys = [*target.keys, target.sequence_by]
+            deletes = changes.where(F.col(DELETE_FLAG)).select(*keys).toArrow()
+            tombstones = record_tombstones(deletes, target)
+            source = keep_after_tombstones_spark(changes, tombstones, target)
+        small = _small(n, lambda: _rows(table), lambda: _estimated_bytes(df))
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in target.keys)
     newer = "true"
     if target.sequence_by:
@@ -327,18 +359,41 @@ def _upsert(
         newer = f"(t.{seq} IS NULL OR s.{seq} >= t.{seq})"
     cols = {c: f"s.`{c}`" for c in changes.columns if c != DELETE_FLAG}
     crash_point("before_commit")
-    small = _small(n, lambda: _rows(table), lambda: _estimated_bytes(df))
-    with _idempotent_dml(spark, batch_id, target, user_meta, small=small):
+    extra = _LOCAL_SOURCE if local else None
+    with _idempotent_dml(spark, batch_id, target, user_meta, small=small, extra=extra):
         (
             DeltaTable.forPath(spark, target.path)
             .alias("t")
-            .merge(changes.alias("s"), on)
+            .merge(source.alias("s"), on)
             .whenMatchedDelete(f"s.`{DELETE_FLAG}` AND {newer}")
             .whenMatchedUpdate(f"NOT s.`{DELETE_FLAG}` AND {newer}", cols)
             .whenNotMatchedInsert(f"NOT s.`{DELETE_FLAG}`", cols)
             .execute()
         )
     _record_if_skipped(df, batch_id, target, user_meta)
+
+
+_LOCAL_SOURCE = {"spark.databricks.delta.merge.materializeSource": "none"}
+"""For a MERGE from rows on the driver: Delta persists a MERGE's source first (a Spark
+job and a local checkpoint) lest it change between the MERGE's two passes; a local
+relation gives the same rows to both."""
+
+
+def _collect_few(df: DataFrame, changes: DataFrame) -> pa.Table | None:
+    """A small batch's deduped `changes` on the driver, or None for a batch that is not
+    known to be small (`SMALL_MERGE_INPUT_BYTES`: a persisted batch, as the writer's
+    general path gives, states its size) or has a type Arrow has no form for.
+
+    On the driver, the null keys, the count and the tombstones are checked in Arrow, and
+    the MERGE reads a local relation: the batch's dedupe runs once, where a frame is
+    computed again by every Spark job that reads it, the MERGE's among them."""
+    if _estimated_bytes(df) > SMALL_MERGE_INPUT_BYTES:
+        return None
+    try:
+        arrow_schema(changes.schema)
+    except (TypeError, NotImplementedError):
+        return None
+    return changes.toArrow()
 
 
 def _count_refusing_null_keys(changes: DataFrame, batch_id: int, target: DeltaTarget) -> int:
@@ -385,7 +440,7 @@ def _scd2(
     data = [c for c in source.column_names if c != ACTION]
     staged = spark.createDataFrame(source)
     small = _small(source.num_rows, lambda: _rows(table), lambda: source.nbytes)
-    with _idempotent_dml(spark, batch_id, target, user_meta, small=small):
+    with _idempotent_dml(spark, batch_id, target, user_meta, small=small, extra=_LOCAL_SOURCE):
         (
             DeltaTable.forPath(spark, target.path)
             .alias("t")

@@ -200,3 +200,48 @@ def test_an_upsert_and_scd2_give_the_same_rows_with_or_without_generated_code(
         (2, "b", True, True),
         (3, "d", True, True),
     ]
+
+
+@pytest.mark.parametrize("known_small", [True, False])
+def test_an_upsert_merges_the_same_rows_from_the_driver_or_from_spark(
+    spark, tmp_path: Path, known_small: bool
+) -> None:
+    """A batch known to be small (`SMALL_MERGE_INPUT_BYTES`: persisted, as the writer's
+    general path gives it) is deduped once and merged from the driver, its null keys and
+    tombstones checked in Arrow; any other stays in Spark frames. Both give the same
+    rows: the later sequence wins within and across batches, a delete removes its key
+    and keeps older changes of later batches out, and a null key is refused naming it."""
+    from streams.delta import DeltaWriteError, native, tombstone_path
+    from streams.delta.sink import dedupe_changes
+
+    schema = "user_id long, city string, seq long, _op string"
+
+    def batch(rows: list[tuple]):
+        df = spark.createDataFrame(rows, schema)
+        if known_small:
+            df = df.persist()
+            df.count()
+        return df
+
+    target = DeltaTarget(
+        str(tmp_path / "u"),
+        mode="upsert",
+        keys=("user_id",),
+        sequence_by="seq",
+        app_id="u:q",
+        engine="native",
+    )
+    first = batch(
+        [(1, "paris", 1, "c"), (1, "rome", 3, "u"), (1, "oslo", 2, "u"), (2, "lima", 1, "c")]
+    )
+    collected = native._collect_few(first, dedupe_changes(first, target))
+    assert (collected is not None) is known_small
+    assert write_batch(first, 0, target) is not None
+    write_batch(batch([(2, None, 5, "d"), (3, "kyiv", 1, "c")]), 1, target)
+    write_batch(batch([(2, "quito", 4, "u"), (1, "bern", 4, "u")]), 2, target)
+    got = spark.read.format("delta").load(target.path).select("user_id", "city", "seq")
+    assert sorted(map(tuple, got.collect())) == [(1, "bern", 4), (3, "kyiv", 1)]
+    tombstones = spark.read.format("delta").load(tombstone_path(target.path))
+    assert [tuple(r) for r in tombstones.select("user_id", "seq").collect()] == [(2, 5)]
+    with pytest.raises(DeltaWriteError, match="user_id"):
+        write_batch(batch([(None, "x", 9, "c")]), 3, target)
