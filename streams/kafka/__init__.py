@@ -35,6 +35,7 @@ from streams.kafka.parse_frames import (
     ParsedFrames,
     hashes_of,
     parse_hashes,
+    persisted_counts,
     record_hash,
 )
 from streams.kafka.source import (
@@ -73,6 +74,7 @@ __all__ = [
     "kafka_engine",
     "native_kafka_available",
     "parse_hashes",
+    "persisted_counts",
     "parse_kafka",
     "produce",
     "produce_json",

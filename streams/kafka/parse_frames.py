@@ -144,6 +144,14 @@ def _split(df: DataFrame, e: _Exprs, stage: _Stage) -> ParsedFrames:
     return ParsedFrames(good, stage.reparse(flagged_raw).bad)
 
 
+def persisted_counts(flat: DataFrame) -> tuple[int, int]:
+    """The records a `persist` hook was given (`flat`, as it persisted them) and how
+    many of those are bound for `bad`, in one Spark job."""
+    row = flat.agg(F.count(F.lit(1)), _count(F.col(_FLAG) & F.col(_KEEP))).first()
+    assert row is not None  # an aggregate without grouping has one row
+    return int(row[0]), int(row[1])
+
+
 SUSPECTS_CAP = 100_000
 """The most records whose hashes an observation lists (`hashes_of`): beyond it, a batch
 with that many bad records is read again whole."""

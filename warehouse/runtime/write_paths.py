@@ -360,9 +360,12 @@ class WritePaths:
         try:
             quarantine: list[DataFrame] = []
             good = df
+            malformed = 0
             if kafka is None:
                 rows_in = df.count()
             else:
+                from streams.kafka import persisted_counts
+
                 staged: list[DataFrame] = []
 
                 def stage(frame: DataFrame) -> DataFrame:
@@ -370,7 +373,7 @@ class WritePaths:
                     return staged[-1]
 
                 parsed = self._parse(df, _payload_schema(self.project, self.defn), persist=stage)
-                rows_in = staged[0].count()
+                rows_in, malformed = persisted_counts(staged[0])
                 quarantine.append(self._parse_quarantine(parsed.bad, batch_id))
                 good = cache(
                     apply_transform(
@@ -397,7 +400,9 @@ class WritePaths:
             info = self.targets.commit_info(batch_id)
             version = self.targets.write(good, batch_id, info, quarantine=False)
             quarantined = 0
-            if quarantine:
+            # A clean batch (none malformed, none failing a quarantine expectation, both
+            # counted already) has nothing to union, persist and count for the quarantine.
+            if quarantine and malformed + (0 if checked is None else checked.quarantined):
                 quarantined = self._write_quarantine(quarantine, batch_id, info, cache)
             if checked is not None:
                 self._quality_events(spark, batch_id, checked.metrics)
