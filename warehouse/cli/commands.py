@@ -14,6 +14,7 @@ from warehouse.cli.errors import UsageError
 
 if TYPE_CHECKING:
     from warehouse.project import Project
+    from warehouse.runtime.class_archive import ClassArchive
 
 logger = logging.getLogger(__name__)
 
@@ -365,7 +366,7 @@ def _class_archive_line() -> str:
     return f"{archive.path} ({_covers(archive)}, for {archive.record.get('java')})"
 
 
-def _covers(archive) -> str:
+def _covers(archive: ClassArchive) -> str:
     """An archive's size and the work its classes were loaded by."""
     ran = archive.record.get("exercised")
     return f"{archive.size >> 20} MB" + (f"; {', '.join(ran)}" if ran else "")
