@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from streams.delta._faults import crash_point
 from streams.delta._files import CODEC, ZSTD_LEVEL
@@ -152,11 +153,18 @@ def _explain_refusal(df: DataFrame, target: DeltaTarget, table: Any, error: Exce
 def _check_types(df: DataFrame, table: Any, target: DeltaTarget) -> None:
     """`check_types` for the batch; a batch with a type Arrow has no form for (an
     interval, a variant) is left to delta-spark."""
+    incoming = _arrow_form(df.schema)
+    if incoming is not None:
+        check_types(table, incoming, path=target.path)
+
+
+def _arrow_form(schema: StructType) -> pa.Schema | None:
+    """The Arrow form of a Spark schema, or None when a type has none (an interval, a
+    variant)."""
     try:
-        incoming = arrow_schema(df.schema)
+        return arrow_schema(schema)
     except (TypeError, NotImplementedError):
-        return
-    check_types(table, incoming, path=target.path)
+        return None
 
 
 def _writer(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str, *, txn: bool) -> Any:
@@ -342,9 +350,7 @@ def _upsert(
             few = keep_after_tombstones(few, record_tombstones(deletes, target), target)
         source = spark.createDataFrame(few, schema=changes.schema)
         small = _small(n, lambda: _rows(table), lambda: few.nbytes)
-        local = True
     else:
-        local = False
         source = changes
         if target.sequence_by:
             keys = [*target.keys, target.sequence_by]
@@ -359,7 +365,7 @@ def _upsert(
         newer = f"(t.{seq} IS NULL OR s.{seq} >= t.{seq})"
     cols = {c: f"s.`{c}`" for c in changes.columns if c != DELETE_FLAG}
     crash_point("before_commit")
-    extra = _LOCAL_SOURCE if local else None
+    extra = _LOCAL_SOURCE if few is not None else None
     with _idempotent_dml(spark, batch_id, target, user_meta, small=small, extra=extra):
         (
             DeltaTable.forPath(spark, target.path)
@@ -387,11 +393,7 @@ def _collect_few(df: DataFrame, changes: DataFrame) -> pa.Table | None:
     On the driver, the null keys, the count and the tombstones are checked in Arrow, and
     the MERGE reads a local relation: the batch's dedupe runs once, where a frame is
     computed again by every Spark job that reads it, the MERGE's among them."""
-    if _estimated_bytes(df) > SMALL_MERGE_INPUT_BYTES:
-        return None
-    try:
-        arrow_schema(changes.schema)
-    except (TypeError, NotImplementedError):
+    if _estimated_bytes(df) > SMALL_MERGE_INPUT_BYTES or _arrow_form(changes.schema) is None:
         return None
     return changes.toArrow()
 
