@@ -26,13 +26,14 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
 CHILD = """
-import json, sys, tempfile, time
+import json, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 began = time.perf_counter()
@@ -40,7 +41,7 @@ from bench_session import local_session
 spark = local_session("session-start")
 started = time.perf_counter()
 from delta.tables import DeltaTable
-root = Path(tempfile.mkdtemp(prefix="session-start-"))
+root = Path(sys.argv[2])
 t, u = str(root / "t"), str(root / "u")
 df = spark.range(100).selectExpr("id", "cast(id AS string) AS v")
 df.write.format("delta").save(t)
@@ -72,15 +73,16 @@ def run(case: str, test_jvm: bool) -> dict[str, float]:
     if test_jvm:
         env["JDK_JAVA_OPTIONS"] = TEST_JVM
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(HERE)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    wall = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory(prefix="session-start-") as scratch:
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, str(HERE), scratch],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
