@@ -40,7 +40,13 @@ CASES: dict[str, dict[str, str]] = {
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     },
+    "deletion vectors": {
+        "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true"
+    },
+    "no data skipping": {"spark.databricks.delta.stats.skipping": "false"},
 }
+"""Each case's session settings, set for its batches only. The table is created in a
+case's first batch, so a `properties.defaults` setting becomes a table property."""
 
 
 def ids(batch: int, rows: int) -> range:
