@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 from pyspark.sql import DataFrame, SparkSession
 
 from streams.kafka.errors import KafkaConfigError
-from streams.kafka.java_options import SHADED_PREFIX, java_client_options
+from streams.kafka.java_options import SHADED_PREFIX, java_client_options, with_failover_timeouts
 from streams.kafka.source import DEFAULT_MAX_OFFSETS_PER_TRIGGER
 
 logger = logging.getLogger(__name__)
@@ -112,6 +112,11 @@ class PythonKafka:
         return reader.load()
 
 
+OFFSET_LOOKUPS = 18
+"""Attempts of the native source's offset lookup (Spark's `fetchOffset.numRetries`, 3 by
+default), each bounded by `java_options.FAILOVER_TIMEOUT_MS`."""
+
+
 class NativeKafka:
     """Spark's `kafka` format: needs spark-sql-kafka-0-10 on the session's class path."""
 
@@ -154,7 +159,12 @@ class NativeKafka:
         # default and would read a backlog of any size as one micro-batch.
         limit = request.max_offsets_per_trigger or DEFAULT_MAX_OFFSETS_PER_TRIGGER
         reader = reader.option("maxOffsetsPerTrigger", str(int(limit)))
-        options = java_client_options(request.client_config, shaded=_shaded_kafka_client(spark))
+        # A dead partition leader: each offset lookup gives up after the client's shorter
+        # timeouts, and more lookups keep Spark's patience in all (3 x 60 s).
+        reader = reader.option("fetchOffset.numRetries", str(OFFSET_LOOKUPS))
+        options = with_failover_timeouts(
+            java_client_options(request.client_config, shaded=_shaded_kafka_client(spark))
+        )
         for k, v in options.items():
             reader = reader.option(f"kafka.{k}", v)
         # Spark names it `timestampType`; both engines give the columns the protocol names.

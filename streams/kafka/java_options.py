@@ -72,3 +72,38 @@ def java_client_options(client: Mapping[str, str], *, shaded: bool = False) -> d
             )
         out.setdefault("sasl.mechanism", mechanism)
     return out
+
+
+FAILOVER_TIMEOUT_MS = 10_000
+"""The Java client's request and API timeouts on the native source, unless the project's
+client settings give their own. When a partition's leader dies, Spark's offset lookup
+waits for the dead node until the admin client's API timeout (60 s by default), and only
+its next attempt asks the metadata again and finds the new leader."""
+
+
+def with_failover_timeouts(options: Mapping[str, str]) -> dict[str, str]:
+    """`options` (Java client properties) with `request.timeout.ms` and
+    `default.api.timeout.ms` at `FAILOVER_TIMEOUT_MS` where they are not set. The admin
+    client refuses an API timeout shorter than its request timeout, so a setting of one
+    moves the default of the other with it."""
+    out = dict(options)
+    request, api = (_millis(out, k) for k in ("request.timeout.ms", "default.api.timeout.ms"))
+    if request is None:
+        request = FAILOVER_TIMEOUT_MS if api is None else min(api, FAILOVER_TIMEOUT_MS)
+        out["request.timeout.ms"] = str(request)
+    if api is None:
+        out["default.api.timeout.ms"] = str(max(request, FAILOVER_TIMEOUT_MS))
+    return out
+
+
+def _millis(options: Mapping[str, str], key: str) -> int | None:
+    if key not in options:
+        return None
+    try:
+        return int(options[key])
+    except ValueError:
+        raise KafkaConfigError(
+            f"`{key}` in `kafka.client` must be a whole number of milliseconds, "
+            f"not {options[key]!r}",
+            option=key,
+        ) from None

@@ -187,6 +187,24 @@ def test_native_engine_reads_the_same_ranges(spark, broker, unique, tmp_path, na
     )
 
 
+def test_native_engine_takes_a_request_timeout_longer_than_its_default(
+    spark, broker, unique, tmp_path, native_jars
+) -> None:
+    # The native source shortens the Java client's timeouts (a dead leader is given up on
+    # sooner); a project's longer request timeout moves the API timeout with it, which
+    # Kafka's admin client would otherwise refuse as shorter than the request timeout.
+    topic = unique("timeouts")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    fill(broker.bootstrap, topic, {0: 7})
+    rows = Run(spark, tmp_path / "cp")(
+        bootstrap=broker.bootstrap,
+        topics=topic,
+        engine="native",
+        client_config={"request.timeout.ms": "40000"},
+    )
+    assert coords(rows) == [(topic, 0, o) for o in range(7)]
+
+
 def test_native_engine_reads_a_backlog_in_bounded_batches_by_default(
     spark, broker, unique, tmp_path, native_jars, monkeypatch
 ) -> None:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from streams.kafka.errors import KafkaConfigError
-from streams.kafka.java_options import java_client_options
+from streams.kafka.java_options import (
+    FAILOVER_TIMEOUT_MS,
+    java_client_options,
+    with_failover_timeouts,
+)
 
 
 def test_sasl_plain_credentials_become_a_jaas_line() -> None:
@@ -67,3 +71,30 @@ def test_a_mechanism_without_password_login_takes_an_explicit_jaas_line() -> Non
         {"sasl.mechanism": "OAUTHBEARER", "sasl.username": "u", "sasl.jaas.config": "mine;"}
     )
     assert opts == {"sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": "mine;"}
+
+
+def test_the_native_source_gives_up_on_a_dead_leader_sooner_unless_told_otherwise() -> None:
+    short = str(FAILOVER_TIMEOUT_MS)
+    assert with_failover_timeouts({"client.id": "x"}) == {
+        "client.id": "x",
+        "request.timeout.ms": short,
+        "default.api.timeout.ms": short,
+    }
+    mine = {"request.timeout.ms": "45000", "default.api.timeout.ms": "90000"}
+    assert with_failover_timeouts(mine) == mine
+
+
+def test_one_timeout_set_moves_the_other_so_the_admin_client_accepts_them() -> None:
+    # Kafka's admin client refuses an API timeout shorter than its request timeout.
+    longer = with_failover_timeouts({"request.timeout.ms": "40000"})
+    assert longer["default.api.timeout.ms"] == "40000"
+    shorter = with_failover_timeouts({"default.api.timeout.ms": "4000"})
+    assert shorter["request.timeout.ms"] == "4000"
+
+
+def test_a_timeout_that_is_not_a_number_is_refused_naming_it() -> None:
+    with pytest.raises(KafkaConfigError) as info:
+        with_failover_timeouts({"request.timeout.ms": "30s"})
+    assert info.value.option == "request.timeout.ms"
+    assert "`request.timeout.ms` in `kafka.client`" in str(info.value)
+    assert "'30s'" in str(info.value)
