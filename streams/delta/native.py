@@ -37,7 +37,7 @@ from streams.delta.errors import DeltaSchemaError, NativeEngineUnavailableError
 from streams.delta.native_maintenance import optimize_native
 from streams.delta.scd2 import ACTION, plan_batch
 from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
-from streams.delta.sink import DELETE_FLAG, dedupe_changes, null_key_error
+from streams.delta.sink import DELETE_FLAG, dedupe_changes, null_key_error, refuse_null_keys
 from streams.delta.target import DeltaTarget, batch_commit_info
 from streams.delta.tombstones import (
     keep_after_tombstones,
@@ -337,9 +337,7 @@ def _upsert(
         n = _count_refusing_null_keys(changes, batch_id, target)
     else:
         n = few.num_rows
-        for k in target.keys:
-            if few.column(k).null_count:
-                raise null_key_error(target, batch_id, k)
+        refuse_null_keys(few, target, batch_id)
     _create_empty(changes.drop(DELETE_FLAG), target)
     if n == 0 and not target.record_empty:
         # Delta commits a MERGE of no rows for its app transaction: no MERGE at all.

@@ -139,6 +139,13 @@ def null_key_error(target: DeltaTarget, batch_id: int, key: str) -> DeltaWriteEr
     )
 
 
+def refuse_null_keys(changes: pa.Table, target: DeltaTarget, batch_id: int) -> None:
+    """Raise `null_key_error` for the first key column of `changes` with a null."""
+    for k in target.keys:
+        if changes.column(k).null_count:
+            raise null_key_error(target, batch_id, k)
+
+
 def dedupe_changes(df: DataFrame, target: DeltaTarget) -> DataFrame:
     """The last change per key of one batch, with `_op`/`_deleted` folded into a delete flag.
 
@@ -224,9 +231,7 @@ def _upsert(
     full = pa.schema([*stored, pa.field(DELETE_FLAG, pa.bool_())])
     data = deduped.toArrow()
     data = pa.Table.from_arrays([data.column(f.name).cast(f.type) for f in full], schema=full)
-    for k in target.keys:
-        if data.column(k).null_count:
-            raise null_key_error(target, batch_id, k)
+    refuse_null_keys(data, target, batch_id)
     if target.sequence_by:
         deletes = data.filter(data.column(DELETE_FLAG))
         data = keep_after_tombstones(data, record_tombstones(deletes, target), target)
