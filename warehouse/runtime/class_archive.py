@@ -15,7 +15,9 @@ or another Spark is never passed to a JVM, and one a JVM refuses anyway (its
 class path changed) costs nothing: the JVM loads the classes from the jars, silently.
 A torn archive file would crash the JVM, so an archive is renamed into place only
 after its JVM has exited and a `java -version` has mapped it (`maps_whole`), and is
-used only at the size it was recorded with.
+used only at the size it was recorded with. An archive damaged in place (its size
+kept) can still crash a JVM once it loads a class through it; the session then starts
+again without it and removes it (`get_session`, `discard`).
 """
 
 from __future__ import annotations
@@ -34,12 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warehouse.runtime.errors import ClassArchiveError
-from warehouse.runtime.spark_home import (
-    DRIVER_OPTIONS,
-    default_cache_dir,
-    launch_home,
-    with_driver_options,
-)
+from warehouse.runtime.spark_home import DRIVER_OPTIONS, default_cache_dir, launch_home
 
 logger = logging.getLogger(__name__)
 
@@ -168,22 +165,34 @@ def chooses_own(options: str, environ: Mapping[str, str]) -> bool:
     return any(flag in text for text in texts for flag in _OWN_CDS)
 
 
-def with_archive(
-    conf: dict[str, str], spark_home: Path | None, *, cache_dir: Path, environ: Mapping[str, str]
-) -> dict[str, str]:
-    """`conf` with the class archive of this launch in the driver's Java options, when
-    there is one and the options choose no class-data sharing of their own."""
+def launch_archive(
+    conf: Mapping[str, str],
+    spark_home: Path | None,
+    *,
+    cache_dir: Path,
+    environ: Mapping[str, str],
+) -> ClassArchive | None:
+    """The class archive of this launch, when there is one and the driver's Java options
+    (`conf`) choose no class-data sharing of their own."""
     if chooses_own(conf.get(DRIVER_OPTIONS, ""), environ):
-        return conf
+        return None
     launch = launch_for(spark_home, environ)
     archive = None if launch is None else cached_archive(cache_dir, launch)
     if archive is None:
         logger.debug("no class archive for this Java and Spark in %s", archive_dir(cache_dir))
-        return conf
-    logger.debug("launching Spark with the class archive %s", archive.path)
-    return with_driver_options(
-        conf, " ".join([f"-XX:SharedArchiveFile={archive.path}", *JAVA_FLAGS])
-    )
+    return archive
+
+
+def archive_options(archive: ClassArchive) -> str:
+    """The Java options that map `archive`."""
+    return " ".join([f"-XX:SharedArchiveFile={archive.path}", *JAVA_FLAGS])
+
+
+def discard(archive: ClassArchive) -> None:
+    """Remove `archive` and its record: a damaged one (`warehouse jars fetch` makes a
+    new one). A JVM that has it mapped keeps its mapping."""
+    archive.path.unlink(missing_ok=True)
+    archive.path.with_suffix(".json").unlink(missing_ok=True)
 
 
 _EXERCISE = """

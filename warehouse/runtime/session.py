@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from warehouse.errors import root_cause_line
-from warehouse.runtime.class_archive import with_archive
+from warehouse.runtime.class_archive import (
+    ClassArchive,
+    archive_options,
+    discard,
+    launch_archive,
+)
 from warehouse.runtime.errors import SessionStartError
 from warehouse.runtime.jars import cached_jars, default_cache_dir
 from warehouse.runtime.spark_home import DRIVER_OPTIONS, launching, with_driver_options
@@ -101,10 +106,8 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
         else:
             # workers import pyspark compiled (spark_home); a local JVM listens on loopback
             with launching(config.master) as home, _loopback(config.master):
-                conf = _with_class_archive(conf, config.master, home)
-                if DRIVER_OPTIONS in conf:
-                    builder = builder.config(DRIVER_OPTIONS, conf[DRIVER_OPTIONS])
-                session = builder.getOrCreate()
+                archive = _class_archive(conf, config.master, home)
+                session = _launch_local(builder, conf, archive)
     except (PySparkException, Py4JError, OSError) as e:
         raise _start_failure(config.master, e) from e
     session.sparkContext.setLogLevel(conf.get("warehouse.logLevel", "WARN"))
@@ -225,13 +228,48 @@ def _with_region_size(conf: dict[str, str], master: str) -> dict[str, str]:
     return with_driver_options(conf, f"-XX:G1HeapRegionSize={G1_REGION_SIZE}")
 
 
-def _with_class_archive(conf: dict[str, str], master: str, home: Path | None) -> dict[str, str]:
-    """`conf` with the class archive `warehouse jars fetch` made for this Java and Spark
-    (`warehouse.runtime.class_archive`), for a local master; `conf` itself when there is
-    none or the Java options choose class-data sharing of their own."""
+def _class_archive(conf: dict[str, str], master: str, home: Path | None) -> ClassArchive | None:
+    """The class archive `warehouse jars fetch` made for this Java and Spark
+    (`warehouse.runtime.class_archive`), for a local master; None when there is none or
+    the Java options choose class-data sharing of their own."""
     if local_cores(master) is None:
-        return conf
-    return with_archive(conf, home, cache_dir=spark_cache_dir(os.environ), environ=os.environ)
+        return None
+    return launch_archive(conf, home, cache_dir=spark_cache_dir(os.environ), environ=os.environ)
+
+
+def _launch_local(
+    builder: SparkSession.Builder, conf: dict[str, str], archive: ClassArchive | None
+) -> SparkSession:
+    """Launch a local session's JVM, mapping `archive` when there is one.
+
+    An archive damaged after it was made (a bad disk block, a copy cut short and padded)
+    keeps its recorded size, maps, and crashes the JVM when it first loads a class
+    through it, before the JVM gives Python its port: pyspark's JAVA_GATEWAY_EXITED.
+    Then the JVM is launched again without the archive; when that one starts, the
+    archive was the cause and is removed, with a warning (`warehouse jars fetch` makes a
+    new one). When it does not start either, its failure is the session's own."""
+    from pyspark.errors import PySparkRuntimeError
+
+    if archive is None:
+        return builder.getOrCreate()
+    logger.debug("launching Spark with the class archive %s", archive.path)
+    mapped = with_driver_options(conf, archive_options(archive))
+    builder.config(DRIVER_OPTIONS, mapped[DRIVER_OPTIONS])
+    try:
+        return builder.getOrCreate()
+    except PySparkRuntimeError as e:
+        if e.getCondition() != "JAVA_GATEWAY_EXITED":
+            raise
+    builder.config(DRIVER_OPTIONS, conf.get(DRIVER_OPTIONS, ""))
+    session = builder.getOrCreate()
+    discard(archive)
+    logger.warning(
+        "Java crashed at start with the class archive %s (Java's report above), and "
+        "started without it: the archive is damaged and was removed. `warehouse jars "
+        "fetch` makes a new one (about 45 s), which makes sessions start faster.",
+        archive.path,
+    )
+    return session
 
 
 def local_cores(master: str) -> int | None:

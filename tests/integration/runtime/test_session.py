@@ -103,6 +103,72 @@ def test_a_torn_class_archive_is_caught_before_it_is_kept(tmp_path: Path) -> Non
     assert not maps_whole(java, torn)
 
 
+_DAMAGED_ARCHIVE_SCRIPT = """
+import logging
+from warehouse.runtime.session import get_session
+from warehouse.spec.config import SparkSettings
+
+logging.basicConfig(level=logging.WARNING)
+spark = get_session(SparkSettings(master="local[1]", conf={}), app_name="damaged-archive")
+print("sum", spark.range(10).selectExpr("sum(id)").first()[0])
+runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+print("java options", " ".join(str(a) for a in runtime.getInputArguments()))
+spark.stop()
+"""
+
+
+def test_a_class_archive_damaged_in_place_is_removed_and_the_session_starts_without_it(
+    tmp_path: Path,
+) -> None:
+    """An archive whose bytes changed after it was made keeps its recorded size and maps,
+    and crashes the JVM once it loads a class through it (here its last 8 KB zeroed,
+    Java's shared symbol table): the session starts again without it and works, and the
+    archive and its record are removed with a warning that names it."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from warehouse.runtime.class_archive import archive_dir, launch_for, session_archive
+    from warehouse.runtime.spark_home import default_cache_dir
+
+    _cache, archive = session_archive(os.environ)
+    assert archive is not None, "no class archive: `make install` makes it"
+    # The launch the archive was made for, with the framework's cache in tmp_path.
+    env = {
+        **os.environ,
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "SPARK_HOME": str(archive.record["spark_home"]),
+    }
+    launch = launch_for(None, env)
+    assert launch is not None
+    folder = archive_dir(default_cache_dir(env))
+    folder.mkdir(parents=True)
+    damaged = folder / f"{launch.key}.jsa"
+    shutil.copyfile(archive.path, damaged)
+    with damaged.open("r+b") as f:
+        f.seek(archive.size - 8192)
+        f.write(bytes(8192))
+    damaged.with_suffix(".json").write_text(json.dumps(dict(archive.record)))
+
+    done = subprocess.run(
+        [sys.executable, "-c", _DAMAGED_ARCHIVE_SCRIPT],
+        cwd=tmp_path,  # where Java writes its crash report
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "sum 45" in done.stdout.splitlines()
+    assert "SIGSEGV" in done.stdout  # Java's own report of the crash
+    [options] = [x for x in done.stdout.splitlines() if x.startswith("java options ")]
+    assert "SharedArchiveFile" not in options
+    assert f"class archive {damaged}" in done.stderr
+    assert "damaged and was removed" in done.stderr
+    assert sorted(folder.iterdir()) == []
+
+
 def test_java_options_of_your_own_choose_the_collector() -> None:
     """A region size or another collector in the driver's Java options is left as it is;
     a cluster's master gets no region size from the framework."""

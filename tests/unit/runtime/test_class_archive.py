@@ -14,12 +14,14 @@ from warehouse.runtime.class_archive import (
     JAVA_FLAGS,
     Launch,
     archive_dir,
+    archive_options,
     cached_archive,
+    discard,
+    launch_archive,
     launch_java,
     prune,
-    with_archive,
 )
-from warehouse.runtime.session import _with_class_archive
+from warehouse.runtime.session import _class_archive
 
 OPTIONS = "spark.driver.extraJavaOptions"
 
@@ -48,14 +50,17 @@ def _archive(cache: Path, launch: Launch, *, size: int = 64, recorded: int | Non
     return path
 
 
-def test_a_launch_gets_its_archive_after_the_options_of_your_own(tmp_path: Path) -> None:
+def test_a_launch_gets_its_archive_and_discarding_it_removes_its_record(tmp_path: Path) -> None:
     launch = _launch(tmp_path)
     path = _archive(tmp_path / "cache", launch)
     env = {"PATH": os.environ.get("PATH", ""), **_java_home()}
-    conf = with_archive(
+    archive = launch_archive(
         {OPTIONS: "-Dx=1"}, launch.spark_home, cache_dir=tmp_path / "cache", environ=env
     )
-    assert conf[OPTIONS] == " ".join(["-Dx=1", f"-XX:SharedArchiveFile={path}", *JAVA_FLAGS])
+    assert archive is not None and archive.path == path
+    assert archive_options(archive) == " ".join([f"-XX:SharedArchiveFile={path}", *JAVA_FLAGS])
+    discard(archive)
+    assert list(path.parent.iterdir()) == []
 
 
 def test_java_options_of_your_own_choose_class_sharing(tmp_path: Path) -> None:
@@ -66,17 +71,20 @@ def test_java_options_of_your_own_choose_class_sharing(tmp_path: Path) -> None:
     env = {"PATH": os.environ.get("PATH", ""), **_java_home()}
     for own in ("-Xshare:off", "-XX:SharedArchiveFile=/opt/my.jsa", "-XX:ArchiveClassesAtExit=a"):
         conf = {OPTIONS: own}
-        kept = with_archive(conf, launch.spark_home, cache_dir=tmp_path / "cache", environ=env)
-        assert kept == conf
+        assert (
+            launch_archive(conf, launch.spark_home, cache_dir=tmp_path / "cache", environ=env)
+            is None
+        )
     for variable in ("JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS"):
-        kept = with_archive(
+        kept = launch_archive(
             {},
             launch.spark_home,
             cache_dir=tmp_path / "cache",
             environ={**env, variable: "-Xshare:auto"},
         )
-        assert kept == {}
-    assert _with_class_archive({}, "spark://head:7077", launch.spark_home) == {}
+        assert kept is None
+    assert launch_archive({}, launch.spark_home, cache_dir=tmp_path / "cache", environ=env)
+    assert _class_archive({}, "spark://head:7077", launch.spark_home) is None
 
 
 def test_an_archive_is_used_whole_and_only_for_its_launch(tmp_path: Path) -> None:
