@@ -33,6 +33,7 @@ from streams.delta.commit import (
     load_table,
     nothing_written,
 )
+from streams.delta.driver_merge import merge_on_driver, mergeable
 from streams.delta.errors import DeltaSchemaError, NativeEngineUnavailableError
 from streams.delta.native_maintenance import optimize_native
 from streams.delta.scd2 import ACTION, plan_batch
@@ -341,6 +342,14 @@ def _upsert(
     _create_empty(changes.drop(DELETE_FLAG), target)
     if n == 0 and not target.record_empty:
         # Delta commits a MERGE of no rows for its app transaction: no MERGE at all.
+        return
+    if (
+        few is not None
+        and mergeable(table, target, changes.schema)
+        and _small(n, lambda: _rows(table), lambda: few.nbytes)
+    ):
+        crash_point("before_commit")
+        merge_on_driver(spark, few, target, batch_id, user_meta)
         return
     if few is not None:
         if target.sequence_by:

@@ -1,0 +1,89 @@
+"""A small native upsert merged on the driver and committed through delta-spark's
+transaction (`streams.delta.driver_merge`): the same table and change feed as
+delta-spark's MERGE of the same changes, a replay that writes nothing, and the MERGE
+operation in the table's history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from delta.tables import DeltaTable
+
+from streams.delta import DeltaTarget, write_batch
+
+pytestmark = [pytest.mark.spark, pytest.mark.native]
+
+# (id, v, _deleted): a change of key `id`, a delete when `_deleted`
+BATCHES = [
+    [(1, "a", False), (2, "b", False), (3, "c", False)],
+    [(2, "b2", False), (4, "d", False)],
+    [(1, None, True), (3, "c2", False), (9, None, True)],  # a delete, an update, a no-op
+    [(1, "a3", False), (4, None, True), (5, "e", False)],
+]
+
+
+def _frame(spark, rows):
+    """A batch as the writer's general path gives it: persisted and counted, so Spark
+    knows its size and the sink collects a small one (`_collect_few`)."""
+    frame = spark.createDataFrame(rows, "id long, v string, _deleted boolean").cache()
+    frame.count()
+    return frame
+
+
+def _twin(spark, path: str, batches) -> None:
+    """The same changes through delta-spark's MERGE, one commit a batch."""
+    first = _frame(spark, batches[0]).drop("_deleted").limit(0)
+    first.write.format("delta").option("delta.enableChangeDataFeed", "true").save(path)
+    for rows in batches:
+        source = _frame(spark, rows)
+        (
+            DeltaTable.forPath(spark, path)
+            .alias("t")
+            .merge(source.alias("s"), "t.id = s.id")
+            .whenMatchedDelete("s._deleted")
+            .whenMatchedUpdate("NOT s._deleted", {"id": "s.id", "v": "s.v"})
+            .whenNotMatchedInsert("NOT s._deleted", {"id": "s.id", "v": "s.v"})
+            .execute()
+        )
+
+
+def _feed(spark, path: str) -> list[tuple]:
+    feed = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", 1)
+        .load(path)
+    )
+    return sorted(
+        (r["id"], r["v"], r["_change_type"], r["_commit_version"]) for r in feed.collect()
+    )
+
+
+def test_a_driver_merge_gives_delta_sparks_table_and_change_feed(spark, tmp_path: Path) -> None:
+    target = DeltaTarget(
+        str(tmp_path / "t"), mode="upsert", keys=("id",), app_id="a:q", engine="native"
+    )
+    versions = [write_batch(_frame(spark, rows), b, target) for b, rows in enumerate(BATCHES)]
+    assert versions == [1, 2, 3, 4]
+    twin = str(tmp_path / "twin")
+    _twin(spark, twin, BATCHES)
+
+    def rows(path: str) -> list[tuple]:
+        return sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+
+    assert rows(target.path) == rows(twin) == [(1, "a3"), (2, "b2"), (3, "c2"), (5, "e")]
+    assert _feed(spark, target.path) == _feed(spark, twin)
+
+    # batches 1-3 were merged on the driver: Delta's MERGE operation, without the
+    # metrics only delta-spark's MERGE command measures
+    history = DeltaTable.forPath(spark, target.path).history().collect()
+    by_version = {h["version"]: h for h in history}
+    assert [by_version[v]["operation"] for v in (2, 3, 4)] == ["MERGE"] * 3
+    assert not by_version[4]["operationMetrics"]
+    assert by_version[1]["operationMetrics"]  # the first, into a new table: delta-spark's
+
+    # a replay writes nothing, and a new batch after it goes on
+    assert write_batch(_frame(spark, BATCHES[3]), 3, target) is None
+    assert write_batch(_frame(spark, [(6, "f", False)]), 4, target) == 5
+    assert rows(target.path)[-1] == (6, "f")
