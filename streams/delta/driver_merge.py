@@ -17,6 +17,7 @@ MERGE (`mergeable`). Delta's MERGE operation is recorded, so the history reads t
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import uuid
@@ -30,6 +31,8 @@ from pyspark.sql.types import StructType
 
 from streams.delta.sink import DELETE_FLAG
 from streams.delta.target import DeltaTarget
+
+logger = logging.getLogger(__name__)
 
 _FEATURE_KEYS = (
     "delta.constraints.",
@@ -114,26 +117,9 @@ def _write(root: str, rel: str, t: pa.Table) -> int:
     return os.path.getsize(full)
 
 
-def merge_on_driver(
-    spark: SparkSession, few: pa.Table, target: DeltaTarget, batch_id: int, user_meta: str
-) -> bool:
-    """Upsert the deduped changes `few` (one row per key, with the delete flag) into the
-    table, committed with the writer's app transaction and `user_meta`; False when the
-    transaction's version shows the batch is in already (nothing written)."""
-    from deltalake import DeltaTable
-
-    root = local_path(target.path)
-    assert root is not None
-    jvm = spark._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, target.path)
-    txn = log.startTransaction()
-    version = txn.snapshot().version()
-    txn.readWholeTable()
-    table = DeltaTable(target.path, version=version)
-    from streams.delta.commit import _committed_at
-
-    if _committed_at(table, target, batch_id) is not None:
-        return False
+def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[dict[str, Any]]:
+    """The remove, add and cdc actions of the upsert of `few` into the delta-rs `table`
+    (at the transaction's version), their files written under `root`."""
     cdf = table.metadata().configuration.get(_CDF, "false").lower() == "true"
     columns = [c for c in few.column_names if c != DELETE_FLAG]
     deletes = few.column(DELETE_FLAG).to_pylist()
@@ -214,6 +200,43 @@ def merge_on_driver(
             actions.append(
                 {"cdc": {"path": name, "partitionValues": {}, "size": size, "dataChange": False}}
             )
+    return actions
+
+
+def merge_on_driver(
+    spark: SparkSession, few: pa.Table, target: DeltaTarget, batch_id: int, user_meta: str
+) -> bool | None:
+    """Upsert the deduped changes `few` (one row per key, with the delete flag) into the
+    table, committed with the writer's app transaction and `user_meta`. True when
+    committed; False when the transaction's version shows the batch is in already
+    (nothing written); None when the rows could not be merged in Arrow (logged; nothing
+    committed), for the caller to run delta-spark's MERGE instead."""
+    from deltalake import DeltaTable
+
+    from streams.delta.commit import already_committed
+
+    root = local_path(target.path)
+    assert root is not None
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, target.path)
+    txn = log.startTransaction()
+    version = txn.snapshot().version()
+    txn.readWholeTable()
+    table = DeltaTable(target.path, version=version)
+    if already_committed(table, target, batch_id):
+        return False
+    try:
+        actions = _merged(root, table, few, target)
+    except (pa.ArrowException, OSError, ValueError, TypeError) as e:
+        logger.warning(
+            "Delta table %s: batch %d could not be merged on the driver (%s); "
+            "merging it with delta-spark",
+            target.name,
+            batch_id,
+            e,
+        )
+        return None
+    now = int(time.time() * 1000)
     actions.append({"txn": {"appId": target.app_id, "version": int(batch_id), "lastUpdated": now}})
     action = (
         jvm.java.lang.Class.forName(

@@ -349,8 +349,8 @@ def _upsert(
         and _small(n, lambda: _rows(table), lambda: few.nbytes)
     ):
         crash_point("before_commit")
-        merge_on_driver(spark, few, target, batch_id, user_meta)
-        return
+        if merge_on_driver(spark, few, target, batch_id, user_meta) is not None:
+            return
     if few is not None:
         if target.sequence_by:
             deletes = few.filter(few.column(DELETE_FLAG))
