@@ -129,7 +129,10 @@ def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[d
     matched: set[int] = set()
     removed, kept, pre_update, pre_delete = [], [], [], []
     for path, size in zip(adds["path"], adds["size_bytes"], strict=True):
+        # In the batch's types: a timestamp delta-spark wrote as INT96 reads back
+        # without a time zone, and a key of it would never equal the batch's.
         rows = pq.read_table(os.path.join(root, unquote(path)), columns=columns)
+        rows = rows.select(columns).cast(src.schema)
         hits = [by_key.get(k) for k in _keys(rows, target.keys)]
         if all(h is None for h in hits):
             continue
@@ -160,8 +163,7 @@ def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[d
         }
         for path, size in removed
     ]
-    schema = src.schema
-    new = pa.concat_tables([*(t.cast(schema) for t in kept), updates, inserts])
+    new = pa.concat_tables([*kept, updates, inserts])
     if new.num_rows:
         name = f"part-00000-{uuid.uuid4()}-c000.zstd.parquet"
         size = _write(root, name, new)
@@ -182,12 +184,12 @@ def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[d
         parts = []
         for rows, kind in (
             (
-                pa.concat_tables([t.cast(schema) for t in pre_update]) if pre_update else None,
+                pa.concat_tables(pre_update) if pre_update else None,
                 "update_preimage",
             ),
             (updates, "update_postimage"),
             (
-                pa.concat_tables([t.cast(schema) for t in pre_delete]) if pre_delete else None,
+                pa.concat_tables(pre_delete) if pre_delete else None,
                 "delete",
             ),
             (inserts, "insert"),

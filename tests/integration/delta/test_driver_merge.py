@@ -87,3 +87,38 @@ def test_a_driver_merge_gives_delta_sparks_table_and_change_feed(spark, tmp_path
     assert write_batch(_frame(spark, BATCHES[3]), 3, target) is None
     assert write_batch(_frame(spark, [(6, "f", False)]), 4, target) == 5
     assert rows(target.path)[-1] == (6, "f")
+
+
+def test_a_timestamp_key_matches_the_rows_delta_spark_wrote(spark, tmp_path: Path) -> None:
+    """A window's start as a key, as the example's aggregates have: the first batch is
+    delta-spark's MERGE into the new table (its timestamps read back without a time
+    zone), the next ones are merged on the driver and must update those rows, not add
+    rows beside them."""
+    import datetime as dt
+
+    t0 = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.UTC)
+    t1 = t0 + dt.timedelta(minutes=1)
+    batches = [
+        [(t0, "x", 1, False), (t0, "y", 2, False)],
+        [(t0, "x", 3, False), (t1, "x", 4, False)],
+        [(t0, "y", None, True), (t1, "x", 5, False)],
+    ]
+    schema = "window_start timestamp, city string, n long, _deleted boolean"
+    target = DeltaTarget(
+        str(tmp_path / "t"),
+        mode="upsert",
+        keys=("window_start", "city"),
+        app_id="a:q",
+        engine="native",
+    )
+    for b, rows in enumerate(batches):
+        frame = spark.createDataFrame(rows, schema).cache()
+        frame.count()
+        assert write_batch(frame, b, target) == b + 1
+    got = sorted(
+        (r["window_start"].replace(tzinfo=dt.UTC), r["city"], r["n"])
+        for r in spark.read.format("delta").load(target.path).collect()
+    )
+    assert got == [(t0, "x", 3), (t1, "x", 5)]
+    history = DeltaTable.forPath(spark, target.path).history().collect()
+    assert not {h["version"]: h for h in history}[3]["operationMetrics"]
