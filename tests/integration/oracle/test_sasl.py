@@ -105,8 +105,9 @@ def _conf(mechanism: str, user: str, password: str) -> dict[str, Any]:
     }
 
 
-# librdkafka adds the connection's address and its own timing to the broker's message
-_TIMING = re.compile(r" \(after \d+ms in state \w+\)")
+# librdkafka adds the connection's address and its own timing to the broker's message,
+# and the count of identical errors it held back since the last report
+_TIMING = re.compile(r" \(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)")
 _ADDRESS = re.compile(r"sasl_plaintext://127\.0\.0\.1:\d+/\w+: ")
 
 
