@@ -1,12 +1,14 @@
 """A small upsert merged on the driver and committed through delta-spark's transaction.
 
 delta-spark's MERGE of a few rows into a small table costs about 1.2 s of JVM CPU on a
-warm JVM, most of it rebuilding the state of the table's version for its scan and
-planning the MERGE's two passes. The same upsert computed in Arrow on the driver (the
-table's few files read whole, the rows the batch replaces left out, one new file and
-one change-feed file written) and committed through `DeltaLog.startTransaction()`
-costs about a tenth: delta-spark still checks conflicts (`readWholeTable`), the
-protocol and the app transaction, writes the log and its checksum.
+warm JVM in 12-13 Spark jobs, most of it rebuilding the state of the table's version
+for its scan and planning the MERGE's two passes. The same upsert computed in Arrow on
+the driver (the table's files that hold a key of the batch read whole, the rows the
+batch replaces left out, one new file and one change-feed file written) and committed
+through `DeltaLog.startTransaction()` costs 0.4-0.5 of it, the batch's dedupe and
+collection included (docs/benchmarks.md, "Native engine: a small MERGE"): delta-spark
+still checks conflicts (`readWholeTable`), the protocol and the app transaction, writes
+the log and its checksum.
 
 Only for what this module writes exactly as delta-spark's MERGE would: an unpartitioned
 table on the local file system, of the batch's own columns and types, without table
@@ -29,6 +31,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
+from streams.delta._confs import session_confs
+from streams.delta.commit import already_committed
 from streams.delta.sink import DELETE_FLAG
 from streams.delta.target import DeltaTarget
 
@@ -96,14 +100,18 @@ def _columns(schema: dict[str, Any], *, drop: str | None = None) -> list[tuple[s
     return out
 
 
+def _scala_object(jvm: Any, name: str) -> Any:
+    """The instance of the Scala `object` whose class is `name` (its `MODULE$`)."""
+    loader = jvm.Thread.currentThread().getContextClassLoader()
+    return jvm.java.lang.Class.forName(name, True, loader).getField("MODULE$").get(None)
+
+
 def _operation(jvm: Any) -> Any:
     """Delta's MERGE operation (no predicates recorded)."""
-    loader = jvm.Thread.currentThread().getContextClassLoader()
-    cls = jvm.java.lang.Class
-    nil = cls.forName("scala.collection.immutable.Nil$", True, loader).getField("MODULE$").get(None)
-    none = cls.forName("scala.None$", True, loader).getField("MODULE$").get(None)
-    merge = cls.forName("org.apache.spark.sql.delta.DeltaOperations$Merge$", True, loader)
-    return merge.getField("MODULE$").get(None).apply(none, nil, nil, nil)
+    nil = _scala_object(jvm, "scala.collection.immutable.Nil$")
+    none = _scala_object(jvm, "scala.None$")
+    merge = _scala_object(jvm, "org.apache.spark.sql.delta.DeltaOperations$Merge$")
+    return merge.apply(none, nil, nil, nil)
 
 
 def _keys(t: pa.Table, keys: list[str]) -> list[tuple[Any, ...]]:
@@ -215,8 +223,6 @@ def merge_on_driver(
     committed), for the caller to run delta-spark's MERGE instead."""
     from deltalake import DeltaTable
 
-    from streams.delta.commit import already_committed
-
     root = local_path(target.path)
     assert root is not None
     jvm = spark._jvm
@@ -240,15 +246,7 @@ def merge_on_driver(
         return None
     now = int(time.time() * 1000)
     actions.append({"txn": {"appId": target.app_id, "version": int(batch_id), "lastUpdated": now}})
-    action = (
-        jvm.java.lang.Class.forName(
-            "org.apache.spark.sql.delta.actions.Action$",
-            True,
-            jvm.Thread.currentThread().getContextClassLoader(),
-        )
-        .getField("MODULE$")
-        .get(None)
-    )
+    action = _scala_object(jvm, "org.apache.spark.sql.delta.actions.Action$")
     listed = jvm.java.util.ArrayList()
     for a in actions:
         listed.add(action.fromJson(json.dumps(a)))
@@ -258,13 +256,8 @@ def merge_on_driver(
         "spark.databricks.delta.commitInfo.userMetadata": user_meta,
         "spark.databricks.delta.history.metricsEnabled": "false",
     }
-    for k, v in confs.items():
-        spark.conf.set(k, v)
-    try:
+    with session_confs(spark, confs):
         txn.commit(
             jvm.scala.jdk.javaapi.CollectionConverters.asScala(listed).toSeq(), _operation(jvm)
         )
-    finally:
-        for k in confs:
-            spark.conf.unset(k)
     return True

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from streams.delta._confs import session_confs
 from streams.delta._faults import crash_point
 from streams.delta._files import CODEC, ZSTD_LEVEL
 from streams.delta._schema import arrow_schema, check_partitioning, check_types
@@ -216,17 +217,8 @@ def _parquet_settings(df: DataFrame, target: DeltaTarget) -> Iterator[str | None
     if spark.conf.get(_CODEC_CONF, None) is None:
         codec = CODEC
         confs["parquet.compression.codec.zstd.level"] = str(ZSTD_LEVEL)
-    before = {k: spark.conf.get(k, None) for k in confs}
-    for k, v in confs.items():
-        spark.conf.set(k, v)
-    try:
+    with session_confs(spark, confs):
         yield codec
-    finally:
-        for k, v in before.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
 
 
 SMALL_MERGE_ROWS = 10_000
@@ -287,9 +279,9 @@ def _idempotent_dml(
     """Delta's idempotent DML: for a MERGE these session settings play the role of the
     writer's `txnAppId`/`txnVersion` (and `userMetadata`). `spark` is the micro-batch's
     own session (each streaming query runs on a clone), so queries do not see each
-    other's settings. A `small` MERGE (`SMALL_MERGE_ROWS`) also evaluates its expressions
-    without generating code, unless the session sets code generation itself. `extra`:
-    more settings for this MERGE alone."""
+    other's settings (`session_confs`). A `small` MERGE (`SMALL_MERGE_ROWS`) also
+    evaluates its expressions without generating code, unless the session sets code
+    generation itself. `extra`: more settings for this MERGE alone."""
     confs = {
         "spark.databricks.delta.commitInfo.userMetadata": user_meta,
         "spark.databricks.delta.write.txnAppId": target.app_id,
@@ -303,13 +295,8 @@ def _idempotent_dml(
         logger.debug(
             "Delta table %s: batch %d: a small MERGE, no generated code", target.name, batch_id
         )
-    for k, v in confs.items():
-        spark.conf.set(k, v)
-    try:
+    with session_confs(spark, confs):
         yield
-    finally:
-        for k in confs:
-            spark.conf.unset(k)
 
 
 def _create_empty(df: DataFrame, target: DeltaTarget) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from streams.delta._confs import session_confs
 from streams.delta.errors import DeltaTableNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -65,13 +66,10 @@ def vacuum_native(
     and so is its default of ignoring the retention asked for."""
     table = _table(spark, path, "vacuum")
     location = str(path).replace("`", "``")
-    settings = (_RETENTION_CHECK, _RETENTION_WINDOW_IGNORE, _LISTING_PARALLELISM)
-    previous = {k: spark.conf.get(k, None) for k in settings}
-    spark.conf.set(_RETENTION_CHECK, "false")
-    spark.conf.set(_RETENTION_WINDOW_IGNORE, "false")
-    if previous[_LISTING_PARALLELISM] is None:
-        spark.conf.set(_LISTING_PARALLELISM, str(spark.sparkContext.defaultParallelism))
-    try:
+    settings = {_RETENTION_CHECK: "false", _RETENTION_WINDOW_IGNORE: "false"}
+    if spark.conf.get(_LISTING_PARALLELISM, None) is None:
+        settings[_LISTING_PARALLELISM] = str(spark.sparkContext.defaultParallelism)
+    with session_confs(spark, settings):
         files = [
             row[0]
             for row in spark.sql(
@@ -80,12 +78,6 @@ def vacuum_native(
         ]
         if not dry_run and files:
             table.vacuum(float(retention_hours))
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     logger.info(
         "Delta table %s: vacuum %s %d files",
         path,
