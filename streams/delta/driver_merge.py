@@ -12,8 +12,12 @@ the log and its checksum.
 
 Only for what this module writes exactly as delta-spark's MERGE would: an unpartitioned
 table on the local file system, of the batch's own columns and types, without table
-features beyond the change feed, and no `sequence_by`; anything else keeps delta-spark's
-MERGE (`mergeable`). Delta's MERGE operation is recorded, so the history reads the same.
+features beyond the change feed, and a `sequence_by` column, if any, that is not a
+floating-point one (Spark orders NaN above every number; Python does not); anything
+else keeps delta-spark's MERGE (`mergeable`). With `sequence_by`, a change replaces or
+deletes its key's row only when it is not older (the sink's MERGE condition), and the
+batch reaches this module with the changes older than their key's tombstone dropped.
+Delta's MERGE operation is recorded, so the history reads the same.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DoubleType, FloatType, StructType
 
 from streams.delta._confs import session_confs
 from streams.delta.commit import already_committed
@@ -69,7 +73,11 @@ def local_path(path: str) -> str | None:
 def mergeable(table: Any, target: DeltaTarget, schema: StructType) -> bool:
     """Whether an upsert of `schema` (the changes, with the delete flag) into the
     delta-rs `table` can be merged on the driver."""
-    if table is None or target.sequence_by or target.partition_by:
+    if table is None or target.partition_by:
+        return False
+    if target.sequence_by and isinstance(
+        schema[target.sequence_by].dataType, FloatType | DoubleType
+    ):
         return False
     if local_path(target.path) is None:
         return False
@@ -114,6 +122,12 @@ def _operation(jvm: Any) -> Any:
     return merge.apply(none, nil, nil, nil)
 
 
+def _newer(change: Any, row: Any) -> bool:
+    """Whether a change of sequence value `change` replaces a row of `row`: the sink's
+    MERGE condition `t.seq IS NULL OR s.seq >= t.seq`."""
+    return row is None or (change is not None and change >= row)
+
+
 def _keys(t: pa.Table, keys: list[str]) -> list[tuple[Any, ...]]:
     return list(zip(*(t.column(k).to_pylist() for k in keys), strict=True))
 
@@ -133,8 +147,13 @@ def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[d
     deletes = few.column(DELETE_FLAG).to_pylist()
     src = few.select(columns)
     by_key = {k: i for i, k in enumerate(_keys(src, target.keys))}
+    seq = target.sequence_by
+    src_seq = src.column(seq).to_pylist() if seq else None
     adds = pa.table(table.get_add_actions(flatten=True)).to_pydict()
+    # matched: changes whose key has a row (never inserted); applied: those of them
+    # that replace or delete it (all of them without `sequence_by`)
     matched: set[int] = set()
+    applied: set[int] = set()
     removed, kept, pre_update, pre_delete = [], [], [], []
     for path, size in zip(adds["path"], adds["size_bytes"], strict=True):
         # In the batch's types: a timestamp delta-spark wrote as INT96 reads back
@@ -142,6 +161,13 @@ def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[d
         rows = pq.read_table(os.path.join(root, unquote(path)), columns=columns)
         rows = rows.select(columns).cast(src.schema)
         hits = [by_key.get(k) for k in _keys(rows, target.keys)]
+        matched.update(h for h in hits if h is not None)
+        if src_seq is not None:
+            row_seq = rows.column(seq).to_pylist()
+            hits = [
+                h if h is not None and _newer(src_seq[h], row_seq[j]) else None
+                for j, h in enumerate(hits)
+            ]
         if all(h is None for h in hits):
             continue
         removed.append((path, size))
@@ -151,9 +177,9 @@ def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[d
         dele = pa.array([h is not None and deletes[h] for h in hits])
         pre_update.append(rows.filter(upd))
         pre_delete.append(rows.filter(dele))
-        matched.update(h for h in hits if h is not None)
+        applied.update(h for h in hits if h is not None)
     idx = list(range(src.num_rows))
-    updates = src.take(pa.array([i for i in idx if i in matched and not deletes[i]], pa.int64()))
+    updates = src.take(pa.array([i for i in idx if i in applied and not deletes[i]], pa.int64()))
     inserts = src.take(
         pa.array([i for i in idx if i not in matched and not deletes[i]], pa.int64())
     )

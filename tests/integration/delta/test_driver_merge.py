@@ -122,3 +122,68 @@ def test_a_timestamp_key_matches_the_rows_delta_spark_wrote(spark, tmp_path: Pat
     assert got == [(t0, "x", 3), (t1, "x", 5)]
     history = DeltaTable.forPath(spark, target.path).history().collect()
     assert not {h["version"]: h for h in history}[3]["operationMetrics"]
+
+
+# (id, v, seq, _deleted) for a sink with `sequence_by: seq`
+SEQUENCED = [
+    [(1, "a", 10, False), (2, "b", 10, False), (3, "c", None, False)],
+    # older than its row (kept out), newer, a row without a sequence (replaced), an insert
+    [(1, "a-old", 5, False), (2, "b2", 11, False), (3, "c2", 1, False), (4, "d", 1, False)],
+    # a delete, an older delete (kept out), a change without a sequence (kept out)
+    [(1, None, 20, True), (2, None, 9, True), (4, "d2", None, False)],
+    # older than its key's tombstone (dropped before the merge), an insert, an update
+    [(1, "a-late", 15, False), (5, "e", 1, False), (2, "b3", 12, False)],
+]
+
+
+def test_a_sequenced_upsert_on_the_driver_gives_delta_sparks_merge(spark, tmp_path: Path) -> None:
+    """`sequence_by` on the driver: the same table, change feed and tombstones as the
+    sink's delta-spark MERGE of the same batches. The twin is kept on delta-spark's MERGE
+    by a table property the driver merge does not take (`delta.appendOnly`, false)."""
+    schema = "id long, v string, seq long"
+
+    def sink(name: str, **properties: str) -> DeltaTarget:
+        path = str(tmp_path / name)
+        writer = spark.createDataFrame([], schema).write.format("delta")
+        for k, v in {"delta.enableChangeDataFeed": "true", **properties}.items():
+            writer = writer.option(k, v)
+        writer.save(path)
+        return DeltaTarget(
+            path, mode="upsert", keys=("id",), sequence_by="seq", app_id="a:q", engine="native"
+        )
+
+    target, twin = sink("t"), sink("twin", **{"delta.appendOnly": "false"})
+    for b, rows in enumerate(SEQUENCED):
+        for t in (target, twin):
+            frame = spark.createDataFrame(rows, f"{schema}, _deleted boolean").cache()
+            frame.count()
+            assert write_batch(frame, b, t) == b + 1
+
+    def rows(path: str) -> list[tuple]:
+        return sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+
+    assert rows(target.path) == rows(twin.path)
+    assert rows(target.path) == [(2, "b3", 12), (3, "c2", 1), (4, "d", 1), (5, "e", 1)]
+
+    def feed(path: str) -> list[tuple]:
+        changes = (
+            spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", 1)
+            .load(path)
+        )
+        return sorted(
+            (r["id"], r["v"], r["seq"], r["_change_type"], r["_commit_version"])
+            for r in changes.collect()
+        )
+
+    assert feed(target.path) == feed(twin.path)
+    tombstones = [r[:2] for r in rows(target.path + "__tombstones")]
+    assert tombstones == [r[:2] for r in rows(twin.path + "__tombstones")] == [(1, 20), (2, 9)]
+
+    def metrics(path: str) -> list[bool]:
+        history = DeltaTable.forPath(spark, path).history().collect()
+        return [bool(h["operationMetrics"]) for h in sorted(history, key=lambda h: h["version"])]
+
+    assert metrics(target.path)[1:] == [False] * 4  # every batch merged on the driver
+    assert metrics(twin.path)[1:] == [True] * 4
