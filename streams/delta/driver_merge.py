@@ -18,6 +18,11 @@ else keeps delta-spark's MERGE (`mergeable`). With `sequence_by`, a change repla
 deletes its key's row only when it is not older (the sink's MERGE condition), and the
 batch reaches this module with the changes older than their key's tombstone dropped.
 Delta's MERGE operation is recorded, so the history reads the same.
+
+An SCD2 batch goes the same way (`scd2_on_driver`): its plan (`scd2.plan_batch`, the
+same on both engines) closes current rows and inserts versions; the files holding a
+current row it closes are rewritten with that row's `valid_to` and `is_current` set,
+and the inserts are added, as the sink's MERGE of the plan does.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -37,6 +43,8 @@ from pyspark.sql.types import DoubleType, FloatType, StructType
 
 from streams.delta._confs import session_confs
 from streams.delta.commit import already_committed
+from streams.delta.scd2 import ACTION
+from streams.delta.scd2_plan import IS_CURRENT, VALID_TO
 from streams.delta.sink import DELETE_FLAG
 from streams.delta.target import DeltaTarget
 
@@ -70,13 +78,18 @@ def local_path(path: str) -> str | None:
     return None
 
 
-def mergeable(table: Any, target: DeltaTarget, schema: StructType) -> bool:
-    """Whether an upsert of `schema` (the changes, with the delete flag) into the
-    delta-rs `table` can be merged on the driver."""
+def mergeable(
+    table: Any, target: DeltaTarget, schema: StructType, *, drop: str = DELETE_FLAG
+) -> bool:
+    """Whether a batch of `schema` can be merged on the driver into the delta-rs `table`:
+    an upsert's changes (with the delete flag, `drop`), or an SCD2 batch's MERGE source
+    (with its action column)."""
     if table is None or target.partition_by:
         return False
-    if target.sequence_by and isinstance(
-        schema[target.sequence_by].dataType, FloatType | DoubleType
+    if (
+        target.mode == "upsert"
+        and target.sequence_by
+        and isinstance(schema[target.sequence_by].dataType, FloatType | DoubleType)
     ):
         return False
     if local_path(target.path) is None:
@@ -92,7 +105,7 @@ def mergeable(table: Any, target: DeltaTarget, schema: StructType) -> bool:
     if any(k.startswith(_FEATURE_KEYS) for k in meta.configuration):
         return False
     columns = _columns(json.loads(table.schema().to_json()))
-    return columns is not None and columns == _columns(schema.jsonValue(), drop=DELETE_FLAG)
+    return columns is not None and columns == _columns(schema.jsonValue(), drop=drop)
 
 
 def _columns(schema: dict[str, Any], *, drop: str | None = None) -> list[tuple[str, str]] | None:
@@ -183,6 +196,35 @@ def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[d
     inserts = src.take(
         pa.array([i for i in idx if i not in matched and not deletes[i]], pa.int64())
     )
+    return _file_actions(
+        root,
+        removed,
+        pa.concat_tables([*kept, updates, inserts]),
+        [
+            (_concat(pre_update), "update_preimage"),
+            (updates, "update_postimage"),
+            (_concat(pre_delete), "delete"),
+            (inserts, "insert"),
+        ],
+        cdf=cdf,
+    )
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table | None:
+    return pa.concat_tables(tables) if tables else None
+
+
+def _file_actions(
+    root: str,
+    removed: list[tuple[str, int]],
+    new: pa.Table,
+    changes: list[tuple[pa.Table | None, str]],
+    *,
+    cdf: bool,
+) -> list[dict[str, Any]]:
+    """The remove actions of the files `removed` (path, size), the add action of `new`
+    written as one file (when it has rows), and, when the table keeps a change feed, the
+    cdc action of one file of `changes` (rows, `_change_type`) that have rows."""
     now = int(time.time() * 1000)
     actions: list[dict[str, Any]] = [
         {
@@ -197,7 +239,6 @@ def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[d
         }
         for path, size in removed
     ]
-    new = pa.concat_tables([*kept, updates, inserts])
     if new.num_rows:
         name = f"part-00000-{uuid.uuid4()}-c000.zstd.parquet"
         size = _write(root, name, new)
@@ -214,29 +255,64 @@ def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[d
                 }
             }
         )
-    if cdf and (removed or inserts.num_rows):
-        parts = []
-        for rows, kind in (
-            (
-                pa.concat_tables(pre_update) if pre_update else None,
-                "update_preimage",
-            ),
-            (updates, "update_postimage"),
-            (
-                pa.concat_tables(pre_delete) if pre_delete else None,
-                "delete",
-            ),
-            (inserts, "insert"),
-        ):
-            if rows is not None and rows.num_rows:
-                parts.append(rows.append_column("_change_type", pa.array([kind] * rows.num_rows)))
-        if parts:
-            name = f"_change_data/cdc-00000-{uuid.uuid4()}.zstd.parquet"
-            size = _write(root, name, pa.concat_tables(parts))
-            actions.append(
-                {"cdc": {"path": name, "partitionValues": {}, "size": size, "dataChange": False}}
-            )
+    parts = [
+        rows.append_column("_change_type", pa.array([kind] * rows.num_rows, pa.string()))
+        for rows, kind in changes
+        if rows is not None and rows.num_rows
+    ]
+    if cdf and parts:
+        name = f"_change_data/cdc-00000-{uuid.uuid4()}.zstd.parquet"
+        size = _write(root, name, pa.concat_tables(parts))
+        actions.append(
+            {"cdc": {"path": name, "partitionValues": {}, "size": size, "dataChange": False}}
+        )
     return actions
+
+
+def _closed(root: str, table: Any, source: pa.Table, target: DeltaTarget) -> list[dict[str, Any]]:
+    """The remove, add and cdc actions of an SCD2 batch's MERGE source `source`
+    (`streams.delta.scd2.plan_batch`) applied to the delta-rs `table`, their files
+    written under `root`: a `close` row ends its key's current row (`valid_to` from the
+    row, `is_current` false) and an `insert` row is a new version, as the sink's MERGE
+    (`t.key = s.key AND s.action = 'close' AND t.is_current`) does."""
+    cdf = table.metadata().configuration.get(_CDF, "false").lower() == "true"
+    columns = [c for c in source.column_names if c != ACTION]
+    src = source.select(columns)
+    kinds = source.column(ACTION).to_pylist()
+    ends = src.column(VALID_TO)
+    closes = {k: i for i, k in enumerate(_keys(src, target.keys)) if kinds[i] == "close"}
+    inserts = src.filter(pa.array([k == "insert" for k in kinds]))
+    adds = pa.table(table.get_add_actions(flatten=True)).to_pydict()
+    removed, kept, before, after = [], [], [], []
+    for path, size in zip(adds["path"], adds["size_bytes"], strict=True):
+        rows = pq.read_table(os.path.join(root, unquote(path)), columns=columns)
+        rows = rows.select(columns).cast(src.schema)
+        current = rows.column(IS_CURRENT).to_pylist()
+        hits = [
+            closes.get(k) if current[j] else None for j, k in enumerate(_keys(rows, target.keys))
+        ]
+        if all(h is None for h in hits):
+            continue
+        removed.append((path, size))
+        kept.append(rows.filter(pa.array([h is None for h in hits])))
+        ended = rows.filter(pa.array([h is not None for h in hits]))
+        n = ended.num_rows
+        closed = ended.set_column(
+            columns.index(VALID_TO), VALID_TO, ends.take([h for h in hits if h is not None])
+        ).set_column(columns.index(IS_CURRENT), IS_CURRENT, pa.array([False] * n, pa.bool_()))
+        before.append(ended)
+        after.append(closed)
+    return _file_actions(
+        root,
+        removed,
+        pa.concat_tables([*kept, *after, inserts]),
+        [
+            (_concat(before), "update_preimage"),
+            (_concat(after), "update_postimage"),
+            (inserts, "insert"),
+        ],
+        cdf=cdf,
+    )
 
 
 def merge_on_driver(
@@ -249,18 +325,62 @@ def merge_on_driver(
     committed), for the caller to run delta-spark's MERGE instead."""
     from deltalake import DeltaTable
 
-    root = local_path(target.path)
-    assert root is not None
+    txn = _transaction(spark, target)
+    table = DeltaTable(target.path, version=txn.snapshot().version())
+    if already_committed(table, target, batch_id):
+        return False
+    return _apply(
+        spark, txn, lambda root: _merged(root, table, few, target), target, batch_id, user_meta
+    )
+
+
+def scd2_on_driver(
+    spark: SparkSession,
+    table: Any,
+    source: pa.Table,
+    target: DeltaTarget,
+    batch_id: int,
+    user_meta: str,
+) -> bool | None:
+    """Apply an SCD2 batch's MERGE source `source`, planned against the delta-rs `table`,
+    committed with the writer's app transaction and `user_meta`. True when committed;
+    False when the batch is in already; None when the table has moved on since the plan
+    or the rows could not be merged in Arrow (nothing committed), for the caller to run
+    delta-spark's MERGE instead."""
+    txn = _transaction(spark, target)
+    if txn.snapshot().version() != table.version():
+        return None
+    if already_committed(table, target, batch_id):
+        return False
+    return _apply(
+        spark, txn, lambda root: _closed(root, table, source, target), target, batch_id, user_meta
+    )
+
+
+def _transaction(spark: SparkSession, target: DeltaTarget) -> Any:
+    """delta-spark's transaction on the table, reading all of it: a writer that commits
+    first conflicts with it."""
     jvm = spark._jvm
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, target.path)
     txn = log.startTransaction()
-    version = txn.snapshot().version()
     txn.readWholeTable()
-    table = DeltaTable(target.path, version=version)
-    if already_committed(table, target, batch_id):
-        return False
+    return txn
+
+
+def _apply(
+    spark: SparkSession,
+    txn: Any,
+    actions_of: Callable[[str], list[dict[str, Any]]],
+    target: DeltaTarget,
+    batch_id: int,
+    user_meta: str,
+) -> bool | None:
+    """Commit through `txn` the actions `actions_of(root)` writes, with the writer's app
+    transaction and `user_meta`; None (logged) when Arrow could not compute them."""
+    root = local_path(target.path)
+    assert root is not None
     try:
-        actions = _merged(root, table, few, target)
+        actions = actions_of(root)
     except (pa.ArrowException, OSError, ValueError, TypeError) as e:
         logger.warning(
             "Delta table %s: batch %d could not be merged on the driver (%s); "
@@ -272,6 +392,7 @@ def merge_on_driver(
         return None
     now = int(time.time() * 1000)
     actions.append({"txn": {"appId": target.app_id, "version": int(batch_id), "lastUpdated": now}})
+    jvm = spark._jvm
     action = _scala_object(jvm, "org.apache.spark.sql.delta.actions.Action$")
     listed = jvm.java.util.ArrayList()
     for a in actions:

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from streams.delta._confs import session_confs
@@ -34,7 +35,7 @@ from streams.delta.commit import (
     load_table,
     nothing_written,
 )
-from streams.delta.driver_merge import merge_on_driver, mergeable
+from streams.delta.driver_merge import merge_on_driver, mergeable, scd2_on_driver
 from streams.delta.errors import DeltaSchemaError, NativeEngineUnavailableError
 from streams.delta.native_maintenance import optimize_native
 from streams.delta.scd2 import ACTION, plan_batch
@@ -109,7 +110,7 @@ def write_batch_native(
         elif already_committed(table, target, batch_id):
             return None
         else:
-            _scd2(df, batch_id, target, user_meta, commit_info, table)
+            _scd2(df, batch_id, target, user_meta, commit_info)
     except Exception as e:
         if table is not None and any(r in str(e) for r in _SCHEMA_REFUSALS):
             _explain_refusal(df, target, table, e)
@@ -413,16 +414,16 @@ def _scd2(
     target: DeltaTarget,
     user_meta: str,
     commit_info: Mapping[str, Any] | None,
-    table: Any,
 ) -> None:
     """SCD2 as a delta-spark MERGE of the same plan the Python engine applies: the batch's
     changes (collected to the driver: CDC batches of dimensions are small) against the
-    current rows of the keys they touch."""
+    current rows of the keys they touch. A small plan into a small table is merged on
+    the driver instead (`driver_merge.scd2_on_driver`)."""
     from delta.tables import DeltaTable
 
     spark = df.sparkSession
     rows = df.withColumn(ARRIVAL, F.monotonically_increasing_id()).toArrow()
-    _table, source, counts = plan_batch(rows, batch_id, target, schema=arrow_schema(df.schema))
+    planned, source, counts = plan_batch(rows, batch_id, target, schema=arrow_schema(df.schema))
     if source is None:
         _record_if_skipped(df, batch_id, target, user_meta)
         return
@@ -433,9 +434,13 @@ def _scd2(
             f"t.`{IS_CURRENT}` = true",
         ]
     )
+    small = _small(source.num_rows, lambda: _rows(planned), lambda: source.nbytes)
+    if small and mergeable(planned, target, from_arrow_schema(source.schema), drop=ACTION):
+        if scd2_on_driver(spark, planned, source, target, batch_id, user_meta) is not None:
+            _log_scd2(target, batch_id, counts)
+            return
     data = [c for c in source.column_names if c != ACTION]
     staged = spark.createDataFrame(source)
-    small = _small(source.num_rows, lambda: _rows(table), lambda: source.nbytes)
     with _idempotent_dml(spark, batch_id, target, user_meta, small=small, extra=_LOCAL_SOURCE):
         (
             DeltaTable.forPath(spark, target.path)
@@ -447,6 +452,10 @@ def _scd2(
             )
             .execute()
         )
+    _log_scd2(target, batch_id, counts)
+
+
+def _log_scd2(target: DeltaTarget, batch_id: int, counts: tuple[int, int]) -> None:
     logger.info(
         "Delta table %s: batch %d: closed %d version(s), inserted %d",
         target.name,

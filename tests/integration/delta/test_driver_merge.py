@@ -187,3 +187,92 @@ def test_a_sequenced_upsert_on_the_driver_gives_delta_sparks_merge(spark, tmp_pa
 
     assert metrics(target.path)[1:] == [False] * 4  # every batch merged on the driver
     assert metrics(twin.path)[1:] == [True] * 4
+
+
+# (user_id, city, _source_ts_ms, _op) for an SCD2 sink sequenced by `_source_ts_ms`
+SCD2_BATCHES = [
+    [(1, "Oslo", 100, "c"), (2, "Rome", 100, "c")],
+    # a new version, a delete, a key never seen
+    [(1, "Bergen", 200, "u"), (2, None, 200, "d"), (3, "Lima", 150, "c")],
+    # a stale change, a change and a reinsert of the deleted key in one batch
+    [(1, "Oslo", 150, "u"), (3, "Cusco", 300, "u"), (3, "Lima", 400, "u"), (2, "Rome", 500, "c")],
+]
+
+
+def test_an_scd2_batch_on_the_driver_gives_delta_sparks_merge(spark, tmp_path: Path) -> None:
+    """SCD2 on the driver: the same history and change feed as the sink's delta-spark
+    MERGE of the same plans. Both tables are made first, as the sink makes them, the
+    twin with a table property the driver merge does not take (`delta.appendOnly`)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable as RsTable
+    from deltalake import Schema
+
+    from streams.delta.target import CDF_CONFIGURATION
+
+    utc = pa.timestamp("us", tz="UTC")
+    stored = pa.schema(
+        [
+            ("user_id", pa.int64()),
+            ("city", pa.string()),
+            ("_source_ts_ms", pa.int64()),
+            ("valid_from", utc),
+            ("valid_to", utc),
+            ("is_current", pa.bool_()),
+        ]
+    )
+
+    def sink(name: str, **properties: str) -> DeltaTarget:
+        path = str(tmp_path / name)
+        config = {**CDF_CONFIGURATION, **properties}
+        RsTable.create(path, Schema.from_arrow(stored), configuration=config)
+        return DeltaTarget(
+            path,
+            mode="scd2",
+            keys=("user_id",),
+            sequence_by="_source_ts_ms",
+            app_id="a:q",
+            engine="native",
+        )
+
+    target, twin = sink("t"), sink("twin", **{"delta.appendOnly": "false"})
+    schema = "user_id long, city string, _source_ts_ms long, _op string"
+    for b, rows in enumerate(SCD2_BATCHES):
+        for t in (target, twin):
+            assert write_batch(spark.createDataFrame(rows, schema), b, t) == b + 1
+
+    def rows(path: str) -> list[tuple]:
+        return sorted((tuple(r) for r in spark.read.format("delta").load(path).collect()), key=repr)
+
+    assert rows(target.path) == rows(twin.path)
+    current = sorted((r[0], r[1]) for r in rows(target.path) if r[5])
+    assert current == [(1, "Bergen"), (2, "Rome"), (3, "Lima")]
+
+    def feed(path: str) -> list[tuple]:
+        changes = (
+            spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", 1)
+            .load(path)
+        )
+        return sorted(
+            (
+                tuple(r[c] for c in [*stored.names, "_change_type", "_commit_version"])
+                for r in changes.collect()
+            ),
+            key=repr,
+        )
+
+    assert feed(target.path) == feed(twin.path)
+    assert {r[-2] for r in feed(target.path)} == {"insert", "update_preimage", "update_postimage"}
+
+    def merged_on_driver(path: str) -> list[bool]:
+        history = DeltaTable.forPath(spark, path).history().collect()
+        return [
+            h["operation"] == "MERGE" and not h["operationMetrics"]
+            for h in sorted(history, key=lambda h: h["version"])
+        ][1:]
+
+    assert merged_on_driver(target.path) == [True] * 3
+    assert merged_on_driver(twin.path) == [False] * 3
+    # a replay writes nothing
+    assert write_batch(spark.createDataFrame(SCD2_BATCHES[2], schema), 2, target) is None
