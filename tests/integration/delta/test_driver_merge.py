@@ -48,16 +48,20 @@ def _twin(spark, path: str, batches) -> None:
         )
 
 
-def _feed(spark, path: str) -> list[tuple]:
+def _rows(spark, path: str) -> list[tuple]:
+    return sorted((tuple(r) for r in spark.read.format("delta").load(path).collect()), key=repr)
+
+
+def _feed(spark, path: str, columns=("id", "v")) -> list[tuple]:
+    """The table's change feed from version 1: `columns`, the change type and version."""
     feed = (
         spark.read.format("delta")
         .option("readChangeFeed", "true")
         .option("startingVersion", 1)
         .load(path)
     )
-    return sorted(
-        (r["id"], r["v"], r["_change_type"], r["_commit_version"]) for r in feed.collect()
-    )
+    names = [*columns, "_change_type", "_commit_version"]
+    return sorted((tuple(r[c] for c in names) for r in feed.collect()), key=repr)
 
 
 def test_a_driver_merge_gives_delta_sparks_table_and_change_feed(spark, tmp_path: Path) -> None:
@@ -69,10 +73,11 @@ def test_a_driver_merge_gives_delta_sparks_table_and_change_feed(spark, tmp_path
     twin = str(tmp_path / "twin")
     _twin(spark, twin, BATCHES)
 
-    def rows(path: str) -> list[tuple]:
-        return sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
-
-    assert rows(target.path) == rows(twin) == [(1, "a3"), (2, "b2"), (3, "c2"), (5, "e")]
+    assert (
+        _rows(spark, target.path)
+        == _rows(spark, twin)
+        == [(1, "a3"), (2, "b2"), (3, "c2"), (5, "e")]
+    )
     assert _feed(spark, target.path) == _feed(spark, twin)
 
     # batches 1-3 were merged on the driver: Delta's MERGE operation, without the
@@ -86,7 +91,7 @@ def test_a_driver_merge_gives_delta_sparks_table_and_change_feed(spark, tmp_path
     # a replay writes nothing, and a new batch after it goes on
     assert write_batch(_frame(spark, BATCHES[3]), 3, target) is None
     assert write_batch(_frame(spark, [(6, "f", False)]), 4, target) == 5
-    assert rows(target.path)[-1] == (6, "f")
+    assert _rows(spark, target.path)[-1] == (6, "f")
 
 
 def test_a_timestamp_key_matches_the_rows_delta_spark_wrote(spark, tmp_path: Path) -> None:
@@ -159,27 +164,15 @@ def test_a_sequenced_upsert_on_the_driver_gives_delta_sparks_merge(spark, tmp_pa
             frame.count()
             assert write_batch(frame, b, t) == b + 1
 
-    def rows(path: str) -> list[tuple]:
-        return sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+    assert _rows(spark, target.path) == _rows(spark, twin.path)
+    assert _rows(spark, target.path) == [(2, "b3", 12), (3, "c2", 1), (4, "d", 1), (5, "e", 1)]
 
-    assert rows(target.path) == rows(twin.path)
-    assert rows(target.path) == [(2, "b3", 12), (3, "c2", 1), (4, "d", 1), (5, "e", 1)]
-
-    def feed(path: str) -> list[tuple]:
-        changes = (
-            spark.read.format("delta")
-            .option("readChangeFeed", "true")
-            .option("startingVersion", 1)
-            .load(path)
-        )
-        return sorted(
-            (r["id"], r["v"], r["seq"], r["_change_type"], r["_commit_version"])
-            for r in changes.collect()
-        )
-
-    assert feed(target.path) == feed(twin.path)
-    tombstones = [r[:2] for r in rows(target.path + "__tombstones")]
-    assert tombstones == [r[:2] for r in rows(twin.path + "__tombstones")] == [(1, 20), (2, 9)]
+    columns = ("id", "v", "seq")
+    assert _feed(spark, target.path, columns) == _feed(spark, twin.path, columns)
+    tombstones = [r[:2] for r in _rows(spark, target.path + "__tombstones")]
+    assert (
+        tombstones == [r[:2] for r in _rows(spark, twin.path + "__tombstones")] == [(1, 20), (2, 9)]
+    )
 
     def metrics(path: str) -> list[bool]:
         history = DeltaTable.forPath(spark, path).history().collect()
@@ -240,30 +233,13 @@ def test_an_scd2_batch_on_the_driver_gives_delta_sparks_merge(spark, tmp_path: P
         for t in (target, twin):
             assert write_batch(spark.createDataFrame(rows, schema), b, t) == b + 1
 
-    def rows(path: str) -> list[tuple]:
-        return sorted((tuple(r) for r in spark.read.format("delta").load(path).collect()), key=repr)
-
-    assert rows(target.path) == rows(twin.path)
-    current = sorted((r[0], r[1]) for r in rows(target.path) if r[5])
+    assert _rows(spark, target.path) == _rows(spark, twin.path)
+    current = sorted((r[0], r[1]) for r in _rows(spark, target.path) if r[5])
     assert current == [(1, "Bergen"), (2, "Rome"), (3, "Lima")]
 
-    def feed(path: str) -> list[tuple]:
-        changes = (
-            spark.read.format("delta")
-            .option("readChangeFeed", "true")
-            .option("startingVersion", 1)
-            .load(path)
-        )
-        return sorted(
-            (
-                tuple(r[c] for c in [*stored.names, "_change_type", "_commit_version"])
-                for r in changes.collect()
-            ),
-            key=repr,
-        )
-
-    assert feed(target.path) == feed(twin.path)
-    assert {r[-2] for r in feed(target.path)} == {"insert", "update_preimage", "update_postimage"}
+    feed = _feed(spark, target.path, stored.names)
+    assert feed == _feed(spark, twin.path, stored.names)
+    assert {r[-2] for r in feed} == {"insert", "update_preimage", "update_postimage"}
 
     def merged_on_driver(path: str) -> list[bool]:
         history = DeltaTable.forPath(spark, path).history().collect()
