@@ -32,7 +32,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -42,7 +42,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DoubleType, FloatType, StructType
 
 from streams.delta._confs import session_confs
-from streams.delta.commit import already_committed
+from streams.delta.commit import add_actions, already_committed
 from streams.delta.scd2 import ACTION
 from streams.delta.scd2_plan import IS_CURRENT, VALID_TO
 from streams.delta.sink import DELETE_FLAG
@@ -162,17 +162,12 @@ def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[d
     by_key = {k: i for i, k in enumerate(_keys(src, target.keys))}
     seq = target.sequence_by
     src_seq = src.column(seq).to_pylist() if seq else None
-    adds = pa.table(table.get_add_actions(flatten=True)).to_pydict()
     # matched: changes whose key has a row (never inserted); applied: those of them
     # that replace or delete it (all of them without `sequence_by`)
     matched: set[int] = set()
     applied: set[int] = set()
     removed, kept, pre_update, pre_delete = [], [], [], []
-    for path, size in zip(adds["path"], adds["size_bytes"], strict=True):
-        # In the batch's types: a timestamp delta-spark wrote as INT96 reads back
-        # without a time zone, and a key of it would never equal the batch's.
-        rows = pq.read_table(os.path.join(root, unquote(path)), columns=columns)
-        rows = rows.select(columns).cast(src.schema)
+    for path, size, rows in _table_files(root, table, src.schema):
         hits = [by_key.get(k) for k in _keys(rows, target.keys)]
         matched.update(h for h in hits if h is not None)
         if src_seq is not None:
@@ -208,6 +203,16 @@ def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[d
         ],
         cdf=cdf,
     )
+
+
+def _table_files(root: str, table: Any, schema: pa.Schema) -> Iterator[tuple[str, int, pa.Table]]:
+    """(path, size, rows) of each live file of the delta-rs `table`, its rows read in
+    `schema`'s columns and types: a timestamp delta-spark wrote as INT96 reads back
+    without a time zone, and a key of it would never equal the batch's."""
+    adds = add_actions(table).to_pydict()
+    for path, size in zip(adds["path"], adds["size_bytes"], strict=True):
+        rows = pq.read_table(os.path.join(root, unquote(path)), columns=schema.names)
+        yield path, size, rows.select(schema.names).cast(schema)
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table | None:
@@ -282,11 +287,8 @@ def _closed(root: str, table: Any, source: pa.Table, target: DeltaTarget) -> lis
     ends = src.column(VALID_TO)
     closes = {k: i for i, k in enumerate(_keys(src, target.keys)) if kinds[i] == "close"}
     inserts = src.filter(pa.array([k == "insert" for k in kinds]))
-    adds = pa.table(table.get_add_actions(flatten=True)).to_pydict()
     removed, kept, before, after = [], [], [], []
-    for path, size in zip(adds["path"], adds["size_bytes"], strict=True):
-        rows = pq.read_table(os.path.join(root, unquote(path)), columns=columns)
-        rows = rows.select(columns).cast(src.schema)
+    for path, size, rows in _table_files(root, table, src.schema):
         current = rows.column(IS_CURRENT).to_pylist()
         hits = [
             closes.get(k) if current[j] else None for j, k in enumerate(_keys(rows, target.keys))

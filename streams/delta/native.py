@@ -331,20 +331,16 @@ def _upsert(
     if n == 0 and not target.record_empty:
         # Delta commits a MERGE of no rows for its app transaction: no MERGE at all.
         return
-    if few is not None and target.sequence_by:
-        deletes = few.filter(few.column(DELETE_FLAG))
-        few = keep_after_tombstones(few, record_tombstones(deletes, target), target)
-    if (
-        few is not None
-        and mergeable(table, target, changes.schema)
-        and _small(n, lambda: _rows(table), lambda: few.nbytes)
-    ):
-        crash_point("before_commit")
-        if merge_on_driver(spark, few, target, batch_id, user_meta) is not None:
-            return
     if few is not None:
-        source = spark.createDataFrame(few, schema=changes.schema)
+        if target.sequence_by:
+            deletes = few.filter(few.column(DELETE_FLAG))
+            few = keep_after_tombstones(few, record_tombstones(deletes, target), target)
         small = _small(n, lambda: _rows(table), lambda: few.nbytes)
+        if small and mergeable(table, target, changes.schema):
+            crash_point("before_commit")
+            if merge_on_driver(spark, few, target, batch_id, user_meta) is not None:
+                return
+        source = spark.createDataFrame(few, schema=changes.schema)
     else:
         source = changes
         if target.sequence_by:
