@@ -42,6 +42,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DoubleType, FloatType, StructType
 
 from streams.delta._confs import session_confs
+from streams.delta._files import CODEC, ZSTD_LEVEL, _Stats
 from streams.delta.commit import add_actions, already_committed
 from streams.delta.scd2 import ACTION
 from streams.delta.scd2_plan import IS_CURRENT, VALID_TO
@@ -146,10 +147,21 @@ def _keys(t: pa.Table, keys: list[str]) -> list[tuple[Any, ...]]:
 
 
 def _write(root: str, rel: str, t: pa.Table) -> int:
+    """Write `t` as one Parquet file at `rel` under `root`, compressed as every file the
+    framework writes; its size."""
     full = os.path.join(root, rel)
     os.makedirs(os.path.dirname(full), exist_ok=True)
-    pq.write_table(t, full, compression="zstd")
+    pq.write_table(t, full, compression=CODEC, compression_level=ZSTD_LEVEL)
     return os.path.getsize(full)
+
+
+def _stats(t: pa.Table) -> str:
+    """The add action's statistics of `t` (numRecords, min/max, nullCount), by the rules
+    of the framework's other writers, so that readers can skip the file by them."""
+    stats = _Stats(t.schema)
+    for batch in t.to_batches():
+        stats.update(batch)
+    return stats.to_json()
 
 
 def _merged(root: str, table: Any, few: pa.Table, target: DeltaTarget) -> list[dict[str, Any]]:
@@ -247,7 +259,6 @@ def _file_actions(
     if new.num_rows:
         name = f"part-00000-{uuid.uuid4()}-c000.zstd.parquet"
         size = _write(root, name, new)
-        stats = json.dumps({"numRecords": new.num_rows})
         actions.append(
             {
                 "add": {
@@ -256,7 +267,7 @@ def _file_actions(
                     "size": size,
                     "modificationTime": now,
                     "dataChange": True,
-                    "stats": stats,
+                    "stats": _stats(new),
                 }
             }
         )

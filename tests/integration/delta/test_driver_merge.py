@@ -5,6 +5,7 @@ operation in the table's history."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,16 @@ def test_a_timestamp_key_matches_the_rows_delta_spark_wrote(spark, tmp_path: Pat
     assert got == [(t0, "x", 3), (t1, "x", 5)]
     history = DeltaTable.forPath(spark, target.path).history().collect()
     assert not {h["version"]: h for h in history}[3]["operationMetrics"]
+
+    # the driver's file carries the statistics a reader skips files by, as delta-spark's do
+    log = Path(target.path, "_delta_log", f"{3:020d}.json").read_text().splitlines()
+    (stats,) = [json.loads(a["add"]["stats"]) for a in map(json.loads, log) if "add" in a]
+    assert stats == {
+        "numRecords": 2,
+        "minValues": {"window_start": "2026-11-28T12:00:00.000Z", "city": "x", "n": 3},
+        "maxValues": {"window_start": "2026-11-28T12:01:00.000Z", "city": "x", "n": 5},
+        "nullCount": {"window_start": 0, "city": 0, "n": 0},
+    }
 
 
 # (id, v, seq, _deleted) for a sink with `sequence_by: seq`
