@@ -125,7 +125,7 @@ class NativeDelta:
         )
 
     def read_snapshot(self, spark: SparkSession, path: str) -> DataFrame:
-        return spark.read.format("delta").load(path)
+        return native.read_snapshot_native(spark, path)
 
     def optimize(self, spark: SparkSession | None, path: str) -> dict[str, Any]:
         return native_maintenance.optimize_native(_session(spark), path)

@@ -35,12 +35,13 @@ from streams.delta.commit import (
     load_table,
     nothing_written,
 )
-from streams.delta.driver_merge import merge_on_driver, mergeable, scd2_on_driver
+from streams.delta.driver_merge import local_path, merge_on_driver, mergeable, scd2_on_driver
 from streams.delta.errors import DeltaSchemaError, NativeEngineUnavailableError
 from streams.delta.native_maintenance import optimize_native
 from streams.delta.scd2 import ACTION, plan_batch
 from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
 from streams.delta.sink import DELETE_FLAG, dedupe_changes, null_key_error, refuse_null_keys
+from streams.delta.source import read_snapshot_python
 from streams.delta.target import DeltaTarget, batch_commit_info
 from streams.delta.tombstones import (
     keep_after_tombstones,
@@ -470,6 +471,34 @@ def _record_if_skipped(df: DataFrame, batch_id: int, target: DeltaTarget, user_m
     spark = df.sparkSession
     empty = spark.read.format("delta").load(target.path).limit(0)
     _writer(empty, batch_id, target, user_meta, txn=True).save(target.path)
+
+
+SMALL_SNAPSHOT_BYTES = 32 << 20
+"""A table read as a snapshot (the static side of a stream-static join) whose files hold
+at most this many bytes, on the local file system and of a protocol delta-rs reads, is
+read with delta-rs (`read_snapshot_native`)."""
+
+
+def read_snapshot_native(spark: SparkSession, path: str) -> DataFrame:
+    """The latest version of `path` as a static DataFrame that reads the version that is
+    the latest at each execution.
+
+    Spark's `delta` reader lists a new version's files by rebuilding its state in Spark
+    jobs when the batch is planned: a dimension that changes between the batches of the
+    stream joined with it costs each of them those jobs. A small local table a delta-rs
+    reader can read (`SMALL_SNAPSHOT_BYTES`, reader version 1) is read as the Python
+    engine reads it: one task lists and reads the newest version's files with delta-rs
+    (`source.read_snapshot_python`). Which way is decided once, when the query starts;
+    any other table keeps Spark's reader."""
+    _require(spark, path)
+    table = load_table(path) if local_path(path) is not None else None
+    if (
+        table is not None
+        and table.protocol().min_reader_version == 1
+        and sum(add_actions(table).column("size_bytes").to_pylist()) <= SMALL_SNAPSHOT_BYTES
+    ):
+        return read_snapshot_python(spark, path)
+    return spark.read.format("delta").load(path)
 
 
 def read_delta_stream_native(

@@ -245,3 +245,80 @@ def test_an_upsert_merges_the_same_rows_from_the_driver_or_from_spark(
     assert [tuple(r) for r in tombstones.select("user_id", "seq").collect()] == [(2, 5)]
     with pytest.raises(DeltaWriteError, match="user_id"):
         write_batch(batch([(None, "x", 9, "c")]), 3, target)
+
+
+SNAPSHOT_ROWS = """
+    id long, name string, amount decimal(12,2), at timestamp, day date, live boolean
+"""
+
+
+def _dimension(spark, path: str, properties: dict[str, str] | None = None) -> None:
+    """A table delta-spark writes in two versions: its timestamps as Parquet's INT96."""
+    import datetime as dt
+    from decimal import Decimal
+
+    at = dt.datetime(2026, 11, 29, 3, 0, tzinfo=dt.UTC)
+    first = spark.createDataFrame(
+        [(1, "a", Decimal("1.50"), at, at.date(), True), (2, None, None, None, None, None)],
+        SNAPSHOT_ROWS,
+    )
+    writer = first.write.format("delta")
+    for k, v in (properties or {}).items():
+        writer = writer.option(k, v)
+    writer.save(path)
+    more = spark.createDataFrame([(3, "c", Decimal("-2.25"), at, at.date(), False)], SNAPSHOT_ROWS)
+    more.write.format("delta").mode("append").save(path)
+
+
+def _reads_in_python(frame) -> bool:
+    return "warehouse_delta" in frame._jdf.queryExecution().optimizedPlan().toString()
+
+
+def test_a_small_local_snapshot_is_read_with_delta_rs_as_delta_spark_reads_it(
+    spark, tmp_path: Path
+) -> None:
+    """The static side of a stream-static join on the native engine: a small local table
+    is read by one delta-rs task at each execution, with delta-spark's rows and types."""
+    path = str(tmp_path / "dim")
+    _dimension(spark, path)
+    frame = delta_engine("native").read_snapshot(spark, path)
+    assert _reads_in_python(frame)
+    spark_read = spark.read.format("delta").load(path)
+    assert frame.schema == spark_read.schema
+    assert sorted(frame.collect()) == sorted(spark_read.collect())
+    assert len(frame.collect()) == 3
+
+    # the same DataFrame executed again reads the version that is the latest then
+    spark.createDataFrame([(4, "d", None, None, None, True)], SNAPSHOT_ROWS).write.format(
+        "delta"
+    ).mode("append").save(path)
+    assert sorted(r["id"] for r in frame.collect()) == [1, 2, 3, 4]
+
+
+def test_a_snapshot_delta_rs_does_not_read_keeps_sparks_reader(
+    spark, tmp_path: Path, monkeypatch
+) -> None:
+    """A table of a reader feature (column mapping) or larger than `SMALL_SNAPSHOT_BYTES`
+    is read by delta-spark's own reader."""
+    from streams.delta import native
+
+    mapped = str(tmp_path / "mapped")
+    _dimension(
+        spark,
+        mapped,
+        {
+            "delta.columnMapping.mode": "name",
+            "delta.minReaderVersion": "2",
+            "delta.minWriterVersion": "5",
+        },
+    )
+    frame = delta_engine("native").read_snapshot(spark, mapped)
+    assert not _reads_in_python(frame)
+    assert sorted(r["id"] for r in frame.collect()) == [1, 2, 3]
+
+    plain = str(tmp_path / "plain")
+    _dimension(spark, plain)
+    monkeypatch.setattr(native, "SMALL_SNAPSHOT_BYTES", 0)
+    frame = delta_engine("native").read_snapshot(spark, plain)
+    assert not _reads_in_python(frame)
+    assert sorted(r["id"] for r in frame.collect()) == [1, 2, 3]
