@@ -68,6 +68,11 @@ def file_rows(adds: pa.Table) -> int | None:
     return None if any(c is None for c in counts) else sum(counts)
 
 
+def file_bytes(adds: pa.Table) -> int:
+    """The bytes of the files in `adds` (`add_actions`)."""
+    return sum(adds.column("size_bytes").to_pylist()) if adds.num_rows else 0
+
+
 def committed(target: DeltaTarget, batch_id: int) -> bool:
     """Whether `write_batch` would skip this batch: the table already has batch
     `batch_id` (or a later one) of `target.app_id`."""

@@ -22,7 +22,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from streams.delta._files import STAGING_DIR
-from streams.delta.commit import add_actions, file_rows
+from streams.delta.commit import add_actions, file_bytes, file_rows
 from streams.delta.errors import DeltaTableNotFoundError
 from streams.delta.target import (
     BATCH_KEY,
@@ -77,7 +77,7 @@ def table_info(path: str | Path) -> dict[str, Any]:
         "version": dt.version(),
         "rows": rows,
         "files": adds.num_rows,
-        "bytes": sum(adds.column("size_bytes").to_pylist()) if adds.num_rows else 0,
+        "bytes": file_bytes(adds),
         "partition_by": list(dt.metadata().partition_columns),
         "last_commit": {
             "timestamp": last.get("timestamp"),

@@ -30,6 +30,7 @@ from streams.delta.commit import (
     add_actions,
     already_committed,
     committed,
+    file_bytes,
     file_rows,
     latest_version,
     load_table,
@@ -491,13 +492,14 @@ def read_snapshot_native(spark: SparkSession, path: str) -> DataFrame:
     (`source.read_snapshot_python`). Which way is decided once, when the query starts;
     any other table keeps Spark's reader."""
     _require(spark, path)
-    table = load_table(path) if local_path(path) is not None else None
+    local = local_path(path)
+    table = load_table(local) if local is not None else None
     if (
         table is not None
         and table.protocol().min_reader_version == 1
-        and sum(add_actions(table).column("size_bytes").to_pylist()) <= SMALL_SNAPSHOT_BYTES
+        and file_bytes(add_actions(table)) <= SMALL_SNAPSHOT_BYTES
     ):
-        return read_snapshot_python(spark, path)
+        return read_snapshot_python(spark, local)
     return spark.read.format("delta").load(path)
 
 

@@ -285,8 +285,9 @@ def test_a_small_local_snapshot_is_read_with_delta_rs_as_delta_spark_reads_it(
     assert _reads_in_python(frame)
     spark_read = spark.read.format("delta").load(path)
     assert frame.schema == spark_read.schema
-    assert sorted(frame.collect()) == sorted(spark_read.collect())
-    assert len(frame.collect()) == 3
+    rows = sorted(frame.collect())
+    assert rows == sorted(spark_read.collect())
+    assert len(rows) == 3
 
     # the same DataFrame executed again reads the version that is the latest then
     spark.createDataFrame([(4, "d", None, None, None, True)], SNAPSHOT_ROWS).write.format(
