@@ -422,7 +422,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         background.start()
         time.sleep(SETTLE_SECONDS + args.warmup_seconds)
         cpu0, batches0, t2 = cpu_by_kind(), len(batches), time.monotonic()
-        jit0 = jit_seconds(spark)
+        jit0, compiled0 = jit_seconds(spark), codegen_compiled(spark)
         threads0 = thread_cpu(spark) if args.threads else None
         probes_from = dt.datetime.now(dt.UTC)
         sent: dict[int, float] = {}
@@ -448,6 +448,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             time.sleep(args.probe_every)
         busy = cpu_delta(cpu0, cpu_by_kind()), len(batches) - batches0, time.monotonic() - t2
         jit, ran_for = jit_seconds(spark) - jit0, time.monotonic() - t0
+        compiled = tuple(b - a for a, b in zip(compiled0, codegen_compiled(spark), strict=True))
         breakdown = batch_breakdown(spark) + (job_kinds(spark) if args.job_kinds else "")
         if threads0 is not None:
             breakdown += thread_split(spark, threads0, probes_from)
@@ -465,6 +466,11 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         print(
             f"JIT compiling during the probes: {jit / busy[2]:.2f} s/s "
             f"(they ended {ran_for:.0f}s after the tables' first run began)"
+        )
+        print(
+            f"Spark compiled {compiled[0]} generated classes during the probes "
+            f"({compiled[0] / max(busy[1], 1):.1f} per batch, about {compiled[1] / 1000:.1f} s), "
+            f"the JVM loaded {compiled[2]} classes"
         )
         gate = pipeline.gate
         print(
@@ -503,6 +509,20 @@ def jit_seconds(spark) -> float:
     """The JVM's JIT compilers' total time so far (their threads' time compiling)."""
     bean = spark._jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
     return bean.getTotalCompilationTime() / 1000
+
+
+def codegen_compiled(spark) -> tuple[int, float, int]:
+    """Spark's generated classes compiled so far (each a miss of its code cache, a new
+    class for the JIT to compile again), about how many milliseconds compiling them took
+    (their count times the timer's sampled mean), and the classes the JVM has loaded."""
+    metrics = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    timer = metrics.METRIC_COMPILATION_TIME()
+    loading = spark._jvm.java.lang.management.ManagementFactory.getClassLoadingMXBean()
+    return (
+        int(timer.getCount()),
+        float(timer.getSnapshot().getMean()) * int(timer.getCount()),
+        int(loading.getTotalLoadedClassCount()),
+    )
 
 
 PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
