@@ -469,8 +469,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         )
         print(
             f"Spark compiled {compiled[0]} generated classes during the probes "
-            f"({compiled[0] / max(busy[1], 1):.1f} per batch, about {compiled[1] / 1000:.1f} s), "
-            f"the JVM loaded {compiled[2]} classes"
+            f"({compiled[0] / max(busy[1], 1):.1f} per batch), the JVM loaded {compiled[1]} classes"
         )
         gate = pipeline.gate
         print(
@@ -511,16 +510,13 @@ def jit_seconds(spark) -> float:
     return bean.getTotalCompilationTime() / 1000
 
 
-def codegen_compiled(spark) -> tuple[int, float, int]:
+def codegen_compiled(spark) -> tuple[int, int]:
     """Spark's generated classes compiled so far (each a miss of its code cache, a new
-    class for the JIT to compile again), about how many milliseconds compiling them took
-    (their count times the timer's sampled mean), and the classes the JVM has loaded."""
+    class for the JIT to compile again) and the classes the JVM has loaded."""
     metrics = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
-    timer = metrics.METRIC_COMPILATION_TIME()
     loading = spark._jvm.java.lang.management.ManagementFactory.getClassLoadingMXBean()
     return (
-        int(timer.getCount()),
-        float(timer.getSnapshot().getMean()) * int(timer.getCount()),
+        int(metrics.METRIC_COMPILATION_TIME().getCount()),
         int(loading.getTotalLoadedClassCount()),
     )
 
