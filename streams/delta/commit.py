@@ -28,7 +28,7 @@ from streams.delta.errors import DeltaWriteError
 from streams.delta.target import (
     APP_KEY,
     BATCH_KEY,
-    CDF_CONFIGURATION,
+    TABLE_CONFIGURATION,
     DeltaTarget,
     commit_properties,
     newest_recorded,
@@ -207,7 +207,7 @@ def create_table(
         adds,
         mode="error",
         partition_by=partition_by or None,
-        configuration=CDF_CONFIGURATION,
+        configuration=TABLE_CONFIGURATION,
         commit_properties=props,
     )
 

@@ -43,7 +43,7 @@ from streams.delta.scd2 import ACTION, plan_batch
 from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
 from streams.delta.sink import DELETE_FLAG, dedupe_changes, null_key_error, refuse_null_keys
 from streams.delta.source import read_snapshot_python
-from streams.delta.target import DeltaTarget, batch_commit_info
+from streams.delta.target import TABLE_CONFIGURATION, DeltaTarget, batch_commit_info
 from streams.delta.tombstones import (
     keep_after_tombstones,
     keep_after_tombstones_spark,
@@ -175,19 +175,26 @@ def _arrow_form(schema: StructType) -> pa.Schema | None:
 def _writer(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str, *, txn: bool) -> Any:
     """An append recording the batch in `userMetadata`; with `txn`, also Delta's app
     transaction (`txnAppId`/`txnVersion`), which makes Delta skip it when the table has
-    the batch already. The change data feed is on for every table this engine creates,
-    as on the Python engine, so `read: changes` works downstream whichever engine wrote
-    the table."""
+    the batch already. A table this engine creates gets the properties it would get on
+    the Python engine (`TABLE_CONFIGURATION`: the change data feed, so `read: changes`
+    works downstream whichever engine wrote the table, and the checkpoint interval)."""
     writer = df.write.format("delta").mode("append")
     if txn:
         writer = writer.option("txnAppId", target.app_id).option("txnVersion", int(batch_id))
-    writer = (
-        writer.option("mergeSchema", "true")
-        .option("userMetadata", user_meta)
-        .option("delta.enableChangeDataFeed", "true")
+    writer = _with_table_configuration(
+        writer.option("mergeSchema", "true").option("userMetadata", user_meta)
     )
     if target.partition_by:
         writer = writer.partitionBy(*target.partition_by)
+    return writer
+
+
+def _with_table_configuration(writer: Any) -> Any:
+    """`writer` with the properties of a table it creates (delta-spark takes `delta.*`
+    options as table properties when the write creates the table, and ignores them on
+    an existing one)."""
+    for key, value in TABLE_CONFIGURATION.items():
+        writer = writer.option(key, value)
     return writer
 
 
@@ -306,7 +313,7 @@ def _create_empty(df: DataFrame, target: DeltaTarget) -> None:
 
     if load_table(target.path) is not None:
         return
-    writer = df.limit(0).write.format("delta").option("delta.enableChangeDataFeed", "true")
+    writer = _with_table_configuration(df.limit(0).write.format("delta"))
     if target.partition_by:
         writer = writer.partitionBy(*target.partition_by)
     writer.save(target.path)

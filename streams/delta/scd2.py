@@ -40,8 +40,8 @@ from streams.delta.scd2_plan import (
     time_like,
 )
 from streams.delta.target import (
-    CDF_CONFIGURATION,
     INTERNAL_COLUMNS,
+    TABLE_CONFIGURATION,
     DeltaTarget,
     commit_properties,
 )
@@ -152,7 +152,7 @@ def _open_table(target: DeltaTarget, stored: pa.Schema) -> DeltaTable:
             target.path,
             Schema.from_arrow(stored),
             partition_by=list(target.partition_by) or None,
-            configuration=CDF_CONFIGURATION,
+            configuration=TABLE_CONFIGURATION,
         )
         return DeltaTable(target.path)
     _schema.check_partitioning(table, target.partition_by, path=target.path)

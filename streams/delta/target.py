@@ -14,8 +14,24 @@ from streams.delta.errors import DeltaConfigError
 SinkMode = Literal["append", "upsert", "scd2"]
 Engine = Literal["python", "native"]
 
-CDF_CONFIGURATION: dict[str, str | None] = {"delta.enableChangeDataFeed": "true"}
-"""Every table is created with the change data feed on, so `read: changes` works downstream."""
+CHECKPOINT_INTERVAL = 100
+"""Commits between two checkpoints of a table's log (`delta.checkpointInterval`)."""
+
+TABLE_CONFIGURATION: dict[str, str | None] = {
+    "delta.enableChangeDataFeed": "true",
+    "delta.checkpointInterval": str(CHECKPOINT_INTERVAL),
+}
+"""The properties of every table either engine creates.
+
+- The change data feed is on, so `read: changes` works downstream.
+- The log is checkpointed every `CHECKPOINT_INTERVAL` commits, delta-rs's default, not
+  every 10, delta-spark's. A checkpoint is written by the commit that reaches it, inside
+  its batch: on a native append of a few rows it cost 6 Spark jobs and about 5 times the
+  JVM CPU of an append without one, so every 10 commits it was about 30% of the CPU
+  of a streaming table's small appends (docs/benchmarks.md, "Native engine: the log's
+  checkpoints"). The price is paid by readers that open the table from its last
+  checkpoint and replay the commits after it: up to 99 instead of 9.
+"""
 
 DEFAULT_TOMBSTONE_RETENTION_S = 7 * 24 * 3600.0
 """How long an upsert sink with `sequence_by` remembers a deleted key (streams.delta.tombstones)."""

@@ -211,7 +211,7 @@ def test_an_scd2_batch_on_the_driver_gives_delta_sparks_merge(spark, tmp_path: P
     from deltalake import DeltaTable as RsTable
     from deltalake import Schema
 
-    from streams.delta.target import CDF_CONFIGURATION
+    from streams.delta.target import TABLE_CONFIGURATION
 
     utc = pa.timestamp("us", tz="UTC")
     stored = pa.schema(
@@ -227,7 +227,7 @@ def test_an_scd2_batch_on_the_driver_gives_delta_sparks_merge(spark, tmp_path: P
 
     def sink(name: str, **properties: str) -> DeltaTarget:
         path = str(tmp_path / name)
-        config = {**CDF_CONFIGURATION, **properties}
+        config = {**TABLE_CONFIGURATION, **properties}
         RsTable.create(path, Schema.from_arrow(stored), configuration=config)
         return DeltaTarget(
             path,

@@ -17,6 +17,7 @@ from streams.delta import (
     recorded_offsets,
     write_batch,
 )
+from streams.delta.target import CHECKPOINT_INTERVAL, TABLE_CONFIGURATION
 from tests.support.rows import assert_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.native]
@@ -59,6 +60,24 @@ def test_a_replay_is_recognised_from_the_writers_newest_commit(spark, tmp_path: 
     assert write_batch(df, 1, native) is None  # the first writer's batches stay recognised
     assert write_batch(df, 3, native) == 5
     assert spark.read.format("delta").load(native.path).count() == 8
+
+
+@pytest.mark.parametrize("mode", ["append", "upsert"])
+def test_either_engine_creates_a_table_with_the_same_properties(
+    spark, tmp_path: Path, engine: str, mode: str
+) -> None:
+    """The change feed on and the log checkpointed every `CHECKPOINT_INTERVAL` commits,
+    whichever engine creates the table: eleven batches leave no checkpoint at version
+    10, where delta-spark's own default would write one."""
+    keys = ["id"] if mode == "upsert" else []
+    target = DeltaTarget(str(tmp_path / "t"), mode=mode, keys=keys, app_id="a:q", engine=engine)
+    for batch in range(11):
+        write_batch(spark.createDataFrame([Row(id=batch % 3, n=batch)]), batch, target)
+    table = DeltaTable(target.path)
+    assert table.version() >= 10
+    assert table.metadata().configuration == TABLE_CONFIGURATION
+    assert CHECKPOINT_INTERVAL > table.version()
+    assert not list((tmp_path / "t" / "_delta_log").glob("*.checkpoint*"))
 
 
 def _changes(spark, path: str, engine: str, ckpt: Path) -> list[Row]:
