@@ -26,11 +26,10 @@ TABLE_CONFIGURATION: dict[str, str | None] = {
 - The change data feed is on, so `read: changes` works downstream.
 - The log is checkpointed every `CHECKPOINT_INTERVAL` commits, delta-rs's default, not
   every 10, delta-spark's. A checkpoint is written by the commit that reaches it, inside
-  its batch: on a native append of a few rows it cost 6 Spark jobs and about 5 times the
-  JVM CPU of an append without one, so every 10 commits it was about 30% of the CPU
-  of a streaming table's small appends (docs/benchmarks.md, "Native engine: the log's
-  checkpoints"). The price is paid by readers that open the table from its last
-  checkpoint and replay the commits after it: up to 99 instead of 9.
+  its batch: on a native append of a few rows it ran 6 Spark jobs and cost ten times the
+  JVM CPU of an append without one, half of a small-append table's JVM CPU every 10
+  commits (docs/benchmarks.md, "Native engine: the log's checkpoints"). Readers that
+  open the table from its last checkpoint replay up to 99 commits instead of 9.
 """
 
 DEFAULT_TOMBSTONE_RETENTION_S = 7 * 24 * 3600.0
