@@ -74,6 +74,12 @@ def ensure_topic(
     try:
         future.result(timeout=timeout)
         logger.info("created topic %s with %d partition(s)", topic, partitions)
+    except TimeoutError as e:
+        raise KafkaAdminError(
+            f"Topic `{topic}` could not be created on `{bootstrap}`: no answer within "
+            f"{timeout:g}s. Check that the broker is running and reachable there.",
+            topic=topic,
+        ) from e
     except KafkaException as e:
         err = e.args[0]
         if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
