@@ -4,7 +4,8 @@
 its `scd2` mode, `streams.delta.scd2`.)
 
 - `publish_changes`: a table's change feed to a compacted topic, one Kafka transaction
-  per call with a committed marker (exactly-once for read_committed consumers).
+  per call with a committed marker (exactly-once for read_committed consumers);
+  `Publisher` does the same again and again with its clients kept between calls.
 - `read_ktable`: a compacted topic read back into a table (latest value per key).
 
 See docs/cdc.md for the rules and guarantees, docs/architecture.md for the seams.
@@ -16,6 +17,7 @@ from streams.cdc.changelog import changelog_records
 from streams.cdc.errors import CdcError, KTableError, PublishError
 from streams.cdc.ktable import latest_values, read_ktable
 from streams.cdc.publish import (
+    Publisher,
     PublishResult,
     marker_group,
     publish_changes,
@@ -27,6 +29,7 @@ __all__ = [
     "KTableError",
     "PublishError",
     "PublishResult",
+    "Publisher",
     "changelog_records",
     "latest_values",
     "marker_group",

@@ -27,9 +27,11 @@ closes the current row without a new one (a delete) is a tombstone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +51,7 @@ logger = logging.getLogger(__name__)
 MARKER_PARTITION = 0
 HEADER_TABLE = "warehouse.table"
 HEADER_VERSION = "warehouse.version"
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 _NO_TRANSACTIONS = {
     KafkaError._UNSUPPORTED_FEATURE,
     KafkaError.UNSUPPORTED_VERSION,
@@ -107,19 +110,31 @@ def _committed_marker(consumer: Consumer, topic: str, table_id: str, timeout: fl
     return int(tp.offset)
 
 
-def _produce_all(producer: Producer, topic: str, records: list[ChangeRecord], table: str) -> None:
+def _produce_all(
+    producer: Producer,
+    topic: str,
+    records: list[ChangeRecord],
+    table: str,
+    *,
+    transaction: bool,
+) -> None:
+    """Produce `records` and wait until they are delivered. In a `transaction` a failed
+    record fails its commit, so no delivery reports are asked for: a fenced producer's
+    `flush` raises its fatal error before it runs the reports' callbacks, and every
+    call a callback makes then fails with a `SystemError`."""
     failures: list[str] = []
 
     def delivered(err: KafkaError | None, _msg: Any) -> None:
         if err is not None:
             failures.append(err.str())
 
+    report = None if transaction else delivered
     for r in records:
         headers = [(HEADER_TABLE, table.encode()), (HEADER_VERSION, str(r.version).encode())]
         while True:
             try:
                 producer.produce(
-                    topic, key=r.key, value=r.value, headers=headers, on_delivery=delivered
+                    topic, key=r.key, value=r.value, headers=headers, on_delivery=report
                 )
                 break
             except BufferError:  # local queue full: let deliveries drain
@@ -164,87 +179,190 @@ def publish_changes(
     broker supports them and falls back (logging that the guarantee is at-least-once)
     when it does not; `False` forces the fallback. A backlog is published in
     transactions of at most `max_versions` table versions each (each with its marker).
+    One call with clients of its own; a caller that publishes after every batch keeps a
+    `Publisher` instead.
     """
-    name = table or str(path).rstrip("/").rsplit("/", 1)[-1]
-    if max_versions < 1:
-        raise PublishError(
-            f"table `{name}`: `max_versions` must be at least 1 (got `{max_versions}`)",
-            topic=topic,
-            table=name,
-        )
-    if not keys:
-        raise PublishError(
-            f"table `{name}`: publishing to `{topic}` needs the sink keys (the record keys of "
-            "the compacted topic). Use a sink with `keys`.",
-            topic=topic,
-            table=name,
-        )
-    try:
-        delta = DeltaTable(str(path))
-    except TableNotFoundError as e:
-        raise PublishError(
-            f"table `{name}`: no Delta table at `{path}` to publish from; run the table first.",
-            topic=topic,
-            table=name,
-        ) from e
-    end = delta.version()
-    table_id = delta.metadata().id
-    conf = {"bootstrap.servers": bootstrap, **dict(client_config or {})}
-    try:
-        ensure_topic(
-            bootstrap,
-            topic,
-            partitions=partitions,
-            config={"cleanup.policy": "compact"},
-            client_config=client_config,
-            timeout=timeout,
-        )
-    except KafkaAdminError as e:
-        raise PublishError(
-            f"table `{name}`: topic `{topic}` could not be created: {e}", topic=topic, table=name
-        ) from e
-    consumer = Consumer(
-        {
-            **conf,
-            "group.id": marker_group(name),
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    producer: Producer | None = None
-    try:
-        use_txn = transactional is not False
-        if use_txn:
-            producer = Producer(
-                {
-                    **conf,
-                    "transactional.id": transactional_id(name),
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": 5,
-                }
+    with Publisher(
+        path,
+        bootstrap=bootstrap,
+        topic=topic,
+        keys=keys,
+        table=table,
+        mode=mode,
+        partitions=partitions,
+        transactional=transactional,
+        client_config=client_config,
+        max_versions=max_versions,
+        timeout=timeout,
+    ) as publisher:
+        return publisher.publish()
+
+
+class Publisher:
+    """`publish_changes` for a caller that publishes a table again and again (a table's
+    writer, after each batch): its clients are kept between calls.
+
+    The first call (and the first after a failure) ensures the topic, starts the
+    transactional producer (`init_transactions`: fences a previous publisher of the
+    table and aborts its open transaction) and reads the marker. A later call starts
+    after the versions its own last transaction committed, without reading the marker:
+    only a publisher that fenced this one could have moved it, and then this one's
+    transaction fails and the call starts over. Not thread-safe: one caller at a time;
+    `close()` when done.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        bootstrap: str,
+        topic: str,
+        keys: Sequence[str],
+        table: str | None = None,
+        mode: PublishMode = "upsert",
+        partitions: int = 1,
+        transactional: bool | None = None,
+        client_config: Mapping[str, Any] | None = None,
+        max_versions: int = 100,
+        timeout: float = 60.0,
+    ) -> None:
+        self.path = str(path)
+        self.name = table or self.path.rstrip("/").rsplit("/", 1)[-1]
+        if max_versions < 1:
+            raise PublishError(
+                f"table `{self.name}`: `max_versions` must be at least 1 (got `{max_versions}`)",
+                topic=topic,
+                table=self.name,
             )
-            try:
-                producer.init_transactions(timeout)
-            except KafkaException as e:
-                if transactional is None and e.args[0].code() in _NO_TRANSACTIONS:
-                    logger.warning(
-                        "topic %s: the broker does not support transactions (%s); publishing "
-                        "table %s at-least-once (idempotent keyed upserts)",
-                        topic,
-                        e.args[0].str(),
-                        name,
-                    )
-                    use_txn = False
-                    producer = None
-                else:
-                    raise PublishError(
-                        f"table `{name}`: starting the transactional producer "
-                        f"`{transactional_id(name)}` on `{bootstrap}` failed: {e.args[0].str()}",
-                        topic=topic,
-                        table=name,
-                    ) from e
-        start = _committed_marker(consumer, topic, table_id, timeout)
+        if not keys:
+            raise PublishError(
+                f"table `{self.name}`: publishing to `{topic}` needs the sink keys (the record "
+                "keys of the compacted topic). Use a sink with `keys`.",
+                topic=topic,
+                table=self.name,
+            )
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.keys = list(keys)
+        self.mode: PublishMode = mode
+        self.partitions = partitions
+        self.transactional = transactional
+        self.max_versions = max_versions
+        self.timeout = timeout
+        self._conf = {
+            "bootstrap.servers": bootstrap,
+            **dict(client_config or {}),
+            "error_cb": self._on_error,
+        }
+        self._their_error_cb = (client_config or {}).get("error_cb")
+        self._client_config = client_config
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._use_txn = transactional is not False
+        self._next: tuple[str, int] | None = None
+        """(table id, first version not yet published) after this publisher's own commit."""
+        self._lost_brokers = False
+        """Set by the clients' error callback: every broker was down, or a fatal error."""
+
+    def __enter__(self) -> Publisher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the clients (the next `publish` starts them again)."""
+        consumer, producer = self._consumer, self._producer
+        self._consumer = self._producer = None
+        self._next = None
+        self._lost_brokers = False
+        self._use_txn = self.transactional is not False
+        if consumer is not None:
+            consumer.close()
+        if producer is not None:
+            producer.flush(5)
+            with warnings.catch_warnings():
+                # A fenced producer's abort fails again here; `_abort` logged it.
+                warnings.simplefilter("ignore", RuntimeWarning)
+                producer.close()
+
+    def publish(self) -> PublishResult:
+        """Publish the versions the topic has not received yet (see `publish_changes`).
+
+        Clients kept from an earlier call that fail (fenced by another publisher of the
+        table, a broker that restarted and forgot the producer) are closed and started
+        again once, as a new publisher would be; a failure with clients started in this
+        call is raised, and closes them."""
+        name, topic = self.name, self.topic
+        try:
+            delta = DeltaTable(self.path)
+        except TableNotFoundError as e:
+            raise PublishError(
+                f"table `{name}`: no Delta table at `{self.path}` to publish from; run the "
+                "table first.",
+                topic=topic,
+                table=name,
+            ) from e
+        if self._consumer is not None:
+            self._drop_if_disconnected()
+        kept = self._consumer is not None
+        try:
+            return self._publish(delta)
+        except (KafkaException, PublishError) as e:
+            self._close_quietly()
+            if not kept:
+                raise
+            logger.warning(
+                "table %s: publishing to %s with the clients kept from the last call failed "
+                "(%s); starting them again",
+                name,
+                topic,
+                e,
+            )
+        except BaseException:
+            self._close_quietly()
+            raise
+        try:
+            return self._publish(delta)
+        except BaseException:
+            self._close_quietly()
+            raise
+
+    def _drop_if_disconnected(self) -> None:
+        """Close kept clients that lost every broker since the last call (their errors
+        are reported when they are polled): librdkafka's transactional producer that has
+        been through a restart of its coordinator can wait without end in its next
+        `send_offsets_to_transaction`, whatever its timeout."""
+        for client in (self._producer, self._consumer):
+            if client is not None:
+                client.poll(0)
+        if self._lost_brokers:
+            logger.info(
+                "table %s: the publisher's clients lost their brokers since the last call; "
+                "starting them again",
+                self.name,
+            )
+            self._close_quietly()
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._ALL_BROKERS_DOWN or error.fatal():
+            self._lost_brokers = True
+        if self._their_error_cb is not None:
+            self._their_error_cb(error)
+
+    def _close_quietly(self) -> None:
+        with contextlib.suppress(KafkaException):
+            self.close()
+
+    def _publish(self, delta: DeltaTable) -> PublishResult:
+        name, topic = self.name, self.topic
+        end = delta.version()
+        table_id = delta.metadata().id
+        consumer = self._consumer or self._start()
+        if self._next is not None and self._next[0] == table_id:
+            start = self._next[1]
+        else:
+            start = _committed_marker(consumer, topic, table_id, self.timeout)
         if start > end:
             logger.info(
                 "table %s: versions up to %d already published to %s; nothing to do",
@@ -252,22 +370,27 @@ def publish_changes(
                 end,
                 topic,
             )
-            return PublishResult(name, topic, None, None, transactional=use_txn)
+            return PublishResult(name, topic, None, None, transactional=self._use_txn)
         total = tombstones = 0
-        for first in range(start, end + 1, max_versions):
-            last = min(first + max_versions - 1, end)
-            records = _read_changes(delta, path, name, topic, keys, mode, first, last)
+        for first in range(start, end + 1, self.max_versions):
+            last = min(first + self.max_versions - 1, end)
+            records = _read_changes(
+                delta, self.path, name, topic, self.keys, self.mode, first, last
+            )
             marker = TopicPartition(
                 topic,
                 MARKER_PARTITION,
                 last + 1,
                 json.dumps({"table_id": table_id, "version": last}),
             )
-            if use_txn:
-                assert producer is not None
-                _publish_transaction(producer, consumer, topic, name, records, marker, timeout)
+            assert self._producer is not None
+            if self._use_txn:
+                _publish_transaction(
+                    self._producer, consumer, topic, name, records, marker, self.timeout
+                )
             else:
-                _publish_at_least_once(conf, consumer, topic, name, records, marker)
+                _publish_at_least_once(self._producer, consumer, topic, name, records, marker)
+            self._next = (table_id, last + 1)
             total += len(records)
             tombstones += sum(1 for r in records if r.value is None)
             logger.info(
@@ -277,13 +400,73 @@ def publish_changes(
                 last,
                 topic,
                 len(records),
-                "" if use_txn else " (at-least-once)",
+                "" if self._use_txn else " (at-least-once)",
             )
-        return PublishResult(name, topic, start, end, total, tombstones, use_txn)
-    finally:
-        consumer.close()
-        if producer is not None:
-            producer.flush(5)
+        return PublishResult(name, topic, start, end, total, tombstones, self._use_txn)
+
+    def _start(self) -> Consumer:
+        """Ensure the topic, open the marker's consumer and start the producer."""
+        name, topic = self.name, self.topic
+        try:
+            ensure_topic(
+                self.bootstrap,
+                topic,
+                partitions=self.partitions,
+                config={"cleanup.policy": "compact"},
+                client_config=self._client_config,
+                timeout=self.timeout,
+            )
+        except KafkaAdminError as e:
+            raise PublishError(
+                f"table `{name}`: topic `{topic}` could not be created: {e}",
+                topic=topic,
+                table=name,
+            ) from e
+        self._consumer = Consumer(
+            {
+                **self._conf,
+                "group.id": marker_group(name),
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        if self._use_txn:
+            producer = Producer(
+                {
+                    **self._conf,
+                    "transactional.id": transactional_id(name),
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 5,
+                }
+            )
+            try:
+                producer.init_transactions(self.timeout)
+                self._producer = producer
+            except KafkaException as e:
+                producer.close()
+                if self.transactional is None and e.args[0].code() in _NO_TRANSACTIONS:
+                    logger.warning(
+                        "topic %s: the broker does not support transactions (%s); publishing "
+                        "table %s at-least-once (idempotent keyed upserts)",
+                        topic,
+                        e.args[0].str(),
+                        name,
+                    )
+                    self._use_txn = False
+                else:
+                    raise PublishError(
+                        f"table `{name}`: starting the transactional producer "
+                        f"`{transactional_id(name)}` on `{self.bootstrap}` failed: "
+                        f"{e.args[0].str()}",
+                        topic=topic,
+                        table=name,
+                    ) from e
+        if not self._use_txn:
+            self._producer = Producer(
+                {**self._conf, "acks": "all", "max.in.flight.requests.per.connection": 1}
+            )
+        return self._consumer
 
 
 def _read_changes(
@@ -321,7 +504,7 @@ def _publish_transaction(
 ) -> None:
     producer.begin_transaction()
     try:
-        _produce_all(producer, topic, records, table)
+        _produce_all(producer, topic, records, table, transaction=True)
         crash_point("publish_before_commit")
         producer.send_offsets_to_transaction([marker], consumer.consumer_group_metadata(), timeout)
         deadline = time.monotonic() + timeout
@@ -337,6 +520,15 @@ def _publish_transaction(
         _abort(producer, topic, table)
         if isinstance(e, PublishError):
             raise
+        if e.args[0].code() in _FENCED:
+            raise PublishError(
+                f"table `{table}`: another publisher of the table (transactional id "
+                f"`{transactional_id(table)}`) fenced this one: {e.args[0].str()}. Nothing of "
+                "this transaction is visible to read_committed consumers; this publisher "
+                "starts over from the marker on its next call.",
+                topic=topic,
+                table=table,
+            ) from e
         raise PublishError(
             f"table `{table}`: the publish transaction to `{topic}` failed and was aborted: "
             f"{e.args[0].str()}. Nothing of it is visible to read_committed consumers; the "
@@ -348,15 +540,14 @@ def _publish_transaction(
 
 
 def _publish_at_least_once(
-    conf: Mapping[str, Any],
+    producer: Producer,
     consumer: Consumer,
     topic: str,
     table: str,
     records: list[ChangeRecord],
     marker: TopicPartition,
 ) -> None:
-    producer = Producer({**conf, "acks": "all", "max.in.flight.requests.per.connection": 1})
-    _produce_all(producer, topic, records, table)
+    _produce_all(producer, topic, records, table, transaction=False)
     crash_point("publish_before_commit")
     try:
         consumer.commit(offsets=[marker], asynchronous=False)

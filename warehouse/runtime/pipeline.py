@@ -277,6 +277,7 @@ class Pipeline:
         return BatchGate(slots)
 
     def _cleanup(self, cq: Query) -> None:
+        cq.batch.close()
         cq.release_snapshots()
         for view in cq.views:
             self.spark.catalog.dropTempView(view)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from streams.cdc import Publisher
     from warehouse.compile.plan import TablePlan
     from warehouse.spec.model import LoadedProject
     from warehouse.spec.table import TableDefinition
@@ -209,6 +210,7 @@ class BatchWriter:
         """Set when a batch failed with one of the framework's own errors (`stats.error`)
         and waits for the runner to stop its query."""
         self.on_batch: Callable[[int], None] | None = None
+        self._publisher: Publisher | None = None
         _quiet_refused_batches()
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -246,6 +248,13 @@ class BatchWriter:
             # priority), and Spark fixes a batch's offsets before calling us: asking for
             # the next batch's turn now puts what arrives while it waits in that batch.
             self.gate.reserve(self, self.depth, cancelled=lambda: self.stopping)
+
+    def close(self) -> None:
+        """Release what the writer keeps between batches (the publisher's Kafka clients),
+        once its query has stopped."""
+        publisher, self._publisher = self._publisher, None
+        if publisher is not None:
+            publisher.close()
 
     def _stop_requested(self, batch_id: int) -> StopRequested:
         return StopRequested(f"table {self.defn.name}: stop requested before batch {batch_id}")
@@ -386,22 +395,25 @@ class BatchWriter:
     def _publish(self, batch_id: int) -> None:
         """Table → compacted topic: the Delta versions the topic has not received yet.
 
-        `publish_changes` remembers what it published (a committed marker), so a
-        replayed batch publishes nothing twice.
+        The table's `Publisher` remembers what it published (a committed marker), so a
+        replayed batch publishes nothing twice; it keeps its Kafka clients from one batch
+        to the next (`close` ends them).
         """
-        from streams.cdc import publish_changes
+        from streams.cdc import Publisher
 
         spec = self.defn.spec
         assert spec.publish is not None and self.bootstrap  # checked in __init__
-        result = publish_changes(
-            self.plan.table_path,
-            bootstrap=self.bootstrap,
-            topic=spec.publish.kafka.topic,
-            keys=list(getattr(spec.sink, "keys", []) or []),
-            table=self.defn.name,
-            mode="scd2" if spec.sink.mode == "scd2" else "upsert",
-            partitions=spec.publish.kafka.partitions,
-            client_config=self.project.config.kafka.client_config(),
-        )
+        if self._publisher is None:
+            self._publisher = Publisher(
+                self.plan.table_path,
+                bootstrap=self.bootstrap,
+                topic=spec.publish.kafka.topic,
+                keys=list(getattr(spec.sink, "keys", []) or []),
+                table=self.defn.name,
+                mode="scd2" if spec.sink.mode == "scd2" else "upsert",
+                partitions=spec.publish.kafka.partitions,
+                client_config=self.project.config.kafka.client_config(),
+            )
+        result = self._publisher.publish()
         self.stats.published += int(getattr(result, "records", 0) or 0)
         logger.info("table %s: batch %d published %s", self.defn.name, batch_id, result)

@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from streams.cdc import latest_values, marker_group, publish_changes, read_ktable
+from streams.cdc import (
+    Publisher,
+    PublishError,
+    latest_values,
+    marker_group,
+    publish_changes,
+    read_ktable,
+)
 from streams.cdc.changelog import encode_json
 from tests.integration.cdc import tables
 from tests.integration.cdc.helpers import (
@@ -133,3 +140,91 @@ def test_marker_is_the_committed_offset_of_the_publish_group(
     finally:
         consumer.close()
     assert tp.offset == last + 1
+
+
+def test_a_kept_publisher_publishes_each_version_once(broker, tmp_path: Path, unique) -> None:
+    """A table's writer keeps one `Publisher`: each call starts from its own last commit,
+    and a new publisher of the table starts from the marker that commit left."""
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    kw = {"bootstrap": broker.bootstrap, "topic": topic, "keys": tables.KEYS, "table": name}
+    with Publisher(path, **kw) as publisher:
+        assert publisher.publish().records == 0  # version 0: the table's creation
+        for i in range(1, 6):
+            rows = [tables.row(i, f"u{i}", i)] + ([tables.row(1, f"x{i}", i)] if i > 1 else [])
+            version = tables.upsert(path, rows)
+            result = publisher.publish()
+            assert (result.first_version, result.last_version) == (version, version)
+        assert publisher.publish().skipped
+    last = tables.delete(path, [2])
+    with Publisher(path, **kw) as again:
+        assert (again.publish().first_version, again.publish().skipped) == (last, True)
+
+    published = decoded(read_records(broker.bootstrap, topic))
+    assert sort_changes(published) == sort_changes(expected_changes(path, 0, last, tables.KEYS))
+
+
+def test_a_fenced_publisher_starts_over(broker, tmp_path: Path, unique, caplog) -> None:
+    """Another publisher of the same table fences a kept one (`init_transactions`): the
+    kept one's next transaction fails and is aborted, and the call starts its clients
+    again and publishes from the marker, so no version is lost or published twice."""
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    kw = {"bootstrap": broker.bootstrap, "topic": topic, "keys": tables.KEYS, "table": name}
+    caplog.set_level(logging.WARNING, logger="streams.cdc.publish")
+    with Publisher(path, **kw) as first:
+        tables.upsert(path, [tables.row(1, "a", 1)])
+        assert first.publish().records == 1
+        tables.upsert(path, [tables.row(2, "b", 2)])
+        assert publish_changes(path, **kw).records == 1  # a second publisher: fences `first`
+        last = tables.upsert(path, [tables.row(3, "c", 3)])
+        result = first.publish()
+        assert (result.first_version, result.last_version, result.records) == (last, last, 1)
+    assert "another publisher of the table" in caplog.text
+    assert "starting them again" in caplog.text
+
+    published = decoded(read_records(broker.bootstrap, topic))
+    assert sort_changes(published) == sort_changes(expected_changes(path, 0, last, tables.KEYS))
+
+
+def test_a_failed_publish_with_new_clients_is_raised(tmp_path: Path, unique) -> None:
+    """No broker at the address: the call fails with the table named, and nothing is
+    kept for the next one."""
+    path = str(tmp_path / "users")
+    tables.create(path)
+    tables.upsert(path, [tables.row(1, "a", 1)])
+    with Publisher(
+        path, bootstrap="127.0.0.1:1", topic="mv.users", keys=tables.KEYS, timeout=2.0
+    ) as publisher:
+        with pytest.raises(PublishError, match="`users`: topic `mv.users` could not be created"):
+            publisher.publish()
+
+
+@pytest.mark.timeout(120, method="thread")  # a hang inside librdkafka ignores signals
+def test_a_kept_publisher_survives_a_broker_restart(tmp_path: Path, unique) -> None:
+    """The broker restarts between two calls, on its data and port: the kept clients,
+    which lost it, are started again, and each version is published once."""
+    import socket
+
+    from streams.broker.launcher import BrokerProcess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    broker = BrokerProcess(tmp_path / "broker", port=port).start()
+    try:
+        kw = {"bootstrap": broker.bootstrap, "topic": topic, "keys": tables.KEYS, "table": name}
+        with Publisher(path, **kw, timeout=10.0) as publisher:
+            tables.upsert(path, [tables.row(1, "a", 1)])
+            assert publisher.publish().records == 1
+            assert broker.stop() == 0
+            broker = BrokerProcess(tmp_path / "broker", port=port).start()
+            for i in (2, 3):
+                last = tables.upsert(path, [tables.row(i, f"u{i}", i)])
+                assert publisher.publish().last_version == last
+        published = decoded(read_records(broker.bootstrap, topic))
+        assert sort_changes(published) == sort_changes(expected_changes(path, 0, last, tables.KEYS))
+    finally:
+        broker.stop()

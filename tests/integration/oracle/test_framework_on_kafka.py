@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from streams.cdc import publish_changes, read_ktable
+from streams.cdc import Publisher, publish_changes, read_ktable
 from streams.cdc.changelog import encode_json
 from streams.cdc.ktable import latest_values
 from streams.delta.arrow import read_table
@@ -153,6 +153,31 @@ def test_publisher_changes_once_each(apache_kafka_cluster: ApacheKafka, tmp_path
     got = read_ktable(None, bootstrap, topic).to_pylist()
     by_key = {encode_json({"user_id": r["user_id"]}).decode(): r for r in got}
     assert by_key == snapshot(path, last, tables.KEYS)
+
+
+def test_a_kept_publisher_publishes_each_version_once(
+    apache_kafka_cluster: ApacheKafka, tmp_path: Path
+) -> None:
+    """A table writer's `Publisher`, one transaction right after another, each call
+    starting after its own last commit; a new publisher reads the marker they left."""
+    bootstrap = apache_kafka_cluster.bootstrap
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    kw = {"bootstrap": bootstrap, "topic": topic, "keys": tables.KEYS, "table": name}
+    with Publisher(path, **kw) as publisher:
+        for i in range(1, 9):
+            version = tables.upsert(
+                path,
+                [tables.row(i, f"u{i}", i), tables.row(1, f"x{i}", i)]
+                if i > 1
+                else [tables.row(1, "u1", 1)],
+            )
+            result = publisher.publish()
+            assert (result.last_version, result.transactional) == (version, True)
+    assert publish_changes(path, **kw).skipped
+
+    published = decoded(read_records(bootstrap, topic))
+    assert sort_changes(published) == sort_changes(expected_changes(path, 0, version, tables.KEYS))
 
 
 # -- warehouse run, a broker killed and restarted --------------------------------------
