@@ -253,8 +253,14 @@ class BatchWriter:
         """Release what the writer keeps between batches (the publisher's Kafka clients),
         once its query has stopped."""
         publisher, self._publisher = self._publisher, None
-        if publisher is not None:
+        if publisher is None:
+            return
+        try:
             publisher.close()
+        except Exception as e:  # noqa: BLE001  # the query has ended; its stop must too
+            logger.warning(
+                "table %s: closing the publisher's Kafka clients failed: %s", self.defn.name, e
+            )
 
     def _stop_requested(self, batch_id: int) -> StopRequested:
         return StopRequested(f"table {self.defn.name}: stop requested before batch {batch_id}")
