@@ -41,6 +41,10 @@ def main() -> None:
     ap.add_argument("--versions", type=int, default=30, help="versions published per kind")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of both kinds")
     args = ap.parse_args()
+    if args.versions < 2:
+        ap.error(
+            "--versions must be at least 2 (the first call, which creates the topic, is left out)"
+        )
 
     configuration = {k: str(v).lower() for k, v in TABLE_CONFIGURATION.items()}
     with tempfile.TemporaryDirectory() as tmp:

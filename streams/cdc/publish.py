@@ -289,10 +289,10 @@ class Publisher:
     def publish(self) -> PublishResult:
         """Publish the versions the topic has not received yet (see `publish_changes`).
 
-        Clients kept from an earlier call that fail (fenced by another publisher of the
-        table, a broker that restarted and forgot the producer) are closed and started
-        again once, as a new publisher would be; a failure with clients started in this
-        call is raised, and closes them."""
+        Kept clients that lost every broker since the last call are replaced first. Kept
+        clients that fail (fenced by another publisher of the table) are closed and
+        started again once, as a new publisher would be; a failure with clients started
+        in this call is raised, and closes them."""
         name, topic = self.name, self.topic
         try:
             delta = DeltaTable(self.path)
@@ -305,28 +305,21 @@ class Publisher:
             ) from e
         if self._consumer is not None:
             self._drop_if_disconnected()
-        kept = self._consumer is not None
-        try:
-            return self._publish(delta)
-        except (KafkaException, PublishError) as e:
-            self._close_quietly()
-            if not kept:
-                raise
-            logger.warning(
-                "table %s: publishing to %s with the clients kept from the last call failed "
-                "(%s); starting them again",
-                name,
-                topic,
-                e,
-            )
-        except BaseException:
-            self._close_quietly()
-            raise
-        try:
-            return self._publish(delta)
-        except BaseException:
-            self._close_quietly()
-            raise
+        while True:
+            kept = self._consumer is not None
+            try:
+                return self._publish(delta)
+            except BaseException as e:
+                self._close_quietly()
+                if not kept or not isinstance(e, (KafkaException, PublishError)):
+                    raise
+                logger.warning(
+                    "table %s: publishing to %s with the clients kept from the last call "
+                    "failed (%s); starting them again",
+                    name,
+                    topic,
+                    e,
+                )
 
     def _drop_if_disconnected(self) -> None:
         """Close kept clients that lost every broker since the last call (their errors
@@ -525,7 +518,7 @@ def _publish_transaction(
                 f"table `{table}`: another publisher of the table (transactional id "
                 f"`{transactional_id(table)}`) fenced this one: {e.args[0].str()}. Nothing of "
                 "this transaction is visible to read_committed consumers; this publisher "
-                "starts over from the marker on its next call.",
+                "starts over from the marker.",
                 topic=topic,
                 table=table,
             ) from e
