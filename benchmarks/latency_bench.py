@@ -424,6 +424,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         cpu0, batches0, t2 = cpu_by_kind(), len(batches), time.monotonic()
         jit0, compiled0 = jit_seconds(spark), codegen_compiled(spark)
         threads0 = thread_cpu(spark) if args.threads else None
+        turns0 = pipeline.gate.turn_seconds() if pipeline.gate is not None else None
         probes_from = dt.datetime.now(dt.UTC)
         sent: dict[int, float] = {}
         deadline = time.monotonic() + args.seconds
@@ -447,6 +448,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             probe.flush(30)
             time.sleep(args.probe_every)
         busy = cpu_delta(cpu0, cpu_by_kind()), len(batches) - batches0, time.monotonic() - t2
+        turns = turns_since(pipeline.gate, turns0)
         jit, ran_for = jit_seconds(spark) - jit0, time.monotonic() - t0
         compiled = tuple(b - a for a, b in zip(compiled0, codegen_compiled(spark), strict=True))
         breakdown = batch_breakdown(spark) + (job_kinds(spark) if args.job_kinds else "")
@@ -471,19 +473,35 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             f"Spark compiled {compiled[0]} generated classes during the probes "
             f"({compiled[0] / max(busy[1], 1):.1f} per batch), the JVM loaded {compiled[1]} classes"
         )
-        gate = pipeline.gate
-        print(
-            "batches writing at once: no limit (`spark.concurrent_batches` 0)"
-            if gate is None
-            else f"batches writing at once: at most {gate.slots}, deepest table first "
-            "(addBatch below includes the wait for a turn)"
-        )
+        report_gate(pipeline.gate, turns, busy[2])
         print(breakdown)
         return report(sent, table_w.seen, topic_w.seen, args)
     finally:
         if broker is not None:
             broker.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def turns_since(gate, before: tuple[float, float] | None) -> tuple[float, float] | None:
+    """The gate's turn-seconds (held, kept) since `before` (None without a gate)."""
+    if gate is None or before is None:
+        return None
+    return tuple(b - a for a, b in zip(before, gate.turn_seconds(), strict=True))
+
+
+def report_gate(gate, turns: tuple[float, float] | None, seconds: float) -> None:
+    """How many batches wrote at once, and how many turns were in use on average."""
+    if gate is None:
+        print("batches writing at once: no limit (`spark.concurrent_batches` 0)")
+        return
+    print(
+        f"batches writing at once: at most {gate.slots}, deepest table first "
+        "(addBatch below includes the wait for a turn)"
+    )
+    print(
+        f"turns in use during the probes: {turns[0] / seconds:.2f} of {gate.slots} on "
+        f"average, {turns[1] / seconds:.2f} of them kept for a landing table's next batch"
+    )
 
 
 Cpu = tuple[dict[str, float], int, float]

@@ -40,6 +40,9 @@ class BatchGate:
         self._busy = 0
         self.peak = 0
         """The most batches inside at once so far."""
+        self._held_total = 0.0
+        self._kept_total = 0.0
+        self._since = time.monotonic()
         self._queue: list[tuple[int, int]] = []
         self._held: dict[Hashable, float] = {}
         """Turns `reserve` keeps for a query's next batch, until when."""
@@ -59,14 +62,34 @@ class BatchGate:
         began = time.monotonic()
         with self._cond:
             self._expire()
+            self._account()
             if key is None or self._held.pop(key, None) is None:
                 self._enter(depth, cancelled)
         try:
             yield time.monotonic() - began
         finally:
             with self._cond:
+                self._account()
                 self._busy -= 1
                 self._cond.notify_all()
+
+    def turn_seconds(self) -> tuple[float, float]:
+        """Turn-seconds taken since the gate began (the integral of the turns held over
+        time), and of them those kept by `reserve` for a query's next batch. Over a
+        window, the first divided by its length is how many of the `slots` were in use
+        on average."""
+        with self._cond:
+            self._account()
+            return self._held_total, self._kept_total
+
+    def _account(self) -> None:
+        """Add the time since the last change to the totals; `_cond` held, called before
+        every change of `_busy` or `_held`."""
+        now = time.monotonic()
+        span = now - self._since
+        self._held_total += self._busy * span
+        self._kept_total += len(self._held) * span
+        self._since = now
 
     def reserve(
         self,
@@ -86,6 +109,7 @@ class BatchGate:
                 self._enter(depth, cancelled)
             except GateClosed:
                 return False
+            self._account()
             self._held[key] = time.monotonic() + hold
         return True
 
@@ -105,6 +129,7 @@ class BatchGate:
             self._cond.notify_all()
             raise
         heapq.heappop(self._queue)
+        self._account()
         self._busy += 1
         self.peak = max(self.peak, self._busy)
         self._cond.notify_all()  # the next in line may take another free slot
@@ -114,6 +139,7 @@ class BatchGate:
         now = time.monotonic()
         for key, until in list(self._held.items()):
             if until <= now:
+                self._account()
                 del self._held[key]
                 self._busy -= 1
                 self._cond.notify_all()

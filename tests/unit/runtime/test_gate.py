@@ -175,3 +175,27 @@ def test_a_reserved_turn_is_kept_for_its_query_then_given_back() -> None:
     assert gate.reserve(mine, 0, hold=5.0)
     assert not gate.reserve(other, 0, cancelled=lambda: True)
     assert gate._busy == 1 and _queued(gate) == 0
+
+
+def test_turn_seconds_count_the_turns_held_and_those_kept() -> None:
+    gate = BatchGate(2)
+    assert gate.turn_seconds() == (0.0, 0.0)
+    began = time.monotonic()
+    with gate.slot(0):
+        time.sleep(0.2)
+        with gate.slot(1):
+            time.sleep(0.2)
+    held, kept = gate.turn_seconds()
+    # one turn for the first 0.2 s, two for the next: at least 0.6 turn-seconds, at
+    # most the elapsed time of two turns
+    assert 0.6 <= held <= 2 * (time.monotonic() - began)
+    assert kept == 0.0
+    mine = object()
+    assert gate.reserve(mine, 0, hold=5.0)
+    time.sleep(0.2)
+    with gate.slot(0, key=mine):
+        time.sleep(0.1)
+    held_after, kept_after = gate.turn_seconds()
+    assert held_after - held >= 0.3  # kept, then taken: one turn throughout
+    assert 0.2 <= kept_after < held_after - held
+    assert gate._busy == 0
