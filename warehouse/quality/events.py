@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from streams.delta.commit import KeptTable
 from warehouse.spec.paths import EVENTS_TABLE, events_path
 
 if TYPE_CHECKING:
@@ -32,13 +33,19 @@ logger = logging.getLogger(__name__)
 
 COMMIT_ATTEMPTS = 5
 
-_locks: dict[str, threading.Lock] = {}
+_locks: dict[str, tuple[threading.Lock, KeptTable]] = {}
 _locks_guard = threading.Lock()
 
 
-def _lock_for(path: Path) -> threading.Lock:
+def _lock_for(path: Path) -> tuple[threading.Lock, KeptTable]:
+    """The lock of an events table in this process, and the table kept open for the
+    appends made under it (every batch of every checked table appends to it, and
+    opening it again for each replayed the log since its last checkpoint)."""
     with _locks_guard:
-        return _locks.setdefault(str(path), threading.Lock())
+        found = _locks.get(str(path))
+        if found is None:
+            found = _locks[str(path)] = (threading.Lock(), KeptTable(str(path)))
+        return found
 
 
 EVENTS_ARROW_SCHEMA = pa.schema(
@@ -104,10 +111,11 @@ def write_quality_events(
     data = pa.Table.from_pylist(_rows(metrics, now or datetime.now(UTC)), EVENTS_ARROW_SCHEMA)
     from deltalake.exceptions import CommitFailedError
 
-    with _lock_for(path):
+    lock, kept = _lock_for(path)
+    with lock:
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:
-                return _append(path, data, app_id=app_id, batch_id=batch_id)
+                return _append(path, kept, data, app_id=app_id, batch_id=batch_id)
             except CommitFailedError as e:  # another process committed first
                 if attempt == COMMIT_ATTEMPTS:
                     raise
@@ -119,11 +127,14 @@ def write_quality_events(
     raise AssertionError("unreachable")
 
 
-def _append(path: Path, data: pa.Table, *, app_id: str, batch_id: int) -> int | None:
-    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+def _append(
+    path: Path, kept: KeptTable, data: pa.Table, *, app_id: str, batch_id: int
+) -> int | None:
+    from deltalake import CommitProperties, Transaction, write_deltalake
 
-    if DeltaTable.is_deltatable(str(path)):
-        done = DeltaTable(str(path)).transaction_version(app_id)
+    table = kept.get()
+    if table is not None:
+        done = table.transaction_version(app_id)
         if done is not None and done >= batch_id:
             logger.info(
                 "quality events of %s batch %s already committed (app %s); skipped",
@@ -131,16 +142,25 @@ def _append(path: Path, data: pa.Table, *, app_id: str, batch_id: int) -> int | 
             )  # fmt: skip
             return None
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_deltalake(
-        str(path),
-        data,
-        mode="append",
-        commit_properties=CommitProperties(
-            app_transactions=[Transaction(app_id, int(batch_id))],
-            custom_metadata={"warehouse.batchId": str(batch_id), "warehouse.table": EVENTS_TABLE},
-        ),
-    )
-    version = DeltaTable(str(path)).version()
+    try:
+        write_deltalake(
+            table if table is not None else str(path),
+            data,
+            mode="append",
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(app_id, int(batch_id))],
+                custom_metadata={
+                    "warehouse.batchId": str(batch_id),
+                    "warehouse.table": EVENTS_TABLE,
+                },
+            ),
+        )
+    except BaseException:
+        kept.forget()
+        raise
+    # A write through the kept table moves it to the new version; the table's first
+    # write creates it, and the next `get` opens it.
+    version = table.version() if table is not None else kept.get().version()
     logger.info(
         "wrote %d quality events for batch %s to %s (v%s)", data.num_rows, batch_id, path, version
     )

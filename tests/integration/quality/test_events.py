@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+
+import pyarrow as pa
 
 from streams.delta.arrow import read_table
 from warehouse.quality.events import quality_summary, write_quality_events
@@ -71,3 +74,27 @@ def test_summary_has_the_last_batch_and_totals_per_expectation(tmp_path):
     assert quality_summary(tmp_path, "other") == {"table": "other", "last_batch": None,
                                                   "totals": {}}  # fmt: skip
     assert quality_summary(tmp_path / "nowhere", "ods")["last_batch"] is None
+
+
+def test_appends_see_commits_of_another_writer_and_a_replaced_table(tmp_path):
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    from warehouse.quality.events import EVENTS_ARROW_SCHEMA, _rows
+
+    m = [metric("t", 3, "e", 1)]
+    assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=3) == 0
+    # Another process records batch 5 of the same query: this one skips it.
+    other = pa.Table.from_pylist(
+        _rows([metric("t", 5, "e", 0)], datetime.now(UTC)), EVENTS_ARROW_SCHEMA
+    )
+    write_deltalake(
+        str(events_path(tmp_path)), other, mode="append",
+        commit_properties=CommitProperties(app_transactions=[Transaction("t:q1", 5)]),
+    )  # fmt: skip
+    assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=5) is None
+    assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=6) == 2
+    # The table removed and written again starts at version 0, not after the old one.
+    shutil.rmtree(events_path(tmp_path))
+    assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=7) == 0
+    assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=8) == 1
+    assert read_table(str(events_path(tmp_path))).num_rows == 2
