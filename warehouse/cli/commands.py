@@ -343,6 +343,7 @@ def cmd_jars(args: argparse.Namespace) -> int:
         _out(f"manifest: {manifest_path(cache, packages)}")
         _out("cached: " + ("no" if jars is None else f"{len(jars.files)} jar(s)"))
         _out("class archive: " + _class_archive_line())
+        _out(f"local file system: {_local_fs_line(cache)}")
         return 0 if jars is not None else 1
     if cached_jars(cache, packages) is None:
         _out(f"resolving {', '.join(packages.coordinates)} from Maven (once) ...")
@@ -351,9 +352,33 @@ def cmd_jars(args: argparse.Namespace) -> int:
         f"native jars: {len(jars.files)} file(s), kafka={jars.kafka}, delta={jars.delta} "
         f"({manifest_path(cache, packages)})"
     )
+    _build_local_fs(cache)
     if not args.no_class_archive:
         _fetch_class_archive()
     return 0
+
+
+def _build_local_fs(cache: Path) -> None:
+    """Build the local file system that sets permissions without a process (before the
+    class archive: the JVMs of local sessions put its jar on their class path)."""
+    from warehouse.runtime import local_fs
+
+    jar = local_fs.build(cache)
+    _out(
+        f"local file system without chmod processes: {jar}"
+        if jar is not None
+        else "local file system: Hadoop's (no `javac` to build the framework's; see the log)"
+    )
+
+
+def _local_fs_line(cache: Path) -> str:
+    """What `jars show` says of the local file system sessions get."""
+    from warehouse.runtime import local_fs
+
+    jar = local_fs.built_jar(cache)
+    return (
+        f"{local_fs.FS_CLASS} ({jar})" if jar else "Hadoop's (`warehouse jars fetch` builds ours)"
+    )
 
 
 def _class_archive_line() -> str:

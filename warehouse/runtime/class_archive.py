@@ -35,7 +35,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from warehouse.runtime import local_fs
 from warehouse.runtime.errors import ClassArchiveError
+from warehouse.runtime.jars import default_cache_dir as jars_cache_dir
 from warehouse.runtime.spark_home import DRIVER_OPTIONS, default_cache_dir, launch_home
 
 logger = logging.getLogger(__name__)
@@ -58,18 +60,25 @@ class Launch:
 
     java: Path
     spark_home: Path
+    class_path: str = ""
+    """The driver's extra class path (`spark.driver.extraClassPath`), which Spark's
+    launcher puts before its own jars: Java maps an archive only for the class path it
+    was made with."""
 
     @property
     def key(self) -> str:
-        """A hash of the Java build and of the name, size and time of every jar Spark
-        puts on the JVM's class path: a different Java, or a pyspark installed again,
-        gets an archive of its own."""
+        """A hash of the Java build, of the name, size and time of every jar Spark
+        puts on the JVM's class path, and of the extra class path: a different Java, a
+        pyspark installed again, or another class path gets an archive of its own."""
         parts = [str(self.java), str(self.spark_home)]
         java_home = self.java.parent.parent
         for f in (java_home / "release", java_home / "lib" / "server" / "libjvm.so"):
             parts.append(_stamp(f))
         jars = self.spark_home / "jars"
         parts.extend(_stamp(j) for j in sorted(jars.glob("*.jar")))
+        if self.class_path:
+            parts.append(self.class_path)
+            parts.extend(_stamp(Path(p)) for p in self.class_path.split(os.pathsep) if p)
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -93,9 +102,12 @@ def launch_java(environ: Mapping[str, str]) -> Path | None:
     return java.resolve()
 
 
-def launch_for(spark_home: Path | None, environ: Mapping[str, str]) -> Launch | None:
+def launch_for(
+    spark_home: Path | None, environ: Mapping[str, str], *, class_path: str = ""
+) -> Launch | None:
     """The launch of a local session's JVM with `spark_home` (None: Spark's default, the
-    installed pyspark), or None when there is no `java` to run."""
+    installed pyspark) and the driver's extra `class_path`, or None when there is no
+    `java` to run."""
     java = launch_java(environ)
     if java is None:
         return None
@@ -106,14 +118,15 @@ def launch_for(spark_home: Path | None, environ: Mapping[str, str]) -> Launch | 
             import pyspark
 
             spark_home = Path(pyspark.__file__).resolve().parent
-    return Launch(java=java, spark_home=spark_home)
+    return Launch(java=java, spark_home=spark_home, class_path=class_path)
 
 
 def session_launch(environ: Mapping[str, str]) -> Launch | None:
     """The launch of the JVM of a local session the framework starts from this process
     (whose Python workers run this interpreter unless `PYSPARK_PYTHON` says otherwise)."""
     env = {"PYSPARK_PYTHON": sys.executable, **environ}
-    return launch_for(launch_home("local[1]", environ=env), env)
+    extra = local_fs.session_conf({}, jars_cache_dir()).get(local_fs.CLASS_PATH, "")
+    return launch_for(launch_home("local[1]", environ=env), env, class_path=extra)
 
 
 def archive_dir(cache_dir: Path) -> Path:
@@ -176,7 +189,7 @@ def launch_archive(
     (`conf`) choose no class-data sharing of their own."""
     if chooses_own(conf.get(DRIVER_OPTIONS, ""), environ):
         return None
-    launch = launch_for(spark_home, environ)
+    launch = launch_for(spark_home, environ, class_path=conf.get(local_fs.CLASS_PATH, ""))
     archive = None if launch is None else cached_archive(cache_dir, launch)
     if archive is None:
         logger.debug("no class archive for this Java and Spark in %s", archive_dir(cache_dir))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from warehouse.errors import root_cause_line
+from warehouse.runtime import local_fs
 from warehouse.runtime.class_archive import (
     ClassArchive,
     archive_options,
@@ -91,6 +92,9 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
     conf = {**conf, **_native_jars_conf(config), **config.conf}
     if not _submitted():
         conf = _with_region_size(_with_log_config(conf), config.master)
+        if local_cores(config.master) is not None:
+            jars_cache = Path(config.jars_cache) if config.jars_cache else default_cache_dir()
+            conf = {**conf, **local_fs.session_conf(conf, jars_cache)}
     builder = SparkSession.builder.appName(app_name or config.app_name)
     if not _submitted():
         builder = builder.master(config.master)
@@ -183,9 +187,10 @@ def _local_conf(master: str) -> dict[str, str]:
       about 60 processes per micro-batch of the example warehouse, at about 4 ms of CPU
       each, 44 were `readlink`s (docs/benchmarks.md, "Local file system"). Spark's other
       checkpoint writer and Delta's `LocalLogStore` go through Hadoop's `FileSystem` API,
-      whose rename is Java's; the `chmod`s stay. On a local file system both ways check
-      that the target is absent and then rename, so neither is safer than the other
-      against two processes committing the same file at once.
+      whose rename is Java's. Their `chmod`s go when `warehouse jars fetch` has built the
+      framework's local file system (`local_fs`, added by `get_session`). On a local file
+      system both ways check that the target is absent and then rename, so neither is
+      safer than the other against two processes committing the same file at once.
     - A broadcast is serialized into blocks of `spark.broadcast.blockSize` (4 MB by
       default), the first allocated whole even for a task's few kilobytes; a local JVM
       has no other executor to send blocks to, and 1 MB blocks stay below G1's humongous

@@ -140,3 +140,27 @@ def test_prune_removes_the_archives_of_gone_and_replaced_launches(tmp_path: Path
 
 def _java_home() -> dict[str, str]:
     return {"JAVA_HOME": os.environ["JAVA_HOME"]} if os.environ.get("JAVA_HOME") else {}
+
+
+def test_a_launch_with_an_extra_class_path_has_an_archive_of_its_own(tmp_path: Path) -> None:
+    """Java maps an archive only for the class path it was made with: a session whose
+    driver has an extra class path (the framework's local file system) gets the archive
+    made with that class path, and one without it the other."""
+    plain = _launch(tmp_path)
+    jar = tmp_path / "fs.jar"
+    jar.write_bytes(b"jar")
+    extra = Launch(java=plain.java, spark_home=plain.spark_home, class_path=str(jar))
+    key = extra.key
+    assert key != plain.key
+    path = _archive(tmp_path / "cache", extra)
+    env = {"PATH": os.environ.get("PATH", ""), **_java_home()}
+    found = launch_archive(
+        {"spark.driver.extraClassPath": str(jar)},
+        plain.spark_home,
+        cache_dir=tmp_path / "cache",
+        environ=env,
+    )
+    assert found is not None and found.path == path
+    assert launch_archive({}, plain.spark_home, cache_dir=tmp_path / "cache", environ=env) is None
+    jar.write_bytes(b"another build")  # a jar built again is another class path
+    assert extra.key != key

@@ -1,0 +1,139 @@
+"""Hadoop's local file system without a process per file created, for local sessions.
+
+Without Hadoop's native library (pip's pyspark has none), Hadoop's local file system
+sets the permission of every file and directory it creates by starting `chmod`: two
+processes per file with its checksum file. A micro-batch of a streaming query creates
+about five such files (its offsets and commit log entries, its state, Delta's log and
+data files), so the example warehouse's twelve queries started about 12 processes a
+second, each a wait of a few milliseconds inside a batch. `NoForkLocalFileSystem`
+(java/NoForkLocalFileSystem.java) sets them with java.nio and leaves every other call to
+Hadoop; on the example's twelve queries the native engines ran 11-17% more batches a
+second with it and their p99 fell by 1.7-2.8 s (docs/benchmarks.md, "End-to-end
+latency").
+
+`warehouse jars fetch` (which `make install` runs) compiles it once against the Hadoop
+client of the installed pyspark, with the `javac` beside the `java` that launches Spark
+(or the first on PATH); without a `javac` sessions keep Hadoop's own. A session on a
+local master puts the jar on the driver's class path (Spark's launcher needs the class
+before it reads `spark.jars`) and names the class as `fs.file.impl`, unless its conf
+names a file system or a class path itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+FS_CLASS = "warehouse.hadoop.NoForkLocalFileSystem"
+SOURCE = Path(__file__).with_name("java") / "NoForkLocalFileSystem.java"
+FOLDER = "local-fs"
+"""Under the jars cache (`warehouse.runtime.jars.default_cache_dir`)."""
+
+FS_IMPL = "spark.hadoop.fs.file.impl"
+CLASS_PATH = "spark.driver.extraClassPath"
+
+
+def _hadoop_client() -> Path | None:
+    """The Hadoop client API jar of the installed pyspark."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    found = sorted(jars.glob("hadoop-client-api-*.jar"))
+    return found[-1] if found else None
+
+
+def jar_path(cache_dir: Path) -> Path | None:
+    """Where the jar for this source and the installed pyspark's Hadoop lives (whether
+    or not it was built), or None without a Hadoop client jar."""
+    client = _hadoop_client()
+    if client is None:
+        return None
+    key = hashlib.sha256(SOURCE.read_bytes() + client.name.encode()).hexdigest()[:16]
+    return cache_dir / FOLDER / f"no-fork-local-fs-{key}.jar"
+
+
+def built_jar(cache_dir: Path) -> Path | None:
+    """The jar when `build` made it for this source and Hadoop, else None."""
+    path = jar_path(cache_dir)
+    return path if path is not None and path.is_file() else None
+
+
+def find_javac(environ: Mapping[str, str]) -> Path | None:
+    """The `javac` beside the `java` Spark launches (JAVA_HOME, PATH), else the first
+    `javac` on PATH."""
+    home = environ.get("JAVA_HOME")
+    java = Path(home) / "bin" / "java" if home else None
+    if java is None or not java.is_file():
+        found = shutil.which("java", path=environ.get("PATH"))
+        java = Path(found).resolve() if found else None
+    if java is not None and (java.parent / "javac").is_file():
+        return java.parent / "javac"
+    found = shutil.which("javac", path=environ.get("PATH"))
+    return Path(found) if found else None
+
+
+def build(cache_dir: Path, *, environ: Mapping[str, str] | None = None) -> Path | None:
+    """Compile the file system into its jar in `cache_dir` (once: an existing one is
+    returned). None, with the reason logged, when there is no `javac` or it fails: the
+    sessions then keep Hadoop's own local file system."""
+    env = dict(os.environ if environ is None else environ)
+    path = jar_path(cache_dir)
+    if path is None:
+        logger.info("no Hadoop client jar in the installed pyspark: nothing to build")
+        return None
+    if path.is_file():
+        return path
+    javac = find_javac(env)
+    if javac is None:
+        logger.warning(
+            "no `javac` (a JDK) found: local sessions keep Hadoop's local file system, which "
+            "starts a `chmod` process for every file it creates"
+        )
+        return None
+    client = _hadoop_client()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as out:
+        proc = subprocess.run(
+            [str(javac), "--release", "17", "-nowarn", "-cp", str(client), "-d", out, str(SOURCE)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=300,
+        )
+        if proc.returncode != 0:
+            logger.warning(
+                "compiling %s failed (local sessions keep Hadoop's local file system):\n%s",
+                SOURCE.name,
+                (proc.stderr or proc.stdout).strip()[-2000:],
+            )
+            return None
+        tmp = Path(out) / "fs.jar"
+        with zipfile.ZipFile(tmp, "w") as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n\n")
+            for f in sorted(Path(out).rglob("*.class")):
+                jar.write(f, f.relative_to(out).as_posix())
+        tmp.replace(path)
+    logger.info("built %s", path)
+    return path
+
+
+def session_conf(conf: Mapping[str, str], cache_dir: Path) -> dict[str, str]:
+    """The settings that give a local session the file system (its jar on the driver's
+    class path, `fs.file.impl`), or none when it is not built or `conf` chooses a file
+    system or a class path itself."""
+    if FS_IMPL in conf or CLASS_PATH in conf:
+        return {}
+    jar = built_jar(cache_dir)
+    if jar is None:
+        return {}
+    return {CLASS_PATH: str(jar), FS_IMPL: FS_CLASS}
