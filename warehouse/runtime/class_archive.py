@@ -125,8 +125,13 @@ def session_launch(environ: Mapping[str, str]) -> Launch | None:
     """The launch of the JVM of a local session the framework starts from this process
     (whose Python workers run this interpreter unless `PYSPARK_PYTHON` says otherwise)."""
     env = {"PYSPARK_PYTHON": sys.executable, **environ}
-    extra = local_fs.session_conf({}, jars_cache_dir()).get(local_fs.CLASS_PATH, "")
-    return launch_for(launch_home("local[1]", environ=env), env, class_path=extra)
+    return launch_for(launch_home("local[1]", environ=env), env, class_path=session_class_path())
+
+
+def session_class_path() -> str:
+    """The driver's extra class path a local session the framework starts gets when its
+    conf names none: the local file system's jar, when built (`local_fs`)."""
+    return local_fs.session_conf({}, jars_cache_dir()).get(local_fs.CLASS_PATH, "")
 
 
 def archive_dir(cache_dir: Path) -> Path:
