@@ -2,14 +2,12 @@
 
 Without Hadoop's native library (pip's pyspark has none), Hadoop's local file system
 sets the permission of every file and directory it creates by starting `chmod`: two
-processes per file with its checksum file. A micro-batch of a streaming query creates
-about five such files (its offsets and commit log entries, its state, Delta's log and
-data files), so the example warehouse's twelve queries started about 12 processes a
-second, each a wait of a few milliseconds inside a batch. `NoForkLocalFileSystem`
+processes per file with its checksum file, 18.9 per micro-batch of a streaming
+aggregation into Delta (its offsets and commit log entries, its state, Delta's log and
+data files), each a wait inside the batch. `NoForkLocalFileSystem`
 (java/NoForkLocalFileSystem.java) sets them with java.nio and leaves every other call to
-Hadoop; on the example's twelve queries the native engines ran 11-17% more batches a
-second with it and their p99 fell by 1.7-2.8 s (docs/benchmarks.md, "End-to-end
-latency").
+Hadoop: such a batch cost 0.89 of the CPU and wall time it took with Hadoop's
+(docs/benchmarks.md, "Local file system: the processes Hadoop starts").
 
 `warehouse jars fetch` (which `make install` runs) compiles it once against the Hadoop
 client of the installed pyspark, with the `javac` beside the `java` that launches Spark

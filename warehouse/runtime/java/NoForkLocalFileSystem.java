@@ -3,8 +3,8 @@
  *
  * Without Hadoop's native library (pip's pyspark has none), RawLocalFileSystem sets the
  * permission of every file and directory it creates by starting `chmod`: two processes
- * per file with its checksum file, about ten per micro-batch of a streaming query
- * (its offsets and commit logs, its state, Delta's log and data files). This class
+ * per file with its checksum file, about 19 per micro-batch of a streaming aggregation
+ * into Delta (its offsets and commit logs, its state, Delta's log and data files). This class
  * sets them with java.nio instead, and leaves every other call to Hadoop. A permission
  * java.nio cannot express (sticky, setuid or setgid bits) and a file system without
  * POSIX attributes go to Hadoop's own way.
