@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from streams.delta.commit import KeptTable
 from warehouse.spec.paths import EVENTS_TABLE, events_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from streams.delta.commit import KeptTable
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,9 @@ def _lock_for(path: Path) -> tuple[threading.Lock, KeptTable]:
     """The lock of an events table in this process, and the table kept open for the
     appends made under it (every batch of every checked table appends to it, and
     opening it again for each replayed the log since its last checkpoint)."""
+    # Imported here: importing `warehouse.quality` loads neither Spark nor delta-rs.
+    from streams.delta.commit import KeptTable
+
     with _locks_guard:
         found = _locks.get(str(path))
         if found is None:
