@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
 
-from tests.integration.oracle.clients import admin, produce, read_to_end
+from tests.integration.oracle.clients import admin, error_name, produce, read_to_end
 from tests.integration.oracle.differential import unique
 from tests.support.apache_kafka import ApacheKafka
 
@@ -31,8 +32,18 @@ def test_three_node_cluster(apache_kafka_cluster: ApacheKafka) -> None:
             break
         time.sleep(0.2)
     assert seen == {0: (3, 3), 1: (3, 3)}
-    configs = next(iter(a.describe_configs([ConfigResource("topic", topic)]).values()))
-    assert configs.result(timeout=10)["min.insync.replicas"].value == "2"
+    # The broker that answers DescribeConfigs is not the one that answered Metadata, and it
+    # too may not have the topic yet: ask again until it has, within the same deadline.
+    while True:
+        future = next(iter(a.describe_configs([ConfigResource("topic", topic)]).values()))
+        try:
+            configs = future.result(timeout=10)
+            break
+        except KafkaException as e:
+            if error_name(e) != "UNKNOWN_TOPIC_OR_PART" or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+    assert configs["min.insync.replicas"].value == "2"
     reports = produce(
         bootstrap, topic, [{"partition": p, "value": b"v"} for p in (0, 1)], acks="all"
     )
