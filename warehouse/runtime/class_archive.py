@@ -26,7 +26,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -38,7 +37,7 @@ from pathlib import Path
 from warehouse.runtime import local_fs
 from warehouse.runtime.errors import ClassArchiveError
 from warehouse.runtime.jars import default_cache_dir as jars_cache_dir
-from warehouse.runtime.spark_home import DRIVER_OPTIONS, default_cache_dir, launch_home
+from warehouse.runtime.spark_home import DRIVER_OPTIONS, default_cache_dir, launch_home, launch_java
 
 logger = logging.getLogger(__name__)
 
@@ -88,18 +87,6 @@ def _stamp(path: Path) -> str:
     except OSError:
         return f"{path.name} -"
     return f"{path.name} {st.st_size} {st.st_mtime_ns}"
-
-
-def launch_java(environ: Mapping[str, str]) -> Path | None:
-    """The `java` Spark's launcher runs: `$JAVA_HOME/bin/java`, else the first on PATH."""
-    home = environ.get("JAVA_HOME")
-    java = Path(home) / "bin" / "java" if home else None
-    if java is None:
-        found = shutil.which("java", path=environ.get("PATH"))
-        java = Path(found) if found else None
-    if java is None or not java.is_file():
-        return None
-    return java.resolve()
 
 
 def launch_for(

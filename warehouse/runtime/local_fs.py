@@ -29,6 +29,8 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from warehouse.runtime.spark_home import launch_java
+
 logger = logging.getLogger(__name__)
 
 FS_CLASS = "warehouse.hadoop.NoForkLocalFileSystem"
@@ -49,14 +51,19 @@ def _hadoop_client() -> Path | None:
     return found[-1] if found else None
 
 
-def jar_path(cache_dir: Path) -> Path | None:
-    """Where the jar for this source and the installed pyspark's Hadoop lives (whether
-    or not it was built), or None without a Hadoop client jar."""
+def _jar_and_client(cache_dir: Path) -> tuple[Path, Path] | None:
     client = _hadoop_client()
     if client is None:
         return None
     key = hashlib.sha256(SOURCE.read_bytes() + client.name.encode()).hexdigest()[:16]
-    return cache_dir / FOLDER / f"no-fork-local-fs-{key}.jar"
+    return cache_dir / FOLDER / f"no-fork-local-fs-{key}.jar", client
+
+
+def jar_path(cache_dir: Path) -> Path | None:
+    """Where the jar for this source and the installed pyspark's Hadoop lives (whether
+    or not it was built), or None without a Hadoop client jar."""
+    found = _jar_and_client(cache_dir)
+    return found[0] if found else None
 
 
 def built_jar(cache_dir: Path) -> Path | None:
@@ -68,11 +75,7 @@ def built_jar(cache_dir: Path) -> Path | None:
 def find_javac(environ: Mapping[str, str]) -> Path | None:
     """The `javac` beside the `java` Spark launches (JAVA_HOME, PATH), else the first
     `javac` on PATH."""
-    home = environ.get("JAVA_HOME")
-    java = Path(home) / "bin" / "java" if home else None
-    if java is None or not java.is_file():
-        found = shutil.which("java", path=environ.get("PATH"))
-        java = Path(found).resolve() if found else None
+    java = launch_java(environ)
     if java is not None and (java.parent / "javac").is_file():
         return java.parent / "javac"
     found = shutil.which("javac", path=environ.get("PATH"))
@@ -84,10 +87,11 @@ def build(cache_dir: Path, *, environ: Mapping[str, str] | None = None) -> Path 
     returned). None, with the reason logged, when there is no `javac` or it fails: the
     sessions then keep Hadoop's own local file system."""
     env = dict(os.environ if environ is None else environ)
-    path = jar_path(cache_dir)
-    if path is None:
+    found = _jar_and_client(cache_dir)
+    if found is None:
         logger.info("no Hadoop client jar in the installed pyspark: nothing to build")
         return None
+    path, client = found
     if path.is_file():
         return path
     javac = find_javac(env)
@@ -97,7 +101,6 @@ def build(cache_dir: Path, *, environ: Mapping[str, str] | None = None) -> Path 
             "starts a `chmod` process for every file it creates"
         )
         return None
-    client = _hadoop_client()
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as out:
         proc = subprocess.run(

@@ -14,6 +14,9 @@ but `python/lib/pyspark.zip`, so workers find pyspark on the interpreter's own p
 compiled. It applies only when nothing else decides: no SPARK_HOME set, a local master,
 workers on this very interpreter (which has the same pyspark installed), and pyspark
 installed as a package that carries the zip. Anything unusual keeps Spark's default.
+
+`launch_java` names the `java` Spark's launcher runs, for the class archive and the
+local file system's build, which depend on it.
 """
 
 from __future__ import annotations
@@ -137,6 +140,18 @@ def default_cache_dir(environ: Mapping[str, str]) -> Path:
         except RuntimeError:  # no home directory known for this user
             base = tempfile.gettempdir()
     return Path(base) / "spark-warehouse"
+
+
+def launch_java(environ: Mapping[str, str]) -> Path | None:
+    """The `java` Spark's launcher runs: `$JAVA_HOME/bin/java`, else the first on PATH."""
+    home = environ.get("JAVA_HOME")
+    java = Path(home) / "bin" / "java" if home else None
+    if java is None:
+        found = shutil.which("java", path=environ.get("PATH"))
+        java = Path(found) if found else None
+    if java is None or not java.is_file():
+        return None
+    return java.resolve()
 
 
 def launch_home(

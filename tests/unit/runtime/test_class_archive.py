@@ -18,10 +18,10 @@ from warehouse.runtime.class_archive import (
     cached_archive,
     discard,
     launch_archive,
-    launch_java,
     prune,
 )
 from warehouse.runtime.session import _class_archive
+from warehouse.runtime.spark_home import launch_java
 
 OPTIONS = "spark.driver.extraJavaOptions"
 
