@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +95,15 @@ class KeptTable:
             self._table, self._identity = table, identity
         return table
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy sent to another process opens the table there.
+        return {**self.__dict__, "_table": None, "_identity": None}
+
+    def version(self) -> int | None:
+        """The table's newest version, or None when there is none yet."""
+        table = self.get()
+        return None if table is None else table.version()
+
     def forget(self) -> None:
         """Open the table again on the next `get` (after a failed commit through it)."""
         self._table = self._identity = None
@@ -105,6 +116,38 @@ class KeptTable:
         except OSError:
             return None
         return st.st_ino, st.st_mtime_ns
+
+
+KEPT_TABLES = 256
+"""The most tables `kept_table` keeps open in a process: the targets of its queries."""
+
+_kept: dict[str, KeptTable] = {}
+_kept_guard = threading.Lock()
+
+
+@contextmanager
+def kept_table(path: str) -> Iterator[KeptTable]:
+    """The table at `path` kept open in this process (`KeptTable`), the caller's alone
+    for the block: a writer's batches each read the table before they write and its
+    version after, and each of those opened it and replayed its log since the last
+    checkpoint. A thread that asks while another holds the path's table gets one of its
+    own (the newer returned is kept); after a failure in the block the table is opened
+    again on its next use. The least recently used beyond `KEPT_TABLES` are closed."""
+    key = str(path)
+    with _kept_guard:
+        kept = _kept.pop(key, None)
+    if kept is None:
+        kept = KeptTable(key)
+    try:
+        yield kept
+    except BaseException:
+        kept.forget()
+        raise
+    finally:
+        with _kept_guard:
+            _kept[key] = kept
+            while len(_kept) > KEPT_TABLES:
+                del _kept[next(iter(_kept))]
 
 
 def latest_version(path: str) -> int | None:
@@ -131,10 +174,11 @@ def file_bytes(adds: pa.Table) -> int:
     return sum(adds.column("size_bytes").to_pylist()) if adds.num_rows else 0
 
 
-def committed(target: DeltaTarget, batch_id: int) -> bool:
+def committed(target: DeltaTarget, batch_id: int, *, kept: KeptTable | None = None) -> bool:
     """Whether `write_batch` would skip this batch: the table already has batch
-    `batch_id` (or a later one) of `target.app_id`."""
-    return _committed_at(load_table(target.path), target, batch_id) is not None
+    `batch_id` (or a later one) of `target.app_id`. Read through `kept` when given."""
+    table = kept.get() if kept is not None else load_table(target.path)
+    return _committed_at(table, target, batch_id) is not None
 
 
 def already_committed(table: DeltaTable | None, target: DeltaTarget, batch_id: int) -> bool:

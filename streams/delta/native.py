@@ -27,12 +27,13 @@ from streams.delta._faults import crash_point
 from streams.delta._files import CODEC, ZSTD_LEVEL
 from streams.delta._schema import arrow_schema, check_partitioning, check_types
 from streams.delta.commit import (
+    KeptTable,
     add_actions,
     already_committed,
     committed,
     file_bytes,
     file_rows,
-    latest_version,
+    kept_table,
     load_table,
     nothing_written,
 )
@@ -92,8 +93,19 @@ def write_batch_native(
     shows the batch is in already (a replay after a crash)."""
     spark = df.sparkSession
     _require(spark, target.path)
+    with kept_table(target.path) as kept:
+        return _write_batch(df, batch_id, target, kept, commit_info)
 
-    table = load_table(target.path)
+
+def _write_batch(
+    df: DataFrame,
+    batch_id: int,
+    target: DeltaTarget,
+    kept: KeptTable,
+    commit_info: Mapping[str, Any] | None,
+) -> int | None:
+    spark = df.sparkSession
+    table = kept.get()
     before = None if table is None else table.version()
     user_meta = json.dumps(batch_commit_info(target, batch_id, commit_info), sort_keys=True)
     if table is not None and target.mode != "append":
@@ -117,14 +129,14 @@ def write_batch_native(
         if table is not None and any(r in str(e) for r in _SCHEMA_REFUSALS):
             _explain_refusal(df, target, table, e)
         raise
-    after = latest_version(target.path)
-    if after == before and not target.record_empty and not committed(target, batch_id):
+    after = kept.version()
+    if after == before and not target.record_empty and not committed(target, batch_id, kept=kept):
         nothing_written(target, batch_id, after)
         return after
     if after == before and target.mode == "append":
         # an append of no rows: Delta committed nothing, the batch is recorded by itself
-        _record_if_skipped(df, batch_id, target, user_meta)
-        after = latest_version(target.path)
+        _record_if_skipped(df, batch_id, target, user_meta, kept)
+        after = kept.version()
     if after == before:
         logger.info(
             "Delta table %s: batch %d of app `%s` already committed; skipped",
@@ -469,12 +481,18 @@ def _log_scd2(target: DeltaTarget, batch_id: int, counts: tuple[int, int]) -> No
     )
 
 
-def _record_if_skipped(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> None:
+def _record_if_skipped(
+    df: DataFrame,
+    batch_id: int,
+    target: DeltaTarget,
+    user_meta: str,
+    kept: KeptTable | None = None,
+) -> None:
     """A MERGE that changes no row commits nothing, nor does an append of no rows without
     an app transaction; an empty idempotent append (which Delta commits for its app
     transaction) then records the batch (and its offsets) in the log, unless the target
     does not record empty batches (`record_empty`)."""
-    if not target.record_empty or committed(target, batch_id):
+    if not target.record_empty or committed(target, batch_id, kept=kept):
         return
     spark = df.sparkSession
     empty = spark.read.format("delta").load(target.path).limit(0)

@@ -34,22 +34,15 @@ logger = logging.getLogger(__name__)
 
 COMMIT_ATTEMPTS = 5
 
-_locks: dict[str, tuple[threading.Lock, KeptTable]] = {}
+_locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 
-def _lock_for(path: Path) -> tuple[threading.Lock, KeptTable]:
-    """The lock of an events table in this process, and the table kept open for the
-    appends made under it (every batch of every checked table appends to it, and
-    opening it again for each replayed the log since its last checkpoint)."""
-    # Imported here: importing `warehouse.quality` loads neither Spark nor delta-rs.
-    from streams.delta.commit import KeptTable
-
+def _lock_for(path: Path) -> threading.Lock:
+    """The lock of an events table in this process: every batch of every checked table
+    appends to it, through the table kept open for them (`kept_table`)."""
     with _locks_guard:
-        found = _locks.get(str(path))
-        if found is None:
-            found = _locks[str(path)] = (threading.Lock(), KeptTable(str(path)))
-        return found
+        return _locks.setdefault(str(path), threading.Lock())
 
 
 EVENTS_ARROW_SCHEMA = pa.schema(
@@ -115,8 +108,10 @@ def write_quality_events(
     data = pa.Table.from_pylist(_rows(metrics, now or datetime.now(UTC)), EVENTS_ARROW_SCHEMA)
     from deltalake.exceptions import CommitFailedError
 
-    lock, kept = _lock_for(path)
-    with lock:
+    # Imported here: importing `warehouse.quality` loads neither Spark nor delta-rs.
+    from streams.delta.commit import kept_table
+
+    with _lock_for(path), kept_table(str(path)) as kept:
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:
                 return _append(path, kept, data, app_id=app_id, batch_id=batch_id)
