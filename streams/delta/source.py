@@ -57,6 +57,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from streams._datasources import register_once
 from streams.delta._schema import normalize_arrow
 from streams.delta.arrow import read_table
+from streams.delta.commit import KeptTable
 from streams.delta.errors import DeltaConfigError, DeltaReadError, DeltaTableNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -135,12 +136,19 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_versions = max_versions
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self._until: int | None = None
+        # Spark asks for the latest offset at every trigger, also of an idle query: the
+        # table kept open reads only the commits since the last time.
+        self._kept = KeptTable(path)
+
+    def _table(self) -> DeltaTable:
+        table = self._kept.get()
+        return table if table is not None else DeltaTable(self.path)  # raises: no table
 
     def _latest(self) -> int:
-        return DeltaTable(self.path).version()
+        return self._table().version()
 
     def _table_id(self) -> str:
-        return str(DeltaTable(self.path).metadata().id)
+        return str(self._table().metadata().id)
 
     def initialOffset(self) -> dict:
         return {"version": -1, "table": self._table_id()}
@@ -153,7 +161,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._until = self._latest()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        table = DeltaTable(self.path)
+        table = self._table()
         latest = table.version() if self._until is None else self._until
         begin = int(start["version"])
         current = str(table.metadata().id)
@@ -172,7 +180,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"version": max(begin, end), "table": current}
 
     def reportLatestOffset(self) -> dict | None:
-        table = DeltaTable(self.path)
+        table = self._table()
         return {"version": table.version(), "table": str(table.metadata().id)}
 
     def _commit_actions(self, version: int) -> list[dict[str, Any]]:

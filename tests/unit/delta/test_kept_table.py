@@ -1,13 +1,17 @@
-"""`KeptTable`: a delta-rs table kept open between a writer's calls."""
+"""`KeptTable`: a delta-rs table kept open between a writer's calls; `kept_table`: the
+process's pool of them."""
 
 from __future__ import annotations
 
+import pickle
 import shutil
 
 import pyarrow as pa
+import pytest
 from deltalake import write_deltalake
 
-from streams.delta.commit import KeptTable
+from streams.delta import commit
+from streams.delta.commit import KeptTable, kept_table
 
 
 def _append(path, n: int) -> None:
@@ -52,3 +56,61 @@ def test_forget_opens_the_table_again(tmp_path):
     first = kept.get()
     kept.forget()
     assert kept.get() is not first
+
+
+def test_the_pool_keeps_a_table_between_blocks_and_never_shares_one(tmp_path):
+    path = str(tmp_path / "t")
+    _append(path, 0)
+    with kept_table(path) as kept:
+        table = kept.get()
+        with kept_table(path) as other:  # another thread's writer of the same path
+            assert other is not kept
+            _append(path, 1)
+            assert other.version() == 1
+        assert kept.version() == 1 and kept.get() is table
+    with kept_table(path) as again:
+        assert again is kept  # the newer returned
+        assert again.get() is table
+        _append(path, 2)
+        assert again.version() == 2
+
+
+def test_a_failed_block_opens_the_table_again(tmp_path):
+    path = str(tmp_path / "t")
+    _append(path, 0)
+    with kept_table(path) as kept:
+        table = kept.get()
+    with pytest.raises(RuntimeError), kept_table(path) as failing:
+        assert failing.get() is table
+        raise RuntimeError("the write failed")
+    with kept_table(path) as after:
+        assert after is failing
+        assert after.get() is not table and after.version() == 0
+
+
+def test_the_pool_closes_the_least_recently_used(tmp_path, monkeypatch):
+    monkeypatch.setattr(commit, "KEPT_TABLES", 2)
+    monkeypatch.setattr(commit, "_kept", {})
+    paths = [str(tmp_path / name) for name in "abc"]
+    first = {}
+    for path in paths[:2]:
+        with kept_table(path) as kept:
+            first[path] = kept
+    with kept_table(paths[0]) as kept:  # used again: now the most recent
+        assert kept is first[paths[0]]
+    with kept_table(paths[2]):
+        pass
+    with kept_table(paths[0]) as kept:
+        assert kept is first[paths[0]]
+    with kept_table(paths[1]) as kept:
+        assert kept is not first[paths[1]]  # closed when the third came
+
+
+def test_a_pickled_copy_opens_the_table_where_it_lands(tmp_path):
+    path = tmp_path / "t"
+    _append(path, 0)
+    kept = KeptTable(str(path))
+    assert kept.version() == 0
+    copy = pickle.loads(pickle.dumps(kept))  # a stream reader sent to an executor
+    _append(path, 1)
+    assert copy.version() == 1 and copy.get() is not kept.get()
