@@ -39,11 +39,12 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.exceptions import DeltaError
 
 from streams.cdc.changelog import ChangeRecord, PublishMode, changelog_records
 from streams.cdc.errors import PublishError
 from streams.delta import crash_point
+from streams.delta.commit import KeptTable
 from streams.kafka import KafkaAdminError, ensure_topic
 
 logger = logging.getLogger(__name__)
@@ -256,6 +257,7 @@ class Publisher:
         }
         self._their_error_cb = (client_config or {}).get("error_cb")
         self._client_config = client_config
+        self._table = KeptTable(self.path)
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._use_txn = transactional is not False
@@ -294,15 +296,14 @@ class Publisher:
         started again once, as a new publisher would be; a failure with clients started
         in this call is raised, and closes them."""
         name, topic = self.name, self.topic
-        try:
-            delta = DeltaTable(self.path)
-        except TableNotFoundError as e:
+        delta = self._table.get()  # kept open: a publish per batch reads only new commits
+        if delta is None:
             raise PublishError(
                 f"table `{name}`: no Delta table at `{self.path}` to publish from; run the "
                 "table first.",
                 topic=topic,
                 table=name,
-            ) from e
+            )
         if self._consumer is not None:
             self._drop_if_disconnected()
         while True:

@@ -96,6 +96,28 @@ def test_a_new_table_at_the_same_path_is_published_from_its_start(
     assert b'{"user_id":7}' in latest_values(broker.bootstrap, topic)
 
 
+def test_a_kept_publisher_follows_its_table_replaced(broker, tmp_path: Path, unique) -> None:
+    """The kept publisher keeps its table open between calls: a table written again at
+    its path is opened again and published from its start."""
+    import shutil
+
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    kw = {"bootstrap": broker.bootstrap, "topic": topic, "keys": tables.KEYS, "table": name}
+    with Publisher(path, **kw) as publisher:
+        for i in range(1, 4):
+            tables.upsert(path, [tables.row(i, f"u{i}", i)])
+        assert publisher.publish().last_version == 3
+        shutil.rmtree(path)
+        with pytest.raises(PublishError, match="no Delta table at"):
+            publisher.publish()
+        tables.create(path)
+        tables.upsert(path, [tables.row(7, "seven", 7)])  # version 1 < the marker's 3
+        result = publisher.publish()
+    assert (result.first_version, result.last_version, result.records) == (0, 1, 1)
+    assert b'{"user_id":7}' in latest_values(broker.bootstrap, topic)
+
+
 def test_without_transactions_publishes_at_least_once_and_says_so(
     broker, tmp_path: Path, unique, caplog
 ) -> None:
