@@ -16,7 +16,11 @@ times the reads of the table at the version before it, with the default `--commi
 the furthest from a checkpoint for both intervals: delta-rs opening the table
 (`DeltaTable(path)`, as the sink and a snapshot read do; the driver's wall and CPU), and
 Spark's first count of that version (delta-spark rebuilding its state from the
-checkpoint and the commits after it). Not a test: nothing is asserted but the row
+checkpoint and the commits after it). After every timed append it also times, on the
+driver, delta-rs opening the table anew and a table kept open since the append before
+reading the one new commit (`streams.delta.commit.KeptTable`, as the native writer,
+the quality events, the Python engine's reader and the publisher read theirs); their
+means over the timed appends are printed. Not a test: nothing is asserted but the row
 counts and the interval the table kept.
 """
 
@@ -57,10 +61,18 @@ def delta_rs_open(path: Path) -> tuple[float, float]:
     return (time.perf_counter() - t0) / RS_OPENS, (time.process_time() - c0) / RS_OPENS
 
 
+def timed_version(read) -> tuple[float, float]:
+    """(wall s, driver CPU s) of `read().version()`."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    read().version()
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
 def one_table(spark, path: Path, interval: int, commits: int, rows: int) -> dict:
     from deltalake import DeltaTable
 
     from streams.delta import DeltaTarget, write_batch
+    from streams.delta.commit import KeptTable
     from streams.delta.target import TABLE_CONFIGURATION
 
     writer = spark.range(0).write.format("delta")
@@ -74,7 +86,9 @@ def one_table(spark, path: Path, interval: int, commits: int, rows: int) -> dict
 
     for b in range(WARM_UP):
         append(b)
-    timed = []
+    kept = KeptTable(str(path))
+    kept.get()
+    timed, opens, updates = [], [], []
     for b in range(WARM_UP, commits):
         if b == commits - 1:
             rs = delta_rs_open(path)
@@ -82,6 +96,8 @@ def one_table(spark, path: Path, interval: int, commits: int, rows: int) -> dict
                 spark, lambda _: spark.read.format("delta").load(str(path)).count(), [0]
             )
         timed.append((b + 1, *cost_per_call(spark, append, [b])))
+        updates.append(timed_version(kept.get))
+        opens.append(timed_version(lambda: DeltaTable(str(path))))
     count = spark.read.format("delta").load(str(path)).count()
     assert count == commits * rows, count
     assert DeltaTable(str(path)).metadata().configuration[INTERVAL] == str(interval)
@@ -92,6 +108,8 @@ def one_table(spark, path: Path, interval: int, commits: int, rows: int) -> dict
         "checkpoint": ck,
         "plain": plain,
         "rs": rs,
+        "opens": opens,
+        "updates": updates,
         "spark_read": spark_read,
         "checkpoints": len(ck),
     }
@@ -129,13 +147,18 @@ def main() -> None:
                         f"{mean(rows, 1) * 1000:.0f} ms, {mean(rows, 2):.1f} jobs"
                     )
                 (rw, rc), (sw, sc, sj) = g["rs"], g["spark_read"]
+                ow, oc, uw, uc = (
+                    mean(g[k], i) * 1000 for k in ("opens", "updates") for i in (0, 1)
+                )
                 print(
                     f"round {rnd}: every {interval} commits ({g['checkpoints']} checkpoints "
                     f"in {len(g['all'])} timed appends): "
                     + "; ".join(parts)
                     + f". At version {args.commits - 1}: delta-rs opens it in "
                     f"{rw * 1000:.1f} ms ({rc * 1000:.1f} ms CPU); Spark's first count "
-                    f"{sw * 1000:.0f} ms, JVM CPU {sc * 1000:.0f} ms, {sj:.0f} jobs",
+                    f"{sw * 1000:.0f} ms, JVM CPU {sc * 1000:.0f} ms, {sj:.0f} jobs. After "
+                    f"each append: delta-rs opens it in {ow:.1f} ms ({oc:.1f} ms CPU), a "
+                    f"kept table reads the new commit in {uw:.1f} ms ({uc:.1f} ms CPU)",
                     flush=True,
                 )
             a, b = (mean(got[i]["all"], 1) for i in INTERVALS)
