@@ -17,10 +17,11 @@ the furthest from a checkpoint for both intervals: delta-rs opening the table
 (`DeltaTable(path)`, as the sink and a snapshot read do; the driver's wall and CPU), and
 Spark's first count of that version (delta-spark rebuilding its state from the
 checkpoint and the commits after it). After every timed append it also times, on the
-driver, delta-rs opening the table anew and a table kept open since the append before
+driver, delta-rs opening the table anew, a table kept open since the append before
 reading the one new commit (`streams.delta.commit.KeptTable`, as the native writer,
-the quality events, the Python engine's reader and the publisher read theirs); their
-means over the timed appends are printed. Not a test: nothing is asserted but the row
+the quality events, the Python engine's reader and the publisher read theirs), and
+then, with no new commit, the kept table asked again and delta-rs's own
+`update_incremental` of an open table; their means over the timed appends are printed. Not a test: nothing is asserted but the row
 counts and the interval the table kept.
 """
 
@@ -88,7 +89,7 @@ def one_table(spark, path: Path, interval: int, commits: int, rows: int) -> dict
         append(b)
     kept = KeptTable(str(path))
     kept.get()
-    timed, opens, updates = [], [], []
+    timed, opens, updates, idle, rs_idle = [], [], [], [], []
     for b in range(WARM_UP, commits):
         if b == commits - 1:
             rs = delta_rs_open(path)
@@ -98,6 +99,9 @@ def one_table(spark, path: Path, interval: int, commits: int, rows: int) -> dict
         timed.append((b + 1, *cost_per_call(spark, append, [b])))
         updates.append(timed_version(kept.get))
         opens.append(timed_version(lambda: DeltaTable(str(path))))
+        idle.append(timed_version(kept.get))
+        table = kept.get()
+        rs_idle.append(timed_version(lambda t=table: t.update_incremental() or t))
     count = spark.read.format("delta").load(str(path)).count()
     assert count == commits * rows, count
     assert DeltaTable(str(path)).metadata().configuration[INTERVAL] == str(interval)
@@ -110,6 +114,8 @@ def one_table(spark, path: Path, interval: int, commits: int, rows: int) -> dict
         "rs": rs,
         "opens": opens,
         "updates": updates,
+        "idle": idle,
+        "rs_idle": rs_idle,
         "spark_read": spark_read,
         "checkpoints": len(ck),
     }
@@ -147,8 +153,10 @@ def main() -> None:
                         f"{mean(rows, 1) * 1000:.0f} ms, {mean(rows, 2):.1f} jobs"
                     )
                 (rw, rc), (sw, sc, sj) = g["rs"], g["spark_read"]
-                ow, oc, uw, uc = (
-                    mean(g[k], i) * 1000 for k in ("opens", "updates") for i in (0, 1)
+                ow, oc, uw, uc, iw, ic, rw_, rc_ = (
+                    mean(g[k], i) * 1000
+                    for k in ("opens", "updates", "idle", "rs_idle")
+                    for i in (0, 1)
                 )
                 print(
                     f"round {rnd}: every {interval} commits ({g['checkpoints']} checkpoints "
@@ -158,7 +166,9 @@ def main() -> None:
                     f"{rw * 1000:.1f} ms ({rc * 1000:.1f} ms CPU); Spark's first count "
                     f"{sw * 1000:.0f} ms, JVM CPU {sc * 1000:.0f} ms, {sj:.0f} jobs. After "
                     f"each append: delta-rs opens it in {ow:.1f} ms ({oc:.1f} ms CPU), a "
-                    f"kept table reads the new commit in {uw:.1f} ms ({uc:.1f} ms CPU)",
+                    f"kept table reads the new commit in {uw:.1f} ms ({uc:.1f} ms CPU); "
+                    f"with none new, the kept table answers in {iw:.2f} ms ({ic:.2f} ms "
+                    f"CPU), delta-rs's update_incremental in {rw_:.1f} ms ({rc_:.1f} ms CPU)",
                     flush=True,
                 )
             a, b = (mean(got[i]["all"], 1) for i in INTERVALS)

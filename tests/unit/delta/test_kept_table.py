@@ -11,6 +11,7 @@ import pytest
 from deltalake import write_deltalake
 
 from streams.delta import commit
+from streams.delta.arrow import read_table
 from streams.delta.commit import KeptTable, kept_table
 
 
@@ -44,7 +45,7 @@ def test_a_replaced_table_is_opened_again(tmp_path):
     new = kept.get()
     assert new is not old
     assert new.version() == 0
-    assert new.to_pyarrow_table().column("n").to_pylist() == [9]
+    assert read_table(new).column("n").to_pylist() == [9]
     shutil.rmtree(path)
     assert kept.get() is None
 
@@ -114,3 +115,17 @@ def test_a_pickled_copy_opens_the_table_where_it_lands(tmp_path):
     copy = pickle.loads(pickle.dumps(kept))  # a stream reader sent to an executor
     _append(path, 1)
     assert copy.version() == 1 and copy.get() is not kept.get()
+
+
+def test_version_counts_new_commit_files_and_get_reads_them(tmp_path):
+    path = tmp_path / "t"
+    _append(path, 0)
+    kept = KeptTable(str(path))
+    table = kept.get()
+    assert kept.get() is table and table.version() == 0  # nothing new: nothing read
+    _append(path, 1)
+    _append(path, 2)
+    assert kept.version() == 2
+    assert table.version() == 0  # counted, not read yet
+    assert kept.get() is table and table.version() == 2
+    assert sorted(read_table(table).column("n").to_pylist()) == [0, 1, 2]
