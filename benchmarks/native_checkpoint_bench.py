@@ -21,8 +21,9 @@ driver, delta-rs opening the table anew, a table kept open since the append befo
 reading the one new commit (`streams.delta.commit.KeptTable`, as the native writer,
 the quality events, the Python engine's reader and the publisher read theirs), and
 then, with no new commit, the kept table asked again and delta-rs's own
-`update_incremental` of an open table; their means over the timed appends are printed. Not a test: nothing is asserted but the row
-counts and the interval the table kept.
+`update_incremental` of an open table; their means over the timed appends are
+printed. Not a test: nothing is asserted but the row counts and the interval the
+table kept.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def main() -> None:
                         f"{mean(rows, 1) * 1000:.0f} ms, {mean(rows, 2):.1f} jobs"
                     )
                 (rw, rc), (sw, sc, sj) = g["rs"], g["spark_read"]
-                ow, oc, uw, uc, iw, ic, rw_, rc_ = (
+                ow, oc, uw, uc, iw, ic, dw, dc = (
                     mean(g[k], i) * 1000
                     for k in ("opens", "updates", "idle", "rs_idle")
                     for i in (0, 1)
@@ -168,7 +169,7 @@ def main() -> None:
                     f"each append: delta-rs opens it in {ow:.1f} ms ({oc:.1f} ms CPU), a "
                     f"kept table reads the new commit in {uw:.1f} ms ({uc:.1f} ms CPU); "
                     f"with none new, the kept table answers in {iw:.2f} ms ({ic:.2f} ms "
-                    f"CPU), delta-rs's update_incremental in {rw_:.1f} ms ({rc_:.1f} ms CPU)",
+                    f"CPU), delta-rs's update_incremental in {dw:.1f} ms ({dc:.1f} ms CPU)",
                     flush=True,
                 )
             a, b = (mean(got[i]["all"], 1) for i in INTERVALS)

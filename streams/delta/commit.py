@@ -150,7 +150,7 @@ _kept_guard = threading.Lock()
 def kept_table(path: str) -> Iterator[KeptTable]:
     """The table at `path` kept open in this process (`KeptTable`), the caller's alone
     for the block: a writer's batches each read the table before they write and its
-    version after, and each of those opened it and replayed its log since the last
+    version after, and opening it for each read would replay its log since the last
     checkpoint. A thread that asks while another holds the path's table gets one of its
     own (the newer returned is kept); after a failure in the block the table is opened
     again on its next use. The least recently used beyond `KEPT_TABLES` are closed."""
