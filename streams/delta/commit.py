@@ -146,29 +146,39 @@ _kept: dict[str, KeptTable] = {}
 _kept_guard = threading.Lock()
 
 
+_held = threading.local()
+"""The tables each thread is inside a `kept_table` block of, by path."""
+
+
 @contextmanager
 def kept_table(path: str) -> Iterator[KeptTable]:
     """The table at `path` kept open in this process (`KeptTable`), the caller's alone
     for the block: a writer's batches each read the table before they write and its
     version after, and opening it for each read would replay its log since the last
-    checkpoint. A thread that asks while another holds the path's table gets one of its
-    own (the newer returned is kept); after a failure in the block the table is opened
-    again on its next use. The least recently used beyond `KEPT_TABLES` are closed."""
+    checkpoint. Inside a block, the same thread asking again for the path gets the same
+    table, so the steps of one write share it without passing it along; a thread that
+    asks while another holds the path's table gets one of its own (the newer returned
+    is kept). After a failure in a block the table is opened again on its next use. The
+    least recently used beyond `KEPT_TABLES` are closed."""
     key = str(path)
-    with _kept_guard:
-        kept = _kept.pop(key, None)
-    if kept is None:
-        kept = KeptTable(key)
+    held: dict[str, KeptTable] = _held.__dict__.setdefault("tables", {})
+    outer = key not in held
+    if outer:
+        with _kept_guard:
+            held[key] = _kept.pop(key, None) or KeptTable(key)
+    kept = held[key]
     try:
         yield kept
     except BaseException:
         kept.forget()
         raise
     finally:
-        with _kept_guard:
-            _kept[key] = kept
-            while len(_kept) > KEPT_TABLES:
-                del _kept[next(iter(_kept))]
+        if outer:
+            del held[key]
+            with _kept_guard:
+                _kept[key] = kept
+                while len(_kept) > KEPT_TABLES:
+                    del _kept[next(iter(_kept))]
 
 
 def latest_version(path: str) -> int | None:
@@ -283,7 +293,9 @@ def evolve_schema(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -
         # A metadata-only commit before the data commit: if we die in between, the
         # replayed batch finds the columns there and only appends.
         table.alter.add_columns(added)
-        table = DeltaTable(target.path)
+        with kept_table(target.path) as kept:
+            table = kept.get()
+            assert table is not None
     return table
 
 
@@ -301,7 +313,7 @@ def commit_empty(
         partition_by=list(table.metadata().partition_columns) or None,
         commit_properties=commit_properties(target, batch_id, commit_info),
     )
-    return DeltaTable(target.path).version()
+    return _version(target)
 
 
 def version_after_merge(
@@ -310,10 +322,12 @@ def version_after_merge(
     """The table's version after a delta-rs MERGE of batch `batch_id`. delta-rs skips the
     commit of a MERGE that changed nothing (every change stale); the batch is then
     recorded with an empty commit, so that a replay stays a no-op."""
-    table = DeltaTable(target.path)
-    if table.transaction_version(target.app_id) != batch_id:
-        return commit_empty(table, batch_id, target, commit_info)
-    return table.version()
+    with kept_table(target.path) as kept:
+        table = kept.get()
+        assert table is not None
+        if table.transaction_version(target.app_id) != batch_id:
+            return commit_empty(table, batch_id, target, commit_info)
+        return table.version()
 
 
 def create_table(
@@ -384,7 +398,15 @@ def commit_files(
             path=target.path,
             batch_id=batch_id,
         ) from e
-    return DeltaTable(target.path).version()
+    return _version(target)
+
+
+def _version(target: DeltaTarget) -> int:
+    """The target's newest version, after a commit to it."""
+    with kept_table(target.path) as kept:
+        version = kept.version()
+    assert version is not None
+    return version
 
 
 def append_files(
@@ -399,11 +421,12 @@ def append_files(
     table root (for a caller that writes its own files, e.g. `streams.landing`), with the
     guard, schema evolution, commit and crash points of `write_batch`. Returns the new
     version, or None when the batch is already committed (`write` is then not called)."""
-    table = load_table(target.path)
-    if already_committed(table, target, batch_id):
-        return None
-    table, partition_by = prepare_append(table, schema, target)
-    files = write(partition_by)
-    version = commit_files(files, batch_id, target, table, schema, partition_by, commit_info)
+    with kept_table(target.path) as kept:
+        table = kept.get()
+        if already_committed(table, target, batch_id):
+            return None
+        table, partition_by = prepare_append(table, schema, target)
+        files = write(partition_by)
+        version = commit_files(files, batch_id, target, table, schema, partition_by, commit_info)
     after_commit(target, batch_id, version)
     return version

@@ -18,14 +18,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, Schema
-from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streams.delta import _schema
 from streams.delta._faults import crash_point
 from streams.delta.arrow import read_table
-from streams.delta.commit import commit_empty, evolve_schema, version_after_merge
+from streams.delta.commit import commit_empty, evolve_schema, kept_table, version_after_merge
 from streams.delta.errors import DeltaSchemaError, DeltaWriteError
 from streams.delta.scd2_plan import (
     ARRIVAL,
@@ -142,9 +142,9 @@ def _check_nulls(rows: pa.Table, target: DeltaTarget, batch_id: int) -> None:
 
 
 def _open_table(target: DeltaTarget, stored: pa.Schema) -> DeltaTable:
-    try:
-        table = DeltaTable(target.path)
-    except TableNotFoundError:
+    with kept_table(target.path) as kept:
+        table = kept.get()
+    if table is None:
         _schema.check_columns(
             stored.names, target.partition_by, path=target.path, what="partition columns"
         )
@@ -154,7 +154,10 @@ def _open_table(target: DeltaTarget, stored: pa.Schema) -> DeltaTable:
             partition_by=list(target.partition_by) or None,
             configuration=TABLE_CONFIGURATION,
         )
-        return DeltaTable(target.path)
+        with kept_table(target.path) as kept:
+            table = kept.get()
+        assert table is not None
+        return table
     _schema.check_partitioning(table, target.partition_by, path=target.path)
     existing = {f.name for f in table.schema().fields}
     lacking = [c for c in SCD2_COLUMNS if c not in existing]
@@ -236,26 +239,27 @@ def apply_scd2_arrow(
     `schema`: the batch's column types as the table should store them (default: the
     Arrow table's own, normalized); rows keep their order as arrival order.
     """
-    table, source, counts = plan_batch(rows, batch_id, target, now=now, schema=schema)
-    if source is None:
-        return commit_empty(table, batch_id, target, commit_info)
-    try:
-        _merge(table, source, target, commit_properties(target, batch_id, commit_info))
-    except DeltaError as e:
-        raise DeltaWriteError(
-            f"Delta table `{target.path}`: merging SCD2 batch {batch_id} "
-            f"({counts[0]} closes, {counts[1]} new versions) failed: {e}",
-            path=target.path,
-            batch_id=batch_id,
-        ) from e
-    logger.info(
-        "Delta table %s: batch %d: closed %d version(s), inserted %d",
-        target.name,
-        batch_id,
-        counts[0],
-        counts[1],
-    )
-    return version_after_merge(target, batch_id, commit_info)
+    with kept_table(target.path):  # the plan, the MERGE and the version after share it
+        table, source, counts = plan_batch(rows, batch_id, target, now=now, schema=schema)
+        if source is None:
+            return commit_empty(table, batch_id, target, commit_info)
+        try:
+            _merge(table, source, target, commit_properties(target, batch_id, commit_info))
+        except DeltaError as e:
+            raise DeltaWriteError(
+                f"Delta table `{target.path}`: merging SCD2 batch {batch_id} "
+                f"({counts[0]} closes, {counts[1]} new versions) failed: {e}",
+                path=target.path,
+                batch_id=batch_id,
+            ) from e
+        logger.info(
+            "Delta table %s: batch %d: closed %d version(s), inserted %d",
+            target.name,
+            batch_id,
+            counts[0],
+            counts[1],
+        )
+        return version_after_merge(target, batch_id, commit_info)
 
 
 def plan_batch(

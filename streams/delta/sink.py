@@ -35,7 +35,7 @@ from streams.delta.commit import (
     commit_files,
     create_table,
     evolve_schema,
-    load_table,
+    kept_table,
     nothing_written,
     prepare_append,
     version_after_merge,
@@ -59,17 +59,19 @@ def write_python(
     *,
     commit_info: Mapping[str, Any] | None = None,
 ) -> int | None:
-    """`write_batch` on the python engine (delta-rs): the guard, then the sink mode."""
-    table = load_table(target.path)
-    if already_committed(table, target, batch_id):
-        return None
-    before = None if table is None else table.version()
-    if target.mode == "append":
-        version = _append(df, batch_id, target, table, commit_info)
-    elif target.mode == "upsert":
-        version = _upsert(df, batch_id, target, table, commit_info)
-    else:
-        version = apply_scd2(df, batch_id, target, commit_info=commit_info)
+    """`write_batch` on the python engine (delta-rs): the guard, then the sink mode. The
+    table is read through the one this process keeps open (`kept_table`)."""
+    with kept_table(target.path) as kept:
+        table = kept.get()
+        if already_committed(table, target, batch_id):
+            return None
+        before = None if table is None else table.version()
+        if target.mode == "append":
+            version = _append(df, batch_id, target, table, commit_info)
+        elif target.mode == "upsert":
+            version = _upsert(df, batch_id, target, table, commit_info)
+        else:
+            version = apply_scd2(df, batch_id, target, commit_info=commit_info)
     if version == before:  # nothing to write, and the target records no empty batch
         nothing_written(target, batch_id, version)
         return version
@@ -225,7 +227,9 @@ def _upsert(
             df.columns, target.partition_by, path=target.path, what="partition columns"
         )
         create_table(target.path, stored, [], list(target.partition_by))
-        table = DeltaTable(target.path)
+        with kept_table(target.path) as kept:
+            table = kept.get()
+        assert table is not None
     else:
         table = evolve_schema(table, stored, target)
     full = pa.schema([*stored, pa.field(DELETE_FLAG, pa.bool_())])

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 
 from streams.delta.arrow import read_table
-from streams.delta.commit import load_table
+from streams.delta.commit import kept_table
 from streams.delta.target import DeltaTarget
 
 if TYPE_CHECKING:
@@ -66,11 +66,12 @@ def record_tombstones(
     seq, keys = target.sequence_by, list(target.keys)
     now = now or dt.datetime.now(dt.UTC)
     path = tombstone_path(target.path)
-    table = load_table(path)
     state: dict[tuple, dict[str, Any]] = {}
-    if table is not None:
-        for row in read_table(table).to_pylist():
-            state[_key(row, keys)] = row
+    with kept_table(path) as kept:
+        table = kept.get()
+        if table is not None:
+            for row in read_table(table).to_pylist():
+                state[_key(row, keys)] = row
     changed = False
     for row in deletes.select([*keys, seq]).to_pylist():
         if row[seq] is None:  # a delete without a sequence orders nothing
