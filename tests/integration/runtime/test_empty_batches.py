@@ -52,9 +52,13 @@ sink: {mode: append}
 TABLES = ["ods_orders", "dwd_orders", *SINKS, "ads_big_changes"]
 
 
-def _run(project: Project, spark, broker) -> dict[str, tuple[int, int, int | None]]:
-    """One run of every table, in order; per table (batches, rows written, version)."""
-    results = Pipeline(project, spark, tables=TABLES, bootstrap=broker.bootstrap).run(once=True)
+def _run(
+    project: Project, spark, broker, tables: list[str] | None = None
+) -> dict[str, tuple[int, int, int | None]]:
+    """One run of `tables` (default: every table), in order; per table (batches, rows
+    written, version)."""
+    pipeline = Pipeline(project, spark, tables=tables or TABLES, bootstrap=broker.bootstrap)
+    results = pipeline.run(once=True)
     return {r.table: (r.batches, r.rows_written, r.version) for r in results}
 
 
@@ -101,7 +105,7 @@ def test_a_table_sourced_batch_that_writes_nothing_commits_nothing(
     # A replayed empty batch (Spark forgot it finished it) writes nothing again.
     for name in SINKS:
         forget_last_batch(Path(project.checkpoint_path(name)))
-    replay = _run(project, spark, broker)
+    replay = _run(project, spark, broker, list(SINKS))  # the others have nothing new
     for name in SINKS:
         assert replay[name] == (1, 0, versions[name]), (name, replay[name])
         assert version(path[name]) == versions[name]
