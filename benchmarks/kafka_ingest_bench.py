@@ -85,7 +85,7 @@ class CpuMeter:
             used[kind] = used.get(kind, 0.0) + cpu - self._before.get(pid, (kind, 0.0))[1]
         if self.threads:
             self.jvm = {}
-            for key, (group, cpu) in jvm_threads(self._jvm_pids(after)).items():
+            for key, (group, cpu, _wait) in jvm_threads(self._jvm_pids(after)).items():
                 was = self._threads.get(key, (group, 0.0))[1]
                 self.jvm[group] = self.jvm.get(group, 0.0) + cpu - was
         return used

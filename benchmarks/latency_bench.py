@@ -28,9 +28,10 @@ query costs. During the probes the CPU and the number of micro-batches are count
 `--job-kinds` lists each query's Spark jobs per batch by what they were, and the CPU
 their tasks used per batch (what is left of a batch's CPU is the driver's). `--threads`
 splits the JVM's CPU during the probes by group of threads (from /proc: Spark's tasks,
-the JIT's compilers, the GC, the queries' own threads, the rest), and gives each query's
-own thread (its planning, Delta's log, the writer's calls into the JVM) per batch with
-rows.
+the JIT's compilers, the GC, the queries' own threads, the rest), with the time each
+group (and each kind of process) spent runnable but waiting for a core (schedstat), and
+gives each query's own thread (its planning, Delta's log, the writer's calls into the
+JVM) per batch with rows.
 `--off-path-trigger` puts the eight tables off the probe's path (and every copy) on a
 processing-time trigger, as a project would for tables whose freshness can wait.
 `--snapshot-max-age` sets `snapshots: {max_age: ...}` on every table whose SQL reads
@@ -55,7 +56,7 @@ import threading
 import time
 from pathlib import Path
 
-from proc_cpu import cpu_by_kind, cpu_delta, jvm_threads, processes
+from proc_cpu import cpu_by_kind, cpu_delta, jvm_threads, processes, waits_by_kind
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -611,21 +612,25 @@ STREAM_THREAD = "stream execution thread for "
 """How Spark names a streaming query's own thread (then the query's name)."""
 
 
-def thread_cpu(spark) -> tuple[dict, dict]:
+def thread_cpu(spark) -> tuple[dict, dict, dict]:
     """A reading for `thread_split`: the JVM's threads from /proc by group (which has the
-    JIT's and the GC's, not Java threads) and by Java thread (whose full names tell the
-    queries apart)."""
+    JIT's and the GC's, not Java threads), by Java thread (whose full names tell the
+    queries apart), and the time every kind of process has waited for a core."""
     jvms = [pid for pid, (kind, _) in processes().items() if kind == "jvm"]
-    return jvm_threads(jvms), java_thread_cpu(spark)
+    return jvm_threads(jvms), java_thread_cpu(spark), waits_by_kind()
 
 
-def thread_split(spark, before: tuple[dict, dict], since: dt.datetime) -> str:
+def thread_split(spark, before: tuple[dict, dict, dict], since: dt.datetime) -> str:
     """The JVM's CPU from `before` (a `thread_cpu` reading taken at `since`) to now, by
-    group of threads, and each query's own thread per batch with rows since then."""
-    procs, java = thread_cpu(spark)
+    group of threads, with the time each group's threads and each kind of process
+    waited for a core, and each query's own thread per batch with rows since then."""
+    procs, java, kinds = thread_cpu(spark)
     groups: dict[str, float] = {}
-    for key, (group, cpu) in procs.items():
-        groups[group] = groups.get(group, 0.0) + cpu - before[0].get(key, (group, 0.0))[1]
+    waits: dict[str, float] = {}
+    for key, (group, cpu, wait) in procs.items():
+        _, cpu0, wait0 = before[0].get(key, (group, 0.0, 0.0))
+        groups[group] = groups.get(group, 0.0) + cpu - cpu0
+        waits[group] = waits.get(group, 0.0) + wait - wait0
     batches = {
         q.name: sum(
             1
@@ -637,7 +642,13 @@ def thread_split(spark, before: tuple[dict, dict], since: dt.datetime) -> str:
     total = sum(groups.values())
     lines = [
         f"\nJVM CPU during the probes by thread: {total:.1f} s; "
-        + ", ".join(f"{g} {c:.1f} s" for g, c in sorted(groups.items(), key=lambda kv: -kv[1]))
+        + ", ".join(f"{g} {c:.1f} s" for g, c in sorted(groups.items(), key=lambda kv: -kv[1])),
+        "waiting for a core (run queue) meanwhile: "
+        + ", ".join(
+            f"{g} {waits[g]:.1f} s" for g, _ in sorted(groups.items(), key=lambda kv: -kv[1])
+        )
+        + "; all threads of the "
+        + ", ".join(f"{k} {w - before[2].get(k, 0.0):.1f} s" for k, w in sorted(kinds.items())),
     ]
     for tid, (name, cpu) in sorted(java.items(), key=lambda kv: kv[1][0]):
         if not name.startswith(STREAM_THREAD):

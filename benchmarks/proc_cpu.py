@@ -6,7 +6,9 @@ it; kind is "driver" (`root` itself), "jvm" (Spark's JVM), "broker" (the bundled
 or "python workers" (Spark's Python workers and anything else). `cpu_by_kind(root)` sums
 it by kind. Take a reading before and after a phase; the difference is what the phase
 cost. CPU per unit of work moves much less with the machine's load than wall time does.
-`jvm_threads(pids)` reads the JVMs' threads the same way, grouped by what they do.
+`jvm_threads(pids)` reads the JVMs' threads the same way, grouped by what they do, with
+the time each has waited for a core (`run_queue_wait`); `waits_by_kind(root)` sums those
+waits over every thread of each kind of process.
 """
 
 from __future__ import annotations
@@ -61,6 +63,31 @@ def processes(root: int | None = None) -> dict[int, tuple[str, float]]:
     return out
 
 
+def run_queue_wait(pid: int, tid: int | None = None) -> float:
+    """Seconds the thread (default: the process's main thread) has been runnable and
+    waiting for a core, from its `schedstat` (the second field, in nanoseconds); 0.0
+    when the file is gone or the kernel keeps no scheduler statistics."""
+    path = f"/proc/{pid}/task/{tid}/schedstat" if tid is not None else f"/proc/{pid}/schedstat"
+    try:
+        with open(path) as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def waits_by_kind(root: int | None = None) -> dict[str, float]:
+    """{kind: seconds its processes' threads have waited for a core so far}, over `root`
+    (default: this process) and its descendants, as `cpu_by_kind` counts CPU."""
+    out: dict[str, float] = {}
+    for pid, (kind, _cpu) in processes(root).items():
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        out[kind] = out.get(kind, 0.0) + sum(run_queue_wait(pid, int(t)) for t in tids)
+    return out
+
+
 def cpu_by_kind(root: int | None = None) -> dict[str, float]:
     """{kind: CPU seconds so far} over `root` (default: this process) and its descendants."""
     out: dict[str, float] = {}
@@ -86,10 +113,11 @@ THREAD_GROUPS = (
 """(prefix of a thread's name as /proc has it, 15 characters at most; its group)."""
 
 
-def jvm_threads(pids: list[int]) -> dict[tuple[int, int], tuple[str, float]]:
-    """{(pid, tid): (group, cpu seconds)} of the JVMs' threads, grouped by name: Spark's
-    tasks, the GC, the JIT's compilers, the streaming queries' own threads, other."""
-    out: dict[tuple[int, int], tuple[str, float]] = {}
+def jvm_threads(pids: list[int]) -> dict[tuple[int, int], tuple[str, float, float]]:
+    """{(pid, tid): (group, cpu seconds, seconds waited for a core)} of the JVMs' threads,
+    grouped by name: Spark's tasks, the GC, the JIT's compilers, the streaming queries'
+    own threads, other."""
+    out: dict[tuple[int, int], tuple[str, float, float]] = {}
     for pid in pids:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
@@ -101,5 +129,5 @@ def jvm_threads(pids: list[int]) -> dict[tuple[int, int], tuple[str, float]]:
             except OSError:
                 continue
             group = next((g for prefix, g in THREAD_GROUPS if name.startswith(prefix)), "other")
-            out[(pid, int(tid))] = (group, stat_cpu(fields))
+            out[(pid, int(tid))] = (group, stat_cpu(fields), run_queue_wait(pid, int(tid)))
     return out
