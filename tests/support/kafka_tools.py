@@ -6,7 +6,7 @@ so `run` starts the class itself: `java -cp <classpath> <MainClass> --bootstrap-
 Each call is one small JVM (256 MB heap, C1 only, serial GC): a tool runs for a second or
 two and the machine is small. The first call of a tool leaves a class archive of what it
 loaded (Java's `-XX:ArchiveClassesAtExit`) in the Apache Kafka cache, and later calls map
-it (`-XX:SharedArchiveFile`): a `kafka-topics --list` then starts in about half the time.
+it (`-XX:SharedArchiveFile`) instead of loading those classes from the jars again.
 An archive is renamed into place only after its JVM exited 0, and is named by the `java`,
 the options and the class path it was made with; one the JVM refuses anyway costs nothing
 but the classes' loading from the jars.
