@@ -181,6 +181,15 @@ def kept_table(path: str) -> Iterator[KeptTable]:
                     del _kept[next(iter(_kept))]
 
 
+def current_table(path: str) -> DeltaTable:
+    """The table at `path`, which exists, as it is now: read through `kept_table` (a step
+    of a write, after the write created or changed it)."""
+    with kept_table(path) as kept:
+        table = kept.get()
+    assert table is not None
+    return table
+
+
 def latest_version(path: str) -> int | None:
     """The table's newest version, read from its log by delta-rs (a Spark `history()` is
     a job per call for one number the log states), or None when there is no table."""
@@ -205,11 +214,11 @@ def file_bytes(adds: pa.Table) -> int:
     return sum(adds.column("size_bytes").to_pylist()) if adds.num_rows else 0
 
 
-def committed(target: DeltaTarget, batch_id: int, *, kept: KeptTable | None = None) -> bool:
+def committed(target: DeltaTarget, batch_id: int) -> bool:
     """Whether `write_batch` would skip this batch: the table already has batch
-    `batch_id` (or a later one) of `target.app_id`. Read through `kept` when given."""
-    table = kept.get() if kept is not None else load_table(target.path)
-    return _committed_at(table, target, batch_id) is not None
+    `batch_id` (or a later one) of `target.app_id`."""
+    with kept_table(target.path) as kept:
+        return _committed_at(kept.get(), target, batch_id) is not None
 
 
 def already_committed(table: DeltaTable | None, target: DeltaTarget, batch_id: int) -> bool:
@@ -293,9 +302,7 @@ def evolve_schema(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -
         # A metadata-only commit before the data commit: if we die in between, the
         # replayed batch finds the columns there and only appends.
         table.alter.add_columns(added)
-        with kept_table(target.path) as kept:
-            table = kept.get()
-            assert table is not None
+        table = current_table(target.path)
     return table
 
 
@@ -322,12 +329,10 @@ def version_after_merge(
     """The table's version after a delta-rs MERGE of batch `batch_id`. delta-rs skips the
     commit of a MERGE that changed nothing (every change stale); the batch is then
     recorded with an empty commit, so that a replay stays a no-op."""
-    with kept_table(target.path) as kept:
-        table = kept.get()
-        assert table is not None
-        if table.transaction_version(target.app_id) != batch_id:
-            return commit_empty(table, batch_id, target, commit_info)
-        return table.version()
+    table = current_table(target.path)
+    if table.transaction_version(target.app_id) != batch_id:
+        return commit_empty(table, batch_id, target, commit_info)
+    return table.version()
 
 
 def create_table(

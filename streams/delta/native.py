@@ -130,12 +130,12 @@ def _write_batch(
             _explain_refusal(df, target, table, e)
         raise
     after = kept.version()
-    if after == before and not target.record_empty and not committed(target, batch_id, kept=kept):
+    if after == before and not target.record_empty and not committed(target, batch_id):
         nothing_written(target, batch_id, after)
         return after
     if after == before and target.mode == "append":
         # an append of no rows: Delta committed nothing, the batch is recorded by itself
-        _record_if_skipped(df, batch_id, target, user_meta, kept)
+        _record_if_skipped(df, batch_id, target, user_meta)
         after = kept.version()
     if after == before:
         logger.info(
@@ -486,13 +486,12 @@ def _record_if_skipped(
     batch_id: int,
     target: DeltaTarget,
     user_meta: str,
-    kept: KeptTable | None = None,
 ) -> None:
     """A MERGE that changes no row commits nothing, nor does an append of no rows without
     an app transaction; an empty idempotent append (which Delta commits for its app
     transaction) then records the batch (and its offsets) in the log, unless the target
     does not record empty batches (`record_empty`)."""
-    if not target.record_empty or committed(target, batch_id, kept=kept):
+    if not target.record_empty or committed(target, batch_id):
         return
     spark = df.sparkSession
     empty = spark.read.format("delta").load(target.path).limit(0)

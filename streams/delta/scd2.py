@@ -25,7 +25,13 @@ from pyspark.sql import functions as F
 from streams.delta import _schema
 from streams.delta._faults import crash_point
 from streams.delta.arrow import read_table
-from streams.delta.commit import commit_empty, evolve_schema, kept_table, version_after_merge
+from streams.delta.commit import (
+    commit_empty,
+    current_table,
+    evolve_schema,
+    kept_table,
+    version_after_merge,
+)
 from streams.delta.errors import DeltaSchemaError, DeltaWriteError
 from streams.delta.scd2_plan import (
     ARRIVAL,
@@ -154,10 +160,7 @@ def _open_table(target: DeltaTarget, stored: pa.Schema) -> DeltaTable:
             partition_by=list(target.partition_by) or None,
             configuration=TABLE_CONFIGURATION,
         )
-        with kept_table(target.path) as kept:
-            table = kept.get()
-        assert table is not None
-        return table
+        return current_table(target.path)
     _schema.check_partitioning(table, target.partition_by, path=target.path)
     existing = {f.name for f in table.schema().fields}
     lacking = [c for c in SCD2_COLUMNS if c not in existing]

@@ -34,6 +34,7 @@ from streams.delta.commit import (
     commit_empty,
     commit_files,
     create_table,
+    current_table,
     evolve_schema,
     kept_table,
     nothing_written,
@@ -227,9 +228,7 @@ def _upsert(
             df.columns, target.partition_by, path=target.path, what="partition columns"
         )
         create_table(target.path, stored, [], list(target.partition_by))
-        with kept_table(target.path) as kept:
-            table = kept.get()
-        assert table is not None
+        table = current_table(target.path)
     else:
         table = evolve_schema(table, stored, target)
     full = pa.schema([*stored, pa.field(DELETE_FLAG, pa.bool_())])
