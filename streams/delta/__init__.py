@@ -24,6 +24,7 @@ from streams.delta.checkpoint import (
     remove_interrupted_writes,
 )
 from streams.delta.commit import FileEntry, append_files, committed, latest_version
+from streams.delta.driver_merge import local_path
 from streams.delta.engine import (
     DeltaEngine,
     NativeDelta,
@@ -93,6 +94,7 @@ __all__ = [
     "file_entry",
     "file_writer",
     "latest_version",
+    "local_path",
     "native_delta_available",
     "optimize",
     "read_delta_stream",

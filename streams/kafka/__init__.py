@@ -39,21 +39,26 @@ from streams.kafka.parse_frames import (
     record_hash,
 )
 from streams.kafka.source import (
+    DEFAULT_BATCH_RECORDS,
     SCHEMA,
     SCHEMA_WITHOUT_HEADERS,
+    FetchOptions,
     KafkaInputPartition,
+    input_partitions,
     read_partition,
 )
 from streams.kafka.stream import native_kafka_available, read_kafka_stream
 
 __all__ = [
     "COORDINATES",
+    "DEFAULT_BATCH_RECORDS",
     "FLAGGED_COLUMN",
     "KAFKA_COLUMNS",
     "SCHEMA",
     "SCHEMA_WITHOUT_HEADERS",
     "SUSPECTS_CAP",
     "DataLossError",
+    "FetchOptions",
     "KafkaAdminError",
     "KafkaConfigError",
     "KafkaEngine",
@@ -71,6 +76,7 @@ __all__ = [
     "end_offsets",
     "ensure_topic",
     "hashes_of",
+    "input_partitions",
     "kafka_engine",
     "native_kafka_available",
     "parse_hashes",

@@ -75,6 +75,8 @@ SCHEMA_WITHOUT_HEADERS = StructType([f for f in SCHEMA.fields if f.name != "head
 """`include_headers=false`: reading and handing over headers costs even when all null."""
 
 DEFAULT_SPLIT_OFFSETS = 200_000
+DEFAULT_BATCH_RECORDS = 10_000
+"""Records a task turns into one Arrow batch at most (`batch_records`)."""
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
 """Records one micro-batch reads at most when `max_offsets_per_trigger` is not given: a
 backlog is read in batches of this size, so what a batch holds (its tasks, its
@@ -104,6 +106,28 @@ class KafkaInputPartition(InputPartition):
         super().__init__(tuple(ranges))
         self.ranges = tuple(ranges)
         self.fetch = fetch
+
+
+def input_partitions(
+    start: Mapping[tuple[str, int], int],
+    end: Mapping[tuple[str, int], int],
+    fetch: FetchOptions,
+    *,
+    split_offsets: int = DEFAULT_SPLIT_OFFSETS,
+    max_tasks: int | None = None,
+) -> list[KafkaInputPartition]:
+    """The tasks that read `[start, end)` of each partition: ranges longer than
+    `split_offsets` split, packed into at most `max_tasks` tasks (one per range when
+    None), each read by one consumer with `fetch`."""
+    ranges = split_ranges(start, end, max_split=split_offsets)
+    groups = pack_ranges(ranges, max_tasks or len(ranges) or 1)
+    logger.info(
+        "kafka source: %d range(s) in %d task(s), %d offsets",
+        len(ranges),
+        len(groups),
+        sum(r.size for r in ranges),
+    )
+    return [KafkaInputPartition(g, fetch) for g in groups]
 
 
 def read_partition(partition: KafkaInputPartition, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -170,7 +194,9 @@ class _Options:
         )
         tasks = opts.get("max_tasks")
         self.max_tasks = _positive_int(tasks, "max_tasks") if tasks else None
-        self.batch_records = _positive_int(opts.get("batch_records", "10000"), "batch_records")
+        self.batch_records = _positive_int(
+            opts.get("batch_records", str(DEFAULT_BATCH_RECORDS)), "batch_records"
+        )
         loss = opts.get("on_data_loss", "fail").lower()
         if opts.get("faildataloss") is not None:
             loss = "fail" if opts["faildataloss"].lower() == "true" else "skip"
@@ -386,14 +412,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
                 lo = low[tp]
             eff[tp] = lo
-        ranges = split_ranges(eff, stop, max_split=self._opts.split_offsets)
-        groups = pack_ranges(ranges, self._opts.max_tasks or len(ranges) or 1)
-        logger.info(
-            "kafka source: %d range(s) in %d task(s), %d offsets",
-            len(ranges),
-            len(groups),
-            sum(r.size for r in ranges),
-        )
         fetch = FetchOptions(
             self._opts.bootstrap,
             dict(self._opts.client_config),
@@ -401,7 +419,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._opts.on_data_loss,
             self._opts.batch_records,
         )
-        return [KafkaInputPartition(g, fetch) for g in groups]
+        return input_partitions(
+            eff, stop, fetch, split_offsets=self._opts.split_offsets, max_tasks=self._opts.max_tasks
+        )
 
     def commit(self, end: dict) -> None:
         return None

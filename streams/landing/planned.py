@@ -1,16 +1,19 @@
 """The Kafka ranges Spark planned for a micro-batch, read back from the batch's DataFrame.
 
 `foreachBatch` hands the batch over as a DataFrame whose plan already holds the input
-partitions our source planned (`KafkaStreamReader.partitions`), pickled by Spark's
-Python data source. A batch writer that reads Kafka itself (`streams.landing.kafka_json`)
-takes them from there: the exact `[start, end)` per partition Spark recorded in its
-offset log for this batch, replays included, with no second planning that could differ.
+partitions its source planned: our source's (`KafkaStreamReader.partitions`), pickled by
+Spark's Python data source, or Spark's own `kafka` source's (`KafkaBatchInputPartition`,
+one offset range of one Kafka partition each). A batch writer that reads Kafka itself
+(`streams.landing.kafka_json`) takes them from there: the exact `[start, end)` per
+partition Spark recorded in its offset log for this batch, replays included, with no
+second planning that could differ. Spark's own source's ranges are split and packed
+into tasks as our source would (`streams.kafka.input_partitions`), to be read with the
+fetch options the caller gives.
 
-This walks Spark internals (`LogicalRDD` → `DataSourceRDD` → `PythonStreamingInputPartition`)
-through Py4J. Anything unexpected, a Spark Connect session or the native `kafka`
-source, gives None, and the caller keeps to the DataFrame; the tests run it on the
-pinned Spark, so an upgrade that moves these classes fails a test rather than
-silently changing the path.
+This walks Spark internals (`LogicalRDD` → `DataSourceRDD` → the input partitions)
+through Py4J. Anything unexpected, a Spark Connect session, another source, gives None,
+and the caller keeps to the DataFrame; the tests run it on the pinned Spark, so an
+upgrade that moves these classes fails a test rather than silently changing the path.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from streams.kafka import KafkaInputPartition
+from streams.kafka import FetchOptions, KafkaInputPartition, input_partitions
 
 logger = logging.getLogger(__name__)
 
 _MAX_DEPTH = 16
+_NATIVE_PARTITION = "KafkaBatchInputPartition"
 
 
 def _source_rdd(rdd: Any) -> Any | None:
@@ -40,9 +44,16 @@ def _source_rdd(rdd: Any) -> Any | None:
     return None
 
 
-def planned_partitions(df: DataFrame) -> list[KafkaInputPartition] | None:
-    """The input partitions of a micro-batch DataFrame of the Python Kafka source, in
-    Spark's order; None when `df` is anything else or they cannot be read."""
+def planned_partitions(
+    df: DataFrame, fetch: FetchOptions | None = None, *, max_tasks: int | None = None
+) -> list[KafkaInputPartition] | None:
+    """The input partitions of a micro-batch DataFrame of a Kafka source, in Spark's
+    order; None when `df` is anything else or they cannot be read.
+
+    Our source's partitions carry their fetch options. Spark's own source's ranges are
+    read with `fetch` (None: not read, the result is None), split and packed into at
+    most `max_tasks` tasks (default: Spark's default parallelism), as our source plans
+    them."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         return None
@@ -54,15 +65,29 @@ def planned_partitions(df: DataFrame) -> list[KafkaInputPartition] | None:
         if rdd is None:
             return None
         found: list[KafkaInputPartition] = []
+        start: dict[tuple[str, int], int] = {}
+        end: dict[tuple[str, int], int] = {}
         for part in rdd.partitions():
             inputs = part.inputPartition().iterator()
             while inputs.hasNext():
-                picked = inputs.next().pickedPartition()
-                obj = pickle.loads(bytes(picked))  # written by our own planner
+                planned = inputs.next()
+                if planned.getClass().getSimpleName() == _NATIVE_PARTITION:
+                    rng = planned.offsetRange()
+                    tp = (rng.topicPartition().topic(), rng.topicPartition().partition())
+                    # Spark splits a partition's range in pieces under `minPartitions`.
+                    start[tp] = min(start.get(tp, rng.fromOffset()), rng.fromOffset())
+                    end[tp] = max(end.get(tp, rng.untilOffset()), rng.untilOffset())
+                    continue
+                obj = pickle.loads(bytes(planned.pickedPartition()))  # our own planner's
                 if not isinstance(obj, KafkaInputPartition) or obj.fetch is None:
                     return None
                 found.append(obj)
-        return found
+        if not start:
+            return found
+        if found or fetch is None:
+            return None
+        tasks = max_tasks or df.sparkSession.sparkContext.defaultParallelism
+        return input_partitions(start, end, fetch, max_tasks=tasks)
     except Exception as e:  # noqa: BLE001 - Py4J errors of a Spark whose internals differ
         logger.info("Kafka ranges of the batch not readable from its plan: %s", e)
         return None

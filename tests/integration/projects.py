@@ -32,14 +32,15 @@ def start_project(
     layer: str,
     *,
     delta: str = "python",
+    kafka: str = "python",
     parse: str | None = None,
     schemas: dict[str, str] | None = None,
 ) -> Path:
-    """Write `conf/local.yml` into `root` (Kafka at `bootstrap` on the Python engine,
+    """Write `conf/local.yml` into `root` (Kafka at `bootstrap` on the `kafka` engine,
     Delta on `delta`, `parse` if given, local[2] Spark), the `schemas` files given
     (name: text), and make `layers/<layer>`; return that layer's folder."""
     (root / "conf").mkdir(parents=True)
-    engines = f"kafka: python, delta: {delta}" + (f", parse: {parse}" if parse else "")
+    engines = f"kafka: {kafka}, delta: {delta}" + (f", parse: {parse}" if parse else "")
     (root / "conf" / "local.yml").write_text(
         f"warehouse_root: {root / '.warehouse'}\n"
         f'kafka:\n  bootstrap: "{bootstrap}"\n'

@@ -55,7 +55,7 @@ def write_arrow(
     from streams.landing import kafka_json_append, planned_partitions
     from warehouse.runtime.write_paths import Outcome, _observed
 
-    partitions = planned_partitions(df)
+    partitions = planned_partitions(df, paths.kafka_fetch())
     if partitions is None:
         return None
     name = paths.defn.name

@@ -83,8 +83,10 @@ class WritePaths:
         engines: dict[str, str],
         views: dict[str, str],
         targets: BatchTargets,
+        bootstrap: str | None = None,
     ) -> None:
         self.project = project
+        self.bootstrap = bootstrap
         self.defn = defn
         self.engines = engines
         self.views = views
@@ -131,17 +133,18 @@ class WritePaths:
             return False
         return not self.targets.committed(batch_id)
 
-    def arrow_payload(self) -> Any:
+    def arrow_payload(self, spark: Any = None) -> Any:
         """The payload as a StructType when this table's batches may take the Arrow path
-        (`streams.landing`), else None: on top of `one_pass`, JSON appended
-        through the Python Kafka source, row-level expectations Arrow judges as Spark
-        does (`warehouse.quality.arrow_rows`), flat payload types Arrow parses as Spark
-        does, and `engines.parse` not `spark`. Decided once."""
+        (`streams.landing`), else None: on top of `one_pass`, JSON appended, row-level
+        expectations Arrow judges as Spark does (`warehouse.quality.arrow_rows`), flat
+        payload types Arrow parses as Spark does, and `engines.parse` not `spark`; on
+        the native engines also a local session (`spark`, the batch's) and a table on the
+        local file system (`_local`). Decided once, on the first call."""
         if self._arrow is None:
-            self._arrow = self._arrow_struct()
+            self._arrow = self._arrow_struct(spark)
         return self._arrow[0]
 
-    def _arrow_struct(self) -> tuple[Any, Any]:
+    def _arrow_struct(self, spark: Any) -> tuple[Any, Any]:
         """(payload StructType or None, the table's `ArrowChecks` or None)."""
         spec = self.defn.spec
         kafka = spec.source.kafka
@@ -150,7 +153,11 @@ class WritePaths:
             or kafka.format != "json"
             or spec.sink.mode != "append"
             or self.engines.get("parse", "arrow") != "arrow"
-            or self.engines.get("kafka") == "native"
+            or (self.engines.get("kafka") == "native" and self.bootstrap is None)
+            or (
+                "native" in (self.engines.get("kafka"), self.engines.get("delta"))
+                and not self._local(spark)
+            )
         ):
             return None, None
         from streams.kafka import as_struct
@@ -175,6 +182,37 @@ class WritePaths:
             )
             return None, None
         return struct, checks
+
+    def _local(self, spark: Any) -> bool:
+        """Whether Spark runs in this process (a `local` master) and the table is on the
+        local file system. On the native engines the Arrow path is taken only then: on a
+        cluster its tasks would need the project's Python environment on executors that
+        the native engines otherwise never ask for, and its delta-rs commit would not
+        see the storage settings the cluster gives delta-spark (`spark.hadoop.*`) nor
+        write every table feature Delta on the cluster may have enabled."""
+        from streams.delta import local_path
+
+        if spark is None or not str(spark.conf.get("spark.master", "")).startswith("local"):
+            return False
+        return local_path(self.targets.target(quarantine=False).path) is not None
+
+    def kafka_fetch(self) -> Any:
+        """How the Arrow path's tasks read the batch's ranges when Spark's own source
+        planned them (`streams.kafka.FetchOptions`): the broker and the client settings
+        the table's stream reads with (`warehouse.compile.query`), Kafka's isolation
+        level of `read_kafka_stream`."""
+        from streams.kafka import DEFAULT_BATCH_RECORDS, FetchOptions
+
+        kafka = self.defn.spec.source.kafka
+        if kafka is None or self.bootstrap is None:
+            return None
+        return FetchOptions(
+            self.bootstrap,
+            self.project.config.kafka.client_config(kafka.options),
+            "read_committed",
+            kafka.on_data_loss,
+            DEFAULT_BATCH_RECORDS,
+        )
 
     def write_arrow(
         self, df: DataFrame, batch_id: int, cache: Callable[[DataFrame], DataFrame]

@@ -197,7 +197,12 @@ class BatchWriter:
         self.stats = BatchStats()
         self.targets = BatchTargets(defn=defn, plan=plan, engines=engines)
         self.paths = WritePaths(
-            project=project, defn=defn, engines=engines, views=views, targets=self.targets
+            project=project,
+            defn=defn,
+            engines=engines,
+            views=views,
+            targets=self.targets,
+            bootstrap=bootstrap,
         )
         self.gate = gate
         self.depth = depth
@@ -357,7 +362,7 @@ class BatchWriter:
         paths = self.paths
         paths.warned = {}
         one_pass = paths.one_pass(batch_id)
-        if one_pass and paths.arrow_payload() is not None:
+        if one_pass and paths.arrow_payload(batch_df.sparkSession) is not None:
             out = paths.write_arrow(batch_df, batch_id, cache)
             if out is not None:
                 return "Arrow", out

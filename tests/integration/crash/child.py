@@ -7,8 +7,9 @@ older than one its key already had, which it must drop.
 Run as `python child.py '<json params>'`. It reads the topic with the real
 `streams.kafka.read_kafka_stream` and writes every micro-batch through
 `streams.delta.write_batch` into three tables, exactly as the runtime does, on the
-engine `params["engine"]` (`python` or `native`); on the Python engine also through
-the Arrow path (`streams.landing`) into a fourth: app id
+engine `params["engine"]` (`python` or `native`), and through the Arrow path
+(`streams.landing`, reading the ranges either engine's source planned) into a fourth:
+app id
 `<table>:<checkpoint query id>`, commit info with the batch's end offsets from the
 checkpoint's offset log. Trigger.AvailableNow: it exits 0 when the topic is drained.
 Crash points are armed by the parent through `WAREHOUSE_CRASH_POINT`.
@@ -39,7 +40,7 @@ def main(params: dict) -> None:
         remove_interrupted_writes,
         write_batch,
     )
-    from streams.kafka import read_kafka_stream
+    from streams.kafka import DEFAULT_BATCH_RECORDS, FetchOptions, read_kafka_stream
     from streams.landing import kafka_json_append, planned_partitions
     from warehouse.runtime.session import get_session
     from warehouse.spec.config import SparkSettings
@@ -107,8 +108,7 @@ def main(params: dict) -> None:
             "warehouse.sourceOffsets": json.dumps(end),
             "warehouse.batchId": batch_id,
         }
-        if engine == "python":
-            _arrow(batch, batch_id, info, qid)
+        _arrow(batch, batch_id, info, qid)
         for name, target in (
             ("events", DeltaTarget(params["append_path"], app_id=f"events:{qid}", engine=engine)),
             (
@@ -146,7 +146,12 @@ def main(params: dict) -> None:
         # The Arrow path (streams.landing): reads the batch's planned ranges
         # itself; the records with a number in `s` go back to Spark's parse and their
         # files join the same commit.
-        parts = planned_partitions(batch)
+        # Spark's own source plans bare ranges, read with the options the runtime
+        # gives (`WritePaths.kafka_fetch`); ours plans them with their options.
+        fetch = FetchOptions(
+            params["bootstrap"], {}, "read_committed", "fail", DEFAULT_BATCH_RECORDS
+        )
+        parts = planned_partitions(batch, fetch)
         if parts is None:
             print(f"NO-PLANNED-PARTITIONS batch {batch_id}", flush=True)
             os._exit(4)

@@ -1,6 +1,6 @@
 """Kafka -> Delta under SIGKILL: no loss, no duplicate, by Kafka coordinates and by key,
 on both engines (append, upsert and SCD2 tables fed by a CDC stream with deletes and late
-changes; on the Python engine the Arrow path too).
+changes, and an append through the Arrow path).
 
 A child process (child.py) runs the real Kafka source into the real Delta sink on a
 topic produced up front to the real broker. It is killed at random points (armed
@@ -233,9 +233,7 @@ def test_sigkill_anywhere_loses_and_repeats_nothing(
         "max_offsets_per_trigger": BATCH_RECORDS[engine],
         "engine": engine,
     }
-    tables = ["append_path", "upsert_path", "scd2_path"]
-    if engine == "python":
-        tables.append("arrow_path")
+    tables = ["append_path", "upsert_path", "scd2_path", "arrow_path"]
 
     def check(n: int) -> None:
         assert _coordinates(params["append_path"]) == produced
@@ -243,8 +241,7 @@ def test_sigkill_anywhere_loses_and_repeats_nothing(
         tombstones = _tombstones(params["upsert_path"])
         assert {k: tombstones.get(k) for k in _deleted(n)} == _deleted(n)
         assert _history(params["scd2_path"]) == _expected_history(n)
-        if engine == "python":
-            assert _arrow_rows(params["arrow_path"]) == produced
+        assert _arrow_rows(params["arrow_path"]) == produced
 
     def more() -> None:
         nonlocal n
@@ -269,8 +266,7 @@ def test_sigkill_anywhere_loses_and_repeats_nothing(
     offsets = recorded_offsets(params["append_path"], table="events")
     assert offsets == recorded_offsets(params["upsert_path"], table="latest")
     assert offsets == recorded_offsets(params["scd2_path"], table="history")
-    if engine == "python":
-        assert offsets == recorded_offsets(params["arrow_path"], table="arrow")
+    assert offsets == recorded_offsets(params["arrow_path"], table="arrow")
     assert sum(offsets[topic].values()) == n
     m = 500
     assert produce(broker.bootstrap, topic, _records(n, m)) == m

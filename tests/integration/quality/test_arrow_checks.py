@@ -118,8 +118,9 @@ def _events(project: Project, table: str) -> list[tuple]:
     )
 
 
-def _project(root: Path, topic: str, bootstrap: str) -> Project:
-    ods = start_project(root, bootstrap, "ods", schemas={"flat.json": json.dumps(SCHEMA)})
+def _project(root: Path, topic: str, bootstrap: str, engine: str) -> Project:
+    schemas = {"flat.json": json.dumps(SCHEMA)}
+    ods = start_project(root, bootstrap, "ods", delta=engine, kafka=engine, schemas=schemas)
     source = f"source:\n  kafka: {{topic: {topic}, format: json, schema: flat}}\n"
     sink = "sink: {mode: append}\n"
     (ods / "arrow.yml").write_text(f"table: ods_arrow\n{source}{sink}{EXPECTATIONS}")
@@ -135,10 +136,10 @@ def _project(root: Path, topic: str, bootstrap: str) -> Project:
 
 
 def test_expectations_on_the_arrow_path_equal_spark_path(
-    spark, broker, unique, tmp_path: Path, caplog
+    spark, broker, unique, tmp_path: Path, caplog, engine
 ) -> None:
     topic = new_topic(broker.bootstrap, unique("arrow-checks"), partitions=2)
-    project = _project(tmp_path / "proj", topic, broker.bootstrap)
+    project = _project(tmp_path / "proj", topic, broker.bootstrap, engine)
     caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
 
     results = []

@@ -1,13 +1,15 @@
 """A landing table on the Arrow path gives what Spark's parse gives.
 
 Two ODS tables read the same topic with the same flat schema and no expectations:
-`ods_arrow` takes the Arrow path (`streams.delta.kafka_json`); `ods_spark` has an
+`ods_arrow` takes the Arrow path (`streams.landing.kafka_json`); `ods_spark` has an
 identity SQL transform, which keeps it on Spark's parse. Rows, quarantine and counts
 must be equal over two batches, including the records Arrow hands back to Spark (a
 number in a string field, `-0`, two objects in one value, invalid UTF-8, a timestamp
 without an offset) and those
 Spark quarantines. A batch replayed after its commit changes nothing. Then
-`engines.parse: spark` turns the path off. Real broker, real Spark, real Delta.
+`engines.parse: spark` turns the path off. On both engines: on the native ones the
+Arrow tasks read the ranges Spark's own `kafka` source planned. Real broker, real
+Spark, real Delta.
 """
 
 from __future__ import annotations
@@ -58,9 +60,13 @@ COLS = [
 QUARANTINE_COLS = ["reason", "batch_id", "source_partition", "source_offset", "raw_value"]
 
 
-def _project(root: Path, topic: str, bootstrap: str, parse: str = "auto") -> Project:
+def _project(
+    root: Path, topic: str, bootstrap: str, parse: str = "auto", engine: str = "python"
+) -> Project:
     schemas = {"flat.json": json.dumps(SCHEMA)}
-    ods = start_project(root, bootstrap, "ods", parse=parse, schemas=schemas)
+    ods = start_project(
+        root, bootstrap, "ods", delta=engine, kafka=engine, parse=parse, schemas=schemas
+    )
     source = f"source:\n  kafka: {{topic: {topic}, format: json, schema: flat}}\n"
     # Partitioned, so that both writers' partition values are compared too.
     sink = "sink: {mode: append, partition_by: [paid]}\n"
@@ -108,10 +114,10 @@ def _records(first: int, n: int) -> list[tuple[str, str | bytes]]:
 
 
 def test_arrow_path_equals_spark_parse_and_replays_nothing(
-    spark, broker, unique, tmp_path: Path, caplog
+    spark, broker, unique, tmp_path: Path, caplog, engine
 ) -> None:
     topic = new_topic(broker.bootstrap, unique("arrow"), partitions=2)
-    project = _project(tmp_path / "proj", topic, broker.bootstrap)
+    project = _project(tmp_path / "proj", topic, broker.bootstrap, engine=engine)
     caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
 
     def run() -> dict[str, object]:
@@ -169,11 +175,11 @@ def test_parse_spark_turns_the_arrow_path_off(
     assert lines and all("(one pass)" in m for m in lines if "rows in" in m)
 
 
-def test_a_crashed_arrow_task_falls_back_to_spark(broker, unique, tmp_path: Path) -> None:
+def test_a_crashed_arrow_task_falls_back_to_spark(broker, unique, tmp_path: Path, engine) -> None:
     """Every Arrow task's Python worker is SIGKILLed (as a crash inside Arrow's C++
     reader would): the batch is parsed by Spark instead, and the table is complete."""
     topic = new_topic(broker.bootstrap, unique("arrow-crash"), partitions=2)
-    project = _project(tmp_path / "proj", topic, broker.bootstrap)
+    project = _project(tmp_path / "proj", topic, broker.bootstrap, engine=engine)
     produce(broker.bootstrap, topic, _records(0, 300))
     env = {
         **os.environ,

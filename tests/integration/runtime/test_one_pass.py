@@ -96,7 +96,7 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
     # Spark's parse: these expectations would take ods_one down the Arrow path, which
     # tests/integration/quality/test_arrow_checks.py compares with Spark's.
     conf = root / "conf" / "local.yml"
-    engines = "engines: {kafka: python, delta: python}"
+    engines = f"engines: {{kafka: {engine}, delta: {engine}}}"
     conf.write_text(conf.read_text().replace(engines, engines[:-1] + ", parse: spark}"))
     project = Project.load(root)
     caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
