@@ -14,7 +14,9 @@ one run measures on the same topic:
   (e) the framework itself: an ODS table spec (JSON with a schema, malformed records to
       quarantine) compiled and run once (`Pipeline(project, spark, layer="ods")`), on each
       engine of `--engines` (python: our Kafka source and Delta writer; native: Spark's
-      `kafka` format and delta-spark),
+      `kafka` format and delta-spark; `native/spark`: the native ones with
+      `engines: {parse: spark}`, so Spark's `from_json` and writer instead of the Arrow
+      path both engines take for this table),
   (q) the same table with a not-null expectation that quarantines, on each engine,
   (k) kcat (`kcat -C -e -o beginning`), a C consumer, reading the whole topic,
 and prints rows/s and the ratio of each to (a) and (k). (b), (c) and (e) run `--rounds` times
@@ -301,23 +303,32 @@ NOT_NULL_QUARANTINE = (
 )
 
 
+def engines_line(engine: str) -> str:
+    """The `engines:` line of a project's conf for `--engines` entry `engine`: `python` or
+    `native` (both Kafka and Delta), with `/spark` for `parse: spark` (Spark's
+    `from_json`, off the Arrow path)."""
+    engine, _, parse = engine.partition("/")
+    extra = f", parse: {parse}" if parse else ""
+    return f"engines: {{kafka: {engine}, delta: {engine}{extra}}}\n"
+
+
 def framework_ods(
     spark, bootstrap: str, topic: str, work: Path, *, engine: str = "python", expect: bool = False
 ) -> tuple[float, int, float | None]:
     """(e)/(q): what a user's ODS table does: `layers/ods/<t>.yml`, run once by the runner,
-    on `engine` (both Kafka and Delta); (q) adds a not-null expectation that quarantines,
-    as every ODS table of the bundled example has."""
+    on `engine` (an `engines_line` entry); (q) adds a not-null expectation that
+    quarantines, as every ODS table of the bundled example has."""
     from warehouse import Project
     from warehouse.runtime.pipeline import Pipeline
 
-    name = f"{topic}-{engine}{'-q' if expect else ''}"
+    name = f"{topic}-{engine.replace('/', '-')}{'-q' if expect else ''}"
     root = work / f"project-{name}"
     (root / "conf").mkdir(parents=True)
     (root / "schemas").mkdir()
     (root / "layers" / "ods").mkdir(parents=True)
     (root / "conf" / "local.yml").write_text(
         f'warehouse_root: {work / ("wh-" + name)}\nkafka:\n  bootstrap: "{bootstrap}"\n'
-        f"engines: {{kafka: {engine}, delta: {engine}}}\n"
+        + engines_line(engine)
     )
     (root / "schemas" / "bench.json").write_text(json.dumps(ODS_SCHEMA))
     (root / "layers" / "ods" / "bench.yml").write_text(
@@ -433,7 +444,8 @@ def main() -> None:
     ap.add_argument(
         "--engines",
         default="python,native",
-        help="engines the framework's ODS table runs on, each in this run (comma list)",
+        help="engines the framework's ODS table runs on, each in this run (comma list; "
+        "`native/spark` is the native engines with `engines.parse: spark`)",
     )
     ap.add_argument(
         "--rounds",

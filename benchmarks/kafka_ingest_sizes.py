@@ -2,14 +2,17 @@
 against kcat, every row checked, and the peak memory of each process.
 
     flock /tmp/warehouse-bench.lock .venv/bin/python benchmarks/kafka_ingest_bench.py \\
-        --sizes 100000,3100000 [--engines python,native] [--size 200] [--max-offsets N]
+        --sizes 100000,3100000 [--engines python,native,native/spark] [--size 200] \\
+        [--max-offsets N]
 
 For each size, a topic of that many JSON records (4 partitions, ~183 B) where one record
 in a thousand does not parse (a cut-off object) and one in a thousand has a null
 `order_id`. On each topic, in one run: (k) kcat (`kcat -C -e -o beginning`); then, on each
 engine, (e) an ODS table without an expectation and (q) the same table with
 `expect_column_values_to_not_be_null: {column: order_id}, on_violation: quarantine`, each
-a fresh project run once by the runner (`Pipeline(...).run(once=True)`), with
+a fresh project run once by the runner (`Pipeline(...).run(once=True)`) (`native/spark`:
+the native engines with `engines.parse: spark`, Spark's `from_json` instead of the Arrow
+path), with
 `max_offsets_per_trigger: N` when `--max-offsets` is given (else the source's default).
 The schema does not require `order_id`, so (e) keeps the null ones and (q) quarantines
 them.
@@ -212,19 +215,20 @@ def ods_run(
     spark, bootstrap: str, topic: str, work: Path, engine: str, expect: bool, cap: int | None
 ):
     """(seconds, records read, addBatch seconds, batches, project) of one fresh ODS table;
-    `cap`: its `max_offsets_per_trigger` (None: the source's default)."""
-    from kafka_ingest_bench import add_batch_times
+    `engine`: an `--engines` entry (`kafka_ingest_bench.engines_line`); `cap`: its
+    `max_offsets_per_trigger` (None: the source's default)."""
+    from kafka_ingest_bench import add_batch_times, engines_line
 
     from warehouse import Project
     from warehouse.runtime.pipeline import Pipeline
 
-    root = work / f"project-{topic}-{engine}{'-q' if expect else ''}"
+    root = work / f"project-{topic}-{engine.replace('/', '-')}{'-q' if expect else ''}"
     (root / "conf").mkdir(parents=True)
     (root / "schemas").mkdir()
     (root / "layers" / "ods").mkdir(parents=True)
     (root / "conf" / "local.yml").write_text(
         f'warehouse_root: {root / "wh"}\nkafka:\n  bootstrap: "{bootstrap}"\n'
-        f"engines: {{kafka: {engine}, delta: {engine}}}\n"
+        + engines_line(engine)
     )
     (root / "schemas" / "bench.json").write_text(json.dumps(SCHEMA))
     (root / "layers" / "ods" / "bench.yml").write_text(

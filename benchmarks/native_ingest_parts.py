@@ -17,8 +17,9 @@ without either. Each round runs, each as one batch over a whole topic:
   write, without the writer);
 - (5) the same parse, its bad rows counted (the quarantine's second pass: the batch read
   and parsed again for the rows the first pass flagged);
-- (6)/(7) the framework's native ODS table (`format: json`, `append`, no expectation),
-  run once by the runner on `clean` and on `dirty`;
+- (6)/(7) the framework's native ODS table (`format: json`, `append`, no expectation) on
+  Spark's own path (`engines: {parse: spark}`: not the Arrow path a local session
+  takes), run once by the runner on `clean` and on `dirty`;
 - (8) the same table with `expect_column_values_to_not_be_null: {column: order_id},
   on_violation: quarantine`, on `dirty` (both kinds of quarantine rows).
 
@@ -142,15 +143,21 @@ def main() -> None:
                 ),
                 (
                     "(6) framework ODS table, clean",
-                    lambda: ods_run(spark, broker.bootstrap, clean, out, "native", False, None),
+                    lambda: ods_run(
+                        spark, broker.bootstrap, clean, out, "native/spark", False, None
+                    ),
                 ),
                 (
                     "(7) framework ODS table, dirty",
-                    lambda: ods_run(spark, broker.bootstrap, dirty, out, "native", False, None),
+                    lambda: ods_run(
+                        spark, broker.bootstrap, dirty, out, "native/spark", False, None
+                    ),
                 ),
                 (
                     "(8) + not-null quarantine, dirty",
-                    lambda: ods_run(spark, broker.bootstrap, dirty, out, "native", True, None),
+                    lambda: ods_run(
+                        spark, broker.bootstrap, dirty, out, "native/spark", True, None
+                    ),
                 ),
             ]
 
