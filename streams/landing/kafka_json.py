@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.types import StructField, StructType
 
 from streams.delta import (
@@ -55,7 +55,7 @@ from streams.delta import (
     file_writer,
     write_files,
 )
-from streams.kafka import COORDINATES, SCHEMA, parse_kafka, required_fields
+from streams.kafka import COORDINATES, KAFKA_COLUMNS, SCHEMA, parse_kafka, required_fields
 from streams.landing.arrow_json import SPARK_TYPES, payload_schema
 from streams.landing.errors import LandingConfigError
 from streams.landing.rules import RowRules
@@ -64,6 +64,8 @@ logger = logging.getLogger(__name__)
 
 _COORDINATE_FIELDS = [StructField(c, SCHEMA[c.removeprefix("_")].dataType) for c in COORDINATES]
 """The coordinates with the types of the source columns they come from."""
+_RAW_SCHEMA = StructType([SCHEMA[c] for c in KAFKA_COLUMNS])
+"""The Kafka columns the tasks stage the fallback's records with."""
 
 
 def arrow_payload(payload: StructType) -> pa.Schema | None:
@@ -78,7 +80,9 @@ class KafkaJsonAppend(NamedTuple):
     held (payload fields and coordinates), for the same; both readable until the
     context ends. `checked`, `failed`: per rule, over the rows Arrow typed (the
     fallback's rows are the `judge` callback's); `dropped`: typed rows the rules
-    neither kept nor held."""
+    neither kept nor held; `held_rows`: the rows of `held`; `bad_seen`: with `bad`, the
+    `parse_kafka` observation whose `flagged` is the number of rows of `bad`, collected
+    while the fallback's good rows were written (no job of its own)."""
 
     version: int | None
     records: int
@@ -89,6 +93,8 @@ class KafkaJsonAppend(NamedTuple):
     checked: tuple[int, ...] = ()
     failed: tuple[int, ...] = ()
     dropped: int = 0
+    held_rows: int = 0
+    bad_seen: Observation | None = None
 
 
 @dataclass(frozen=True)
@@ -301,17 +307,24 @@ def kafka_json_append(
         seen["dropped"] = seen["typed"] - seen["written"] - sum(c["held"] for c in counts)
         seen["checked"] = tuple(sum(c["checked"][i] for c in counts) for i in range(size))
         seen["failed"] = tuple(sum(c["failed"][i] for c in counts) for i in range(size))
+        seen["held_rows"] = sum(c["held"] for c in counts)
+        # The staged files' schemas are known: given, Spark reads them without a job
+        # that infers them.
         held = [r["path"] for r in rows if r["kind"] == "held"]
         if held:
-            seen["held"] = spark.read.parquet(*held)
+            seen["held"] = spark.read.schema(StructType([*nullable, *_COORDINATE_FIELDS])).parquet(
+                *held
+            )
         staged = [r["path"] for r in rows if r["kind"] == "fallback"]
         if staged:
+            seen["bad_seen"] = Observation(f"wh_fallback_{uuid.uuid4().hex}")
             parsed = parse_kafka(
-                spark.read.parquet(*staged),
+                spark.read.schema(_RAW_SCHEMA).parquet(*staged),
                 format="json",
                 schema=payload,
                 required=required,
                 persist=cache,
+                observe=seen["bad_seen"],
             )
             good = parsed.good if judge is None else judge(parsed.good)
             more = write_files(good, target.path, table_schema, partition_by, target.unique_columns)
@@ -343,6 +356,8 @@ def kafka_json_append(
             seen.get("checked", (0,) * size),
             seen.get("failed", (0,) * size),
             seen.get("dropped", 0),
+            seen.get("held_rows", 0),
+            seen.get("bad_seen"),
         )
     finally:
         for frame in reversed(cached):

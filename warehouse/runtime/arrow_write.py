@@ -9,7 +9,8 @@ row-level expectations) and write in Arrow; then, on the driver:
 - the held rows (typed by Arrow, failing a `quarantine` expectation) become quarantine
   rows through `RowChecks.quarantined`, with the reasons of Spark's path;
 - the quarantine is committed after the table, both with the batch's app transaction,
-  and the quality events carry both sides' counts.
+  and the quality events carry both sides' counts. Its rows are counted by what already
+  ran (the tasks' counts, the observations of the fallback's write), not by a job.
 """
 
 from __future__ import annotations
@@ -82,10 +83,18 @@ def write_arrow(
         if done is None:
             return None
         parts = []
+        # The quarantine's rows, counted without a job of their own while every part's
+        # count is known: the held rows the tasks counted, the fallback's bad rows
+        # observed while its good rows were written, the quarantined ones among those
+        # observed likewise. None: count them before writing.
+        rows: int | None = 0
         if done.bad is not None:
             parts.append(paths._parse_quarantine(done.bad, batch_id))
+            bad = _observed(done.bad_seen)
+            rows = None if bad is None else rows + int(bad["flagged"])
         if done.held is not None:
             parts.append(checks.quarantined(done.held, batch_id=batch_id))
+            rows = None if rows is None else rows + done.held_rows
         checked, failed, dropped = list(done.checked), list(done.failed), done.dropped
         cached = []
         for good, seen in judged:
@@ -102,16 +111,20 @@ def write_arrow(
                 metrics = whole.metrics
                 if whole.quarantine is not None:
                     parts.append(whole.quarantine)
+                    rows = None
                 dropped += whole.dropped
             else:
                 metrics = checks.observed_metrics(c, table=name, batch_id=batch_id)
                 if c["quarantined"]:
                     parts.append(checks.quarantined(good, batch_id=batch_id))
+                    rows = None if rows is None else rows + int(c["quarantined"])
                 dropped += int(c["removed"]) - int(c["quarantined"])
             checked = [a + m["checked"] for a, m in zip(checked, metrics, strict=True)]
             failed = [a + m["failed"] for a, m in zip(failed, metrics, strict=True)]
         try:
-            quarantined = paths._write_quarantine(parts, batch_id, info, cache) if parts else 0
+            quarantined = (
+                paths._write_quarantine(parts, batch_id, info, cache, rows=rows) if parts else 0
+            )
         finally:
             for whole in cached:
                 whole.unpersist()

@@ -366,11 +366,19 @@ class WritePaths:
         batch_id: int,
         info: dict[str, Any],
         cache: Callable[[DataFrame], DataFrame],
+        *,
+        rows: int | None = None,
     ) -> int:
-        """Union the quarantine frames, write them if there is any row; the row count."""
+        """Union the quarantine frames, write them if there is any row; the row count.
+        `rows`: their number when the caller knows it exactly; else they are persisted
+        and counted first."""
         q = parts[0]
         for other in parts[1:]:
             q = q.unionByName(other)
+        if rows is not None:
+            if rows:
+                self.targets.write(q, batch_id, info, quarantine=True)
+            return rows
         q = cache(q)
         n = q.count()
         if n:
