@@ -274,7 +274,8 @@ def kafka_json_append(
     # with the same reason as on its own path; the columns stay nullable, as Spark's are.
     required = required_fields(payload, required)
     nullable = [StructField(f.name, f.dataType, True, f.metadata) for f in payload.fields]
-    table_schema = arrow_schema(StructType([*nullable, *_COORDINATE_FIELDS]))
+    rows_struct = StructType([*nullable, *_COORDINATE_FIELDS])
+    table_schema = arrow_schema(rows_struct)
     stage = os.path.join(target.path, STAGING_DIR, f"kafka-json-{uuid.uuid4().hex}")
     cached: list[DataFrame] = []
     seen: dict[str, Any] = {"records": 0, "typed": 0, "written": 0, "bad": None, "held": None}
@@ -304,17 +305,15 @@ def kafka_json_append(
         seen["records"] = sum(c["records"] for c in counts)
         seen["typed"] = sum(c["typed"] for c in counts)
         seen["written"] = sum(c["written"] for c in counts)
-        seen["dropped"] = seen["typed"] - seen["written"] - sum(c["held"] for c in counts)
+        seen["held_rows"] = sum(c["held"] for c in counts)
+        seen["dropped"] = seen["typed"] - seen["written"] - seen["held_rows"]
         seen["checked"] = tuple(sum(c["checked"][i] for c in counts) for i in range(size))
         seen["failed"] = tuple(sum(c["failed"][i] for c in counts) for i in range(size))
-        seen["held_rows"] = sum(c["held"] for c in counts)
         # The staged files' schemas are known: given, Spark reads them without a job
         # that infers them.
         held = [r["path"] for r in rows if r["kind"] == "held"]
         if held:
-            seen["held"] = spark.read.schema(StructType([*nullable, *_COORDINATE_FIELDS])).parquet(
-                *held
-            )
+            seen["held"] = spark.read.schema(rows_struct).parquet(*held)
         staged = [r["path"] for r in rows if r["kind"] == "fallback"]
         if staged:
             seen["bad_seen"] = Observation(f"wh_fallback_{uuid.uuid4().hex}")
