@@ -40,6 +40,7 @@ from streams.kafka.parse_frames import (
 )
 from streams.kafka.source import (
     DEFAULT_BATCH_RECORDS,
+    DEFAULT_ISOLATION_LEVEL,
     SCHEMA,
     SCHEMA_WITHOUT_HEADERS,
     FetchOptions,
@@ -52,6 +53,7 @@ from streams.kafka.stream import native_kafka_available, read_kafka_stream
 __all__ = [
     "COORDINATES",
     "DEFAULT_BATCH_RECORDS",
+    "DEFAULT_ISOLATION_LEVEL",
     "FLAGGED_COLUMN",
     "KAFKA_COLUMNS",
     "SCHEMA",

@@ -13,7 +13,7 @@ import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -77,6 +77,9 @@ SCHEMA_WITHOUT_HEADERS = StructType([f for f in SCHEMA.fields if f.name != "head
 DEFAULT_SPLIT_OFFSETS = 200_000
 DEFAULT_BATCH_RECORDS = 10_000
 """Records a task turns into one Arrow batch at most (`batch_records`)."""
+DEFAULT_ISOLATION_LEVEL: Final = "read_committed"
+"""Kafka's isolation level a table's stream reads with (`read_kafka_stream`): aborted
+transactions' records are never read."""
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
 """Records one micro-batch reads at most when `max_offsets_per_trigger` is not given: a
 backlog is read in batches of this size, so what a batch holds (its tasks, its

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from streams.kafka.engine import KafkaRead, kafka_engine
 from streams.kafka.errors import KafkaConfigError
 from streams.kafka.offsets import parse_starting_offsets, to_json_dict
+from streams.kafka.source import DEFAULT_ISOLATION_LEVEL
 
 
 def native_kafka_available(spark: SparkSession) -> bool:
@@ -43,7 +44,7 @@ def read_kafka_stream(
     on_data_loss: Literal["fail", "skip"] = "fail",
     client_config: Mapping[str, Any] | None = None,
     engine: Literal["python", "native"] = "python",
-    isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed",
+    isolation_level: Literal["read_committed", "read_uncommitted"] = DEFAULT_ISOLATION_LEVEL,
     split_offsets: int | None = None,
     max_tasks: int | None = None,
     include_headers: bool = True,

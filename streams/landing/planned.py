@@ -74,9 +74,10 @@ def planned_partitions(
                 if planned.getClass().getSimpleName() == _NATIVE_PARTITION:
                     rng = planned.offsetRange()
                     tp = (rng.topicPartition().topic(), rng.topicPartition().partition())
+                    lo, hi = rng.fromOffset(), rng.untilOffset()
                     # Spark splits a partition's range in pieces under `minPartitions`.
-                    start[tp] = min(start.get(tp, rng.fromOffset()), rng.fromOffset())
-                    end[tp] = max(end.get(tp, rng.untilOffset()), rng.untilOffset())
+                    start[tp] = min(start.get(tp, lo), lo)
+                    end[tp] = max(end.get(tp, hi), hi)
                     continue
                 obj = pickle.loads(bytes(planned.pickedPartition()))  # our own planner's
                 if not isinstance(obj, KafkaInputPartition) or obj.fetch is None:

@@ -199,9 +199,9 @@ class WritePaths:
     def kafka_fetch(self) -> Any:
         """How the Arrow path's tasks read the batch's ranges when Spark's own source
         planned them (`streams.kafka.FetchOptions`): the broker and the client settings
-        the table's stream reads with (`warehouse.compile.query`), Kafka's isolation
-        level of `read_kafka_stream`."""
-        from streams.kafka import DEFAULT_BATCH_RECORDS, FetchOptions
+        the table's stream reads with (`warehouse.compile.query`), and the isolation
+        level its `read_kafka_stream` reads with."""
+        from streams.kafka import DEFAULT_BATCH_RECORDS, DEFAULT_ISOLATION_LEVEL, FetchOptions
 
         kafka = self.defn.spec.source.kafka
         if kafka is None or self.bootstrap is None:
@@ -209,7 +209,7 @@ class WritePaths:
         return FetchOptions(
             self.bootstrap,
             self.project.config.kafka.client_config(kafka.options),
-            "read_committed",
+            DEFAULT_ISOLATION_LEVEL,
             kafka.on_data_loss,
             DEFAULT_BATCH_RECORDS,
         )
