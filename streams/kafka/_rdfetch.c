@@ -251,31 +251,29 @@ static PyObject *kafka_error(const char *what, int code) {
     return PyErr_Format(PyExc_RuntimeError, "%s: %s (code %d)", what, rk.err2str(code), code);
 }
 
-static PyObject *Consumer_assign(Consumer *c, PyObject *arg) {
+typedef int (*list_call)(rd_kafka_t *, rd_kafka_topic_partition_list_t *);
+
+/* call(handle, list of `arg`) with the GIL released. */
+static PyObject *with_list(Consumer *c, PyObject *arg, list_call call, const char *what) {
     if (check_open(c)) return NULL;
     rd_kafka_topic_partition_list_t *l = to_list(arg);
     if (l == NULL) return NULL;
-    drop_pending(c);
     int e;
     Py_BEGIN_ALLOW_THREADS
-    e = rk.assign(c->rk, l);
+    e = call(c->rk, l);
     Py_END_ALLOW_THREADS
     rk.list_destroy(l);
-    if (e) return kafka_error("assign", e);
+    if (e) return kafka_error(what, e);
     Py_RETURN_NONE;
 }
 
+static PyObject *Consumer_assign(Consumer *c, PyObject *arg) {
+    drop_pending(c); /* fetched under the previous assignment */
+    return with_list(c, arg, (list_call)rk.assign, "assign");
+}
+
 static PyObject *Consumer_pause(Consumer *c, PyObject *arg) {
-    if (check_open(c)) return NULL;
-    rd_kafka_topic_partition_list_t *l = to_list(arg);
-    if (l == NULL) return NULL;
-    int e;
-    Py_BEGIN_ALLOW_THREADS
-    e = rk.pause_partitions(c->rk, l);
-    Py_END_ALLOW_THREADS
-    rk.list_destroy(l);
-    if (e) return kafka_error("pause", e);
-    Py_RETURN_NONE;
+    return with_list(c, arg, rk.pause_partitions, "pause");
 }
 
 /* position([(topic, partition)]) -> [offset]: the next offset to fetch, or -1001 when

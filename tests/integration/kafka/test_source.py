@@ -6,17 +6,15 @@ each offset exactly once, nothing outside the requested range.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
 from streams.kafka import DataLossError, read_kafka_stream
-from streams.kafka.admin import add_partitions, end_offsets, ensure_topic, produce
-from tests.integration.kafka.helpers import fill, run_available_now
+from streams.kafka.admin import add_partitions, ensure_topic, produce
+from tests.integration.kafka.helpers import fill, run_available_now, topic_with_deleted_head
 from tests.support.broker_clients import produce_transactions
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -116,43 +114,20 @@ def test_pattern_picks_up_new_topics_and_partitions(spark, broker, unique, tmp_p
     )
 
 
-def _wait_for_retention(bootstrap: str, topic: str, above: int, timeout: float = 60) -> int:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    from streams.kafka.admin import watermarks
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        low, _ = watermarks(admin, {topic: [0]}, read_committed=False)
-        if low[(topic, 0)] > above:
-            return low[(topic, 0)]
-        time.sleep(0.2)
-    pytest.fail(f"retention did not delete the first segment of `{topic}` in {timeout}s")
-
-
 def test_data_loss_fails_or_skips(spark, broker_factory, unique, tmp_path) -> None:
-    b = broker_factory(**{"log.retention.check.interval.ms": 100})
     topic = unique("loss")
-    ensure_topic(
-        b.bootstrap,
-        topic,
-        partitions=1,
-        config={"segment.bytes": "2048", "retention.bytes": "4096"},
-    )
-    for _ in range(10):  # separate batches so segments roll
-        produce(b.bootstrap, topic, [(None, "x" * 100) for _ in range(10)])
-    earliest = _wait_for_retention(b.bootstrap, topic, above=0)
-    end = end_offsets(b.bootstrap, topic)[topic][0]
+    bootstrap, earliest, end = topic_with_deleted_head(broker_factory, topic)
 
     with pytest.raises(Exception) as info:
         Run(spark, tmp_path / "fail")(
-            bootstrap=b.bootstrap, topics=topic, starting_offsets={topic: {"0": 0}}
+            bootstrap=bootstrap, topics=topic, starting_offsets={topic: {"0": 0}}
         )
     message = str(info.value)
     assert DataLossError.__name__ in message or "no longer available" in message
     assert f"`{topic}` partition 0: offset 0" in message and "earliest offset is" in message
 
     rows = Run(spark, tmp_path / "skip")(
-        bootstrap=b.bootstrap, topics=topic, starting_offsets={topic: {"0": 0}}, on_data_loss="skip"
+        bootstrap=bootstrap, topics=topic, starting_offsets={topic: {"0": 0}}, on_data_loss="skip"
     )
     got = coords(rows)
     low_now = got[0][2]
