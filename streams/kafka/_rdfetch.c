@@ -153,11 +153,16 @@ typedef struct {
     PyObject *topics;          /* list of topic names; records carry their index */
     rd_kafka_topic_t **rkts;   /* the handles behind `topics`, same order */
     Py_ssize_t nrkts;
+    int busy;                  /* a call is waiting in librdkafka without the GIL */
 } Consumer;
 
 static int check_open(Consumer *c) {
     if (c->rk == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "consumer is closed");
+        return -1;
+    }
+    if (c->busy) { /* another thread is inside a call that released the GIL */
+        PyErr_SetString(PyExc_RuntimeError, "consumer is in use by another thread");
         return -1;
     }
     return 0;
@@ -169,7 +174,7 @@ static void drop_pending(Consumer *c) {
 }
 
 static void close_handle(Consumer *c) {
-    if (c->rk == NULL) return;
+    if (c->rk == NULL || c->busy) return;
     drop_pending(c);
     rd_kafka_t *h = c->rk;
     rd_kafka_queue_t *q = c->queue;
@@ -196,6 +201,10 @@ static int Consumer_init(Consumer *c, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &items)) return -1;
     if (!loaded) {
         PyErr_SetString(PyExc_RuntimeError, "librdkafka not loaded: call load(path) first");
+        return -1;
+    }
+    if (c->rk != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "consumer already created");
         return -1;
     }
     char err[512];
@@ -259,9 +268,11 @@ static PyObject *with_list(Consumer *c, PyObject *arg, list_call call, const cha
     rd_kafka_topic_partition_list_t *l = to_list(arg);
     if (l == NULL) return NULL;
     int e;
+    c->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     e = call(c->rk, l);
     Py_END_ALLOW_THREADS
+    c->busy = 0;
     rk.list_destroy(l);
     if (e) return kafka_error(what, e);
     Py_RETURN_NONE;
@@ -305,9 +316,11 @@ static PyObject *Consumer_watermarks(Consumer *c, PyObject *args) {
     if (check_open(c)) return NULL;
     int64_t low = -1, high = -1;
     int e;
+    c->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     e = rk.query_watermark_offsets(c->rk, topic, partition, &low, &high, timeout_ms);
     Py_END_ALLOW_THREADS
+    c->busy = 0;
     if (e) return kafka_error("watermarks", e);
     return Py_BuildValue("LL", (long long)low, (long long)high);
 }
@@ -413,12 +426,21 @@ static PyObject *headers_of(rd_kafka_message_t *m) {
  * events: [(topic or None, partition, offset, code, message)] for the error and
  *   end-of-partition messages of the same call, in order.
  */
+static PyObject *consume(Consumer *c, Py_ssize_t want, int timeout_ms, int with_headers);
+
 static PyObject *Consumer_consume(Consumer *c, PyObject *args) {
     Py_ssize_t want;
     int timeout_ms, with_headers;
     if (!PyArg_ParseTuple(args, "nip", &want, &timeout_ms, &with_headers)) return NULL;
     if (check_open(c)) return NULL;
-    if (want < 1) want = 1;
+    /* The whole call, not only librdkafka's wait: the copies release the GIL too. */
+    c->busy = 1;
+    PyObject *out = consume(c, want < 1 ? 1 : want, timeout_ms, with_headers);
+    c->busy = 0;
+    return out;
+}
+
+static PyObject *consume(Consumer *c, Py_ssize_t want, int timeout_ms, int with_headers) {
     if (c->next >= c->n) {
         c->n = c->next = 0;
         if (want > c->cap) {
@@ -470,9 +492,13 @@ static PyObject *Consumer_consume(Consumer *c, PyObject *args) {
             what = (const char *)m->payload;
             wlen = (Py_ssize_t)m->len;
         }
-        PyObject *ev = topic == NULL ? NULL
-                                     : Py_BuildValue("(NiLis#)", topic, (int)m->partition,
-                                                     (long long)m->offset, m->err, what, wlen);
+        PyObject *text = PyUnicode_DecodeUTF8(what, wlen, "replace");
+        PyObject *ev = topic == NULL || text == NULL
+                           ? NULL
+                           : Py_BuildValue("(OiLiO)", topic, (int)m->partition,
+                                           (long long)m->offset, m->err, text);
+        Py_XDECREF(topic);
+        Py_XDECREF(text);
         if (ev == NULL || PyList_Append(events, ev) < 0) {
             Py_XDECREF(ev);
             goto fail;
@@ -541,6 +567,10 @@ fail:
 }
 
 static PyObject *Consumer_close(Consumer *c, PyObject *unused) {
+    if (c->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "consumer is in use by another thread");
+        return NULL;
+    }
     close_handle(c);
     Py_RETURN_NONE;
 }

@@ -150,3 +150,17 @@ def test_a_setting_only_the_python_client_takes_is_read_with_it(broker, unique) 
         list(read_range(rng, conf, ARROW, reader="native"))
     with pytest.raises(ValueError, match="reader must be one of auto, native, python"):
         list(read_range(rng, conf, ARROW, reader="c"))
+
+
+def test_the_column_readers_client_names_a_bad_setting_and_refuses_use_after_close() -> None:
+    from streams.kafka import _rdfetch
+
+    assert native_reader_error() is None  # loads librdkafka into the module
+    with pytest.raises(ValueError, match="librdkafka setting fetch.wait.max.ms=soon"):
+        _rdfetch.Consumer([("bootstrap.servers", "127.0.0.1:1"), ("fetch.wait.max.ms", "soon")])
+    c = _rdfetch.Consumer([("bootstrap.servers", "127.0.0.1:1"), ("group.id", "g")])
+    assert c.consume(10, 10, False) == (None, [])  # nothing assigned: nothing comes
+    c.close()
+    c.close()  # twice is fine
+    with pytest.raises(RuntimeError, match="consumer is closed"):
+        c.consume(10, 10, False)
