@@ -15,6 +15,11 @@ So `split_block` only keeps the rows for which both parsers agree, and hands eve
 other record back untouched (`ArrowParse.fallback`), for Spark's parse to type or
 quarantine exactly as it would have. In order:
 
+0. the flat parser (`_flatjson`, C, where built) types the values that are one flat
+   object of plain members (its module doc lists exactly which), in one pass and
+   several times cheaper than Arrow's reader; it declines everything else, and the
+   steps below take what it declined. Its rows equal Arrow's on what it accepts
+   (the differential test below checks both against each other);
 1. a value is screened out unless it is non-null, starts with `{`, ends with `}` (a
    value cut off, the commonest malformed record, costs no failed parse) and holds no
    control character (a newline would split a value in two for the line-delimited
@@ -49,6 +54,11 @@ import pyarrow.json as pj
 
 # The module, not the package: `streams.kafka` imports Spark, and this module must not.
 from streams.kafka.columns import COORDINATES, KAFKA_COLUMNS
+
+try:
+    from streams.landing import _flatjson
+except ImportError:  # built by setup.py where a C compiler was found
+    _flatjson = None
 
 SPARK_TYPES: dict[str, pa.DataType] = {
     "bigint": pa.int64(),
@@ -145,8 +155,22 @@ def _screen(values: pa.Array, has_double: bool) -> pa.Array:
     return pc.fill_null(out, False)
 
 
+def _flat_kinds() -> dict[pa.DataType, int]:
+    if _flatjson is None:
+        return {}
+    f = _flatjson
+    return {
+        pa.int64(): f.INT64,
+        pa.int32(): f.INT32,
+        pa.float64(): f.DOUBLE,
+        pa.string(): f.STRING,
+        pa.bool_(): f.BOOL,
+        pa.timestamp("us", tz="UTC"): f.TEXT,
+    }
+
+
 class _Parser:
-    def __init__(self, schema: pa.Schema, required: Sequence[str]) -> None:
+    def __init__(self, schema: pa.Schema, required: Sequence[str], flat: bool = True) -> None:
         self.schema = schema
         self.required = tuple(required)
         self.has_double = any(pa.types.is_floating(f.type) for f in schema)
@@ -154,7 +178,60 @@ class _Parser:
         read = pa.schema(
             [pa.field(f.name, pa.string()) if f.name in self.timestamps else f for f in schema]
         )
+        self.read = read
         self.options = pj.ParseOptions(explicit_schema=read, unexpected_field_behavior="ignore")
+        kinds = _flat_kinds()
+        self.flat = (
+            [(f.name.encode(), kinds[f.type]) for f in schema]
+            if flat and all(f.type in kinds for f in schema)
+            else None
+        )
+
+    def parse_flat(self, values: pa.Array) -> tuple[np.ndarray, pa.Table, pa.Array | None] | None:
+        """The values the flat parser (`_flatjson`) types: a mask of them, their rows
+        and the mask of those that must still fall back (as `parse`); None when it is
+        not built or a timestamp does not convert (the Arrow path then takes them all)."""
+        if self.flat is None or not len(values):
+            return None
+        valid, offsets, data = values.buffers()
+        typed, columns = _flatjson.parse(
+            offsets, data if data is not None else b"", values.offset, len(values), self.flat, valid
+        )
+        mask = np.frombuffer(typed, dtype=np.bool_)
+        n = int(np.count_nonzero(mask))
+        arrays = [
+            pa.Array.from_buffers(
+                f.type,
+                n,
+                [pa.py_buffer(v), pa.py_buffer(x), *([] if d is None else [pa.py_buffer(d)])],
+            )
+            for f, (v, x, d) in zip(self.read, columns, strict=True)
+        ]
+        try:
+            t, reject = self.convert(pa.Table.from_arrays(arrays, schema=self.read))
+        except (pa.ArrowException, ValueError):
+            return None
+        return mask, t, reject
+
+    def convert(self, t: pa.Table) -> tuple[pa.Table, pa.Array | None]:
+        """The timestamps of `t` (read as strings) converted where they are in the strict
+        form, and a mask of the rows with one that is not (None: none). Raises on a
+        date that does not exist (Feb 30, hour 24)."""
+        reject = None
+        for name in self.timestamps:
+            text = t.column(name)
+            strict = pc.match_substring_regex(text, _ISO_INSTANT)
+            bad = pc.invert(pc.fill_null(strict, True))
+            reject = bad if reject is None else pc.or_(reject, bad)
+            kept = pc.if_else(strict, text, pa.scalar(None, pa.string()))
+            t = t.set_column(
+                t.schema.get_field_index(name), name, kept.cast(self.schema.field(name).type)
+            )
+        if reject is not None:
+            reject = reject.combine_chunks() if isinstance(reject, pa.ChunkedArray) else reject
+            if not pc.any(reject).as_py():
+                reject = None
+        return t, reject
 
     def parse(self, values: pa.Array) -> tuple[pa.Table, pa.Array | None] | int | None:
         """The typed rows of `values` and a mask of those that must still fall back (a
@@ -173,25 +250,9 @@ class _Parser:
                 return None  # two objects in one value, say
             t = t.select(self.schema.names).combine_chunks()
             t.validate(full=True)  # Arrow does not check UTF-8 inside strings
-            reject = None
-            for name in self.timestamps:
-                text = t.column(name)
-                strict = pc.match_substring_regex(text, _ISO_INSTANT)
-                bad = pc.invert(pc.fill_null(strict, True))
-                reject = bad if reject is None else pc.or_(reject, bad)
-                kept = pc.if_else(strict, text, pa.scalar(None, pa.string()))
-                t = t.set_column(
-                    t.schema.get_field_index(name),
-                    name,
-                    kept.cast(self.schema.field(name).type),  # raises on Feb 30, hour 24
-                )
+            return self.convert(t)
         except (pa.ArrowException, ValueError):
             return None
-        if reject is not None:
-            reject = reject.combine_chunks() if isinstance(reject, pa.ChunkedArray) else reject
-            if not pc.any(reject).as_py():
-                reject = None
-        return t, reject
 
     def split(
         self, values: pa.Array, min_piece: int, budget: int
@@ -221,11 +282,11 @@ class _Parser:
 _PARSERS: dict[tuple, _Parser] = {}
 
 
-def _parser(schema: pa.Schema, required: Sequence[str]) -> _Parser:
-    key = (schema.to_string(), tuple(required))
+def _parser(schema: pa.Schema, required: Sequence[str], flat: bool) -> _Parser:
+    key = (schema.to_string(), tuple(required), flat)
     p = _PARSERS.get(key)
     if p is None:
-        p = _PARSERS[key] = _Parser(schema, required)
+        p = _PARSERS[key] = _Parser(schema, required, flat)
     return p
 
 
@@ -236,20 +297,36 @@ def split_block(
     *,
     min_piece: int = MIN_PIECE,
     max_parses: int = MAX_PARSES,
+    flat: bool = True,
 ) -> ArrowParse:
     """Type the values of one batch of Kafka records (`KAFKA_COLUMNS` at least) with
     `schema` where Arrow agrees with Spark, and return the other records raw.
-    `min_piece`, `max_parses`: the bisection's limits (module doc, step 2)."""
-    p = _parser(schema, required)
+    `min_piece`, `max_parses`: the bisection's limits (module doc, step 2); `flat`:
+    whether the flat parser (step 0) may type values first."""
+    p = _parser(schema, required, flat)
     values = batch.column("value")
     if not pa.types.is_binary(values.type):
         values = values.cast(pa.binary())
-    ok = _screen(values, p.has_double)
-    idx = pc.indices_nonzero(ok)
-    good_idx = [idx.slice(0, 0)]
+    good_idx = [pa.array([], pa.uint64())]
     tables = []
     rejects = []
     rejected = False  # any row of a piece to send back (a timestamp not in strict form)
+    rest = None  # indices of the values the flat parser left, None: all
+    fast = p.parse_flat(values)
+    if fast is not None:
+        mask, t, reject = fast
+        if t.num_rows:
+            tables.append(t)
+            good_idx.append(pa.array(np.flatnonzero(mask).astype(np.uint64)))
+            rejects.append(pa.repeat(pa.scalar(False), t.num_rows) if reject is None else reject)
+            rejected = reject is not None
+        rest = pa.array(np.flatnonzero(~mask).astype(np.uint64))
+    if rest is None:
+        ok = _screen(values, p.has_double)
+        idx = pc.indices_nonzero(ok)
+    else:
+        ok = _screen(values.take(rest), p.has_double) if len(rest) else pa.array([], pa.bool_())
+        idx = rest.filter(ok)
     if len(idx):
         screened = values.take(idx)
         for lo, t, reject in p.split(screened, min_piece, max_parses):
@@ -273,10 +350,13 @@ def split_block(
             keep = keep.combine_chunks()
         typed = typed.filter(keep)
         kept = kept.filter(keep)
-    # Back to record order, so that files and fallback both follow the offsets.
-    order = pc.sort_indices(kept)
-    kept = kept.take(order)
-    typed = typed.take(order)
+    # Back to record order, so that files and fallback both follow the offsets (the
+    # pieces come in order; only rows of both parsers interleave).
+    at = kept.to_numpy(zero_copy_only=False)
+    if len(at) > 1 and not (at[1:] > at[:-1]).all():
+        order = pc.sort_indices(kept)
+        kept = kept.take(order)
+        typed = typed.take(order)
     coords = batch.select([c.removeprefix("_") for c in COORDINATES]).take(kept)
     rows = pa.RecordBatch.from_arrays(
         [*(typed.column(i).combine_chunks() for i in range(typed.num_columns)), *coords.columns],

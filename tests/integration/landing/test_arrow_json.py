@@ -311,6 +311,51 @@ def test_generated_values_agree_with_spark(spark, values, required) -> None:
     )
 
 
+def _bits(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Doubles as their bits: Arrow's equality takes -0.0 for 0.0."""
+    return pa.RecordBatch.from_arrays(
+        [c.view(pa.int64()) if pa.types.is_float64(c.type) else c for c in batch.columns],
+        names=batch.schema.names,
+    )
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    values=st.lists(st.one_of(json_value(), well_formed()), min_size=1, max_size=60),
+    required=st.booleans(),
+)
+def test_the_flat_parser_types_exactly_as_arrow(values, required) -> None:
+    # No Spark: the Arrow path is held to Spark's by the tests above, and what the flat
+    # parser types must be what the Arrow path would have typed, bit for bit, with the
+    # same records handed back.
+    batch = _batch(values)
+    limits = {"min_piece": 1, "max_parses": 100 * len(values) + 10}
+    req = ("i",) if required else ()
+    flat = split_block(batch, ARROW, req, flat=True, **limits)
+    arrow = split_block(batch, ARROW, req, flat=False, **limits)
+    assert _bits(flat.rows).equals(_bits(arrow.rows))
+    assert flat.fallback.equals(arrow.fallback)
+
+
+def test_the_flat_parser_is_built_and_types_plain_objects() -> None:
+    from streams.landing import arrow_json
+
+    assert arrow_json._flatjson is not None, "reinstall with a C compiler (setup.py)"
+    values = [
+        b'{"i":%d,"j":%d,"d":%r,"s":"v\xc3\xa9 %d","b":%s,"t":"2026-01-02T03:04:05.5Z","x":1}'
+        % (k * 7919, -k, k / 3, k, b"true" if k % 2 else b"false")
+        for k in range(200)
+    ]
+    values[7] = b'{"i": 1, "s": "esc\\n"}'  # an escape: declined, the Arrow path types it
+    parser = arrow_json._parser(ARROW, (), True)
+    mask, rows, reject = parser.parse_flat(_batch(values).column("value"))
+    assert mask.tolist() == [k != 7 for k in range(200)] and reject is None
+    assert rows.column("s")[1].as_py() == "v\u00e9 1"
+    assert rows.column("t")[0].as_py() == dt.datetime(2026, 1, 2, 3, 4, 5, 500000, tzinfo=dt.UTC)
+    out = split_block(_batch(values), ARROW)
+    assert out.rows.num_rows == 200 and out.fallback.num_rows == 0
+
+
 def test_known_differences_fall_back(spark) -> None:
     values = [
         b'{"d": -0}',  # Arrow -0.0, Spark 0.0
