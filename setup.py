@@ -6,13 +6,21 @@ and the framework uses the Python code they stand in for.
 - streams.landing._flatjson: the landing path's flat JSON parser (else Arrow's JSON
   reader takes every value; streams/landing/arrow_json.py).
 
-Everything else is declared in pyproject.toml.
+`WAREHOUSE_PURE_WHEEL=1` leaves both out, for a wheel that installs on any platform
+(`py3-none-any`), such as one built on a laptop for a Databricks cluster, whose native
+engines do not use them. Everything else is declared in pyproject.toml.
 """
+
+import os
 
 from setuptools import Extension, setup
 
+PURE = os.environ.get("WAREHOUSE_PURE_WHEEL", "") not in ("", "0")
+
 setup(
-    ext_modules=[
+    ext_modules=[]
+    if PURE
+    else [
         Extension(
             "streams.kafka._rdfetch",
             sources=["streams/kafka/_rdfetch.c"],
