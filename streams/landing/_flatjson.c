@@ -11,7 +11,7 @@
  * - one object, `{` first and `}` last, members separated by `,` and `:` with spaces
  *   around them (no other whitespace); no member twice;
  * - keys without escapes; a key not in the schema is skipped if its value is a string
- *   (no escapes), a number, true, false or null, and its key is ASCII;
+ *   (no escapes), a number a double holds, true, false or null, and its key is ASCII;
  * - per field kind: int64 and int32 take a JSON integer in range, double a JSON
  *   number (correctly rounded by strtod in the C locale, finite), string and text
  *   (a timestamp, converted in Python) a string without escapes or control
@@ -280,6 +280,9 @@ static int parse_row(const unsigned char *p, const unsigned char *e, const Field
                     return -1;
                 }
                 s->state = 2;
+            } else {
+                double skipped; /* Arrow's reader refuses a number no double holds, */
+                if (parse_double(p, ne, &skipped)) return -1; /* even one it ignores */
             }
             p = ne;
         } else {
