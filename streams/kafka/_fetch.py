@@ -8,6 +8,7 @@ timestamp pair librdkafka returns) and column-wise Arrow construction.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -114,15 +115,14 @@ def _to_batch(msgs: list[Message], topic: str, partition: int, schema: pa.Schema
         pa.array((kind - 1).astype(np.int32)),
     ]
     if len(schema) > _RECORD_COLUMNS:  # the source's `headers` column (include_headers)
-        hdrs = list(map(_headers, msgs))
-        if any(hdrs):
-            headers = pa.array(
-                [None if h is None else [{"key": k, "value": v} for k, v in h] for h in hdrs],
-                HEADER_TYPE,
-            )
-        else:
-            headers = pa.nulls(n, HEADER_TYPE)
-        arrays.append(headers)
+        headers = _headers_array(list(map(_headers, msgs)))
+        arrays.append(pa.nulls(n, HEADER_TYPE) if headers is None else headers)
+    return _record_batch(arrays, schema)
+
+
+def _record_batch(arrays: list[pa.Array], schema: pa.Schema) -> pa.RecordBatch:
+    """`arrays` (the record columns, then headers when `schema` has them) as a batch of
+    `schema`, each cast to its field's type where it differs."""
     return pa.RecordBatch.from_arrays(
         [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, schema, strict=True)],
         schema=schema,
@@ -298,13 +298,7 @@ class _Columns:
             arrays.append(
                 pa.nulls(n, HEADER_TYPE) if self.headers is None else self.headers.slice(i, n)
             )
-        return pa.RecordBatch.from_arrays(
-            [
-                a.cast(f.type) if a.type != f.type else a
-                for a, f in zip(arrays, self.schema, strict=True)
-            ],
-            schema=self.schema,
-        )
+        return _record_batch(arrays, self.schema)
 
 
 def _binary(n: int, column: tuple[bytes, bytes, bytes | None]) -> pa.Array:
@@ -404,17 +398,10 @@ confluent-kafka's `Consumer`, `auto` the column reader where it loads and the se
 are all plain values (a callable, such as an OAuth token callback, needs the Python
 client)."""
 
-_NATIVE_ERROR: list[str | None] = []
 
-
+@functools.cache
 def native_reader_error() -> str | None:
     """Why the column reader cannot be used in this process, or None if it can."""
-    if not _NATIVE_ERROR:
-        _NATIVE_ERROR.append(_load_native())
-    return _NATIVE_ERROR[0]
-
-
-def _load_native() -> str | None:
     try:
         from streams.kafka import _rdfetch
     except ImportError as e:
