@@ -1,9 +1,10 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
 # Each creates .venv when missing, installs the project with its locked
-# dependencies (constraints.txt), checks for Java >= 17, resolves the native engines'
-# jars (Spark's Kafka connector, delta-spark) once into ~/.cache/spark-warehouse/jars
-# (later runs find them there and need no network) and makes a class archive of Spark
-# for this Java that local sessions start with, then runs.
+# dependencies (constraints.txt) and its two optional C extensions (for which it
+# installs a C compiler and Python's headers on Debian as root), checks for Java >= 17,
+# resolves the native engines' jars (Spark's Kafka connector, delta-spark) once into
+# ~/.cache/spark-warehouse/jars (later runs find them there and need no network) and
+# makes a class archive of Spark for this Java that local sessions start with, then runs.
 
 PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
             command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && echo $$p && break; done)
@@ -64,6 +65,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
+	@scripts/ensure-compiler.sh $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bundle]'
 	@touch $@
