@@ -20,6 +20,7 @@ from streams.kafka.parse_frames import (
     _observed,
     _Stage,
 )
+from streams.kafka.reasons import INVALID_JSON, NULL_VALUE, missing_required
 
 _CORRUPT = "_corrupt_record"
 _DEBEZIUM_OPS = ("c", "u", "d", "r")
@@ -40,7 +41,7 @@ def _field_errors(
         absent = raw_v.isNull() | F.call_function("is_variant_null", raw_v)
         value = typed.getField(field.name)
         if field.name in required:
-            out.append(F.when(absent, F.lit(f"missing required field `{field.name}`")))
+            out.append(F.when(absent, F.lit(missing_required(field.name))))
         got = F.lower(F.call_function("schema_of_variant", raw_v))
         out.append(
             F.when(
@@ -61,8 +62,8 @@ def _explain(
     kind = F.call_function("schema_of_variant", variant)
     detail = F.concat_ws("; ", *_field_errors(variant, typed, schema, base, required))
     return (
-        F.when(text.isNull(), F.lit("value is null"))
-        .when(variant.isNull(), F.lit("invalid JSON"))
+        F.when(text.isNull(), F.lit(NULL_VALUE))
+        .when(variant.isNull(), F.lit(INVALID_JSON))
         .when(
             ~kind.startswith("OBJECT"),
             F.concat(F.lit("not a JSON object (got "), F.lower(kind), F.lit(")")),
@@ -174,7 +175,7 @@ def _debezium_exprs(schema: StructType, required: Sequence[str], keys: Sequence[
     )
     kind = F.call_function("schema_of_variant", variant)
     explain = (
-        F.when(variant.isNull(), F.lit("invalid JSON"))
+        F.when(variant.isNull(), F.lit(INVALID_JSON))
         .when(
             ~kind.startswith("OBJECT"),
             F.concat(F.lit("not a JSON object (got "), F.lower(kind), F.lit(")")),
@@ -338,7 +339,7 @@ def _explain_connect(
     )
     detail = F.concat_ws("; ", *_field_errors(variant, typed, schema, "$.payload", required))
     return (
-        F.when(variant.isNull(), F.lit("invalid JSON"))
+        F.when(variant.isNull(), F.lit(INVALID_JSON))
         .when(
             ~kind.startswith("OBJECT"),
             F.concat(F.lit("not a JSON object (got "), F.lower(kind), F.lit(")")),

@@ -10,6 +10,8 @@ Above both `streams.kafka` (the planned input partitions, the source's reader) a
   the records Arrow hands back (`KafkaJsonAppend` says what it did);
 - `RowRules`, `RowVerdict`: rows judged in the Arrow tasks before they are written
   (`streams.landing.rules`; the framework's expectations implement `RowRules`);
+- `BadRecords`: the quarantine rows the tasks write for the records they know are bad
+  (`streams.landing.rules`; the framework's quarantine implements it);
 - `payload_schema`, `split_block`: the Arrow parse itself (`streams.landing.arrow_json`);
 - errors (`streams.landing.errors`): `LandingError` (root, `.table`, `.path`),
   `LandingConfigError` (`.field`).
@@ -17,14 +19,16 @@ Above both `streams.kafka` (the planned input partitions, the source's reader) a
 
 from __future__ import annotations
 
-from streams.landing.arrow_json import ArrowParse, payload_schema, split_block
+from streams.landing.arrow_json import BAD_COLUMNS, ArrowParse, payload_schema, split_block
 from streams.landing.errors import LandingConfigError, LandingError
 from streams.landing.kafka_json import KafkaJsonAppend, arrow_payload, kafka_json_append
 from streams.landing.planned import planned_partitions
-from streams.landing.rules import RowRules, RowVerdict
+from streams.landing.rules import BadRecords, RowRules, RowVerdict
 
 __all__ = [
+    "BAD_COLUMNS",
     "ArrowParse",
+    "BadRecords",
     "KafkaJsonAppend",
     "LandingConfigError",
     "LandingError",

@@ -19,6 +19,10 @@
  * - never: `-0` as a number (Arrow and Spark type a bare `-0` differently in a double
  *   field), leading zeros, NaN or Infinity, nested values, escapes, other whitespace.
  *
+ * A value that starts with `{` and ends inside the object, after a prefix it accepts
+ * (the commonest malformed record: a value cut off), is told apart from the others it
+ * declines: no JSON parser takes it, Spark's included, whatever its options.
+ *
  * tests/integration/landing/test_arrow_json.py checks the result against Arrow's
  * parse on generated values, and split_block's against Spark's.
  */
@@ -91,7 +95,8 @@ static inline int special8(uint64_t w) {
 }
 
 /* A string's body from after its opening quote: the position of its closing quote,
- * or NULL if it has an escape, a control character or invalid UTF-8. */
+ * e when the input ends first, or NULL if it has an escape, a control character or
+ * invalid UTF-8. */
 static const unsigned char *string_end(const unsigned char *p, const unsigned char *e) {
     for (;;) {
         while (e - p >= 8) {
@@ -100,7 +105,7 @@ static const unsigned char *string_end(const unsigned char *p, const unsigned ch
             if (special8(w)) break;
             p += 8;
         }
-        if (p >= e) return NULL;
+        if (p >= e) return e;
         unsigned char c = *p;
         if (c == '"') return p;
         if (c == '\\' || c < 0x20) return NULL;
@@ -210,18 +215,25 @@ static int parse_double(const unsigned char *p, const unsigned char *e, double *
     return 0;
 }
 
-/* One value into slots: 0 typed, -1 declined. */
+enum { TYPED = 0, TYPED_SKIPPING = 1, DECLINED = -1, CUT = -2 };
+
+/* One value into slots: TYPED, or TYPED_SKIPPING when it skipped a member not in the
+ * schema; DECLINED, or CUT when the input ends inside the object after a prefix this
+ * parser accepts. */
 static int parse_row(const unsigned char *p, const unsigned char *e, const Field *fields,
                      Py_ssize_t nf, Slot *slots) {
     for (Py_ssize_t f = 0; f < nf; f++) slots[f].state = 0;
-    if (p >= e || *p != '{') return -1;
+    if (p >= e || *p != '{') return DECLINED;
     p = skip_ws(p + 1, e);
-    if (p < e && *p == '}') return p + 1 == e ? 0 : -1;
+    if (p < e && *p == '}') return p + 1 == e ? TYPED : DECLINED;
     Py_ssize_t hint = 0; /* members mostly come in the schema's order */
+    int typed = TYPED;
     for (;;) {
-        if (p >= e || *p != '"') return -1;
+        if (p >= e) return CUT;
+        if (*p != '"') return DECLINED;
         const unsigned char *k = p + 1, *ke = string_end(k, e);
-        if (ke == NULL) return -1;
+        if (ke == NULL) return DECLINED;
+        if (ke == e) return CUT;
         Py_ssize_t klen = ke - k, f = nf;
         for (Py_ssize_t j = 0; j < nf; j++) {
             Py_ssize_t c = hint + j < nf ? hint + j : hint + j - nf;
@@ -231,22 +243,26 @@ static int parse_row(const unsigned char *p, const unsigned char *e, const Field
                 break;
             }
         }
-        if (f == nf) /* not in the schema: ASCII keys only */
+        if (f == nf) { /* not in the schema: ASCII keys only */
             for (const unsigned char *c = k; c < ke; c++)
-                if (*c >= 0x80) return -1;
+                if (*c >= 0x80) return DECLINED;
+            typed = TYPED_SKIPPING;
+        }
         p = skip_ws(ke + 1, e);
-        if (p >= e || *p != ':') return -1;
+        if (p >= e) return CUT;
+        if (*p != ':') return DECLINED;
         p = skip_ws(p + 1, e);
-        if (p >= e) return -1;
+        if (p >= e) return CUT;
         Slot *s = f < nf ? &slots[f] : NULL;
         int kind = f < nf ? fields[f].kind : -1;
-        if (s != NULL && s->state) return -1; /* the same member twice */
+        if (s != NULL && s->state) return DECLINED; /* the same member twice */
         unsigned char c = *p;
         if (c == '"') {
             const unsigned char *se = string_end(p + 1, e);
-            if (se == NULL) return -1;
+            if (se == NULL) return DECLINED;
+            if (se == e) return CUT;
             if (s != NULL) {
-                if (kind != K_STRING && kind != K_TEXT) return -1;
+                if (kind != K_STRING && kind != K_TEXT) return DECLINED;
                 s->state = 2;
                 s->s = p + 1;
                 s->slen = se - (p + 1);
@@ -255,12 +271,14 @@ static int parse_row(const unsigned char *p, const unsigned char *e, const Field
         } else if (c == 'n' || c == 't' || c == 'f') {
             const char *word = c == 'n' ? "null" : c == 't' ? "true" : "false";
             size_t wl = strlen(word);
-            if ((size_t)(e - p) < wl || memcmp(p, word, wl) != 0) return -1;
+            if ((size_t)(e - p) < wl)
+                return memcmp(p, word, (size_t)(e - p)) == 0 ? CUT : DECLINED;
+            if (memcmp(p, word, wl) != 0) return DECLINED;
             if (s != NULL) {
                 if (c == 'n') {
                     s->state = 1;
                 } else {
-                    if (kind != K_BOOL) return -1;
+                    if (kind != K_BOOL) return DECLINED;
                     s->state = 2;
                     s->i = c == 't';
                 }
@@ -269,29 +287,31 @@ static int parse_row(const unsigned char *p, const unsigned char *e, const Field
         } else if (c == '-' || (c >= '0' && c <= '9')) {
             int integer;
             const unsigned char *ne = number_end(p, e, &integer);
-            if (ne == NULL) return -1;
+            if (ne == NULL) return DECLINED;
+            if (ne == e) return CUT; /* whatever the number, the object is not closed */
             if (s != NULL) {
                 if (kind == K_INT64 || kind == K_INT32) {
-                    if (!integer || parse_int(p, ne, &s->i)) return -1;
-                    if (kind == K_INT32 && (s->i < INT32_MIN || s->i > INT32_MAX)) return -1;
+                    if (!integer || parse_int(p, ne, &s->i)) return DECLINED;
+                    if (kind == K_INT32 && (s->i < INT32_MIN || s->i > INT32_MAX))
+                        return DECLINED;
                 } else if (kind == K_DOUBLE) {
-                    if (parse_double(p, ne, &s->d)) return -1;
+                    if (parse_double(p, ne, &s->d)) return DECLINED;
                 } else {
-                    return -1;
+                    return DECLINED;
                 }
                 s->state = 2;
             } else {
                 double skipped; /* Arrow's reader refuses a number no double holds, */
-                if (parse_double(p, ne, &skipped)) return -1; /* even one it ignores */
+                if (parse_double(p, ne, &skipped)) return DECLINED; /* even one it ignores */
             }
             p = ne;
         } else {
-            return -1; /* an object, an array, or not JSON */
+            return DECLINED; /* an object, an array, or not JSON */
         }
         p = skip_ws(p, e);
-        if (p >= e) return -1;
-        if (*p == '}') return p + 1 == e ? 0 : -1;
-        if (*p != ',') return -1;
+        if (p >= e) return CUT;
+        if (*p == '}') return p + 1 == e ? typed : DECLINED;
+        if (*p != ',') return DECLINED;
         p = skip_ws(p + 1, e);
     }
 }
@@ -357,7 +377,8 @@ static PyObject *as_bytes(Buf *b) {
  * offsets: the values' int32 offsets buffer (n + 1 entries from `start`), data their
  * bytes; fields: [(name as bytes, kind)]; validity: the values' bitmap (bit `start`
  * first) or None. A null value is declined. typed: bytes, 1 for each value parsed here,
- * 0 for each declined. columns: per field (validity bitmap, values, string data or
+ * 3 for each parsed here that had a member not in the schema (skipped), 2 for each cut
+ * off (module doc), 0 for each other declined. columns: per field (validity bitmap, values, string data or
  * None) over the typed values in order: int64 / int32 / double values, a bool bitmap,
  * or int32 string offsets (count + 1).
  */
@@ -419,7 +440,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         int32_t a = off[i], b = off[i + 1];
         if (b < a || failed) continue;
         if (vbits != NULL && !(vbits[(start + i) >> 3] >> ((start + i) & 7) & 1)) continue;
-        if (parse_row(data + a, data + b, fields, nf, slots)) continue;
+        int got = parse_row(data + a, data + b, fields, nf, slots);
+        if (got == CUT) ok[i] = 2;
+        if (got < 0) continue;
         int too_big = 0;
         for (Py_ssize_t f = 0; f < nf; f++)
             if (slots[f].state == 2 && (fields[f].kind == K_STRING || fields[f].kind == K_TEXT) &&
@@ -430,7 +453,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             failed = 1;
             continue;
         }
-        ok[i] = 1;
+        ok[i] = got == TYPED ? 1 : 3;
         m++;
     }
     for (Py_ssize_t f = 0; !failed && f < nf; f++)

@@ -35,8 +35,19 @@ quarantine exactly as it would have. In order:
    timestamp not in the strict form `_ISO_INSTANT` (an invalid date in that form fails
    the piece's conversion and is bisected out like a parse error).
 
+Known bad records: with `explain=True`, three kinds of record that Spark's parse would
+quarantine are not handed back, since their bad row is known: a null value ("value is
+null"), a value the flat parser found cut off (it starts with `{` and ends inside the
+object after a prefix the flat parser accepts: no JSON parser takes it, "invalid
+JSON"), and a row the flat parser typed, with members of the schema only, without a
+required field ("missing required field `name`", one per field in the schema's
+order). They come back in `ArrowParse.bad` with that reason (`_error`), raw. A row
+with other members is left to Spark: its VARIANT parse, which explains bad rows,
+refuses a member repeated, and then says "invalid JSON".
+
 A differential property test (tests/integration/landing/test_arrow_json.py)
-checks the contract on generated values: a row typed here equals Spark's row.
+checks the contract on generated values: a row typed here equals Spark's row, and a
+record explained here is bad for Spark with the same reason.
 
 No Spark import: this runs inside Spark's Python workers.
 """
@@ -54,6 +65,7 @@ import pyarrow.json as pj
 
 # The module, not the package: `streams.kafka` imports Spark, and this module must not.
 from streams.kafka.columns import COORDINATES, KAFKA_COLUMNS
+from streams.kafka.reasons import INVALID_JSON, NULL_VALUE, missing_required
 
 try:
     from streams.landing import _flatjson
@@ -94,10 +106,17 @@ _ERROR_ROW = re.compile(r"JSON parse error: .* in row (\d+)$")
 class ArrowParse(NamedTuple):
     """One block, split: `rows` typed by Arrow (the payload fields, then the Kafka
     coordinates `_topic, _partition, _offset, _timestamp`), `fallback` the raw records
-    (`KAFKA_COLUMNS`) Spark must parse."""
+    (`KAFKA_COLUMNS`) Spark must parse, and with `split_block(explain=True)` `bad`: the
+    raw records whose `parse_kafka` outcome is known without Spark, each a bad row with
+    its `_error` (`BAD_COLUMNS`; module doc, "Known bad records")."""
 
     rows: pa.RecordBatch
     fallback: pa.RecordBatch
+    bad: pa.RecordBatch | None = None
+
+
+BAD_COLUMNS = (*KAFKA_COLUMNS, "_error")
+"""The columns of `ArrowParse.bad`: the raw record and `parse_kafka`'s reason."""
 
 
 def payload_schema(fields: Sequence[tuple[str, str]]) -> pa.Schema | None:
@@ -187,17 +206,22 @@ class _Parser:
             else None
         )
 
-    def parse_flat(self, values: pa.Array) -> tuple[np.ndarray, pa.Table, pa.Array | None] | None:
-        """The values the flat parser (`_flatjson`) types: a mask of them, their rows
-        and the mask of those that must still fall back (as `parse`); None when it is
-        not built or a timestamp does not convert (the Arrow path then takes them all)."""
+    def parse_flat(
+        self, values: pa.Array
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Table, pa.Array | None] | None:
+        """The values the flat parser (`_flatjson`) types: a mask of them, a mask of the
+        values it found cut off (an object the input ends inside), a mask over their
+        rows of those with members of the schema only, their rows, and the mask of those
+        that must still fall back (as `parse`); None when it is not built or a timestamp
+        does not convert (the Arrow path then takes them all)."""
         if self.flat is None or not len(values):
             return None
         valid, offsets, data = values.buffers()
         typed, columns = _flatjson.parse(
             offsets, data if data is not None else b"", values.offset, len(values), self.flat, valid
         )
-        mask = np.frombuffer(typed, dtype=np.bool_)
+        verdict = np.frombuffer(typed, dtype=np.uint8)
+        mask, cut = (verdict & 1) == 1, verdict == 2
         n = int(np.count_nonzero(mask))
         arrays = [
             pa.Array.from_buffers(
@@ -211,7 +235,7 @@ class _Parser:
             t, reject = self.convert(pa.Table.from_arrays(arrays, schema=self.read))
         except (pa.ArrowException, ValueError):
             return None
-        return mask, t, reject
+        return mask, cut, verdict[mask] == 1, t, reject
 
     def convert(self, t: pa.Table) -> tuple[pa.Table, pa.Array | None]:
         """The timestamps of `t` (read as strings) converted where they are in the strict
@@ -298,11 +322,14 @@ def split_block(
     min_piece: int = MIN_PIECE,
     max_parses: int = MAX_PARSES,
     flat: bool = True,
+    explain: bool = False,
 ) -> ArrowParse:
     """Type the values of one batch of Kafka records (`KAFKA_COLUMNS` at least) with
     `schema` where Arrow agrees with Spark, and return the other records raw.
     `min_piece`, `max_parses`: the bisection's limits (module doc, step 2); `flat`:
-    whether the flat parser (step 0) may type values first."""
+    whether the flat parser (step 0) may type values first; `explain`: whether the
+    records whose bad row is known (module doc, "Known bad records") come back in
+    `ArrowParse.bad` instead of the fallback."""
     p = _parser(schema, required, flat)
     values = batch.column("value")
     if not pa.types.is_binary(values.type):
@@ -312,14 +339,25 @@ def split_block(
     rejects = []
     rejected = False  # any row of a piece to send back (a timestamp not in strict form)
     rest = None  # indices of the values the flat parser left, None: all
+    known: list[tuple[np.ndarray, pa.Array]] = []  # (record indices, reasons) of bad records
+    if explain and values.null_count:
+        nulls = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))
+        known.append((nulls, pa.repeat(pa.scalar(NULL_VALUE), len(nulls))))
+    plain = None  # over the first rows of `typed`, the flat parser's: those `_plain`
     fast = p.parse_flat(values)
     if fast is not None:
-        mask, t, reject = fast
+        mask, cut, schema_only, t, reject = fast
         if t.num_rows:
             tables.append(t)
-            good_idx.append(pa.array(np.flatnonzero(mask).astype(np.uint64)))
+            at = np.flatnonzero(mask)
+            good_idx.append(pa.array(at.astype(np.uint64)))
             rejects.append(pa.repeat(pa.scalar(False), t.num_rows) if reject is None else reject)
             rejected = reject is not None
+            plain = _plain(values, at, schema_only) if explain else None
+        if explain and cut.any():
+            at = np.flatnonzero(cut)
+            known.append((at, pa.repeat(pa.scalar(INVALID_JSON), len(at))))
+            mask = mask | cut
         rest = pa.array(np.flatnonzero(~mask).astype(np.uint64))
     if rest is None:
         ok = _screen(values, p.has_double)
@@ -340,16 +378,9 @@ def split_block(
     else:
         typed = schema.empty_table()
     # The masks only matter when a piece rejected a row: otherwise no filter per block.
-    bad = pa.concat_arrays(rejects) if rejected else None
-    if typed.num_rows and (p.required or bad is not None):
-        for name in p.required:
-            null = pc.is_null(typed.column(name))
-            bad = null if bad is None else pc.or_(bad, null)
-        keep = pc.invert(bad)
-        if isinstance(keep, pa.ChunkedArray):
-            keep = keep.combine_chunks()
-        typed = typed.filter(keep)
-        kept = kept.filter(keep)
+    reject = pa.concat_arrays(rejects) if rejected else None
+    if typed.num_rows and (p.required or reject is not None):
+        typed, kept = _without_unsure(typed, kept, reject, p.required, plain, known)
     # Back to record order, so that files and fallback both follow the offsets (the
     # pieces come in order; only rows of both parsers interleave).
     at = kept.to_numpy(zero_copy_only=False)
@@ -363,12 +394,109 @@ def split_block(
         names=[*schema.names, *COORDINATES],
     )
     mask = _missing(kept, batch.num_rows)
-    fallback = batch.select(list(KAFKA_COLUMNS)).filter(mask)
-    return ArrowParse(rows, fallback)
+    raw = batch.select(list(KAFKA_COLUMNS))
+    if not explain:
+        return ArrowParse(rows, raw.filter(mask))
+    where = np.concatenate([a.astype(np.int64) for a, _ in known] or [np.array([], np.int64)])
+    mask[where] = False
+    return ArrowParse(rows, raw.filter(mask), _known_bad(raw, where, known))
 
 
-def _missing(kept: pa.Array, n: int) -> pa.Array:
+_PLAIN_BYTES = 4 << 20
+"""A value longer than this is never `_plain`: Spark's VARIANT, which explains bad rows,
+holds at most 16 MiB, which a flat object of this size cannot exceed."""
+
+
+def _plain(values: pa.Array, at: np.ndarray, schema_only: np.ndarray) -> np.ndarray:
+    """Over the values at `at` (the flat parser typed them), true for those Spark's
+    parse can only find fault with for a missing field: members of the schema only
+    (no member twice, then, which Spark's VARIANT refuses), and not too long."""
+    offsets = np.frombuffer(values.buffers()[1], np.int32)[values.offset :]
+    sizes = offsets[at + 1] - offsets[at]
+    return schema_only & (sizes <= _PLAIN_BYTES)
+
+
+def _without_unsure(
+    typed: pa.Table,
+    kept: pa.Array,
+    reject: pa.Array | None,
+    required: Sequence[str],
+    plain: np.ndarray | None,
+    known: list[tuple[np.ndarray, pa.Array]],
+) -> tuple[pa.Table, pa.Array]:
+    """`typed` and `kept` without the rows `reject` sends back or with a required field
+    null (module doc, step 3); of the latter, those `plain` marks (over the first rows)
+    join `known` with their reasons."""
+    missing = None  # a required field null
+    for name in required:
+        null = pc.is_null(typed.column(name))
+        missing = null if missing is None else pc.or_(missing, null)
+    if missing is not None and plain is not None and plain.any():
+        known += _missing_required(typed, kept, plain, missing, reject, required)
+    bad = reject
+    if missing is not None:
+        bad = missing if bad is None else pc.or_(bad, missing)
+    assert bad is not None  # the caller has a reject mask or required fields
+    keep = pc.invert(bad)
+    if isinstance(keep, pa.ChunkedArray):
+        keep = keep.combine_chunks()
+    return typed.filter(keep), kept.filter(keep)
+
+
+def _missing_required(
+    typed: pa.Table,
+    kept: pa.Array,
+    plain: np.ndarray,
+    missing: pa.Array,
+    reject: pa.Array | None,
+    required: Sequence[str],
+) -> list[tuple[np.ndarray, pa.Array]]:
+    """The (record indices, reasons) of the rows `plain` marks (over the first rows of
+    `typed`) with a required field null, unless `reject` sends them back. Such a row is
+    a valid JSON object of the schema's fields, so its only reason on Spark's path is
+    the missing fields, in the schema's order."""
+    first = np.zeros(typed.num_rows, dtype=bool)
+    first[: len(plain)] = plain
+    sure = pc.and_(missing, pa.array(first))
+    if reject is not None:
+        sure = pc.and_not(sure, reject)
+    if not pc.any(sure).as_py():
+        return []
+    rows = typed.filter(sure)
+    none = pa.scalar(None, pa.string())
+    why = pc.binary_join_element_wise(
+        *[
+            pc.if_else(pc.is_null(rows.column(f)), pa.scalar(missing_required(f)), none)
+            for f in typed.column_names
+            if f in required
+        ],
+        "; ",
+        null_handling="skip",
+    )
+    if isinstance(why, pa.ChunkedArray):
+        why = why.combine_chunks()
+    return [(kept.filter(sure).to_numpy(zero_copy_only=False), why)]
+
+
+def _known_bad(
+    raw: pa.RecordBatch, where: np.ndarray, known: list[tuple[np.ndarray, pa.Array]]
+) -> pa.RecordBatch:
+    """The records of `raw` at `where` (the indices of `known`, concatenated) with their
+    reasons, in record order (`BAD_COLUMNS`)."""
+    if not known:
+        return pa.RecordBatch.from_arrays(
+            [*raw.slice(0, 0).columns, pa.array([], pa.string())], names=list(BAD_COLUMNS)
+        )
+    why = pa.concat_arrays([w.cast(pa.string()) for _, w in known])
+    order = np.argsort(where, kind="stable")
+    picked = raw.take(pa.array(where[order], pa.int64()))
+    return pa.RecordBatch.from_arrays(
+        [*picked.columns, why.take(pa.array(order))], names=list(BAD_COLUMNS)
+    )
+
+
+def _missing(kept: pa.Array, n: int) -> np.ndarray:
     """A mask of length `n`, true where the index is not in `kept` (sorted)."""
     mask = np.ones(n, dtype=bool)
     mask[kept.to_numpy(zero_copy_only=False)] = False
-    return pa.array(mask)
+    return mask

@@ -15,6 +15,12 @@ directory, and the driver parses those with `parse_kafka`, so their good rows jo
 the same commit (written by Spark) and their bad rows go back to the caller for
 quarantine, with Spark's reasons. A table gets the same rows either way.
 
+With `known_bad` (`streams.landing.rules.BadRecords`), the records whose bad row is
+known without Spark (`split_block(explain=True)`: a null value, a value cut off, a
+plainly typed row without a required field) skip that parse: the tasks write their
+quarantine rows in files under the quarantine table's root, and the caller commits
+those (`KafkaJsonAppend.known_files`) with its quarantine, after the table.
+
 With `rules` (`streams.landing.rules.RowRules`, a table's row-level expectations), the
 tasks also judge the rows Arrow typed before writing them: the rows a rule holds are
 staged typed and come back as a Spark frame (`KafkaJsonAppend.held`) for the caller's
@@ -58,7 +64,7 @@ from streams.delta import (
 from streams.kafka import COORDINATES, KAFKA_COLUMNS, SCHEMA, parse_kafka, required_fields
 from streams.landing.arrow_json import SPARK_TYPES, payload_schema
 from streams.landing.errors import LandingConfigError
-from streams.landing.rules import RowRules
+from streams.landing.rules import BadRecords, RowRules
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +88,9 @@ class KafkaJsonAppend(NamedTuple):
     fallback's rows are the `judge` callback's); `dropped`: typed rows the rules
     neither kept nor held; `held_rows`: the rows of `held`; `bad_seen`: with `bad`, the
     `parse_kafka` observation whose `flagged` is the number of rows of `bad`, collected
-    while the fallback's good rows were written (no job of its own)."""
+    while the fallback's good rows were written (no job of its own); `known_files`,
+    `known_rows`: the quarantine files the tasks wrote (`known_bad`), uncommitted, and
+    their rows."""
 
     version: int | None
     records: int
@@ -95,6 +103,8 @@ class KafkaJsonAppend(NamedTuple):
     dropped: int = 0
     held_rows: int = 0
     bad_seen: Observation | None = None
+    known_files: tuple[FileEntry, ...] = ()
+    known_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,7 @@ class _Task:
     partition_by: tuple[str, ...]
     unique_columns: tuple[str, ...]
     rules: RowRules | None = None
+    known: BadRecords | None = None
 
 
 class _Staged:
@@ -135,9 +146,44 @@ class _Staged:
             self._writer = None
 
 
+class _Known:
+    """The quarantine rows of a task's known bad records (`BadRecords`), written in files
+    of their own once they reach `FLUSH_BYTES`, and when the task ends."""
+
+    FLUSH_BYTES = 64 << 20
+
+    def __init__(self, known: BadRecords | None) -> None:
+        self.known = known
+        self.pending: list[pa.RecordBatch] = []
+        self.files: list[dict[str, Any]] = []
+
+    def add(self, bad: pa.RecordBatch) -> int:
+        """Takes the rows of `bad` (`BAD_COLUMNS`); how many."""
+        if self.known is None or not bad.num_rows:
+            return 0
+        self.pending.append(self.known.rows(bad))
+        if sum(b.nbytes for b in self.pending) >= self.FLUSH_BYTES:
+            self._write()
+        return bad.num_rows
+
+    def close(self) -> list[dict[str, Any]]:
+        """One dict per file written (`kind` "known" and `file_writer`'s columns)."""
+        self._write()
+        return self.files
+
+    def _write(self) -> None:
+        if self.known is None or not self.pending:
+            return
+        write = file_writer(self.known.root, self.known.schema, [])
+        for files in write(iter(self.pending)):
+            self.files.extend({"kind": "known", **row} for row in files.to_pylist())
+        self.pending.clear()
+
+
 def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]]:
     """One Spark task: read, type, judge, write; yields one dict per data file, one per
-    staged file (the fallback, the held rows) and one with the counts."""
+    staged file (the fallback, the held rows), one per quarantine file of known bad
+    records and one with the counts."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from streams.delta import crash_point
@@ -154,10 +200,12 @@ def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]
         "typed": 0,
         "written": 0,
         "held": 0,
+        "known": 0,
         "checked": [0] * size,
         "failed": [0] * size,
     }
     fallback, held = _Staged(spec.stage), _Staged(spec.stage)
+    known = _Known(spec.known)
 
     def judged(rows: pa.RecordBatch) -> pa.RecordBatch:
         assert spec.rules is not None
@@ -175,9 +223,13 @@ def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]
         for part in partitions:
             for batch in read_partition(part, source):
                 counts["records"] += batch.num_rows
-                out = split_block(batch, spec.payload, spec.required)
+                out = split_block(
+                    batch, spec.payload, spec.required, explain=spec.known is not None
+                )
                 if out.fallback.num_rows:
                     fallback.write(out.fallback, raw)
+                if out.bad is not None:
+                    counts["known"] += known.add(out.bad)
                 rows = out.rows
                 counts["typed"] += rows.num_rows
                 if rows.num_rows and spec.rules is not None:
@@ -194,6 +246,7 @@ def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]
     finally:
         fallback.close()
         held.close()
+    yield from known.close()
     if fallback.path is not None:
         yield {"kind": "fallback", "path": fallback.path}
     if held.path is not None:
@@ -255,6 +308,7 @@ def kafka_json_append(
     commit_info: dict[str, Any] | None = None,
     rules: RowRules | None = None,
     judge: Callable[[DataFrame], DataFrame] | None = None,
+    known_bad: BadRecords | None = None,
 ) -> Iterator[KafkaJsonAppend | None]:
     """Append the JSON records of `partitions` (`planned_partitions` of the batch) to
     the table of `target` (embedded engine, append mode) as batch `batch_id`.
@@ -264,7 +318,9 @@ def kafka_json_append(
 
     `rules` judge the rows Arrow types, in the tasks (module doc); `judge` takes the
     good rows of Spark's parse of the fallback and returns those to write (the
-    caller keeps what it sets aside). Give both or neither.
+    caller keeps what it sets aside). Give both or neither. `known_bad`: the tasks
+    write the quarantine rows of the records they know are bad (module doc); the
+    caller commits `known_files` after the table.
 
     Yields the outcome, or None when the tasks failed and nothing was committed (the
     caller then writes the batch the general way). Staged records and cached frames
@@ -295,6 +351,7 @@ def kafka_json_append(
             tuple(partition_by),
             tuple(target.unique_columns),
             rules,
+            known_bad,
         )
         try:
             rows = _collect(spark, partitions, spec)
@@ -306,6 +363,8 @@ def kafka_json_append(
         seen["typed"] = sum(c["typed"] for c in counts)
         seen["written"] = sum(c["written"] for c in counts)
         seen["held_rows"] = sum(c["held"] for c in counts)
+        seen["known_rows"] = sum(c["known"] for c in counts)
+        seen["known_files"] = tuple(file_entry(r) for r in rows if r["kind"] == "known")
         seen["dropped"] = seen["typed"] - seen["written"] - seen["held_rows"]
         seen["checked"] = tuple(sum(c["checked"][i] for c in counts) for i in range(size))
         seen["failed"] = tuple(sum(c["failed"][i] for c in counts) for i in range(size))
@@ -357,6 +416,8 @@ def kafka_json_append(
             seen.get("dropped", 0),
             seen.get("held_rows", 0),
             seen.get("bad_seen"),
+            seen.get("known_files", ()),
+            seen.get("known_rows", 0),
         )
     finally:
         for frame in reversed(cached):

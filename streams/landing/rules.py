@@ -8,8 +8,14 @@ the table keeps, the rows held for the caller's quarantine (staged in Parquet, t
 and handed back to the driver as a Spark frame), and per rule how many rows it judged
 and how many failed it. A row neither kept nor held is dropped.
 
-A `RowRules` object is pickled into Spark's Python workers: it must be picklable and
-its `judge` must not need Spark.
+The tasks also know, without Spark, the bad row `parse_kafka` would give some records
+(`split_block(explain=True)`: a null value, a value cut off, a plainly typed row
+without a required field). With a `BadRecords` from the caller they write those as rows
+of the caller's quarantine table, in Parquet files under its root, and hand the files
+back for the caller to commit, instead of staging the records for Spark's parse.
+
+`RowRules` and `BadRecords` objects are pickled into Spark's Python workers: they must
+be picklable and must not need Spark.
 """
 
 from __future__ import annotations
@@ -39,4 +45,23 @@ class RowRules(Protocol):
 
     def judge(self, rows: pa.RecordBatch) -> RowVerdict:
         """The verdict on `rows`."""
+        ...
+
+
+class BadRecords(Protocol):
+    """The quarantine rows of the records the Arrow tasks know are bad (module doc)."""
+
+    @property
+    def root(self) -> str:
+        """The quarantine table's root: the tasks write their files under it."""
+        ...
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The quarantine table's rows (unpartitioned)."""
+        ...
+
+    def rows(self, bad: pa.RecordBatch) -> pa.RecordBatch:
+        """The quarantine rows (`schema`) of `bad`: `split_block`'s `BAD_COLUMNS`, the
+        raw records and their `parse_kafka` reasons (`_error`)."""
         ...

@@ -6,6 +6,10 @@ row-level expectations) and write in Arrow; then, on the driver:
 
 - the records Arrow handed back are parsed by Spark and their good rows judged as they
   are written (`RowChecks.observe`: no extra job), their bad rows quarantined;
+- the records the tasks knew were bad (a null value, a value cut off, a plainly typed
+  row without a required field) were not handed back: the tasks wrote their quarantine
+  rows (`warehouse.quality.arrow_quarantine`) in files that join the quarantine's
+  commit;
 - the held rows (typed by Arrow, failing a `quarantine` expectation) become quarantine
   rows through `RowChecks.quarantined`, with the reasons of Spark's path;
 - the quarantine is committed after the table, both with the batch's app transaction,
@@ -15,9 +19,11 @@ row-level expectations) and write in Arrow; then, on the driver:
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -53,7 +59,10 @@ def write_arrow(
     committed."""
     from pyspark.sql import Observation
 
+    from streams.delta import arrow_schema
     from streams.landing import kafka_json_append, planned_partitions
+    from warehouse.quality.arrow_quarantine import ParseErrorRows
+    from warehouse.quality.quarantine import QUARANTINE_SCHEMA
     from warehouse.runtime.write_paths import Outcome, _observed
 
     partitions = planned_partitions(df, paths.kafka_fetch())
@@ -70,6 +79,12 @@ def write_arrow(
         return checks.observe(good, seen)
 
     info = paths.targets.commit_info(batch_id)
+    known = ParseErrorRows(
+        paths.targets.target(quarantine=True).path,
+        arrow_schema(QUARANTINE_SCHEMA),
+        batch_id,
+        datetime.now(UTC),
+    )
     with kafka_json_append(
         df.sparkSession,
         partitions,
@@ -79,6 +94,7 @@ def write_arrow(
         commit_info=info,
         rules=rules,
         judge=judge if rules is not None else None,
+        known_bad=known,
     ) as done:
         if done is None:
             return None
@@ -122,9 +138,12 @@ def write_arrow(
             checked = [a + m["checked"] for a, m in zip(checked, metrics, strict=True)]
             failed = [a + m["failed"] for a, m in zip(failed, metrics, strict=True)]
         try:
-            quarantined = (
-                paths._write_quarantine(parts, batch_id, info, cache, rows=rows) if parts else 0
-            )
+            if done.known_files:
+                quarantined = _with_known(paths, df.sparkSession, done, parts, batch_id, info)
+            elif parts:
+                quarantined = paths._write_quarantine(parts, batch_id, info, cache, rows=rows)
+            else:
+                quarantined = 0
         finally:
             for whole in cached:
                 whole.unpersist()
@@ -139,3 +158,49 @@ def write_arrow(
             done.records,
         )
         return Outcome(done.records, done.written, quarantined, dropped, done.version)
+
+
+def _with_known(
+    paths: WritePaths,
+    spark: Any,
+    done: Any,
+    parts: list[DataFrame],
+    batch_id: int,
+    info: dict[str, Any],
+) -> int:
+    """The quarantine's commit when the tasks wrote quarantine files (`done.known_files`,
+    a `KafkaJsonAppend`'s): those files and the files Spark writes of `parts`, in one
+    commit with the batch's app transaction; the rows committed. Should the quarantine
+    table be partitioned (the framework makes it unpartitioned), the tasks' rows are
+    written again by Spark with the rest."""
+    from streams.delta import append_files, arrow_schema, write_files
+    from warehouse.quality.quarantine import QUARANTINE_SCHEMA
+
+    target = paths.targets.target(quarantine=True)
+    schema = arrow_schema(QUARANTINE_SCHEMA)
+    rows = [0]
+
+    def write(partition_by: list[str]) -> list[Any]:
+        files: list[Any] = []
+        frames = list(parts)
+        if partition_by:
+            root = target.path.rstrip("/")
+            frames.append(
+                spark.read.schema(QUARANTINE_SCHEMA).parquet(
+                    *[f"{root}/{f[0]}" for f in done.known_files]
+                )
+            )
+        else:
+            files += done.known_files
+            rows[0] += done.known_rows
+        if frames:
+            q = frames[0]
+            for other in frames[1:]:
+                q = q.unionByName(other)
+            more = write_files(q, target.path, schema, partition_by, target.unique_columns)
+            rows[0] += sum(json.loads(f[3])["numRecords"] for f in more)
+            files += more
+        return files
+
+    append_files(target, batch_id, schema, write, commit_info=info)
+    return rows[0]

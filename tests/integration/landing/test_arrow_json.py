@@ -1,9 +1,11 @@
 """The Arrow parse (`streams.landing.arrow_json`) against Spark's (`parse_kafka`).
 
 The contract: a record Arrow types must come out exactly as Spark types it (bit for
-bit, -0.0 and NaN included), and every other record goes back raw for Spark's parse.
-Arrow may hand back a record Spark would have accepted; it may never keep one Spark
-would have quarantined, nor type one differently. Generated values (hypothesis) mix
+bit, -0.0 and NaN included), and every other record goes back raw for Spark's parse,
+or, with `explain=True`, comes back as a bad record with the very reason Spark's parse
+gives it. Arrow may hand back a record Spark would have accepted; it may never keep
+one Spark would have quarantined, nor type one differently, nor explain one Spark
+accepts or explains otherwise. Generated values (hypothesis) mix
 well-formed records with the inputs the two parsers are known to treat differently.
 """
 
@@ -67,7 +69,7 @@ def _spark_parse(spark, values: list[bytes | None], required: tuple[str, ...]):
         "_offset", *(f"unix_micros({n}) AS {n}" if t == "timestamp" else n for n, t in FIELDS)
     )
     good = {r["_offset"]: tuple(r[n] for n in names) for r in micros.collect()}
-    bad = {r["_offset"] for r in parsed.bad.select("_offset").collect()}
+    bad = {r["_offset"]: r["_error"] for r in parsed.bad.select("_offset", "_error").collect()}
     return good, bad
 
 
@@ -77,8 +79,18 @@ def check_against_spark(
     """Assert the contract; return (offsets Arrow typed, offsets it handed back).
     `limits`: `split_block`'s bisection limits."""
     good, bad = _spark_parse(spark, values, required)
-    assert set(good) | bad == set(range(len(values))) and not set(good) & bad
+    assert set(good) | set(bad) == set(range(len(values))) and not set(good) & set(bad)
     out = split_block(_batch(values), ARROW, required, **limits)
+    explained = split_block(_batch(values), ARROW, required, explain=True, **limits)
+    assert explained.rows.equals(out.rows)
+    known = explained.bad.column("offset").to_pylist()
+    assert sorted(known + explained.fallback.column("offset").to_pylist()) == sorted(
+        out.fallback.column("offset").to_pylist()
+    )
+    assert explained.bad.column("value").to_pylist() == [values[o] for o in known]
+    for o, why in zip(known, explained.bad.column("_error").to_pylist(), strict=True):
+        assert o in bad, f"explained {values[o]!r} ({why}), which Spark types"
+        assert why == bad[o], f"{values[o]!r}: {why!r} here, {bad[o]!r} from Spark"
     rows = out.rows
     for name, kind in FIELDS:
         if kind == "timestamp":
@@ -355,13 +367,21 @@ def test_the_flat_parser_is_built_and_types_plain_objects() -> None:
         for k in range(200)
     ]
     values[7] = b'{"i": 1, "s": "esc\\n"}'  # an escape: declined, the Arrow path types it
+    values[9] = values[9][:40]  # cut off: told apart from the values it declines
     parser = arrow_json._parser(ARROW, (), True)
-    mask, rows, reject = parser.parse_flat(_batch(values).column("value"))
-    assert mask.tolist() == [k != 7 for k in range(200)] and reject is None
+    values[11] = b'{"i":1,"s":"x"}'
+    mask, cut, schema_only, rows, reject = parser.parse_flat(_batch(values).column("value"))
+    assert mask.tolist() == [k not in (7, 9) for k in range(200)] and reject is None
+    assert cut.tolist() == [k == 9 for k in range(200)]
+    # Over the typed values: members of the schema only (the others have `x`).
+    assert schema_only.tolist() == [k == 11 for k in range(200) if k not in (7, 9)]
     assert rows.column("s")[1].as_py() == "v\u00e9 1"
     assert rows.column("t")[0].as_py() == dt.datetime(2026, 1, 2, 3, 4, 5, 500000, tzinfo=dt.UTC)
     out = split_block(_batch(values), ARROW)
-    assert out.rows.num_rows == 200 and out.fallback.num_rows == 0
+    assert out.rows.num_rows == 199 and out.fallback.column("offset").to_pylist() == [9]
+    out = split_block(_batch(values), ARROW, explain=True)
+    assert out.rows.num_rows == 199 and out.fallback.num_rows == 0
+    assert out.bad.column("offset").to_pylist() == [9]
 
 
 def test_known_differences_fall_back(spark) -> None:
@@ -404,3 +424,38 @@ def test_required_null_falls_back(spark) -> None:
     values = [b'{"i": 1}', b'{"d": 1.5}', b'{"i": null}', b'{"i": 2}']
     kept, back = check_against_spark(spark, values, ("i",))
     assert kept == [0, 3] and back == [1, 2]
+
+
+def test_known_bad_records_are_explained_as_spark_does(spark) -> None:
+    whole = b'{"i": 1, "j": 2, "s": "v\xc3\xa9", "b": true, "d": 1.5}'
+    cuts = [whole[:k] for k in range(1, len(whole))]  # cut after every byte
+    values = [
+        *cuts,
+        None,
+        b'{"j": 1}',  # both required fields missing
+        b'{"i": null, "j": 3}',  # one null, one missing
+        b'{"i": 1, "s": null}',
+        b'{"i": 1, "s": "x"}',  # good
+        b'{"i": 1, "s": "x"} ',  # good for Spark; not one the flat parser types
+        b'{"i": 1, "s": "x"}x',  # Spark's verdict, not one the flat parser knows
+        b'{"i": 1, "s": "\xc3',  # cut inside a character: left to Spark
+        b'{"i": 1, "t": "2026-01-01"}',  # a timestamp Spark reads: left to Spark
+        b'{"s": "x", "t": "2026-01-01"}',
+    ]
+    check_against_spark(spark, values, ("i", "s"))
+    out = split_block(_batch(values), ARROW, ("i", "s"), explain=True)
+    reasons = dict(
+        zip(out.bad.column("offset").to_pylist(), out.bad.column("_error").to_pylist(), strict=True)
+    )
+    n = len(cuts)
+    # Left to Spark: a cut inside a character, and after a number's point (the flat
+    # parser declines an unfinished number before it sees the end).
+    left = {k for k, c in enumerate(cuts) if c.endswith((b"\xc3", b"1."))}
+    assert len(left) == 2
+    assert all(reasons.get(k) == "invalid JSON" for k in range(n) if k not in left)
+    assert not left & set(reasons)
+    assert reasons[n] == "value is null"
+    assert reasons[n + 1] == "missing required field `i`; missing required field `s`"
+    assert reasons[n + 2] == reasons[n + 1]
+    assert reasons[n + 3] == "missing required field `s`"
+    assert not {n + 4, n + 5, n + 6, n + 7, n + 8, n + 9} & set(reasons)

@@ -78,6 +78,7 @@ ODD = [
     "{'id': 10, 'qty': 12, 'amount': 1}",  # single quotes, Spark's: qty too big
     '{"id": 11, "qty": 2, "amount": -1, "city": "Bergen!!"}',  # dropped and quarantined
     "not json",  # parse error: quarantined
+    '{"id": 12, "qty": 2, "amo',  # cut off: quarantined by the tasks, beside the held rows
 ]
 
 
@@ -159,8 +160,8 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
     q_arrow, q_plain = (project.quarantine_path(t) for t in ("ods_arrow", "ods_spark"))
     assert rows(q_arrow, QUARANTINE_COLS) == rows(q_plain, QUARANTINE_COLS)
     quarantined = rows(q_arrow, ["reason", "failed_expectations"])
-    assert len(quarantined) == 2 * 9
-    assert sum(r.startswith("parse error:") for r, _ in quarantined) == 2
+    assert len(quarantined) == 2 * 10
+    assert sum(r.startswith("parse error:") for r, _ in quarantined) == 2 * 2
     # ODD 1 fails the not-null and the drop: quarantined, both listed in Spark's words.
     assert (
         "failed expectations: expect_column_values_to_not_be_null(id), "
@@ -178,7 +179,7 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
             b.quarantined,
             b.dropped,
         )
-        assert (a.rows_read, a.rows_written, a.quarantined, a.dropped) == (412, 401, 9, 2)
+        assert (a.rows_read, a.rows_written, a.quarantined, a.dropped) == (413, 401, 10, 2)
     # The run line counts the rows that failed the `warn` expectation, as its quality
     # events do, on either path.
     in_set = "expect_column_values_to_be_in_set(city)"

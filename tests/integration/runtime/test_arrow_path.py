@@ -5,8 +5,8 @@ Two ODS tables read the same topic with the same flat schema and no expectations
 identity SQL transform, which keeps it on Spark's parse. Rows, quarantine and counts
 must be equal over two batches, including the records Arrow hands back to Spark (a
 number in a string field, `-0`, two objects in one value, invalid UTF-8, a timestamp
-without an offset) and those
-Spark quarantines. A batch replayed after its commit changes nothing. Then
+without an offset), those Spark quarantines, and those the Arrow tasks quarantine
+themselves (a value cut off, a null value, a record without its required field). A batch replayed after its commit changes nothing. Then
 `engines.parse: spark` turns the path off. On both engines: on the native ones the
 Arrow tasks read the ranges Spark's own `kafka` source planned. Real broker, real
 Spark, real Delta.
@@ -57,7 +57,18 @@ COLS = [
     "_offset",
     "_timestamp",
 ]
-QUARANTINE_COLS = ["reason", "batch_id", "source_partition", "source_offset", "raw_value"]
+QUARANTINE_COLS = [
+    "reason",
+    "failed_expectations",
+    "batch_id",
+    "source_topic",
+    "source_partition",
+    "source_offset",
+    "source_timestamp",
+    "raw_key",
+    "raw_value",
+    "row",
+]
 
 
 def _project(
@@ -103,11 +114,19 @@ ODD = [
     '{"id": 9, "extra": {"nested": [1, null]}}',
     '{"id": 10, "at": "2026-11-22T10:00:00"}',  # session time zone: Spark's to read
     '{"id": 11, "at": "2026-11-22T10:00:00+19:00"}',  # offset out of range: quarantined
+    '{"id": 12, "city": "cut o',  # cut off: quarantined by the Arrow tasks themselves
+    None,  # a null value: likewise
+    '{"city": "no id"}',  # without its required field: likewise
+    '{"id": null, "qty": 1}',
 ]
+BAD = 9
+"""The records of `ODD` quarantined."""
 
 
-def _records(first: int, n: int) -> list[tuple[str, str | bytes]]:
-    out: list[tuple[str, str | bytes]] = [(f"k{i}", _good(i)) for i in range(first, first + n)]
+def _records(first: int, n: int) -> list[tuple[str, str | bytes | None]]:
+    out: list[tuple[str, str | bytes | None]] = [
+        (f"k{i}", _good(i)) for i in range(first, first + n)
+    ]
     for j, value in enumerate(ODD):
         out.insert(37 * (j + 1), (f"odd{j}", value))
     return out
@@ -133,7 +152,7 @@ def test_arrow_path_equals_spark_parse_and_replays_nothing(
     assert len(rows(arrow, COLS)) == 2 * (600 + 7)
     q_arrow, q_plain = (project.quarantine_path(t) for t in ("ods_arrow", "ods_spark"))
     assert rows(q_arrow, QUARANTINE_COLS) == rows(q_plain, QUARANTINE_COLS)
-    assert len(rows(q_arrow, QUARANTINE_COLS)) == 2 * 5
+    assert len(rows(q_arrow, QUARANTINE_COLS)) == 2 * BAD
     for res in results:
         a, b = res["ods_arrow"], res["ods_spark"]
         assert (
@@ -143,7 +162,7 @@ def test_arrow_path_equals_spark_parse_and_replays_nothing(
                 b.rows_written,
                 b.quarantined,
             )
-            == (612, 607, 5)
+            == (600 + len(ODD), 607, BAD)
         )
     lines = [r.getMessage() for r in caplog.records if "rows in" in r.getMessage()]
     assert sum("ods_arrow: batch" in m and "(Arrow)" in m for m in lines) == 2
@@ -170,32 +189,26 @@ def test_parse_spark_turns_the_arrow_path_off(
     caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
     produce(broker.bootstrap, topic, _records(0, 100))
     (res,) = Pipeline(project, spark, layer="ods", tables=["ods_arrow"]).run(once=True)
-    assert (res.rows_read, res.rows_written, res.quarantined) == (112, 107, 5)
+    assert (res.rows_read, res.rows_written, res.quarantined) == (100 + len(ODD), 107, BAD)
     lines = [r.getMessage() for r in caplog.records if "ods_arrow: batch" in r.getMessage()]
     assert lines and all("(one pass)" in m for m in lines if "rows in" in m)
 
 
-def test_a_crashed_arrow_task_falls_back_to_spark(broker, unique, tmp_path: Path, engine) -> None:
-    """Every Arrow task's Python worker is SIGKILLed (as a crash inside Arrow's C++
-    reader would): the batch is parsed by Spark instead, and the table is complete."""
-    topic = new_topic(broker.bootstrap, unique("arrow-crash"), partitions=2)
-    project = _project(tmp_path / "proj", topic, broker.bootstrap, engine=engine)
-    produce(broker.bootstrap, topic, _records(0, 300))
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,
-        "PYTHONPATH": str(REPO),
-        "WAREHOUSE_CRASH_POINT": "arrow_task",
-    }
-    log = tmp_path / "run.log"
-    with log.open("w") as out:
-        rc = subprocess.run(
+def _run_once(root: Path, log: Path, crash_point: str | None) -> int:
+    """`warehouse run --table ods_arrow --once` in a child process, with `crash_point`
+    armed (it is SIGKILLed there); its exit status."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
+    env.pop("WAREHOUSE_CRASH_POINT", None)
+    if crash_point is not None:
+        env["WAREHOUSE_CRASH_POINT"] = crash_point
+    with log.open("a") as out:
+        return subprocess.run(
             [
                 sys.executable,
                 "-m",
                 "warehouse",
                 "--project",
-                str(tmp_path / "proj"),
+                str(root),
                 "run",
                 "--table",
                 "ods_arrow",
@@ -206,10 +219,42 @@ def test_a_crashed_arrow_task_falls_back_to_spark(broker, unique, tmp_path: Path
             stderr=subprocess.STDOUT,
             timeout=300,
         ).returncode
+
+
+def test_a_crashed_arrow_task_falls_back_to_spark(broker, unique, tmp_path: Path, engine) -> None:
+    """Every Arrow task's Python worker is SIGKILLed (as a crash inside Arrow's C++
+    reader would): the batch is parsed by Spark instead, and the table is complete."""
+    topic = new_topic(broker.bootstrap, unique("arrow-crash"), partitions=2)
+    project = _project(tmp_path / "proj", topic, broker.bootstrap, engine=engine)
+    produce(broker.bootstrap, topic, _records(0, 300))
+    log = tmp_path / "run.log"
+    rc = _run_once(tmp_path / "proj", log, "arrow_task")
     text = log.read_text()
     assert rc == 0, text[-4000:]
     assert "the Arrow tasks failed" in text, text[-4000:]
     got = rows(project.table_path("ods_arrow"), ["id", "_offset"])
     assert len(got) == 307
     q = rows(project.quarantine_path("ods_arrow"), ["source_offset"])
-    assert len(q) == 5
+    assert len(q) == BAD
+
+
+def test_a_crash_between_the_commits_quarantines_each_record_once(
+    broker, unique, tmp_path: Path, engine
+) -> None:
+    """The process is SIGKILLed right after the table's commit, before the quarantine's,
+    whose files the Arrow tasks had written (the known bad records'). The next run
+    finds the batch in the table and writes its quarantine: every bad record once."""
+    topic = new_topic(broker.bootstrap, unique("arrow-commits"), partitions=2)
+    project = _project(tmp_path / "proj", topic, broker.bootstrap, engine=engine)
+    produce(broker.bootstrap, topic, _records(0, 300))
+    log = tmp_path / "run.log"
+    assert _run_once(tmp_path / "proj", log, "after_commit") == -9, log.read_text()[-4000:]
+    table, quarantine = project.table_path("ods_arrow"), project.quarantine_path("ods_arrow")
+    assert len(rows(table, ["_offset"])) == 307
+    assert not (quarantine / "_delta_log").exists()
+    assert list(quarantine.glob("*.parquet")), "the tasks wrote no quarantine files"
+    assert _run_once(tmp_path / "proj", log, None) == 0, log.read_text()[-4000:]
+    assert len(rows(table, ["_offset"])) == 307
+    got = rows(quarantine, ["source_partition", "source_offset", "reason"])
+    assert len(got) == BAD and len({r[:2] for r in got}) == BAD
+    assert sum(r[2] == "parse error: invalid JSON" for r in got) == 2  # "not json", cut off
