@@ -144,19 +144,54 @@ class _Stats:
         )
 
 
-def _leaf_paths(name: str, t: pa.DataType) -> list[str]:
+def _leaves(name: str, t: pa.DataType) -> list[tuple[str, pa.DataType]]:
     """The Parquet column paths of an Arrow field, as `use_dictionary` names them
-    (`headers.list.element.key`): a nested column's own name matches none of them."""
+    (`headers.list.element.key`), with their types: a nested column's own name matches
+    none of them."""
     if pa.types.is_struct(t):
-        return [p for f in t for p in _leaf_paths(f"{name}.{f.name}", f.type)]
+        return [leaf for f in t for leaf in _leaves(f"{name}.{f.name}", f.type)]
     if pa.types.is_map(t):
         return [
-            *_leaf_paths(f"{name}.key_value.key", t.key_type),
-            *_leaf_paths(f"{name}.key_value.value", t.item_type),
+            *_leaves(f"{name}.key_value.key", t.key_type),
+            *_leaves(f"{name}.key_value.value", t.item_type),
         ]
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _leaf_paths(f"{name}.list.element", t.value_type)
-    return [name]
+        return _leaves(f"{name}.list.element", t.value_type)
+    return [(name, t)]
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_dictionary(t)
+    )
+
+
+def dictionary_columns(schema: pa.Schema, unique_columns: Sequence[str] = ()) -> list[str]:
+    """The leaf paths written with a dictionary: the text ones (strings, binaries), except
+    those of `unique_columns`. A dictionary pays where values repeat and are long; a
+    number or a timestamp is as small plain once compressed, and Arrow's writer hashes
+    every value of a dictionary column, which costs the Arrow path's tasks more CPU than
+    the rest of the write (benchmarks.md, "Parquet settings")."""
+    return [
+        path
+        for f in schema
+        if f.name not in unique_columns
+        for path, t in _leaves(f.name, f.type)
+        if _is_text(t)
+    ]
+
+
+ROW_GROUP_BYTES = 32 << 20
+"""How many bytes of Arrow rows a file buffers before it writes them as one row group
+(and at most what a task's open files buffer together). A row group per batch the
+task is handed (the Kafka reader's 10,000 records) costs the writer a dictionary and
+column chunks per batch, and readers a row group's overhead per batch; the writer
+still closes a row group at `ROW_GROUP_ROWS` rows."""
+ROW_GROUP_ROWS = 1 << 20
 
 
 class _OpenFile:
@@ -172,29 +207,44 @@ class _OpenFile:
         self.full = os.path.join(root, rel)
         os.makedirs(os.path.dirname(self.full), exist_ok=True)
         self.values = values
-        dictionary: bool | list[str] = True
-        if unique_columns:
-            dictionary = [
-                path
-                for f in schema
-                if f.name not in unique_columns
-                for path in _leaf_paths(f.name, f.type)
-            ]
         self.writer = pq.ParquetWriter(
             self.full,
             schema,
             compression=CODEC,
             compression_level=ZSTD_LEVEL,
-            use_dictionary=dictionary,
+            use_dictionary=dictionary_columns(schema, unique_columns),
         )
         self.stats = _Stats(schema)
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_bytes = 0
 
-    def write(self, batch: pa.RecordBatch) -> None:
-        if batch.num_rows:
-            self.writer.write_batch(batch)
-            self.stats.update(batch)
+    def write(self, batch: pa.RecordBatch) -> int:
+        """Buffers `batch`, writing a row group when the buffer is full; the bytes the
+        buffer grew by (negative: it was written)."""
+        if not batch.num_rows:
+            return 0
+        before = self.pending_bytes
+        self.pending.append(batch)
+        self.pending_bytes += batch.nbytes
+        if (
+            self.pending_bytes >= ROW_GROUP_BYTES
+            or sum(b.num_rows for b in self.pending) >= ROW_GROUP_ROWS
+        ):
+            self.flush()
+        return self.pending_bytes - before
+
+    def flush(self) -> None:
+        """Writes the buffered rows as one row group."""
+        if not self.pending:
+            return
+        rows = pa.Table.from_batches(self.pending)
+        self.writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
+        self.stats.update(rows)
+        self.pending.clear()
+        self.pending_bytes = 0
 
     def close(self) -> tuple[str, int, str, str, int]:
+        self.flush()
         self.writer.close()
         st = os.stat(self.full)
         return (
@@ -238,6 +288,7 @@ def file_writer(
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task = uuid.uuid4().hex
         files: dict[tuple, _OpenFile] = {}
+        buffered = 0  # by every open file
         for batch in batches:
             batch = pa.RecordBatch.from_arrays(
                 [batch.column(f.name).cast(f.type) for f in schema], schema=schema
@@ -258,7 +309,11 @@ def file_writer(
                         dict(zip(partition_by, key, strict=True)),
                         unique_columns,
                     )
-                f.write(part)
+                buffered += f.write(part)
+                if buffered >= ROW_GROUP_BYTES:
+                    for f in files.values():
+                        f.flush()
+                    buffered = 0
         rows = [f.close() for f in files.values()]
         if rows:
             cols = list(zip(*rows, strict=True))

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from streams.delta import _files
 from streams.delta._files import file_writer, partition_value
 
 
@@ -91,9 +92,7 @@ def test_partition_values_follow_the_delta_protocol(value: object, expected: str
     assert partition_value(value) == expected
 
 
-def test_unique_columns_lose_their_dictionary_and_nested_columns_keep_theirs(
-    tmp_path: Path,
-) -> None:
+def test_text_leaves_get_a_dictionary_unless_their_column_is_unique(tmp_path: Path) -> None:
     header = pa.struct([("key", pa.string()), ("value", pa.binary())])
     batch = pa.record_batch(
         {
@@ -101,9 +100,12 @@ def test_unique_columns_lose_their_dictionary_and_nested_columns_keep_theirs(
             "headers": pa.array([[{"key": "a", "value": b"b"}], None, []], pa.list_(header)),
             "tags": pa.array([{"k": 1}, None, {"k": 2}], pa.map_(pa.string(), pa.int64())),
             "s": ["x", "y", "x"],
+            "key": pa.array([b"k", b"k", None], pa.binary()),
+            "n": pa.array([7, 7, 7], pa.int64()),
+            "at": pa.array([1, 1, 1], pa.timestamp("us", "UTC")),
         }
     )
-    out = list(file_writer(str(tmp_path), batch.schema, [], ["_offset"])(iter([batch])))
+    out = list(file_writer(str(tmp_path), batch.schema, [], ["_offset", "key"])(iter([batch])))
     [row] = pa.Table.from_batches(out).to_pylist()
     meta = pq.read_metadata(tmp_path / row["path"])
     chunks = {
@@ -115,8 +117,33 @@ def test_unique_columns_lose_their_dictionary_and_nested_columns_keep_theirs(
         "headers.list.element.key": True,
         "headers.list.element.value": True,
         "tags.key_value.key": True,
-        "tags.key_value.value": True,
+        "tags.key_value.value": False,
         "s": True,
+        "key": False,
+        "n": False,
+        "at": False,
     }
     assert {c.compression for c in chunks.values()} == {"ZSTD"}
     assert row["path"].endswith(".zstd.parquet")
+
+
+def test_small_batches_are_written_as_one_row_group_and_a_full_buffer_flushes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches = [pa.record_batch({"x": list(range(i * 10, i * 10 + 10))}) for i in range(30)]
+    [row] = _run(tmp_path / "one", batches, [])
+    meta = pq.read_metadata(tmp_path / "one" / row["path"])
+    assert (meta.num_row_groups, meta.num_rows) == (1, 300)
+    assert json.loads(row["stats"])["maxValues"] == {"x": 299}
+
+    # Two partitions' files share one task's buffer: past it, both are written out.
+    monkeypatch.setattr(_files, "ROW_GROUP_BYTES", batches[0].nbytes * 4)
+    split = [b.append_column("p", pa.array([i % 2] * 10)) for i, b in enumerate(batches)]
+    rows = _run(tmp_path / "two", split, ["p"])
+    groups = {
+        r["partition_values"]: pq.read_metadata(tmp_path / "two" / r["path"]) for r in rows
+    }
+    assert {p: m.num_rows for p, m in groups.items()} == {'{"p": "0"}': 150, '{"p": "1"}': 150}
+    assert {p: m.num_row_groups for p, m in groups.items()} == {'{"p": "0"}': 8, '{"p": "1"}': 8}
+    written = pq.read_table(tmp_path / "two" / rows[0]["path"]).column("x").to_pylist()
+    assert written == sorted(written) and len(written) == 150
