@@ -384,6 +384,33 @@ def test_the_flat_parser_is_built_and_types_plain_objects() -> None:
     assert out.bad.column("offset").to_pylist() == [9]
 
 
+def test_the_flat_parser_finds_what_ends_a_string_at_every_position() -> None:
+    # The string scan steps 16 and 8 bytes at a time: put each byte that stops it
+    # (or is checked one by one) before, inside and after a step, in keys too.
+    from streams.landing import arrow_json
+
+    kinds = {
+        b"\xc3\xa9": "\u00e9",  # 2-byte UTF-8: typed
+        b"\xe2\x82\xac": "\u20ac",  # 3-byte: typed
+        b"\\n": None,  # an escape: declined
+        b"\x01": None,  # a control character: declined
+        b"\xff": None,  # not UTF-8: declined
+        b"\xc3": None,  # a cut UTF-8 sequence: declined
+    }
+    values, expected = [], []
+    for k in range(40):
+        for raw, text in kinds.items():
+            values.append(b'{"s":"' + b"a" * k + raw + b"b" * (40 - k) + b'"}')
+            expected.append(None if text is None else "a" * k + text + "b" * (40 - k))
+        values.append(b'{"' + b"k" * k + b'":1,"s":"' + b"a" * k + b'"}')
+        expected.append("a" * k)
+    parser = arrow_json._parser(ARROW, (), True)
+    mask, cut, _, rows, _ = parser.parse_flat(_batch(values).column("value"))
+    assert not cut.any()
+    assert mask.tolist() == [e is not None for e in expected]
+    assert rows.column("s").to_pylist() == [e for e in expected if e is not None]
+
+
 def test_known_differences_fall_back(spark) -> None:
     values = [
         b'{"d": -0}',  # Arrow -0.0, Spark 0.0
