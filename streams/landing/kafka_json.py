@@ -90,7 +90,7 @@ class KafkaJsonAppend(NamedTuple):
     `parse_kafka` observation whose `flagged` is the number of rows of `bad`, collected
     while the fallback's good rows were written (no job of its own); `known_files`,
     `known_rows`: the quarantine files the tasks wrote (`known_bad`), uncommitted, and
-    their rows."""
+    their rows; `held_paths`: the staged files `held` reads."""
 
     version: int | None
     records: int
@@ -105,6 +105,7 @@ class KafkaJsonAppend(NamedTuple):
     bad_seen: Observation | None = None
     known_files: tuple[FileEntry, ...] = ()
     known_rows: int = 0
+    held_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -373,6 +374,7 @@ def kafka_json_append(
         held = [r["path"] for r in rows if r["kind"] == "held"]
         if held:
             seen["held"] = spark.read.schema(rows_struct).parquet(*held)
+            seen["held_paths"] = tuple(held)
         staged = [r["path"] for r in rows if r["kind"] == "fallback"]
         if staged:
             seen["bad_seen"] = Observation(f"wh_fallback_{uuid.uuid4().hex}")
@@ -418,6 +420,7 @@ def kafka_json_append(
             seen.get("bad_seen"),
             seen.get("known_files", ()),
             seen.get("known_rows", 0),
+            seen.get("held_paths", ()),
         )
     finally:
         for frame in reversed(cached):

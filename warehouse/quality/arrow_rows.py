@@ -23,8 +23,9 @@ expectation with `on_violation: fail`, which must see the whole batch first.
 The semantics are those of `warehouse.quality.rows`: a row is judged by an
 expectation unless its column is null (the null checks judge every row); `quarantine`
 holds the row (it then lists every expectation it failed, as on Spark's path),
-`drop` removes it, `warn` keeps it. The quarantine rows themselves are built by Spark
-from the held rows (`RowChecks.quarantined`), so their reasons are Spark's.
+`drop` removes it, `warn` keeps it. The held rows' quarantine rows are built after the
+tasks, on the driver (`warehouse.quality.arrow_quarantine.HeldRows`, with
+`ArrowChecks.failed_ids`) or by Spark (`RowChecks.quarantined`), with Spark's reasons.
 
 No Spark import: this runs inside Spark's Python workers.
 """
@@ -36,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -163,6 +165,12 @@ def _compare(v: Any, rule: ArrowRule, nan: Any) -> Any:
     return ok if ok is not None else pc.is_valid(v)
 
 
+def _fails(applies: Any, passes: Any) -> Any:
+    """Where a rule fails: it applies and does not pass (never null)."""
+    fails = pc.invert(passes) if applies is None else pc.and_kleene(applies, pc.invert(passes))
+    return pc.fill_null(fails, False)
+
+
 def _judge(rule: ArrowRule, rows: pa.RecordBatch) -> tuple[Any, Any]:
     """(applies, passes) of `rule` on `rows`, as boolean arrays (passes may hold nulls
     where applies is false)."""
@@ -214,10 +222,7 @@ class ArrowChecks:
         checked, failed = [], []
         for rule in self.rules:
             applies, passes = _judge(rule, rows)
-            fails = (
-                pc.invert(passes) if applies is None else pc.and_kleene(applies, pc.invert(passes))
-            )
-            fails = pc.fill_null(fails, False)
+            fails = _fails(applies, passes)
             checked.append(n if applies is None else pc.sum(applies.cast(pa.int64())).as_py() or 0)
             failed.append(pc.sum(fails.cast(pa.int64())).as_py() or 0)
             if rule.action == "warn" or not failed[-1]:
@@ -228,6 +233,20 @@ class ArrowChecks:
         keep = pa.repeat(True, n) if removed is None else pc.invert(removed)
         hold = pa.repeat(False, n) if held is None else held
         return RowVerdict(keep, hold, tuple(checked), tuple(failed))
+
+    def failed_ids(self, rows: pa.RecordBatch | pa.Table) -> pa.Array:
+        """Per row, the ids of the rules it fails, in the rules' order (what
+        `RowChecks.quarantined` lists in a quarantine row's `failed_expectations`)."""
+        n = rows.num_rows
+        fails = np.zeros((n, len(self.rules)), dtype=bool)
+        for i, rule in enumerate(self.rules):
+            f = _fails(*_judge(rule, rows))
+            fails[:, i] = f.to_numpy(zero_copy_only=False)
+        where_row, where_rule = np.nonzero(fails)  # row by row, rules in order
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(np.bincount(where_row, minlength=n), out=offsets[1:])
+        ids = pa.array([r.id for r in self.rules], pa.string())
+        return pa.ListArray.from_arrays(pa.array(offsets), ids.take(pa.array(where_rule)))
 
 
 def arrow_checks(expectations: Sequence[Expectation], schema: pa.Schema) -> ArrowChecks | None:

@@ -3,7 +3,8 @@ an expectation or did not parse, with its Kafka coordinates and raw bytes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -17,6 +18,8 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+from warehouse.quality.arrow_quarantine import PARSE_ERROR, UNKNOWN_ERROR
 
 COORDINATES = ("_topic", "_partition", "_offset", "_timestamp")
 """Kafka coordinates carried by Kafka-sourced tables; kept out of the quarantined `row`."""
@@ -81,13 +84,35 @@ def quarantine_from_parse_errors(bad_df: DataFrame, *, batch_id: int) -> DataFra
     key and value are kept as bytes and `row` is null (there is no parsed row).
     """
     cols = bad_df.columns
-    error = F.col("_error") if "_error" in cols else F.lit("unknown")
+    error = F.col("_error") if "_error" in cols else F.lit(UNKNOWN_ERROR)
     return to_quarantine(
         bad_df,
         data_cols=[c for c in cols if c in COORDINATES],
-        reason=F.concat(F.lit("parse error: "), F.coalesce(error.cast("string"), F.lit("unknown"))),
+        reason=F.concat(F.lit(PARSE_ERROR), F.coalesce(error.cast("string"), F.lit(UNKNOWN_ERROR))),
         failed=F.array().cast("array<string>"),
         batch_id=batch_id,
         raw_key="key" if "key" in cols else None,
         raw_value="value" if "value" in cols else None,
     )
+
+
+def java_doubles(spark: Any) -> Callable[[Sequence[float]], list[str]] | None:
+    """The JVM's text of doubles (`arrow_quarantine.JavaDoubles`), as Spark's `to_json`
+    writes them: through Jackson (`JsonNode` writes a double as its generator does,
+    with `Double.toString`, which JDK 17 and JDK 19+ write differently for some
+    values). One call to the JVM for all the doubles. None without a JVM (Spark
+    Connect)."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return None
+
+    def texts(values: Sequence[float]) -> list[str]:
+        if not values:
+            return []
+        # Python's repr reads back as the same double, and Jackson reads a JSON number
+        # with Java's exact `Double.parseDouble`.
+        array = "[" + ",".join(repr(float(v)) for v in values) + "]"
+        out = str(jvm.com.fasterxml.jackson.databind.ObjectMapper().readTree(array).toString())
+        return out[1:-1].split(",")
+
+    return texts

@@ -27,6 +27,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from warehouse.quality.arrow_quarantine import FAILED_EXPECTATIONS
 from warehouse.quality.errors import ExpectationFailed, QualityError
 from warehouse.quality.predicates import columns_by_name, predicate
 from warehouse.quality.quarantine import to_quarantine
@@ -340,7 +341,7 @@ class RowChecks:
         return to_quarantine(
             q,
             data_cols=data_cols,
-            reason=F.concat(F.lit("failed expectations: "), F.concat_ws(", ", "__failed_names")),
+            reason=F.concat(F.lit(FAILED_EXPECTATIONS), F.concat_ws(", ", "__failed_names")),
             failed=F.col("__failed_names"),
             batch_id=batch_id,
             raw_key=None,

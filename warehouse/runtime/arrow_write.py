@@ -11,7 +11,9 @@ row-level expectations) and write in Arrow; then, on the driver:
   rows (`warehouse.quality.arrow_quarantine`) in files that join the quarantine's
   commit;
 - the held rows (typed by Arrow, failing a `quarantine` expectation) become quarantine
-  rows through `RowChecks.quarantined`, with the reasons of Spark's path;
+  rows with the reasons and `row` of Spark's path: built in Arrow here and written in a
+  file that joins the quarantine's commit (`_held_quarantine`), or, where that cannot
+  write them as Spark does, by Spark (`RowChecks.quarantined`);
 - the quarantine is committed after the table, both with the batch's app transaction,
   and the quality events carry both sides' counts. Its rows are counted by what already
   ran (the tasks' counts, the observations of the fallback's write), not by a job.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -108,9 +111,17 @@ def write_arrow(
             parts.append(paths._parse_quarantine(done.bad, batch_id))
             bad = _observed(done.bad_seen)
             rows = None if bad is None else rows + int(bad["flagged"])
+        # Quarantine files to commit beside Spark's parts: the tasks' known bad records,
+        # the held rows' when the driver writes them.
+        files, file_rows = list(done.known_files), done.known_rows
         if done.held is not None:
-            parts.append(checks.quarantined(done.held, batch_id=batch_id))
-            rows = None if rows is None else rows + done.held_rows
+            held = _held_quarantine(df.sparkSession, done.held_paths, rules, payload, known)
+            if held is None:
+                parts.append(checks.quarantined(done.held, batch_id=batch_id))
+                rows = None if rows is None else rows + done.held_rows
+            else:
+                files += held
+                file_rows += done.held_rows
         checked, failed, dropped = list(done.checked), list(done.failed), done.dropped
         cached = []
         for good, seen in judged:
@@ -138,8 +149,10 @@ def write_arrow(
             checked = [a + m["checked"] for a, m in zip(checked, metrics, strict=True)]
             failed = [a + m["failed"] for a, m in zip(failed, metrics, strict=True)]
         try:
-            if done.known_files:
-                quarantined = _with_known(paths, df.sparkSession, done, parts, batch_id, info)
+            if files:
+                quarantined = _with_files(
+                    paths, df.sparkSession, files, file_rows, parts, batch_id, info
+                )
             elif parts:
                 quarantined = paths._write_quarantine(parts, batch_id, info, cache, rows=rows)
             else:
@@ -160,21 +173,70 @@ def write_arrow(
         return Outcome(done.records, done.written, quarantined, dropped, done.version)
 
 
-def _with_known(
+def _held_quarantine(
+    spark: Any, staged: tuple[str, ...], rules: Any, payload: Any, known: Any
+) -> list[Any] | None:
+    """The held rows' quarantine rows (`staged`, the tasks' files of them) built on the
+    driver in Arrow (`arrow_quarantine.HeldRows`) and written in a file of the
+    quarantine table (`known`'s: a `ParseErrorRows`), uncommitted; None when only Spark
+    builds them as its path does (`RowChecks.quarantined`): a payload type
+    `writes_json` does not write, a double that is not finite, a timestamp outside
+    years 1000-9999 or a session time zone other than UTC, a staged file this process
+    cannot read, no JVM to write doubles."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from streams.delta import file_writer
+    from streams.delta.sink import file_entry
+    from warehouse.quality.arrow_quarantine import HeldRows, timestamps_in_range, writes_json
+    from warehouse.quality.quarantine import java_doubles
+
+    doubles = java_doubles(spark)
+    names = [f.name for f in payload.fields]
+    if doubles is None or not all(os.path.exists(p) for p in staged):
+        return None
+    table = pq.read_table(list(staged))
+    for n in names:
+        col = table.column(n)
+        if not writes_json(col.type):
+            return None
+        if pa.types.is_floating(col.type) and pc.any(pc.invert(pc.is_finite(col))).as_py():
+            return None
+        if pa.types.is_timestamp(col.type) and not (_utc(spark) and timestamps_in_range(col)):
+            return None
+    if not table.num_rows:
+        return []
+    [batch] = table.combine_chunks().to_batches()
+    built = HeldRows(known.root, known.schema, known.batch_id, known.at, doubles)
+    out = built.rows(batch, names, rules.failed_ids(batch))
+    write = file_writer(known.root, known.schema, [])
+    return [file_entry(r) for files in write(iter([out])) for r in files.to_pylist()]
+
+
+def _utc(spark: Any) -> bool:
+    """Whether the session writes timestamps in UTC (`spark.sql.session.timeZone`)."""
+    return spark.conf.get("spark.sql.session.timeZone") in ("UTC", "Etc/UTC")
+
+
+def _with_files(
     paths: WritePaths,
     spark: Any,
-    done: Any,
+    known: list[Any],
+    known_rows: int,
     parts: list[DataFrame],
     batch_id: int,
     info: dict[str, Any],
 ) -> int:
-    """The quarantine's commit when the tasks wrote quarantine files (`done.known_files`,
-    a `KafkaJsonAppend`'s): those files and the files Spark writes of `parts`, in one
-    commit with the batch's app transaction; the rows committed. Should the quarantine
-    table be partitioned (the framework makes it unpartitioned), the tasks' rows are
-    written again by Spark with the rest."""
+    """The quarantine's commit when quarantine files were written without Spark
+    (`known`, of `known_rows` rows: the tasks' known bad records, the held rows' built
+    on the driver): those files and the files Spark writes of `parts`, in one commit
+    with the batch's app transaction; the rows committed. Should the quarantine table
+    be partitioned (the framework makes it unpartitioned), those rows are written again
+    by Spark with the rest."""
     from streams.delta import append_files, arrow_schema, write_files
     from warehouse.quality.quarantine import QUARANTINE_SCHEMA
+    from warehouse.runtime.write_paths import union
 
     target = paths.targets.target(quarantine=True)
     schema = arrow_schema(QUARANTINE_SCHEMA)
@@ -186,18 +248,15 @@ def _with_known(
         if partition_by:
             root = target.path.rstrip("/")
             frames.append(
-                spark.read.schema(QUARANTINE_SCHEMA).parquet(
-                    *[f"{root}/{f[0]}" for f in done.known_files]
-                )
+                spark.read.schema(QUARANTINE_SCHEMA).parquet(*[f"{root}/{f[0]}" for f in known])
             )
         else:
-            files += done.known_files
-            rows[0] += done.known_rows
+            files += known
+            rows[0] += known_rows
         if frames:
-            q = frames[0]
-            for other in frames[1:]:
-                q = q.unionByName(other)
-            more = write_files(q, target.path, schema, partition_by, target.unique_columns)
+            more = write_files(
+                union(frames), target.path, schema, partition_by, target.unique_columns
+            )
             rows[0] += sum(json.loads(f[3])["numRecords"] for f in more)
             files += more
         return files

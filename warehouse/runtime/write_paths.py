@@ -372,9 +372,7 @@ class WritePaths:
         """Union the quarantine frames, write them if there is any row; the row count.
         `rows`: their number when the caller knows it exactly; else they are persisted
         and counted first."""
-        q = parts[0]
-        for other in parts[1:]:
-            q = q.unionByName(other)
+        q = union(parts)
         if rows is not None:
             if rows:
                 self.targets.write(q, batch_id, info, quarantine=True)
@@ -563,3 +561,11 @@ def _only(df: DataFrame, hashes: set[int]) -> DataFrame:
     listed = df.sparkSession.createDataFrame([(h,) for h in sorted(hashes)], "__wh_hash long")
     at = record_hash(df["topic"], df["partition"], df["offset"])
     return df.join(F.broadcast(listed), at == listed["__wh_hash"], "left_semi")
+
+
+def union(frames: list[DataFrame]) -> DataFrame:
+    """The frames' rows in one frame, by column name."""
+    out = frames[0]
+    for other in frames[1:]:
+        out = out.unionByName(other)
+    return out

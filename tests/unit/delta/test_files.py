@@ -140,9 +140,7 @@ def test_small_batches_are_written_as_one_row_group_and_a_full_buffer_flushes(
     monkeypatch.setattr(_files, "ROW_GROUP_BYTES", batches[0].nbytes * 4)
     split = [b.append_column("p", pa.array([i % 2] * 10)) for i, b in enumerate(batches)]
     rows = _run(tmp_path / "two", split, ["p"])
-    groups = {
-        r["partition_values"]: pq.read_metadata(tmp_path / "two" / r["path"]) for r in rows
-    }
+    groups = {r["partition_values"]: pq.read_metadata(tmp_path / "two" / r["path"]) for r in rows}
     assert {p: m.num_rows for p, m in groups.items()} == {'{"p": "0"}': 150, '{"p": "1"}': 150}
     assert {p: m.num_row_groups for p, m in groups.items()} == {'{"p": "0"}': 8, '{"p": "1"}': 8}
     written = pq.read_table(tmp_path / "two" / rows[0]["path"]).column("x").to_pylist()
