@@ -25,7 +25,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -196,22 +196,34 @@ def _held_quarantine(
     names = [f.name for f in payload.fields]
     if doubles is None or not all(os.path.exists(p) for p in staged):
         return None
-    table = pq.read_table(list(staged))
-    for n in names:
-        col = table.column(n)
-        if not writes_json(col.type):
+    files = [pq.ParquetFile(p) for p in staged]
+
+    def blocks(columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+        # The held rows a block at a time: a batch can hold many.
+        for f in files:
+            yield from f.iter_batches(batch_size=_HELD_BLOCK, columns=columns)
+
+    schema = files[0].schema_arrow
+    if not all(writes_json(schema.field(n).type) for n in names):
+        return None
+    checked = [n for n in names if pa.types.is_floating(schema.field(n).type)]
+    times = [n for n in names if pa.types.is_timestamp(schema.field(n).type)]
+    if times and not _utc(spark):
+        return None
+    for block in blocks(checked + times) if checked or times else ():
+        for n in checked:
+            if pc.any(pc.invert(pc.is_finite(block.column(n)))).as_py():
+                return None
+        if not all(timestamps_in_range(block.column(n)) for n in times):
             return None
-        if pa.types.is_floating(col.type) and pc.any(pc.invert(pc.is_finite(col))).as_py():
-            return None
-        if pa.types.is_timestamp(col.type) and not (_utc(spark) and timestamps_in_range(col)):
-            return None
-    if not table.num_rows:
-        return []
-    [batch] = table.combine_chunks().to_batches()
     built = HeldRows(known.root, known.schema, known.batch_id, known.at, doubles)
-    out = built.rows(batch, names, rules.failed_ids(batch))
+    rows = (built.rows(b, names, rules.failed_ids(b)) for b in blocks() if b.num_rows)
     write = file_writer(known.root, known.schema, [])
-    return [file_entry(r) for files in write(iter([out])) for r in files.to_pylist()]
+    return [file_entry(r) for out in write(rows) for r in out.to_pylist()]
+
+
+_HELD_BLOCK = 65_536
+"""Held rows read, turned into quarantine rows and written per block of this many."""
 
 
 def _utc(spark: Any) -> bool:
