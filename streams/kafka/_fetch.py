@@ -57,6 +57,13 @@ def consumer_config(
     consuming, 0.08 s with 2 ms; the framework's ODS batch of 1M records used 12-16 s of
     Python-worker CPU with 0 and 4.6 s with 2). `auto.offset.reset=error`: a start offset
     that retention already deleted must surface as data loss, never a silent jump.
+
+    The prefetch is bounded by bytes, `queued.max.messages.kbytes` 4 MiB, and one
+    partition's fetch by `max.partition.fetch.bytes` 1 MiB (librdkafka's and Kafka's
+    default): a range ends inside a partition, and what librdkafka fetched and parsed
+    past its end is thrown away; a deep queue also costs CPU of its own. Reading and
+    typing 1M records in ranges of 125k costs ~25% more CPU with 256 MiB and 16 MiB
+    (benchmarks.md, "Kafka read: prefetch").
     """
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
@@ -69,9 +76,9 @@ def consumer_config(
         "fetch.queue.backoff.ms": 2,
         "fetch.wait.max.ms": 10,
         "fetch.max.bytes": 64 * 1024 * 1024,
-        "max.partition.fetch.bytes": 16 * 1024 * 1024,
+        "max.partition.fetch.bytes": 1024 * 1024,
         "queued.min.messages": max(1000, min(size, 1_000_000)),
-        "queued.max.messages.kbytes": 256 * 1024,
+        "queued.max.messages.kbytes": 4 * 1024,
         "receive.message.max.bytes": 100 * 1024 * 1024,
         "check.crcs": False,
     }
