@@ -7,7 +7,8 @@ against kcat, every row checked, and the peak memory of each process.
 
 For each size, a topic of that many JSON records (4 partitions, ~183 B) where one record
 in a thousand does not parse (a cut-off object) and one in a thousand has a null
-`order_id`. On each topic, in one run: (k) kcat (`kcat -C -e -o beginning`); then, on each
+`order_id`. On each topic, in one run: (k) kcat (`kcat -C -e -o beginning`, the fastest
+of `KCAT_RUNS` reads); then, on each
 engine, (e) an ODS table without an expectation and (q) the same table with
 `expect_column_values_to_not_be_null: {column: order_id}, on_violation: quarantine`, each
 a fresh project run once by the runner (`Pipeline(...).run(once=True)`) (`native/spark`:
@@ -22,6 +23,9 @@ table holds exactly the expected `order_id`s (and, for (e), the expected number 
 the quarantine exactly the expected records (by Kafka partition and offset), with the
 parse-error reason for the cut-off ones and the expectation's reason for the null ones.
 A mismatch stops the run.
+
+Before the sizes, each case runs on a `--warmup`-record topic in `WARMUP_BATCHES`
+batches, so that what is measured is the steady state, not the JIT's warm-up.
 
 Printed per case and size: rows/s over the whole run (query start included) and over
 addBatch time, the batches the backlog took, the CPU used per 1M records by kind of
@@ -43,6 +47,16 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+KCAT_RUNS = 3
+"""kcat reads each topic this many times; its fastest run is the baseline: one run's
+rate moved 1.2M-3.8M rows/s on this machine between runs of the same commands."""
+
+WARMUP_BATCHES = 10
+"""Batches of each case's warm-up run (`--warmup` records): a query's per-batch JVM code
+(planning, Spark's closure cleaning, the commits) is compiled by the JIT over its first
+few dozen batches; with one warm-up batch per case, the JIT's threads took 1.0-1.1 s of
+CPU during the measured 3.1M-record run."""
 
 BAD_EVERY, BAD_AT, NULL_AT = 1000, 500, 250
 """Record `i` is cut off when `i % 1000 == 500`, has a null `order_id` when `== 250`."""
@@ -217,7 +231,7 @@ def ods_run(
     """(seconds, records read, addBatch seconds, batches, project) of one fresh ODS table;
     `engine`: an `--engines` entry (`kafka_ingest_bench.engines_line`); `cap`: its
     `max_offsets_per_trigger` (None: the source's default)."""
-    from kafka_ingest_bench import add_batch_times, engines_line
+    from kafka_ingest_bench import batch_times, engines_line
 
     from warehouse import Project
     from warehouse.runtime.pipeline import Pipeline
@@ -238,15 +252,11 @@ def ods_run(
         "sink: {mode: append}\n" + (NOT_NULL if expect else "")
     )
     project = Project.load(root)
-    listener = add_batch_times()
-    spark.streams.addListener(listener)
-    try:
+    with batch_times(spark) as times:
         t0 = time.perf_counter()
         (result,) = Pipeline(project, spark, layer="ods").run(once=True)
         dt = time.perf_counter() - t0
-        busy = listener.wait(result.batches)
-    finally:
-        spark.streams.removeListener(listener)
+        busy = times.wait(result.batches)
     return dt, result.rows_read, busy, result.batches, project
 
 
@@ -278,7 +288,8 @@ def run(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
         warm = f"sizes-warmup-{os.getpid()}"
         produce(bootstrap, warm, args.warmup, args.size, args.partitions)
         for _, label, engine, expect in cases[1:]:
-            ods_run(spark, bootstrap, warm, work / "warmup", engine, expect, args.max_offsets)
+            cap = max(1, args.warmup // WARMUP_BATCHES)
+            ods_run(spark, bootstrap, warm, work / "warmup", engine, expect, cap)
             print(f"    warm-up: {label}", flush=True)
     seconds: dict[str, dict[int, float]] = {}
     me = os.getpid()
@@ -287,7 +298,7 @@ def run(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
         for case, label, engine, expect in cases:
             name = f"({case}) {label}"
             if engine is None:
-                dt = run_kcat(bootstrap, topics[n], n)
+                dt = run_kcat(bootstrap, topics[n], n, runs=KCAT_RUNS)
                 if dt is None:
                     continue
                 seconds.setdefault(name, {})[n] = dt
