@@ -100,19 +100,21 @@ def java_doubles(spark: Any) -> Callable[[Sequence[float]], list[str]] | None:
     """The JVM's text of doubles (`arrow_quarantine.JavaDoubles`), as Spark's `to_json`
     writes them: through Jackson (`JsonNode` writes a double as its generator does,
     with `Double.toString`, which JDK 17 and JDK 19+ write differently for some
-    values). One call to the JVM for all the doubles. None without a JVM (Spark
-    Connect)."""
+    values). One call to the JVM per call, after one that makes the mapper. None
+    without a JVM (Spark Connect)."""
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:
         return None
+    mapper: list[Any] = []  # made on first use: naming a class costs Py4J a lookup
 
     def texts(values: Sequence[float]) -> list[str]:
         if not values:
             return []
+        if not mapper:
+            mapper.append(jvm.com.fasterxml.jackson.databind.ObjectMapper())
         # Python's repr reads back as the same double, and Jackson reads a JSON number
         # with Java's exact `Double.parseDouble`.
         array = "[" + ",".join(repr(float(v)) for v in values) + "]"
-        out = str(jvm.com.fasterxml.jackson.databind.ObjectMapper().readTree(array).toString())
-        return out[1:-1].split(",")
+        return str(mapper[0].readTree(array).toString())[1:-1].split(",")
 
     return texts
