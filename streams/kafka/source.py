@@ -80,13 +80,10 @@ DEFAULT_BATCH_RECORDS = 10_000
 DEFAULT_ISOLATION_LEVEL: Final = "read_committed"
 """Kafka's isolation level a table's stream reads with (`read_kafka_stream`): aborted
 transactions' records are never read."""
-DEFAULT_MAX_OFFSETS_PER_TRIGGER = 4_000_000
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
 """Records one micro-batch reads at most when `max_offsets_per_trigger` is not given: a
 backlog is read in batches of this size, so what a batch holds (its tasks, its
-quarantine, a retried batch's work) is bounded by configuration, not by the backlog.
-Each batch costs a fixed ~0.2-0.3 s here (planning, its job's start and tail, the
-commits); at 1M records a batch, that was a quarter of an ODS table's ingest time on 2
-cores (benchmarks.md, "Marginal rate against kcat")."""
+quarantine, a retried batch's work) is bounded by configuration, not by the backlog."""
 _CLIENT_PREFIX = "kafka."
 
 
