@@ -62,8 +62,8 @@ def consumer_config(
     partition's fetch by `max.partition.fetch.bytes` 1 MiB (librdkafka's and Kafka's
     default): a range ends inside a partition, and what librdkafka fetched and parsed
     past its end is thrown away; a deep queue also costs CPU of its own. Reading and
-    typing 1M records in ranges of 125k costs ~25% more CPU with 256 MiB and 16 MiB
-    (benchmarks.md, "Kafka read: prefetch").
+    typing 1M records in ranges of 125k costs ~20% more CPU, broker included, with
+    256 MiB and 16 MiB (benchmarks.md, "Kafka read: prefetch").
     """
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
