@@ -32,17 +32,11 @@ import pyarrow.parquet as pq
 
 
 def typed_blocks(rows: int) -> list[pa.RecordBatch]:
-    from streams.landing.arrow_json import payload_schema, split_block
+    from kafka_ingest_bench import ods_payload
 
-    payload = payload_schema(
-        [
-            ("order_id", "bigint"),
-            ("user_id", "bigint"),
-            ("amount", "double"),
-            ("city", "string"),
-            ("note", "string"),
-        ]
-    )
+    from streams.landing.arrow_json import split_block
+
+    payload = ods_payload()
     note = "x" * 90
     out = []
     for lo in range(0, rows, 10_000):

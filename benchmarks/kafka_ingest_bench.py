@@ -272,6 +272,16 @@ ODS_SCHEMA = {
     "required": ["order_id"],
 }
 
+_SPARK_TYPES = {"integer": "bigint", "number": "double", "string": "string"}
+
+
+def ods_payload():
+    """The Arrow schema the landing path types `ODS_SCHEMA`'s records with."""
+    from streams.landing.arrow_json import payload_schema
+
+    props = ODS_SCHEMA["properties"]
+    return payload_schema([(name, _SPARK_TYPES[p["type"]]) for name, p in props.items()])
+
 
 class BatchTimes:
     """The addBatch time of the batches a query reports, summed (the runner's result has

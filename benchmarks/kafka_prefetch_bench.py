@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 # Run as a script, this directory is on the path.
-from kafka_ingest_bench import produce_records
+from kafka_ingest_bench import ods_payload, produce_records
 from proc_cpu import proc_stat, stat_cpu
 
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -51,17 +51,9 @@ def main() -> None:
     from streams.broker.launcher import BrokerProcess
     from streams.kafka import SCHEMA_WITHOUT_HEADERS, OffsetRange, consumer_config, end_offsets
     from streams.kafka._fetch import read_ranges
-    from streams.landing.arrow_json import payload_schema, split_block
+    from streams.landing.arrow_json import split_block
 
-    payload = payload_schema(
-        [
-            ("order_id", "bigint"),
-            ("user_id", "bigint"),
-            ("amount", "double"),
-            ("city", "string"),
-            ("note", "string"),
-        ]
-    )
+    payload = ods_payload()
     source = to_arrow_schema(SCHEMA_WITHOUT_HEADERS, timezone="UTC")
     work = Path(tempfile.mkdtemp(prefix="prefetch-bench-"))
     broker = BrokerProcess(work / "broker").start()
