@@ -123,7 +123,7 @@ class HeldRows:
 def writes_json(t: pa.DataType) -> bool:
     """Whether `row_json` writes a column of type `t` as Spark's `to_json` does (for
     a timestamp: in a session whose time zone is UTC, years 1000 to 9999,
-    `_timestamps_in_range`)."""
+    `timestamps_in_range`)."""
     return (
         pa.types.is_integer(t)
         or pa.types.is_float64(t)
@@ -168,8 +168,8 @@ def row_json(rows: pa.RecordBatch, names: Sequence[str], doubles: JavaDoubles) -
         else:
             raise TypeError(f"row_json: column `{name}` of type {t} is not written here")
         members.append(pc.binary_join_element_wise(_json_key(name), pc.fill_null(text, "null"), ""))
-    if not members:
-        return pa.repeat(pa.scalar("{}"), rows.num_rows)
+    if not members:  # Spark's path has no `row` without payload columns
+        return pa.nulls(rows.num_rows, pa.string())
     return pc.binary_join_element_wise("{", pc.binary_join_element_wise(*members, ","), "}", "")
 
 
