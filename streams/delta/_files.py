@@ -217,6 +217,7 @@ class _OpenFile:
         self.stats = _Stats(schema)
         self.pending: list[pa.RecordBatch] = []
         self.pending_bytes = 0
+        self.pending_rows = 0
 
     def write(self, batch: pa.RecordBatch) -> int:
         """Buffers `batch`, writing a row group when the buffer is full; the bytes the
@@ -226,10 +227,8 @@ class _OpenFile:
         before = self.pending_bytes
         self.pending.append(batch)
         self.pending_bytes += batch.nbytes
-        if (
-            self.pending_bytes >= ROW_GROUP_BYTES
-            or sum(b.num_rows for b in self.pending) >= ROW_GROUP_ROWS
-        ):
+        self.pending_rows += batch.num_rows
+        if self.pending_bytes >= ROW_GROUP_BYTES or self.pending_rows >= ROW_GROUP_ROWS:
             self.flush()
         return self.pending_bytes - before
 
@@ -242,6 +241,7 @@ class _OpenFile:
         self.stats.update(rows)
         self.pending.clear()
         self.pending_bytes = 0
+        self.pending_rows = 0
 
     def close(self) -> tuple[str, int, str, str, int]:
         self.flush()
@@ -311,8 +311,8 @@ def file_writer(
                     )
                 buffered += f.write(part)
                 if buffered >= ROW_GROUP_BYTES:
-                    for f in files.values():
-                        f.flush()
+                    for other in files.values():
+                        other.flush()
                     buffered = 0
         rows = [f.close() for f in files.values()]
         if rows:
