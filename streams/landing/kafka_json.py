@@ -156,14 +156,17 @@ class _Known:
     def __init__(self, known: BadRecords | None) -> None:
         self.known = known
         self.pending: list[pa.RecordBatch] = []
+        self.pending_bytes = 0
         self.files: list[dict[str, Any]] = []
 
     def add(self, bad: pa.RecordBatch) -> int:
         """Takes the rows of `bad` (`BAD_COLUMNS`); how many."""
         if self.known is None or not bad.num_rows:
             return 0
-        self.pending.append(self.known.rows(bad))
-        if sum(b.nbytes for b in self.pending) >= self.FLUSH_BYTES:
+        rows = self.known.rows(bad)
+        self.pending.append(rows)
+        self.pending_bytes += rows.nbytes
+        if self.pending_bytes >= self.FLUSH_BYTES:
             self._write()
         return bad.num_rows
 
@@ -179,6 +182,7 @@ class _Known:
         for files in write(iter(self.pending)):
             self.files.extend({"kind": "known", **row} for row in files.to_pylist())
         self.pending.clear()
+        self.pending_bytes = 0
 
 
 def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]]:
