@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 
 def typed_blocks(rows: int) -> list[pa.RecordBatch]:
-    from kafka_ingest_bench import ods_payload
+    from kafka_ingest_bench import ods_payload, ods_value
 
     from streams.landing.arrow_json import split_block
 
@@ -41,11 +41,7 @@ def typed_blocks(rows: int) -> list[pa.RecordBatch]:
     out = []
     for lo in range(0, rows, 10_000):
         ids = range(lo, min(lo + 10_000, rows))
-        values = [
-            f'{{"order_id":{i},"user_id":{i % 9973},"amount":{(i % 10000) / 100},'
-            f'"city":"Oslo","note":"{note}"}}'.encode()
-            for i in ids
-        ]
+        values = [ods_value(i, note) for i in ids]
         n = len(values)
         raw = pa.record_batch(
             {

@@ -106,6 +106,20 @@ def cpu_line(used: dict[str, float], records: int) -> str:
     )
 
 
+def ods_value(i: int, pad: str) -> bytes:
+    """Record `i`'s JSON value, of `ODS_SCHEMA`'s shape, with `pad` as its note."""
+    return json.dumps(
+        {
+            "order_id": i,
+            "user_id": i % 9973,
+            "amount": (i % 10000) / 100,
+            "city": "Oslo",
+            "note": pad,
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
 def produce_records(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> None:
     from confluent_kafka import Producer
 
@@ -130,16 +144,7 @@ def produce_records(bootstrap: str, topic: str, records: int, size: int, partiti
             failed.append(err.str())
 
     for i in range(records):
-        value = json.dumps(
-            {
-                "order_id": i,
-                "user_id": i % 9973,
-                "amount": (i % 10000) / 100,
-                "city": "Oslo",
-                "note": pad,
-            },
-            separators=(",", ":"),
-        ).encode()
+        value = ods_value(i, pad)
         while True:
             try:
                 producer.produce(
