@@ -26,9 +26,18 @@ Read = Literal["append", "changes"]
 
 
 class DeltaEngine(Protocol):
-    """What the runtime needs of a Delta engine."""
+    """What the runtime needs of a Delta engine, and what sets the engines apart
+    (capabilities, as delta-rs and Spark's `SupportsXxx` mixins declare them)."""
 
     name: Engine
+    commits_with_delta_rs: bool
+    """Its commits are delta-rs's: files written in Arrow and committed by delta-rs (the
+    Kafka landing path, `streams.landing`) are commits of its own wherever it runs, with
+    the storage settings and table features it uses."""
+    merge_reads_source_once: bool
+    """An upsert's MERGE reads its source in one pass, so counts observed on the source
+    while it is written are the batch's (delta-spark's MERGE runs several jobs over its
+    source)."""
 
     def available(self, spark: SparkSession) -> bool:
         """Whether this engine can run on `spark`."""
@@ -68,6 +77,8 @@ class PythonDelta:
     """delta-rs and the Python data source: runs wherever pip installed us."""
 
     name: Engine = "python"
+    commits_with_delta_rs = True
+    merge_reads_source_once = True
 
     def available(self, spark: SparkSession) -> bool:
         return True
@@ -103,6 +114,8 @@ class NativeDelta:
     """Spark's `delta` format: needs delta-spark on the session's class path."""
 
     name: Engine = "native"
+    commits_with_delta_rs = False
+    merge_reads_source_once = False
 
     def available(self, spark: SparkSession) -> bool:
         return native.native_delta_available(spark)

@@ -53,9 +53,14 @@ class KafkaRead:
 
 
 class KafkaEngine(Protocol):
-    """What the runtime needs of a Kafka engine."""
+    """What the runtime needs of a Kafka engine, and what sets the engines apart
+    (capabilities, as Spark's `SupportsXxx` mixins declare them)."""
 
     name: Literal["python", "native"]
+    reads_in_python_tasks: bool
+    """Its reads run Python in Spark's tasks, so wherever it runs the executors have the
+    project's Python environment (a path that adds Python work to the tasks asks for
+    nothing new)."""
 
     def available(self, spark: SparkSession) -> bool:
         """Whether this engine can run on `spark`."""
@@ -79,6 +84,7 @@ class PythonKafka:
     """The bundled source: runs wherever pip installed us."""
 
     name: Literal["python", "native"] = "python"
+    reads_in_python_tasks = True
 
     def available(self, spark: SparkSession) -> bool:
         return True
@@ -121,6 +127,7 @@ class NativeKafka:
     """Spark's `kafka` format: needs spark-sql-kafka-0-10 on the session's class path."""
 
     name: Literal["python", "native"] = "native"
+    reads_in_python_tasks = False
 
     def available(self, spark: SparkSession) -> bool:
         """True when Spark's native Kafka source (spark-sql-kafka-0-10) is on the class path."""
