@@ -1,4 +1,4 @@
-"""Errors of the query builder."""
+"""Errors of compiling a table into its program."""
 
 from __future__ import annotations
 
@@ -23,3 +23,12 @@ class TransformError(WarehouseError):
     def __init__(self, message: str, *, table: str, layer: str) -> None:
         super().__init__(message, table=table)
         self.layer = layer
+
+
+class CheckpointError(WarehouseError):
+    """A table's checkpoint is not what its writer needs (no query id); `path` is the
+    checkpoint folder."""
+
+    def __init__(self, message: str, *, table: str, path: str) -> None:
+        super().__init__(message, table=table)
+        self.path = path

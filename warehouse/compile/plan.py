@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from warehouse.compile.errors import SelectionError
 from warehouse.spec.paths import checkpoint_is_new, recover_file
-from warehouse.spec.table import LAYERS, TableDefinition
+from warehouse.spec.table import (
+    LAYERS,
+    Scd2Sink,
+    TableDefinition,
+    TopicSource,
+    UpsertSink,
+    sink_keys,
+)
 
 if TYPE_CHECKING:
     from warehouse.spec.model import LoadedProject
@@ -60,7 +67,7 @@ def output_mode(defn: TableDefinition) -> Literal["append", "update"]:
     every keyed sink; append sinks with a windowed aggregate emit each window
     once, when the watermark passes its end.
     """
-    return "update" if defn.spec.sink.mode in ("upsert", "scd2") else "append"
+    return "update" if isinstance(defn.spec.sink, UpsertSink | Scd2Sink) else "append"
 
 
 def source_text(defn: TableDefinition, *, checkpoint: str | Path | None = None) -> str:
@@ -69,7 +76,7 @@ def source_text(defn: TableDefinition, *, checkpoint: str | Path | None = None) 
     the checkpoint's position, or the one a `warehouse recover` left for a new checkpoint
     (Spark reads `starting_offsets` only for a new checkpoint)."""
     src = defn.spec.source
-    if src.kafka is not None:
+    if isinstance(src, TopicSource):
         k = src.kafka
         where = f"pattern `{k.pattern}`" if k.pattern else ", ".join(f"`{t}`" for t in k.topic_list)
         fmt = k.format + (
@@ -129,7 +136,7 @@ def plan_table(
     defn = project.tables[name]
     spec = defn.spec
     sink = spec.sink
-    kafka = spec.source.kafka
+    src = spec.source
     if spec.trigger and spec.trigger.interval:
         trigger = f"every {spec.trigger.interval}"
     else:
@@ -140,15 +147,15 @@ def plan_table(
         name=name,
         layer=defn.layer,
         file=str(defn.path),
-        source_kind="kafka" if kafka is not None else "table",
+        source_kind="kafka" if isinstance(src, TopicSource) else "table",
         source=source_text(defn),
-        topics=list(kafka.topic_list) if kafka is not None else [],
-        upstreams=list(spec.source.upstream_tables),
+        topics=list(src.topics),
+        upstreams=list(src.upstream_tables),
         static_tables=static_tables,
         transform=_transform_text(defn),
         operators=_operators(defn),
         sink_mode=sink.mode,
-        keys=list(getattr(sink, "keys", []) or []),
+        keys=sink_keys(sink),
         partition_by=list(sink.partition_by),
         output_mode=output_mode(defn),
         table_path=str(project.table_path(name)),

@@ -108,3 +108,31 @@ def apply_transform(
             table=table,
             layer=layer,
         ) from e
+
+
+@dataclass(frozen=True)
+class CompiledTransform:
+    """A table's transform as its program runs it: over the stream of a table input (when
+    the table compiles), or over each batch's parsed rows of a Kafka input. `views` maps
+    the other tables its SQL names to their registered views."""
+
+    project: LoadedProject
+    definition: TableDefinition
+    views: dict[str, str]
+
+    def apply(
+        self,
+        df: DataFrame,
+        *,
+        batch_id: int | None = None,
+        registered: list[str] | None = None,
+    ) -> DataFrame:
+        """`apply_transform` of `df`; the views it registers are added to `registered`."""
+        return apply_transform(
+            df,
+            project=self.project,
+            defn=self.definition,
+            views=self.views,
+            batch_id=batch_id,
+            registered=registered,
+        )

@@ -66,8 +66,7 @@ def check_demo_project(project: Project) -> None:
     """Refuse a project that reads a topic the generator does not produce: the demo
     produces the bundled example's events only, and such a table would read nothing."""
     for name, defn in project.tables.items():
-        k = defn.spec.source.kafka
-        foreign = [] if k is None else [t for t in k.topic_list if t not in TOPICS]
+        foreign = [t for t in defn.spec.source.topics if t not in TOPICS]
         if foreign:
             raise DemoProjectError(
                 f"`warehouse demo` runs the bundled example: it produces "
@@ -83,9 +82,7 @@ def source_topics(project: Project) -> list[str]:
     """Every topic the project reads or publishes."""
     topics: list[str] = []
     for defn in project.tables.values():
-        k = defn.spec.source.kafka
-        if k is not None:
-            topics += k.topic_list
+        topics += defn.spec.source.topics
         if defn.spec.publish is not None:
             topics.append(defn.spec.publish.kafka.topic)
     return sorted(set(topics))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import WarehouseError
 from warehouse.generate.model import TOPICS, Record
+from warehouse.spec.table import TopicSource
 
 if TYPE_CHECKING:
     from warehouse.spec.model import LoadedProject
@@ -45,7 +46,7 @@ def check_generate_project(project: LoadedProject) -> None:
     read = {
         name: (defn, defn.spec.source.kafka)
         for name, defn in project.tables.items()
-        if defn.spec.source.kafka is not None
+        if isinstance(defn.spec.source, TopicSource)
     }
     for _, k in read.values():
         if any(t in TOPICS for t in k.topic_list):

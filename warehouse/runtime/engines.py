@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Literal
 
+from warehouse.compile.engines import ResolvedEngines
 from warehouse.runtime.errors import RuntimeConfigError
 from warehouse.runtime.jars import installed_packages
 
@@ -94,11 +95,11 @@ def resolve_engine(
     return chosen
 
 
-def resolve_engines(spark: SparkSession, engines: Engines) -> dict[str, str]:
-    """The engines of an environment, resolved once per run: `kafka` and `delta`
+def resolve_engines(spark: SparkSession, engines: Engines) -> ResolvedEngines:
+    """The engines of an environment, resolved once per run: the Kafka and Delta engines
     (`python` or `native`), and `parse` (`arrow` where a table allows it, or `spark`)."""
-    return {
-        "kafka": resolve_engine(spark, "kafka", engines.kafka),
-        "delta": resolve_engine(spark, "delta", engines.delta),
-        "parse": "spark" if engines.parse == "spark" else "arrow",
-    }
+    return ResolvedEngines.named(
+        resolve_engine(spark, "kafka", engines.kafka),
+        resolve_engine(spark, "delta", engines.delta),
+        "spark" if engines.parse == "spark" else "arrow",
+    )

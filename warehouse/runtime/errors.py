@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+from warehouse.compile.errors import CheckpointError
 from warehouse.errors import WarehouseError
+
+__all__ = [
+    "CheckpointError",
+    "ClassArchiveError",
+    "JarsError",
+    "QueryFailedError",
+    "RecoverError",
+    "RuntimeConfigError",
+    "SessionStartError",
+    "TableBusyError",
+]
 
 
 class RuntimeConfigError(WarehouseError):
@@ -27,15 +39,6 @@ class QueryFailedError(WarehouseError):
     def __init__(self, message: str, *, table: str, layer: str | None = None) -> None:
         super().__init__(message, table=table)
         self.layer = layer
-
-
-class CheckpointError(WarehouseError):
-    """A table's checkpoint is not what its writer needs (no query id); `path` is the
-    checkpoint folder."""
-
-    def __init__(self, message: str, *, table: str, path: str) -> None:
-        super().__init__(message, table=table)
-        self.path = path
 
 
 class TableBusyError(RuntimeConfigError):

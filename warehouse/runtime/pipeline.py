@@ -19,8 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from warehouse.compile.plan import TablePlan, select_tables, source_text
-from warehouse.compile.query import CompiledQuery, build_query
+from warehouse.compile.plan import select_tables, source_text
 from warehouse.errors import WarehouseError
 from warehouse.runtime.errors import QueryFailedError, RuntimeConfigError
 from warehouse.runtime.failures import (
@@ -31,19 +30,22 @@ from warehouse.runtime.failures import (
 )
 from warehouse.runtime.gate import BatchGate, depths
 from warehouse.runtime.locks import holding
+from warehouse.runtime.query import TableQuery, build_query
 from warehouse.runtime.results import RunResult, add_results, result_of, warned_text
 from warehouse.runtime.writer import BatchWriter
 from warehouse.spec.paths import table_exists
+from warehouse.spec.table import TopicSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
     from pyspark.sql.streaming.listener import StreamingQueryProgress
 
+    from warehouse.compile.engines import ResolvedEngines
+    from warehouse.compile.program import TableProgram
     from warehouse.spec.model import LoadedProject
-    from warehouse.spec.table import TableDefinition
 
-Query = CompiledQuery[BatchWriter]
+Query = TableQuery
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +106,7 @@ def note_progress(cq: Query, updates: list[StreamingQueryProgress]) -> None:
     for p in updates:
         if ran(p):
             # The writer's own count wins: it knows the records of a Kafka batch.
-            cq.batch.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
+            cq.writer.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
 
 
 class Pipeline:
@@ -143,7 +145,7 @@ class Pipeline:
         self.retry = retry or RetryPolicy()
         self.settle_seconds = settle_seconds
         self._bootstrap = bootstrap
-        self._engines: dict[str, str] | None = None
+        self._engines: ResolvedEngines | None = None
         self._stop = threading.Event()
         self._gate: BatchGate | None = None
         self._depths = depths(
@@ -153,16 +155,17 @@ class Pipeline:
     # -- resolution ------------------------------------------------------------
 
     @property
-    def engines(self) -> dict[str, str]:
+    def engines(self) -> ResolvedEngines:
         if self._engines is None:
             from warehouse.runtime.engines import resolve_engines
 
-            self._engines = dict(resolve_engines(self.spark, self.project.config.engines))
+            self._engines = resolve_engines(self.spark, self.project.config.engines)
         return self._engines
 
     def bootstrap(self) -> str | None:
         needs_kafka = any(
-            self.project.tables[n].spec.source.kafka or self.project.tables[n].spec.publish
+            isinstance(self.project.tables[n].spec.source, TopicSource)
+            or self.project.tables[n].spec.publish
             for n in self.names
         )
         if self._bootstrap is None and needs_kafka:
@@ -181,9 +184,9 @@ class Pipeline:
 
         for name in self.names:
             defn = self.project.tables[name]
-            k = defn.spec.source.kafka
-            if bootstrap and k is not None:
-                config = self.project.config.kafka.client_config(k.options)
+            src = defn.spec.source
+            if bootstrap and isinstance(src, TopicSource):
+                config = self.project.config.kafka.client_config(src.kafka.options)
                 check_reachable(bootstrap, config, table=name, layer=defn.layer)
                 return
 
@@ -200,9 +203,9 @@ class Pipeline:
         listed: dict[tuple, set[str] | None] = {}  # one listing per distinct client settings
         for name in self.names:
             defn = self.project.tables[name]
-            k = defn.spec.source.kafka
-            if k is None or not k.topic_list:
+            if not isinstance(defn.spec.source, TopicSource) or not defn.spec.source.topics:
                 continue
+            k = defn.spec.source.kafka
             config = self.project.config.kafka.client_config(k.options)
             key = tuple(sorted(config.items()))
             if key not in listed:
@@ -230,30 +233,24 @@ class Pipeline:
         return [t for t in inputs if not table_exists(self.project.table_path(t))]
 
     def _build(
-        self, name: str, *, once: bool, bootstrap: str | None, engines: dict[str, str]
+        self, name: str, *, once: bool, bootstrap: str | None, engines: ResolvedEngines
     ) -> Query:
-
-        def writer(plan: TablePlan, views: dict[str, str], defn: TableDefinition) -> BatchWriter:
+        def writer(program: TableProgram) -> BatchWriter:
             return BatchWriter(
-                project=self.project,
-                defn=defn,
-                plan=plan,
-                engines=engines,
-                views=views,
-                bootstrap=bootstrap,
+                program,
                 session=self.spark,
                 gate=self._gate,
-                depth=self._depths.get(defn.name, 0),
+                depth=self._depths.get(program.name, 0),
             )
 
         return build_query(
             self.project,
             name,
             self.spark,
-            once=once,
-            batch=writer,
-            bootstrap=bootstrap,
             engines=engines,
+            once=once,
+            bootstrap=bootstrap,
+            writer=writer,
         )
 
     @property
@@ -277,10 +274,7 @@ class Pipeline:
         return BatchGate(slots)
 
     def _cleanup(self, cq: Query) -> None:
-        cq.batch.close()
-        cq.release_snapshots()
-        for view in cq.views:
-            self.spark.catalog.dropTempView(view)
+        cq.release(self.spark)
 
     # -- running -----------------------------------------------------------------
 
@@ -289,7 +283,7 @@ class Pipeline:
         Another process running (or resetting) one of them fails the run before any query
         starts (`TableBusyError`)."""
         with holding(self.project, self.names, doing="run"):
-            self._check_checkpoint_engines(self.engines["delta"])
+            self._check_checkpoint_engines(self.engines.delta.name)
             if once:
                 return self._run_once()
             return self._run_continuous()
@@ -315,11 +309,10 @@ class Pipeline:
                 for t in [*defn.spec.source.upstream_tables, *defn.static_tables]
                 if t in self.project.tables
             ]
-            if defn.spec.source.kafka is not None:
-                inputs += [f"topic `{t}`" for t in defn.spec.source.kafka.topic_list]
+            inputs += [f"topic `{t}`" for t in defn.spec.source.topics]
             raise build_failure(name, defn.layer, e, inputs=inputs) from e
         if not once:
-            cq.batch.on_batch = lambda b, cq=cq: self._batch_line(cq, b)
+            cq.writer.on_batch = lambda b, cq=cq: self._batch_line(cq, b)
         try:
             return cq, cq.start(), None
         except Exception as e:  # noqa: BLE001  # judged by the caller: transient or real
@@ -409,7 +402,7 @@ class Pipeline:
                 if query is not None:
                     try:
                         while not query.awaitTermination(0.5):
-                            if cq.batch.failed.is_set():  # it waits to be stopped
+                            if cq.writer.failed.is_set():  # it waits to be stopped
                                 query.stop()
                             cq.refresh_snapshots()
                     except Exception as e:  # noqa: BLE001  # judged below: transient or real
@@ -417,15 +410,17 @@ class Pipeline:
                     finally:
                         self._cleanup(cq)
                     note_progress(cq, query.recentProgress)
-                error = cq.batch.stats.error or error
+                error = cq.writer.stats.error or error
                 if error is None:
                     break
                 pause = self._retry_pause(name, attempt, error)
                 if pause is None:
                     raise self._failure(cq, query, error) from error
-                earlier = add_results(earlier, result_of(cq.plan, cq.batch.stats, 0.0))
+                earlier = add_results(earlier, result_of(cq.plan, cq.writer.stats, 0.0))
                 time.sleep(pause)
-            r = add_results(earlier, result_of(cq.plan, cq.batch.stats, time.monotonic() - started))
+            r = add_results(
+                earlier, result_of(cq.plan, cq.writer.stats, time.monotonic() - started)
+            )
             self.progress(r.line())
             results.append(r)
         return results
@@ -488,20 +483,20 @@ class Pipeline:
         """Note progress; a query that stopped is rescheduled (transient) or the run's failure."""
         for name, q in list(live.items()):
             q.note_progress()
-            if q.query.isActive and q.cq.batch.stats.error is None:
+            if q.query.isActive and q.cq.writer.stats.error is None:
                 q.cq.refresh_snapshots()
                 continue
             if self._stop.is_set():  # stopped by the signal's race, not by a failure
                 return None
-            error = q.cq.batch.stats.error or q.query.exception()
+            error = q.cq.writer.stats.error or q.query.exception()
             pause = self._retry_pause(name, q.attempt, error)
             if pause is None:
                 return self._failure(q.cq, q.query, error)
             # A failed batch: stop what is left.
-            q.cq.batch.stop_at_batch_boundary(q.query, timeout=10)
+            q.cq.writer.stop_at_batch_boundary(q.query, timeout=10)
             self._cleanup(q.cq)
             earlier[name] = add_results(
-                earlier.get(name), result_of(q.cq.plan, q.cq.batch.stats, 0.0)
+                earlier.get(name), result_of(q.cq.plan, q.cq.writer.stats, 0.0)
             )
             del live[name]
             waiting[name] = (time.monotonic() + pause, q.attempt + 1)
@@ -540,10 +535,10 @@ class Pipeline:
         """What a table's failed query is reported with; a start over names the tables
         that read it as a stream too."""
         readers = self.project.graph.stream_readers(cq.plan.name)
-        return query_failure(cq.plan, cq.batch.stats, query, error, readers=readers)
+        return query_failure(cq.plan, cq.writer.stats, query, error, readers=readers)
 
     def _batch_line(self, cq: Query, batch_id: int) -> None:
-        s = cq.batch.stats
+        s = cq.writer.stats
         (self.batch_progress or self.progress)(
             f"{cq.plan.name}: batch {batch_id} done ({s.rows_written} rows written, "
             f"{s.quarantined} quarantined{warned_text(s.warned)} so far)"
@@ -559,7 +554,7 @@ class Pipeline:
         if live:
             with ThreadPoolExecutor(len(live), thread_name_prefix="warehouse-stop") as pool:
                 for done in [
-                    pool.submit(q.cq.batch.stop_at_batch_boundary, q.query) for q in live.values()
+                    pool.submit(q.cq.writer.stop_at_batch_boundary, q.query) for q in live.values()
                 ]:
                     done.result()
         for name in reversed(list(live)):
@@ -568,7 +563,7 @@ class Pipeline:
             self._cleanup(q.cq)
             r = add_results(
                 earlier.pop(name, None),
-                result_of(q.cq.plan, q.cq.batch.stats, time.monotonic() - first_start[name]),
+                result_of(q.cq.plan, q.cq.writer.stats, time.monotonic() - first_start[name]),
             )
             self.progress(f"stopped: {r.line()}")
             results.append(r)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from warehouse.runtime.errors import RecoverError
 from warehouse.runtime.locks import holding
 from warehouse.spec.paths import recover_file, table_exists
+from warehouse.spec.table import TableSource
 
 if TYPE_CHECKING:
     from warehouse.spec.model import LoadedProject
@@ -54,9 +55,10 @@ def _recover(project: LoadedProject, table: str) -> dict[str, Any]:
     defn = project.tables[table]
     path = str(project.table_path(table))
     ckpt = Path(project.checkpoint_path(table))
-    if defn.spec.source.kafka is None:
+    src = defn.spec.source
+    if isinstance(src, TableSource):
         raise RecoverError(
-            f"Table `{table}` reads the table `{defn.spec.source.table}`, not Kafka; its "
+            f"Table `{table}` reads the table `{src.table}`, not Kafka; its "
             "checkpoint cannot be rebuilt from recorded offsets. Use "
             f"`warehouse reset --table {table} --yes` and run it again to reprocess.",
             table=table,

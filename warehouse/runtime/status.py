@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.compile.plan import select_tables
 from warehouse.spec.paths import recover_file, table_exists
+from warehouse.spec.table import TopicSource
 
 if TYPE_CHECKING:
     from warehouse.spec.model import LoadedProject
@@ -90,9 +91,9 @@ def table_status(project: LoadedProject, name: str, *, bootstrap: str | None) ->
         from warehouse.quality.events import quality_summary
 
         row["quality"] = quality_summary(project.root, name)
-    kafka = defn.spec.source.kafka
-    if kafka is not None and kafka.topic_list:
-        row["lag"] = _lag(project, kafka.topic_list, row["committed_offsets"], bootstrap)
+    topics = defn.spec.source.topics
+    if topics:
+        row["lag"] = _lag(project, topics, row["committed_offsets"], bootstrap)
     return row
 
 
@@ -138,7 +139,11 @@ def status(
     (never started); lag is None when no broker answers.
     """
     names = select_tables(project, layer=layer, tables=tables)
-    if bootstrap is None and resolve and any(project.tables[n].spec.source.kafka for n in names):
+    if (
+        bootstrap is None
+        and resolve
+        and any(isinstance(project.tables[n].spec.source, TopicSource) for n in names)
+    ):
         from warehouse.runtime.bootstrap import resolve_bootstrap
 
         try:

@@ -1,10 +1,10 @@
-"""The `foreachBatch` function of every table: parse, transform, check, write once.
+"""The `foreachBatch` function of every table: the batch's turn, its program, its count.
 
-Runs on the driver for each micro-batch. `BatchWriter` picks the write path of a
-batch (`warehouse.runtime.write_paths`), commits through the table's targets
-(`warehouse.runtime.targets`, idempotent by app transaction), publishes, and
-counts what it did in `BatchStats`; the runner stops a query between batches with
-`stop_at_batch_boundary`.
+Runs on the driver for each micro-batch. `BatchWriter` keeps what is per batch by
+nature: the run's gate, the lock a stop takes, refusing a batch that begins after a
+stop, calling the table's write strategies (`warehouse.write`, chosen when the table
+compiled) and publishing after the commit; it counts what was done in `BatchStats`.
+The runner stops a query between batches with `stop_at_batch_boundary`.
 """
 
 from __future__ import annotations
@@ -19,20 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from warehouse.errors import known_errors
-from warehouse.runtime.errors import RuntimeConfigError
 from warehouse.runtime.gate import BatchGate, GateClosed
-from warehouse.runtime.targets import BatchTargets
-from warehouse.runtime.write_paths import Outcome, WritePaths
 from warehouse.spec.paths import recover_file
+from warehouse.write import BatchContext, Outcome, WriteStrategy, strategies
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
     from streams.cdc import Publisher
-    from warehouse.compile.plan import TablePlan
-    from warehouse.spec.model import LoadedProject
-    from warehouse.spec.table import TableDefinition
+    from warehouse.compile.program import TableProgram
 
 logger = logging.getLogger(__name__)
 
@@ -167,43 +163,16 @@ class BatchWriter:
 
     def __init__(
         self,
+        program: TableProgram,
         *,
-        project: LoadedProject,
-        defn: TableDefinition,
-        plan: TablePlan,
-        engines: dict[str, str],
-        views: dict[str, str],
-        bootstrap: str | None = None,
         session: SparkSession | None = None,
         gate: BatchGate | None = None,
         depth: int = 0,
     ) -> None:
-        publish = defn.spec.publish
-        if publish is not None and not bootstrap:
-            raise RuntimeConfigError(
-                f"Table `{defn.name}` publishes to the topic `{publish.kafka.topic}`, but its "
-                "writer was given no Kafka bootstrap. Set `kafka.bootstrap` in "
-                "conf/<env>.yml (`embedded` starts the bundled broker), or pass "
-                "`bootstrap=` to the `Pipeline`.",
-                table=defn.name,
-            )
-        self.bootstrap = bootstrap
+        self.program = program
         self.session = session
-        self.project = project
-        self.defn = defn
-        self.plan = plan
-        self.engines = engines
-        self.views = views
         self.stats = BatchStats()
-        self.targets = BatchTargets(defn=defn, plan=plan, engines=engines)
-        self.paths = WritePaths(
-            project=project,
-            defn=defn,
-            engines=engines,
-            views=views,
-            targets=self.targets,
-            bootstrap=bootstrap,
-        )
+        self.strategies: tuple[WriteStrategy, ...] = strategies(program)
         self.gate = gate
         self.depth = depth
         self.lock = threading.Lock()
@@ -241,7 +210,7 @@ class BatchWriter:
             # and py4j's stack traces around that message.
             self.failed.set()
             self.refused.set()
-            held = StopRequested(f"table {self.defn.name}: batch {batch_id} failed")
+            held = StopRequested(f"table {self.program.name}: batch {batch_id} failed")
             ended = wait_for_stop(batch_df.sparkSession, held)
             if ended is held:  # no stop came: fail with the error itself
                 raise
@@ -264,11 +233,11 @@ class BatchWriter:
             publisher.close()
         except Exception as e:  # noqa: BLE001  # the query has ended; its stop must too
             logger.warning(
-                "table %s: closing the publisher's Kafka clients failed: %s", self.defn.name, e
+                "table %s: closing the publisher's Kafka clients failed: %s", self.program.name, e
             )
 
     def _stop_requested(self, batch_id: int) -> StopRequested:
-        return StopRequested(f"table {self.defn.name}: stop requested before batch {batch_id}")
+        return StopRequested(f"table {self.program.name}: stop requested before batch {batch_id}")
 
     @contextmanager
     def _slot(self, batch_id: int) -> Iterator[None]:
@@ -315,66 +284,45 @@ class BatchWriter:
             self.stopping = True
             last = self.stats.last_batch
             if last is not None:
-                marker = Path(self.plan.checkpoint_path) / "commits" / str(last)
+                marker = Path(self.program.plan.checkpoint_path) / "commits" / str(last)
                 deadline = time.monotonic() + timeout
                 while not marker.exists() and query.isActive and time.monotonic() < deadline:
                     time.sleep(0.1)
         stop_between_calls(query, self.refused, timeout=_PLANNING_WAIT)
-        logger.info("table %s: query stopped after batch %s", self.plan.name, last)
+        logger.info("table %s: query stopped after batch %s", self.program.name, last)
 
     # -- the batch -----------------------------------------------------------
 
     def _run(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        spark = batch_df.sparkSession
-        cached: list[DataFrame] = []
-        registered: list[str] = []
-
-        def cache(frame: DataFrame) -> DataFrame:
-            """Persist `frame` for the rest of the batch (unpersisted when it ends)."""
-            frame = frame.persist()
-            cached.append(frame)
-            return frame
-
+        batch = BatchContext(self.program, batch_df, batch_id)
         try:
-            path, out = self._write(batch_df, batch_id, cache, registered)
-            if self.defn.spec.publish is not None:
+            name, out = self._write(batch)
+            if self.program.publish is not None:
                 self._publish(batch_id)
-            f = recover_file(self.plan.checkpoint_path)
+            f = recover_file(self.program.plan.checkpoint_path)
             if f.exists():
                 f.unlink()  # the new checkpoint now owns the position
         finally:
-            for frame in reversed(cached):
-                frame.unpersist()
-            for view in registered:
-                spark.catalog.dropTempView(view)
-        self._count(batch_id, path, out, time.monotonic() - started)
+            batch.close()
+        self._count(batch_id, name, out, batch.warned, time.monotonic() - started)
 
-    def _write(
-        self,
-        batch_df: DataFrame,
-        batch_id: int,
-        cache: Callable[[DataFrame], DataFrame],
-        registered: list[str],
-    ) -> tuple[str, Outcome]:
-        """The batch through its write path: Arrow, else one pass, else the cached path.
-        Returns the path's name for the log ("" for the cached path) and its outcome."""
-        paths = self.paths
-        paths.warned = {}
-        one_pass = paths.one_pass(batch_id)
-        if one_pass and paths.arrow_payload(batch_df.sparkSession) is not None:
-            out = paths.write_arrow(batch_df, batch_id, cache)
+    def _write(self, batch: BatchContext) -> tuple[str, Outcome]:
+        """The batch through the first of the table's strategies that takes it; that
+        strategy's name for the log ("" for the cached path) and its outcome."""
+        for strategy in self.strategies:
+            out = strategy.write(batch)
             if out is not None:
-                return "Arrow", out
-        if one_pass:
-            return "one pass", paths.write_one_pass(batch_df, batch_id, cache)
-        return "", paths.write_cached(batch_df, batch_id, cache, registered)
+                return strategy.name, out
+        raise AssertionError(f"table {self.program.name}: no strategy wrote the batch")
 
-    def _count(self, batch_id: int, path: str, out: Outcome, elapsed: float) -> None:
+    def _count(
+        self, batch_id: int, path: str, out: Outcome, warned: dict[str, int], elapsed: float
+    ) -> None:
         s = self.stats
         s.batches += 1
         s.rows_in += out.rows_in
-        if self.defn.spec.source.kafka is not None:
+        if self.program.reads_kafka:
             # Exact records of the batch. Spark's numInputRows counts a source read twice
             # when a batch reads its records again (the quarantine pass of `one_pass`).
             s.input_rows[batch_id] = out.rows_in
@@ -386,13 +334,13 @@ class BatchWriter:
             s.skipped += 1
         else:
             s.last_version = out.version
-            for name, n in self.paths.warned.items():
+            for name, n in warned.items():
                 s.warned[name] = s.warned.get(name, 0) + n
         s.batch_seconds += elapsed
         logger.info(
             "table %s: batch %d%s: %d rows in, %d written, %d quarantined, %d dropped, "
             "version %s, %.1fs",
-            self.defn.name,
+            self.program.name,
             batch_id,
             f" ({path})" if path else "",
             out.rows_in,
@@ -412,19 +360,19 @@ class BatchWriter:
         """
         from streams.cdc import Publisher
 
-        spec = self.defn.spec
-        assert spec.publish is not None and self.bootstrap  # checked in __init__
+        target = self.program.publish
+        assert target is not None
         if self._publisher is None:
             self._publisher = Publisher(
-                self.plan.table_path,
-                bootstrap=self.bootstrap,
-                topic=spec.publish.kafka.topic,
-                keys=list(getattr(spec.sink, "keys", []) or []),
-                table=self.defn.name,
-                mode="scd2" if spec.sink.mode == "scd2" else "upsert",
-                partitions=spec.publish.kafka.partitions,
-                client_config=self.project.config.kafka.client_config(),
+                self.program.plan.table_path,
+                bootstrap=target.bootstrap,
+                topic=target.topic,
+                keys=list(target.keys),
+                table=self.program.name,
+                mode="scd2" if target.mode == "scd2" else "upsert",
+                partitions=target.partitions,
+                client_config=target.client_config,
             )
         result = self._publisher.publish()
         self.stats.published += int(getattr(result, "records", 0) or 0)
-        logger.info("table %s: batch %d published %s", self.defn.name, batch_id, result)
+        logger.info("table %s: batch %d published %s", self.program.name, batch_id, result)

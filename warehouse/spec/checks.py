@@ -22,7 +22,7 @@ from warehouse.spec.graph import TableGraph, build_graph
 from warehouse.spec.pycode import ImportProblem, import_reference
 from warehouse.spec.schemas import Columns, to_ddl
 from warehouse.spec.sqlcheck import parse_query, read_tables
-from warehouse.spec.table import LAYERS, TableDefinition
+from warehouse.spec.table import LAYERS, KafkaSource, TableDefinition, TableSource, TopicSource
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +77,8 @@ class _Checker:
 
     def source(self, d: TableDefinition, defs: Mapping[str, TableDefinition]) -> None:
         src = d.spec.source
-        if src.kafka is not None:
-            self._kafka(d)
+        if isinstance(src, TopicSource):
+            self._kafka(d, src.kafka)
             return
         refs = [("source.table", src.table)] + [
             (f"source.join_streams[{i}].table", j.table) for i, j in enumerate(src.join_streams)
@@ -96,9 +96,7 @@ class _Checker:
             else:
                 self.layer_order(d, defs[name], fld)
 
-    def _kafka(self, d: TableDefinition) -> None:
-        k = d.spec.source.kafka
-        assert k is not None
+    def _kafka(self, d: TableDefinition, k: KafkaSource) -> None:
         if k.schema_ and k.schema_ not in self.payload and k.schema_ not in self.broken:
             self.add(
                 d,
@@ -107,7 +105,7 @@ class _Checker:
                 f"`schemas/{k.schema_}.json` or `schemas/{k.schema_}.ddl` (schemas: "
                 f"{ticks(sorted(self.payload))}).{did_you_mean(k.schema_, self.payload)}",
             )
-        self._row_schema(d)
+        self._row_schema(d, k)
         for op in ("watermark", "dedupe", "aggregate"):
             if getattr(d.spec, op) is not None:
                 self.add(
@@ -119,12 +117,10 @@ class _Checker:
                     f"and do the `{op}` in a DWD table that reads it.",
                 )
 
-    def _row_schema(self, d: TableDefinition) -> None:
+    def _row_schema(self, d: TableDefinition, k: KafkaSource) -> None:
         """A CDC format knows its columns from `schema`, or from the records themselves
         (`connect_schema`, `debezium-json` and `upsert-json`); one of the two, and only
         where it applies."""
-        k = d.spec.source.kafka
-        assert k is not None
         if k.connect_schema:
             if k.format not in ("debezium-json", "upsert-json"):
                 self.add(
@@ -284,11 +280,11 @@ def check_project(
                 "Remove `snapshots`.",
             )
         update: dict[str, Any] = {"static_tables": static}
-        k = d.spec.source.kafka
-        if k is not None and k.schema_ in payload:
+        src = d.spec.source
+        if isinstance(src, TopicSource) and src.kafka.schema_ in payload:
             # NOT NULL marks the fields a record must have (JSON Schema `required`):
             # the parse quarantines a record without one.
-            update["payload_ddl"] = to_ddl(payload[k.schema_], not_null=True)
+            update["payload_ddl"] = to_ddl(payload[src.kafka.schema_], not_null=True)
         enriched[name] = d.model_copy(update=update)
     checker.publish_topics(enriched)
     graph = build_graph(enriched)
@@ -298,8 +294,9 @@ def check_project(
         reads = cycle[-2]  # the table `first` reads to close the cycle
         kinds = {e.kind for e in graph.edges if e.upstream == reads and e.downstream == first.name}
         fld, path = "source.table", None
-        if "source" not in kinds and "join" in kinds:
-            i = [j.table for j in first.spec.source.join_streams].index(reads)
+        source = first.spec.source
+        if "source" not in kinds and "join" in kinds and isinstance(source, TableSource):
+            i = [j.table for j in source.join_streams].index(reads)
             fld = f"source.join_streams[{i}].table"
         elif "source" not in kinds:
             fld, path = sql_location(first)

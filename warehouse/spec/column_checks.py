@@ -21,7 +21,15 @@ from warehouse.spec.schemas import (
     table_source_columns,
 )
 from warehouse.spec.sqlcheck import analyze_sql, expression_type
-from warehouse.spec.table import TableDefinition
+from warehouse.spec.table import (
+    JoinStream,
+    Scd2Sink,
+    TableDefinition,
+    TableSource,
+    TopicSource,
+    UpsertSink,
+    sink_keys,
+)
 
 Report = Callable[..., None]
 """`report(definition, field, message, path=None)`: record one problem."""
@@ -53,12 +61,14 @@ class ColumnChecker:
         spec = d.spec
         src = spec.source
         unknown = Columns(opaque=True)
-        if src.kafka is not None:
+        joins: list[JoinStream] = []
+        if isinstance(src, TopicSource):
             payload = self.payload.get(src.kafka.schema_) if src.kafka.schema_ else None
             cols = kafka_columns(src.kafka.format, payload)
         else:
-            cols = table_source_columns(known.get(str(src.table), unknown), src.read)
-        for i, join in enumerate(src.join_streams):
+            cols = table_source_columns(known.get(src.table, unknown), src.read)
+            joins = src.join_streams
+        for i, join in enumerate(joins):
             if join.watermark is not None:
                 self._need(
                     d,
@@ -83,9 +93,11 @@ class ColumnChecker:
         if spec.aggregate is not None:
             out = self._aggregate(d, out)
         sink = spec.sink
-        for i, key in enumerate(getattr(sink, "keys", []) or []):
+        keys, seq = sink_keys(sink), None
+        if isinstance(sink, UpsertSink | Scd2Sink):
+            seq = sink.sequence_by
+        for i, key in enumerate(keys):
             self._need(d, f"sink.keys[{i}]", key, [out], "sink key", fix="sink.keys")
-        seq = getattr(sink, "sequence_by", None)
         if seq:
             self._need(
                 d, "sink.sequence_by", seq, [out], "`sequence_by` column", fix="sink.sequence_by"
@@ -246,9 +258,15 @@ class ColumnChecker:
             return
         fld, path = _output_location(d)
         one = len(clash) == 1
-        if d.sql is None and d.spec.aggregate is None and d.spec.source.read == "changes":
+        src = d.spec.source
+        if (
+            d.sql is None
+            and d.spec.aggregate is None
+            and isinstance(src, TableSource)
+            and src.read == "changes"
+        ):
             fix = (
-                f"It reads `{d.spec.source.table}` as changes without a transform, so it "
+                f"It reads `{src.table}` as changes without a transform, so it "
                 "would store them: select the columns it keeps in `transform.sql`, under "
                 "other names."
             )

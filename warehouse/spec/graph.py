@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from warehouse.spec.table import LAYERS, TableDefinition
+from warehouse.spec.table import LAYERS, TableDefinition, TableSource
 
 EdgeKind = Literal["source", "join", "static"]
 
@@ -114,8 +114,10 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 def _edges_of(definition: TableDefinition) -> list[Edge]:
     name, src = definition.name, definition.spec.source
-    edges = [Edge(src.table, name, "source")] if src.table else []
-    edges += [Edge(j.table, name, "join") for j in src.join_streams]
+    edges = []
+    if isinstance(src, TableSource):
+        edges.append(Edge(src.table, name, "source"))
+        edges += [Edge(j.table, name, "join") for j in src.join_streams]
     streamed = {e.upstream for e in edges}
     edges += [Edge(t, name, "static") for t in definition.static_tables if t not in streamed]
     return edges

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from warehouse.spec.errors import Problem
 from warehouse.spec.loader import error_message, field_path, read_yaml, validation_problems
 from warehouse.spec.pycode import ImportProblem, import_module
-from warehouse.spec.table import LAYERS, TableDefinition, TableSpec
+from warehouse.spec.table import LAYERS, TableDefinition, TableSource, TableSpec, TopicSource
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ def _python_sql(
 
 
 def _plain_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    tags = {"append", "upsert", "scd2"}
+    tags = {"append", "upsert", "scd2", TopicSource.union_tag, TableSource.union_tag}
     return tuple(
         el for el in loc if el not in tags and not str(el).startswith(("literal[", "dict["))
     )

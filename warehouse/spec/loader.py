@@ -209,8 +209,9 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
 
 
 def _tag_of(model: type[BaseModel]) -> Any:
+    """The tag of a union member: a sink's `mode`, a source's `union_tag`."""
     info = model.model_fields.get("mode")
-    return info.default if info is not None else None
+    return info.default if info is not None else getattr(model, "union_tag", None)
 
 
 # --- conf/<env>.yml ----------------------------------------------------------------

@@ -7,9 +7,18 @@ so a typo in a YAML file fails at load with its file and field.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 LAYERS: tuple[str, ...] = ("ods", "dwd", "dws", "ads")
 """Layers in dependency order: a table reads Kafka, its own layer or an earlier one."""
@@ -109,47 +118,80 @@ class JoinStream(Spec):
     watermark: Watermark | None = None
 
 
-class Source(Spec):
-    """`{kafka: {...}}` or `{table: NAME, read: append|changes}`."""
+class TopicSource(Spec):
+    """`source: {kafka: {...}}`: the table reads Kafka topics."""
 
-    kafka: KafkaSource | None = None
-    table: str | None = None
+    kafka: KafkaSource
+
+    union_tag: ClassVar[str] = "from_kafka"
+
+    @property
+    def upstream_tables(self) -> list[str]:
+        return []
+
+    @property
+    def topics(self) -> list[str]:
+        """The topics it names (none for a `pattern`)."""
+        return self.kafka.topic_list
+
+
+class TableSource(Spec):
+    """`source: {table: NAME, read: append|changes}`: the table reads another table's
+    versions as a stream, with other tables' streams joined (`join_streams`)."""
+
+    table: str
     read: ReadMode = "append"
     max_versions_per_trigger: int | None = Field(default=None, gt=0)
     join_streams: list[JoinStream] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _one_kind(self) -> Source:
-        if (self.kafka is None) == (self.table is None):
-            raise ValueError("give exactly one of `kafka` or `table`")
-        if self.kafka is not None and (
-            self.read != "append" or self.join_streams or self.max_versions_per_trigger
-        ):
-            given = [
-                k
-                for k, v in (
-                    ("read", self.read != "append"),
-                    ("join_streams", self.join_streams),
-                    ("max_versions_per_trigger", self.max_versions_per_trigger),
-                )
-                if v
-            ]
-            hint = (
-                " A Kafka source takes no stateful operators: land the raw topic in an ODS "
-                "table and do the join in a DWD table that reads it."
-                if self.join_streams
-                else ""
-            )
-            raise ValueError(
-                f"{', '.join(f'`{g}`' for g in given)} apply to table sources only, "
-                f"not to `kafka`.{hint}"
-            )
-        return self
+    union_tag: ClassVar[str] = "from_table"
 
     @property
     def upstream_tables(self) -> list[str]:
-        names = [self.table] if self.table else []
-        return names + [j.table for j in self.join_streams]
+        return [self.table, *(j.table for j in self.join_streams)]
+
+    @property
+    def topics(self) -> list[str]:
+        return []
+
+
+def _source_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return TopicSource.union_tag if "kafka" in value else TableSource.union_tag
+    if isinstance(value, TopicSource | TableSource):
+        return value.union_tag
+    return None
+
+
+Source = Annotated[
+    Annotated[TopicSource, Tag(TopicSource.union_tag)]
+    | Annotated[TableSource, Tag(TableSource.union_tag)],
+    Discriminator(_source_tag),
+]
+"""A table's source: `TopicSource` or `TableSource`, told apart by the key `kafka`."""
+
+_TABLE_ONLY = ("read", "join_streams", "max_versions_per_trigger")
+
+
+def _check_source_keys(data: Mapping[str, Any]) -> None:
+    """The keys of a `source` mapping name one kind of source: `kafka`, or `table` with
+    the options of a table source. Raises `ValueError` saying which keys are wrong."""
+    if ("kafka" in data) == ("table" in data):
+        raise ValueError("give exactly one of `kafka` or `table`")
+    if "kafka" not in data:
+        return
+    given = [k for k in _TABLE_ONLY if data.get(k) not in (None, [], "append")]
+    if given:
+        hint = (
+            " A Kafka source takes no stateful operators: land the raw topic in an ODS "
+            "table and do the join in a DWD table that reads it."
+            if "join_streams" in given
+            else ""
+        )
+        raise ValueError(
+            f"{', '.join(f'`{g}`' for g in given)} apply to table sources only, "
+            f"not to `kafka`.{hint}"
+        )
 
 
 class Transform(Spec):
@@ -245,6 +287,11 @@ class Scd2Sink(_SinkBase):
 
 
 Sink = Annotated[AppendSink | UpsertSink | Scd2Sink, Field(discriminator="mode")]
+
+
+def sink_keys(sink: AppendSink | UpsertSink | Scd2Sink) -> list[str]:
+    """The columns a keyed sink (upsert, SCD2) places rows by; none for an append."""
+    return list(sink.keys) if isinstance(sink, UpsertSink | Scd2Sink) else []
 
 
 class Expectation(Spec):
@@ -350,6 +397,13 @@ class TableSpec(Spec):
 
     _name = field_validator("table")(_check_name)
 
+    @field_validator("source", mode="before")
+    @classmethod
+    def _one_source(cls, v: Any) -> Any:
+        if isinstance(v, Mapping):
+            _check_source_keys(v)
+        return v
+
     @model_validator(mode="before")
     @classmethod
     def _default_sink_mode(cls, data: Any) -> Any:
@@ -382,7 +436,7 @@ class TableSpec(Spec):
 
 
 JoinStream.model_rebuild()
-Source.model_rebuild()
+TableSource.model_rebuild()
 
 
 class TableDefinition(Spec):

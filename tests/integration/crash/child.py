@@ -147,7 +147,7 @@ def main(params: dict) -> None:
         # itself; the records with a number in `s` go back to Spark's parse and their
         # files join the same commit.
         # Spark's own source plans bare ranges, read with the options the runtime
-        # gives (`WritePaths.kafka_fetch`); ours plans them with their options.
+        # gives (`KafkaInput.fetch_options`); ours plans them with their options.
         fetch = FetchOptions(
             params["bootstrap"], {}, "read_committed", "fail", DEFAULT_BATCH_RECORDS
         )

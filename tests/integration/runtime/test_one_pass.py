@@ -100,7 +100,7 @@ def test_one_pass_equals_persisted_path_and_replays_nothing(
     conf.write_text(conf.read_text().replace(engines, engines[:-1] + ", parse: spark}"))
     project = Project.load(root)
     caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
-    caplog.set_level(logging.INFO, logger="warehouse.runtime.write_paths")
+    caplog.set_level(logging.INFO, logger="warehouse.write.one_pass")
 
     def run(tables: list[str] | None = None) -> dict[str, object]:
         pipeline = Pipeline(project, spark, layer="ods", tables=tables)

@@ -21,8 +21,8 @@ from streams.kafka.admin import ensure_topic, produce
 from tests.integration.runtime.helpers import order, rows, version
 from tests.unit.runtime.projects import write_dws_project
 from warehouse import Project
-from warehouse.compile.query import KeptSnapshot, SnapshotCache, kept_snapshot, read_snapshot
 from warehouse.runtime.pipeline import Pipeline
+from warehouse.runtime.snapshots import KeptSnapshot, SnapshotCache, kept_snapshot, read_snapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -1,5 +1,6 @@
 """The runtime's own errors, each a `WarehouseError` naming the table and what to do (no
-Spark: a writer is checked when it is made, a target when it asks for its query id)."""
+Spark: a publish target is checked when the table compiles, a target when it asks for its
+query id)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,14 @@ from pathlib import Path
 import pytest
 
 from warehouse import Project
+from warehouse.compile import CompileError, PublishTarget, Targets
 from warehouse.compile.plan import plan_table
+from warehouse.compile.program import publish_target
 from warehouse.errors import WarehouseError, root_cause_line
 from warehouse.runtime.errors import CheckpointError, QueryFailedError, RuntimeConfigError
 from warehouse.runtime.failures import build_failure, query_failure
-from warehouse.runtime.targets import BatchTargets
-from warehouse.runtime.writer import BatchStats, BatchWriter
+from warehouse.runtime.writer import BatchStats
 from warehouse.templates import scaffold
-
-ENGINES = {"kafka": "python", "delta": "python"}
 
 
 @pytest.fixture
@@ -27,26 +27,17 @@ def project(tmp_path: Path) -> Project:
     return Project.load(tmp_path / "shop")
 
 
-def test_a_publishing_writer_without_bootstrap_names_the_table_and_topic(project: Project) -> None:
+def test_a_publishing_table_without_bootstrap_names_the_table_and_topic(project: Project) -> None:
     name = "ads_event_totals"
-    defn, plan = project.tables[name], plan_table(project, name)
-    with pytest.raises(RuntimeConfigError) as e:
-        BatchWriter(project=project, defn=defn, plan=plan, engines=ENGINES, views={})
+    defn = project.tables[name]
+    with pytest.raises(CompileError) as e:
+        publish_target(project, defn, None)
     assert e.value.table == name and e.value.exit_code == 2
     assert "`ads_event_totals` publishes to the topic `mv.event_totals`" in str(e.value)
     assert "kafka.bootstrap" in str(e.value)
-    # With one, it is made; a table that publishes nothing needs none.
-    BatchWriter(
-        project=project, defn=defn, plan=plan, engines=ENGINES, views={}, bootstrap="h:9092"
-    )
-    dwd = "dwd_events"
-    BatchWriter(
-        project=project,
-        defn=project.tables[dwd],
-        plan=plan_table(project, dwd),
-        engines=ENGINES,
-        views={},
-    )
+    # With one, it compiles; a table that publishes nothing needs none.
+    assert isinstance(publish_target(project, defn, "h:9092"), PublishTarget)
+    assert publish_target(project, project.tables["dwd_events"], None) is None
 
 
 @pytest.mark.parametrize(
@@ -61,7 +52,7 @@ def test_a_checkpoint_without_query_id_is_a_checkpoint_error_saying_the_fix(
 ) -> None:
     plan = plan_table(project, name)
     Path(plan.checkpoint_path).mkdir(parents=True)  # a checkpoint folder, its metadata lost
-    targets = BatchTargets(defn=project.tables[name], plan=plan, engines=ENGINES)
+    targets = Targets.of_table(project, name, engine="python")
     with pytest.raises(CheckpointError) as e:
         targets.app_id()
     assert isinstance(e.value, WarehouseError)

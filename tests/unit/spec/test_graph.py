@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from warehouse.spec import Source, TableDefinition, TableSpec
+from warehouse.spec import TableDefinition, TableSource, TableSpec, TopicSource
 from warehouse.spec.graph import build_graph
 
 
@@ -14,10 +14,11 @@ def table(
     joins: tuple[str, ...] = (),
     static: tuple[str, ...] = (),
 ) -> TableDefinition:
+    source: TopicSource | TableSource
     if upstream is None:
-        source = Source.model_validate({"kafka": {"topic": name, "format": "raw"}})
+        source = TopicSource.model_validate({"kafka": {"topic": name, "format": "raw"}})
     else:
-        source = Source.model_validate(
+        source = TableSource.model_validate(
             {"table": upstream, "join_streams": [{"table": j} for j in joins]}
         )
     return TableDefinition(

@@ -1,0 +1,297 @@
+"""One table compiled into a complete, typed program (docs/architecture.md, "The way of a
+record").
+
+`build_program` decides, once, everything a table does in a micro-batch: its input (a
+`KafkaInput` or a `TableInput`) and the streaming DataFrame it reads, its transform,
+its row expectations compiled against the rows they judge, its `Targets`, its write
+strategy and its publish target. The runtime starts the program's stream as a query
+and calls its strategy for each batch; a batch decides nothing of the spec again.
+
+No Spark import at module import time: pyspark is imported inside functions.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from warehouse.compile.errors import CompileError
+from warehouse.compile.inputs import KafkaInput, TableInput, kafka_input, table_input
+from warehouse.compile.operators import stateful, with_watermark
+from warehouse.compile.plan import TablePlan, plan_table
+from warehouse.compile.strategy import ArrowLanding, Strategy, choose_strategy
+from warehouse.compile.targets import Targets
+from warehouse.compile.transform import CompiledTransform
+from warehouse.spec.expectations import is_row_level
+from warehouse.spec.paths import table_exists
+from warehouse.spec.table import Scd2Sink, TableSource, TopicSource, sink_keys
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from warehouse.compile.engines import ResolvedEngines
+    from warehouse.quality.rows import RowChecks
+    from warehouse.spec.model import LoadedProject
+    from warehouse.spec.table import TableDefinition
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PublishTarget:
+    """Where a table publishes its changes (table → stream): a compacted topic keyed by
+    the sink keys (`streams.cdc.Publisher`)."""
+
+    topic: str
+    keys: tuple[str, ...]
+    mode: str
+    partitions: int
+    bootstrap: str
+    client_config: dict[str, str]
+
+
+@dataclass(frozen=True, eq=False)
+class TableProgram:
+    """What one table does, decided when it compiles.
+
+    `stream` is what foreachBatch receives: Kafka records for a `KafkaInput` (parsed,
+    transformed and judged per batch, where bad records can go to quarantine), the
+    transformed rows after the stateful operators for a `TableInput`. `transform` is
+    the transform a batch applies (a Kafka input's; a table input's is in `stream`).
+    `checks` are the row expectations compiled against the rows they judge (None
+    without any). `views`: the temporary views the program registered (dropped when
+    its query ends). `no_data_batches`: whether Spark runs a batch without new input
+    when the watermark moves (`emits_without_data`)."""
+
+    plan: TablePlan
+    definition: TableDefinition
+    input: KafkaInput | TableInput
+    stream: DataFrame
+    transform: CompiledTransform | None
+    checks: RowChecks | None
+    targets: Targets
+    strategy: Strategy
+    arrow: ArrowLanding | None
+    publish: PublishTarget | None
+    events_root: str
+    views: tuple[str, ...]
+    no_data_batches: bool
+    once: bool
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    @property
+    def reads_kafka(self) -> bool:
+        return isinstance(self.input, KafkaInput)
+
+
+def snapshot_tables(project: LoadedProject, table: str) -> list[str]:
+    """The tables `table`'s SQL reads as snapshots (besides its source and join streams);
+    each must have a Delta table already."""
+    defn = project.tables[table]
+    upstreams = defn.spec.source.upstream_tables
+    names = [t for t in defn.static_tables if t in project.tables and t not in upstreams]
+    for name in names:
+        path = project.table_path(name)
+        if not table_exists(path):
+            raise CompileError(
+                f"Table `{table}`: its SQL reads `{name}` as a snapshot, but `{name}` has no "
+                f"Delta table yet at {path}. Run `{name}` first (`warehouse run --table {name} --once`).",
+                table=table,
+            )
+    return names
+
+
+def build_program(
+    project: LoadedProject,
+    table: str,
+    spark: SparkSession,
+    *,
+    engines: ResolvedEngines,
+    once: bool,
+    bootstrap: str | None = None,
+    snapshots: Mapping[str, DataFrame] | None = None,
+) -> TableProgram:
+    """Compile `table` for `spark`: its stream, transform, checks, targets and strategy.
+
+    `engines`: the run's resolved engines. `bootstrap`: the resolved Kafka bootstrap
+    (needed by a Kafka-sourced or publishing table; `embedded` resolved by the caller).
+    `snapshots`: frames to read the tables the SQL names as snapshots from (the runtime's
+    kept copies, `snapshots: {max_age}`); the others are read at their newest version.
+    """
+    defn = project.tables[table]
+    spec = defn.spec
+    static = snapshot_tables(project, table)
+    plan = plan_table(project, table, static_tables=static)
+    registered: list[str] = []
+    views: dict[str, str] = {}
+    for name in static:
+        view = f"snap_{name}_{uuid.uuid4().hex[:8]}"
+        frame = (snapshots or {}).get(name)
+        if frame is None:
+            frame = engines.delta.read_snapshot(spark, str(project.table_path(name)))
+        frame.createOrReplaceTempView(view)
+        views[name] = view
+        registered.append(view)
+    transform = CompiledTransform(project, defn, views) if _has_transform(defn) else None
+    src = spec.source
+    source: KafkaInput | TableInput
+    if isinstance(src, TopicSource):
+        source = kafka_input(project, defn, src.kafka, bootstrap)
+        stream = source.stream(spark, engines, checkpoint=plan.checkpoint_path)
+        rows = _kafka_rows(source, stream, transform, defn)
+        batch_transform = transform
+    else:
+        source = table_input(project, src)
+        stream = _table_stream(source, spark, engines, defn, transform, views, registered)
+        rows = stream.schema
+        batch_transform = None
+    targets = Targets.of_table(project, table, engine=engines.delta.name)
+    strategy, arrow = choose_strategy(
+        defn, source, engines, spark=spark, table_path=plan.table_path
+    )
+    logger.debug("table %s: compiled (%s, %s write)", table, engines, strategy)
+    return TableProgram(
+        plan=plan,
+        definition=defn,
+        input=source,
+        stream=stream,
+        transform=batch_transform,
+        checks=_compiled_checks(defn, rows),
+        targets=targets,
+        strategy=strategy,
+        arrow=arrow,
+        publish=publish_target(project, defn, bootstrap),
+        events_root=str(project.root),
+        views=tuple(registered),
+        no_data_batches=isinstance(source, TableInput)
+        and emits_without_data(stream, defn, plan.output_mode),
+        once=once,
+    )
+
+
+def _has_transform(defn: TableDefinition) -> bool:
+    return defn.spec.transform is not None or defn.sql is not None
+
+
+def _table_stream(
+    source: TableInput,
+    spark: SparkSession,
+    engines: ResolvedEngines,
+    defn: TableDefinition,
+    transform: CompiledTransform | None,
+    views: dict[str, str],
+    registered: list[str],
+) -> DataFrame:
+    """The table input's stream through the watermark, the transform (with the joined
+    streams registered as views) and the stateful operators."""
+    spec = defn.spec
+    upstream = source.stream(spark, engines)
+    wm_first = bool(spec.watermark and spec.watermark.column in upstream.columns)
+    if wm_first:
+        upstream = with_watermark(upstream, defn)
+    for name, js in source.joined(spark, engines).items():
+        view = f"stream_{name}_{uuid.uuid4().hex[:8]}"
+        js.createOrReplaceTempView(view)
+        views[name] = view
+        registered.append(view)
+    out = upstream if transform is None else transform.apply(upstream, registered=registered)
+    return stateful(out, defn, watermark_done=wm_first)
+
+
+def _kafka_rows(
+    source: KafkaInput,
+    stream: DataFrame,
+    transform: CompiledTransform | None,
+    defn: TableDefinition,
+) -> StructType | None:
+    """The schema of the rows a Kafka batch's checks judge: the parse's good rows, through
+    the transform when the table has one (applied to an empty frame of those rows: Spark
+    analysis, no job). None when the table has no row-level expectation."""
+    if not any(is_row_level(e) for e in defn.spec.expectations):
+        return None
+    rows = source.parse(stream).good.schema
+    if transform is None:
+        return rows
+    spark = stream.sparkSession
+    registered: list[str] = []
+    try:
+        return transform.apply(spark.createDataFrame([], rows), registered=registered).schema
+    finally:
+        for view in registered:
+            spark.catalog.dropTempView(view)
+
+
+def _compiled_checks(defn: TableDefinition, rows: StructType | None) -> RowChecks | None:
+    """The table's row-level expectations compiled against `rows`, or None without any."""
+    if rows is None or not any(is_row_level(e) for e in defn.spec.expectations):
+        return None
+    from warehouse.quality.rows import compile_row_checks
+
+    checks = compile_row_checks(defn.spec.expectations, rows, table=defn.name)
+    return None if checks.empty else checks
+
+
+def publish_target(
+    project: LoadedProject, defn: TableDefinition, bootstrap: str | None
+) -> PublishTarget | None:
+    """Where `defn` publishes its changes, or None when it publishes nothing."""
+    publish = defn.spec.publish
+    if publish is None:
+        return None
+    if not bootstrap:
+        raise CompileError(
+            f"Table `{defn.name}` publishes to the topic `{publish.kafka.topic}`, but no "
+            "Kafka bootstrap was resolved. Set `kafka.bootstrap` in conf/<env>.yml "
+            "(`embedded` starts the bundled broker), or pass `bootstrap=` to the `Pipeline`.",
+            table=defn.name,
+        )
+    return PublishTarget(
+        topic=publish.kafka.topic,
+        keys=tuple(sink_keys(defn.spec.sink)),
+        mode="scd2" if isinstance(defn.spec.sink, Scd2Sink) else "upsert",
+        partitions=publish.kafka.partitions,
+        bootstrap=bootstrap,
+        client_config=project.config.kafka.client_config(),
+    )
+
+
+def emits_without_data(df: DataFrame, defn: TableDefinition, output_mode: str) -> bool:
+    """Whether a batch without input can emit rows for this query, so Spark must run one
+    when the watermark moves: append output with an aggregate (a window the watermark
+    closed), state with timeouts, or an outer or anti join of streams (`join_streams`:
+    the rows the watermark leaves unmatched; a join with a snapshot keeps no state). An
+    inner join of streams emits only when a new row meets a kept one. A plan Spark does
+    not let us inspect counts as emitting.
+
+    Any other query runs without such batches: each would be a whole extra micro-batch
+    (jobs, a Delta read, our writer) after each one with data; eviction then happens in
+    the next batch with data."""
+    if output_mode != "append":
+        return False
+    if defn.spec.aggregate:
+        return True
+    try:
+        plan = df._jdf.queryExecution().analyzed().toString()  # no public API for the plan
+    except Exception:  # noqa: BLE001 - Spark Connect has no JVM plan: keep Spark's default
+        return True
+    joins = isinstance(defn.spec.source, TableSource) and defn.spec.source.join_streams
+    nodes = _STATE_EMITS + (_JOIN_EMITS if joins else ())
+    return any(node in plan for node in nodes)
+
+
+# Nodes of an analyzed plan, as Spark prints them, whose state can emit rows when the
+# watermark or a timeout evicts it.
+_STATE_EMITS = (
+    "Aggregate",
+    "FlatMapGroupsWithState",
+    "FlatMapGroupsInPandasWithState",
+    "TransformWithState",
+)
+_JOIN_EMITS = ("Join LeftOuter", "Join RightOuter", "Join FullOuter", "Join LeftAnti")

@@ -1,0 +1,156 @@
+"""Where one table's micro-batches commit: its Delta targets, app id and commit info.
+
+Exactly-once comes from the sink: each batch commits with the app transaction
+`(app_id, batch_id)` and a batch already committed is skipped, so a replayed batch
+(after a crash between the Delta commit and Spark's commit log) changes nothing.
+Each commit records the batch's Kafka end offsets, so `warehouse recover` can
+rebuild a starting position from the table (docs/architecture.md, "Exactly-once").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from warehouse.compile.errors import CheckpointError
+from warehouse.spec.expectations import interval_seconds
+from warehouse.spec.paths import QUARANTINE_SUFFIX
+from warehouse.spec.table import Scd2Sink, Sink, TopicSource, UpsertSink, sink_keys
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from streams.delta import DeltaTarget
+    from warehouse.spec.model import LoadedProject
+
+
+@dataclass
+class Targets:
+    """A table's Delta table and quarantine table as batch commit targets.
+
+    `from_kafka`: the table reads Kafka (its commits record offsets, empty batches
+    included). The app id comes from the checkpoint's query id, which Spark writes when
+    the query first starts: it is read once, at the first batch.
+
+    Concurrency: used from the query thread only (one batch at a time)."""
+
+    table: str
+    table_path: str
+    quarantine_path: str
+    checkpoint: str
+    sink: Sink
+    from_kafka: bool
+    engine: str
+    _query_id: str | None = field(default=None, init=False, repr=False)
+
+    @classmethod
+    def of_table(cls, project: LoadedProject, name: str, *, engine: str) -> Targets:
+        """The targets of `project`'s table `name`, written with the Delta engine `engine`."""
+        spec = project.tables[name].spec
+        return cls(
+            table=name,
+            table_path=str(project.table_path(name)),
+            quarantine_path=str(project.quarantine_path(name)),
+            checkpoint=str(project.checkpoint_path(name)),
+            sink=spec.sink,
+            from_kafka=isinstance(spec.source, TopicSource),
+            engine=engine,
+        )
+
+    def app_id(self) -> str:
+        """The Delta app transaction id of this table's query (stable across restarts)."""
+        return f"{self.table}:{self._query_id_for()}"
+
+    def _query_id_for(self) -> str:
+        if self._query_id is None:
+            from streams.delta import checkpoint_query_id
+
+            qid = checkpoint_query_id(self.checkpoint)
+            if not qid:
+                name, path = self.table, self.checkpoint
+                fix = (
+                    f"`warehouse recover --table {name}` rebuilds it from the offsets the "
+                    "table's Delta log recorded"
+                    if self.from_kafka
+                    else f"`warehouse reset --table {name} --yes` starts the table over"
+                )
+                raise CheckpointError(
+                    f"Table `{name}`: the checkpoint `{path}` has no query id in its "
+                    "`metadata` file (Spark writes one when the query starts), so the "
+                    f"checkpoint is damaged; {fix}.",
+                    table=name,
+                    path=str(path),
+                )
+            self._query_id = qid
+        return self._query_id
+
+    def commit_info(self, batch_id: int) -> dict[str, Any]:
+        """What each commit of batch `batch_id` records: its source end offsets, batch, table."""
+        from streams.delta import batch_end_offsets
+
+        return {
+            "warehouse.sourceOffsets": batch_end_offsets(self.checkpoint, batch_id),
+            "warehouse.batchId": batch_id,
+            "warehouse.table": self.table,
+        }
+
+    @property
+    def unique_columns(self) -> tuple[str, ...]:
+        # A Kafka offset is unique within its partition: a Parquet dictionary of them
+        # only costs the writer time (docs/decisions, "Parquet settings").
+        return ("_offset",) if self.from_kafka else ()
+
+    def quarantine(self) -> DeltaTarget:
+        """The `DeltaTarget` of the table's quarantine table."""
+        from streams.delta import DeltaTarget
+
+        return DeltaTarget(
+            self.quarantine_path,
+            mode="append",
+            app_id=f"{self.app_id()}:quarantine",
+            engine=self.engine,  # type: ignore[arg-type]
+            table=self.table + QUARANTINE_SUFFIX,
+            unique_columns=self.unique_columns,
+        )
+
+    def main(self) -> DeltaTarget:
+        """The `DeltaTarget` of the table itself."""
+        from streams.delta import DeltaTarget
+
+        sink = self.sink
+        # A Kafka-sourced table records every batch, empty ones too: its commits carry
+        # the offsets `warehouse recover` starts from. A table-sourced one does not
+        # commit a batch that changes nothing: each version would be a batch of every
+        # query reading the table (a batch of an inner stream-stream join that matched
+        # nothing, of an aggregate whose input was filtered out).
+        extra: dict[str, Any] = {"record_empty": self.from_kafka}
+        if isinstance(sink, UpsertSink):
+            extra["tombstone_retention"] = interval_seconds(sink.tombstone_retention)
+        return DeltaTarget(
+            self.table_path,
+            mode=sink.mode,
+            keys=sink_keys(sink),
+            sequence_by=sink.sequence_by if isinstance(sink, UpsertSink | Scd2Sink) else None,
+            partition_by=list(sink.partition_by),
+            app_id=self.app_id(),
+            engine=self.engine,  # type: ignore[arg-type]
+            table=self.table,
+            unique_columns=self.unique_columns,
+            **extra,
+        )
+
+    def committed(self, batch_id: int) -> bool:
+        """Whether the table already has batch `batch_id` (a replay)."""
+        from streams.delta import committed
+
+        return committed(self.main(), batch_id)
+
+    def write(
+        self, df: DataFrame, batch_id: int, info: dict[str, Any], *, quarantine: bool = False
+    ) -> int | None:
+        """Write `df` as this batch's commit to the table (or its quarantine table); the new
+        version, or None when the batch was already committed."""
+        from streams.delta import write_batch
+
+        target = self.quarantine() if quarantine else self.main()
+        return write_batch(df, batch_id, target, commit_info=info)

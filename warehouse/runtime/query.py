@@ -1,0 +1,128 @@
+"""A compiled table as a running Structured Streaming query.
+
+`build_query` compiles the table (`warehouse.compile.build_program`) with the snapshots
+this session keeps, and gives its program a `BatchWriter`; `TableQuery.start` starts
+the program's stream with the writer as its foreachBatch function.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from warehouse.compile.program import TableProgram, build_program, snapshot_tables
+from warehouse.runtime.snapshots import SnapshotCache, kept_snapshot
+from warehouse.runtime.writer import BatchWriter
+from warehouse.spec.expectations import interval_seconds
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from warehouse.compile.engines import ResolvedEngines
+    from warehouse.compile.plan import TablePlan
+    from warehouse.spec.model import LoadedProject
+
+logger = logging.getLogger(__name__)
+
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+
+
+@dataclass
+class TableQuery:
+    """A table's program, its writer, and the snapshots it keeps; `start` starts it.
+
+    Concurrency: the runner's thread starts, refreshes and releases it; Spark's query
+    thread calls `writer`."""
+
+    program: TableProgram
+    writer: BatchWriter
+    snapshots: SnapshotCache | None = None
+
+    @property
+    def plan(self) -> TablePlan:
+        return self.program.plan
+
+    def start(self) -> StreamingQuery:
+        """Start the query: remove what an interrupted batch left in the checkpoint, then
+        the program's stream with the writer as foreachBatch, its checkpoint, output mode
+        and trigger."""
+        from streams.delta import remove_interrupted_writes
+
+        program, plan = self.program, self.program.plan
+        logger.info("table %s: starting query (checkpoint %s)", plan.name, plan.checkpoint_path)
+        remove_interrupted_writes(plan.checkpoint_path)
+        writer = (
+            program.stream.writeStream.queryName(f"warehouse_{plan.name}")
+            .option("checkpointLocation", plan.checkpoint_path)
+            .outputMode(plan.output_mode)
+            .foreachBatch(self.writer)
+        )
+        interval = program.definition.spec.trigger and program.definition.spec.trigger.interval
+        if program.once:
+            writer = writer.trigger(availableNow=True)
+        elif interval:
+            writer = writer.trigger(processingTime=interval)
+        if program.no_data_batches:
+            return writer.start()
+        # The query reads its settings from a copy of the session made by start():
+        # set for this start only (the runner starts one query at a time).
+        conf = program.stream.sparkSession.conf
+        before = conf.get(NO_DATA_BATCHES, "true")
+        conf.set(NO_DATA_BATCHES, "false")
+        try:
+            return writer.start()
+        finally:
+            conf.set(NO_DATA_BATCHES, before)
+
+    def refresh_snapshots(self) -> None:
+        """Read the snapshots the table keeps again once older than their `max_age` (the
+        runner calls it while the query runs); nothing without `snapshots`."""
+        if self.snapshots is not None:
+            self.snapshots.refresh()
+
+    def release(self, spark: SparkSession) -> None:
+        """Once the query has stopped: the writer's clients, the kept snapshots and the
+        program's views."""
+        self.writer.close()
+        if self.snapshots is not None:
+            self.snapshots.release()
+        for view in self.program.views:
+            spark.catalog.dropTempView(view)
+
+
+def build_query(
+    project: LoadedProject,
+    table: str,
+    spark: SparkSession,
+    *,
+    engines: ResolvedEngines,
+    once: bool,
+    bootstrap: str | None,
+    writer: Callable[[TableProgram], BatchWriter],
+) -> TableQuery:
+    """Compile `table` and give it its writer (`writer(program)`). A table with
+    `snapshots: {max_age}` reads the copies this session keeps, cached last, so that
+    nothing is left cached if the build fails before."""
+    spec = project.tables[table].spec
+    kept = {}
+    if spec.snapshots is not None:
+        kept = {
+            name: kept_snapshot(spark, str(project.table_path(name)), engine=engines.delta.name)
+            for name in snapshot_tables(project, table)
+        }
+    program = build_program(
+        project,
+        table,
+        spark,
+        engines=engines,
+        once=once,
+        bootstrap=bootstrap,
+        snapshots={name: k.frame for name, k in kept.items()},
+    )
+    snapshots = None
+    if spec.snapshots is not None and kept:
+        snapshots = SnapshotCache(table, kept, interval_seconds(spec.snapshots.max_age))
+    return TableQuery(program, writer(program), snapshots)
