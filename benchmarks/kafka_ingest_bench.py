@@ -12,7 +12,7 @@ one run measures on the same topic:
   (c) read_kafka_stream -> Delta through streams.delta.write_batch in foreachBatch,
   (d) delta-rs `write_deltalake` of the same records as one Arrow table, no Spark,
   (e) the framework itself: an ODS table spec (JSON with a schema, malformed records to
-      quarantine) compiled and run once (`Pipeline(project, spark, layer="ods")`), on each
+      quarantine) compiled and run once (`project.pipeline(spark, "ods")`), on each
       engine of `--engines` (python: our Kafka source and Delta writer; native: Spark's
       `kafka` format and delta-spark; `native/spark`: the native ones with
       `engines: {parse: spark}`, so Spark's `from_json` and writer instead of the Arrow
@@ -172,7 +172,7 @@ def bare_consumer(bootstrap: str, topic: str, partitions: int, total: int) -> tu
             "group.id": uuid.uuid4().hex,
             "enable.auto.commit": False,
             "enable.partition.eof": True,
-            # As the source (streams/kafka/_fetch.py): 0 spins librdkafka's fetcher while
+            # As the source (streams/kafka/fetch.py): 0 spins librdkafka's fetcher while
             # the queue is full; 2 ms read 2-5% faster here with ~0.7 s less CPU per 1M.
             "fetch.queue.backoff.ms": 2,
             "fetch.max.bytes": 64 << 20,
@@ -361,7 +361,6 @@ def framework_ods(
     on `engine` (an `engines_line` entry); (q) adds a not-null expectation that
     quarantines, as every ODS table of the bundled example has."""
     from warehouse import Project
-    from warehouse.runtime.pipeline import Pipeline
 
     name = f"{topic}-{engine.replace('/', '-')}{'-q' if expect else ''}"
     root = work / f"project-{name}"
@@ -380,7 +379,7 @@ def framework_ods(
     project = Project.load(root)
     with batch_times(spark) as times:
         t0 = time.perf_counter()
-        (result,) = Pipeline(project, spark, layer="ods").run(once=True)
+        (result,) = project.pipeline(spark, "ods").run(once=True)
         dt = time.perf_counter() - t0
         busy = times.wait(result.batches)
     return dt, result.rows_written, busy

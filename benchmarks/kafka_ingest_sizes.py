@@ -11,7 +11,7 @@ in a thousand does not parse (a cut-off object) and one in a thousand has a null
 of `KCAT_RUNS` reads); then, on each
 engine, (e) an ODS table without an expectation and (q) the same table with
 `expect_column_values_to_not_be_null: {column: order_id}, on_violation: quarantine`, each
-a fresh project run once by the runner (`Pipeline(...).run(once=True)`) (`native/spark`:
+a fresh project run once by the runner (`project.pipeline(...).run(once=True)`) (`native/spark`:
 the native engines with `engines.parse: spark`, Spark's `from_json` instead of the Arrow
 path), with
 `max_offsets_per_trigger: N` when `--max-offsets` is given (else the source's default).
@@ -234,7 +234,6 @@ def ods_run(
     from kafka_ingest_bench import batch_times, engines_line
 
     from warehouse import Project
-    from warehouse.runtime.pipeline import Pipeline
 
     root = work / f"project-{topic}-{engine.replace('/', '-')}{'-q' if expect else ''}"
     (root / "conf").mkdir(parents=True)
@@ -254,7 +253,7 @@ def ods_run(
     project = Project.load(root)
     with batch_times(spark) as times:
         t0 = time.perf_counter()
-        (result,) = Pipeline(project, spark, layer="ods").run(once=True)
+        (result,) = project.pipeline(spark, "ods").run(once=True)
         dt = time.perf_counter() - t0
         busy = times.wait(result.batches)
     return dt, result.rows_read, busy, result.batches, project

@@ -327,7 +327,6 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
     from warehouse.demo.continuous import split_timeline
     from warehouse.demo.run import run_once
     from warehouse.generate import ShopGenerator, ensure_topics, iso, produce_records
-    from warehouse.runtime.pipeline import Pipeline
     from warehouse.runtime.session import get_session
 
     work = Path(tempfile.mkdtemp(prefix="latency-bench-"))
@@ -398,11 +397,10 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
                 started.append(line.split(" ", 1)[0])
             print(f"  continuous: {line}", flush=True)
 
-        pipeline = Pipeline(
-            project,
+        pipeline = project.pipeline(
             spark,
-            layer="all",
-            tables=chain,
+            "all",
+            chain,
             bootstrap=bootstrap,
             progress=progress,
             batch_progress=batches.append,

@@ -1,8 +1,10 @@
-"""A warehouse project: a folder with `conf/`, `layers/` and `schemas/` (DESIGN.md §7).
+"""A warehouse project: a folder with `conf/`, `layers/` and `schemas/` (README, "A tour").
 
 `Project.load` reads and checks everything at once and raises `ProjectError`
 listing every problem (file and field each); a loaded project is valid. It never
-starts Spark: `pipeline(spark)` takes the caller's session.
+starts Spark: `pipeline(spark)` takes the caller's session. The one entry point: the
+CLI, `spark-submit warehouse/submit.py`, the demo and notebooks all run tables
+through `Project.pipeline`.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,8 @@ from warehouse.spec.pycode import forget_modules
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from warehouse.runtime.failures import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +102,30 @@ class Project(LoadedProject):
         spark: SparkSession,
         layer: str | None = None,
         tables: Sequence[str] | None = None,
+        *,
+        progress: Callable[[str], None] | None = None,
+        batch_progress: Callable[[str], None] | None = None,
+        bootstrap: str | None = None,
+        retry: RetryPolicy | None = None,
+        settle_seconds: float = 60.0,
     ) -> Pipeline:
-        """The runnable pipeline of a layer or of named tables, on the caller's session."""
-        return Pipeline(self, spark, layer=layer, tables=tables)
+        """The runnable pipeline of a layer or of named tables, on the caller's session.
+
+        `progress` takes a line per table started, finished or restarted (default: the
+        log); `batch_progress` a line per continuous batch (default: `progress`).
+        `bootstrap`: a Kafka bootstrap already resolved (default: `kafka.bootstrap`,
+        `embedded` starting the bundled broker on demand). `retry`: how a query whose
+        Python worker missed Spark's connect window is started again.
+        `settle_seconds`: how long a continuous run waits for a query to create its
+        sources before it starts the next one."""
+        return Pipeline(
+            self,
+            spark,
+            layer=layer,
+            tables=list(tables) if tables is not None else None,
+            progress=progress,
+            batch_progress=batch_progress,
+            bootstrap=bootstrap,
+            retry=retry,
+            settle_seconds=settle_seconds,
+        )

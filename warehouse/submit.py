@@ -43,7 +43,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from warehouse.errors import WarehouseError
     from warehouse.project import Project
-    from warehouse.runtime.pipeline import Pipeline
 
     try:
         project = Project.load(args.project, env=args.env)
@@ -52,12 +51,8 @@ def main(argv: list[str] | None = None) -> int:
             SparkSession.getActiveSession()
             or SparkSession.builder.appName(f"warehouse {args.layer}").getOrCreate()
         )
-        results = Pipeline(
-            project,
-            spark,
-            layer=args.layer,
-            tables=args.table,
-            progress=lambda s: print(s, flush=True),
+        results = project.pipeline(
+            spark, args.layer, args.table, progress=lambda s: print(s, flush=True)
         ).run(once=args.once)
     except WarehouseError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -56,14 +56,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from warehouse.compile.plan import select_tables
     from warehouse.runtime.locks import holding
-    from warehouse.runtime.pipeline import Pipeline
 
     project = load_project(args)
     layer = args.layer or "all"
     # Held before Spark starts, so a table another process runs is refused in a moment.
     with holding(project, select_tables(project, layer=layer, tables=args.table), doing="run"):
         spark = _session(project)
-        pipeline = Pipeline(project, spark, layer=layer, tables=args.table, progress=_out)
+        pipeline = project.pipeline(spark, layer, args.table, progress=_out)
         results = pipeline.run(once=args.once)
     written = sum(r.rows_written for r in results)
     _out(f"done: {len(results)} table(s), {written} rows written")

@@ -164,8 +164,6 @@ def run_continuous(
     out: Out = print,
 ) -> int:
     """Run the example continuously until Ctrl-C/SIGTERM; returns the exit code."""
-    from warehouse.runtime.pipeline import Pipeline
-
     if rate <= 0:
         from warehouse.generate import GenerateArgumentError
 
@@ -208,10 +206,9 @@ def run_continuous(
 
     # The runner starts the queries one at a time, upstream first, and restarts one whose
     # Python worker missed Spark's connect window; the screen shows how far it got.
-    pipeline = Pipeline(
-        project,
+    pipeline = project.pipeline(
         spark,
-        layer="all",
+        "all",
         bootstrap=bootstrap,
         progress=progress,
         batch_progress=lambda line: logger.debug("%s", line),

@@ -195,13 +195,11 @@ def run_once(
     missed Spark's connect window is started again after a pause (the runtime's
     `RetryPolicy`; its checkpoint resumes where it stopped)."""
     from warehouse.runtime.failures import RetryPolicy
-    from warehouse.runtime.pipeline import Pipeline
 
-    pipeline = Pipeline(
-        project,
+    pipeline = project.pipeline(
         spark,
-        layer="all",
-        tables=tables,
+        "all",
+        tables,
         progress=progress,
         bootstrap=bootstrap,
         retry=RetryPolicy(attempts=attempts, pause=10.0),
