@@ -1,4 +1,4 @@
-"""The Arrow path's Parquet writer (`streams.delta._files.file_writer`) against the
+"""The Arrow path's Parquet writer (`streams.delta.files.file_writer`) against the
 settings it replaced: CPU and file size for an ODS table's typed rows.
 
     .venv/bin/python benchmarks/arrow_writer_bench.py [--rows 1000000] [--reps 3]
@@ -84,7 +84,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
 
-    from streams.delta._files import dictionary_columns, file_writer
+    from streams.delta.files import dictionary_columns, file_writer
 
     blocks = typed_blocks(args.rows)
     schema = blocks[0].schema

@@ -50,7 +50,7 @@ def main() -> None:
 
     from streams.broker.launcher import BrokerProcess
     from streams.kafka import SCHEMA_WITHOUT_HEADERS, OffsetRange, consumer_config, end_offsets
-    from streams.kafka._fetch import read_ranges
+    from streams.kafka.fetch import read_ranges
     from streams.landing.arrow_json import split_block
 
     payload = ods_payload()

@@ -43,8 +43,7 @@ from deltalake.exceptions import DeltaError
 
 from streams.cdc.changelog import ChangeRecord, PublishMode, changelog_records
 from streams.cdc.errors import PublishError
-from streams.delta import crash_point
-from streams.delta.commit import KeptTable
+from streams.delta import KeptTable, crash_point
 from streams.kafka import KafkaAdminError, ensure_topic
 
 logger = logging.getLogger(__name__)

@@ -1,21 +1,22 @@
 """Delta side of the streaming I/O: the idempotent sink, the stream source, maintenance.
 
 - `write_batch` / `read_delta_stream`: the entry points, on the engine a target or
-  call names; `delta_engine(name)` gives the engine itself (`PythonDelta`,
-  `NativeDelta`, behind the `DeltaEngine` protocol) with its `available(spark)`.
+  call names; `delta_engine(name)` gives the engine itself (the Python or the
+  native one, behind the `DeltaEngine` protocol, with its capabilities).
 - the sink modes: `append`, `upsert` (`streams.delta.sink`) and `scd2`
   (`streams.delta.scd2`, SCD type 2 history);
 - the commit primitives (`streams.delta.commit`) for a writer of its own files
-  (`append_files`), as the Kafka landing path (`streams.landing`) is.
+  (`append_files`, with the Arrow file writer `file_writer` and `write_files`), as the
+  Kafka landing path (`streams.landing`) is; `KeptTable` / `kept_table` for a table
+  kept open between commits.
+
+Callers import from this package only; its modules are its own.
 
 See docs/architecture.md (`streams.delta`) for the contract the runtime builds on.
 """
 
 from __future__ import annotations
 
-from streams.delta._faults import crash_point
-from streams.delta._files import STAGING_DIR, file_writer
-from streams.delta._schema import arrow_schema
 from streams.delta.arrow import read_table
 from streams.delta.checkpoint import (
     batch_end_offsets,
@@ -23,12 +24,17 @@ from streams.delta.checkpoint import (
     delta_source_engines,
     remove_interrupted_writes,
 )
-from streams.delta.commit import FileEntry, append_files, committed, latest_version
+from streams.delta.commit import (
+    FileEntry,
+    KeptTable,
+    append_files,
+    committed,
+    kept_table,
+    latest_version,
+)
 from streams.delta.driver_merge import local_path
 from streams.delta.engine import (
     DeltaEngine,
-    NativeDelta,
-    PythonDelta,
     delta_engine,
     read_delta_stream,
     write_batch,
@@ -42,6 +48,8 @@ from streams.delta.errors import (
     DeltaWriteError,
     NativeEngineUnavailableError,
 )
+from streams.delta.faults import crash_point
+from streams.delta.files import STAGING_DIR, file_writer
 from streams.delta.maintenance import (
     optimize,
     recorded_offsets,
@@ -50,22 +58,14 @@ from streams.delta.maintenance import (
     vacuum,
 )
 from streams.delta.native import native_delta_available
-from streams.delta.scd2 import apply_scd2, apply_scd2_arrow
 from streams.delta.scd2_plan import SCD2_COLUMNS
+from streams.delta.schema import arrow_schema
 from streams.delta.sink import file_entry, write_files
-from streams.delta.target import (
-    DEFAULT_TOMBSTONE_RETENTION_S,
-    INTERNAL_COLUMNS,
-    DeltaTarget,
-    commit_properties,
-)
-from streams.delta.tombstones import TOMBSTONES_SUFFIX, tombstone_path
+from streams.delta.target import DeltaTarget, commit_properties
+from streams.delta.tombstones import tombstone_path
 
 __all__ = [
-    "DEFAULT_TOMBSTONE_RETENTION_S",
-    "TOMBSTONES_SUFFIX",
     "tombstone_path",
-    "INTERNAL_COLUMNS",
     "SCD2_COLUMNS",
     "STAGING_DIR",
     "DeltaConfigError",
@@ -77,12 +77,9 @@ __all__ = [
     "DeltaTarget",
     "DeltaWriteError",
     "FileEntry",
-    "NativeDelta",
+    "KeptTable",
     "NativeEngineUnavailableError",
-    "PythonDelta",
     "append_files",
-    "apply_scd2",
-    "apply_scd2_arrow",
     "arrow_schema",
     "batch_end_offsets",
     "checkpoint_query_id",
@@ -93,6 +90,7 @@ __all__ = [
     "delta_source_engines",
     "file_entry",
     "file_writer",
+    "kept_table",
     "latest_version",
     "local_path",
     "native_delta_available",

@@ -1,6 +1,6 @@
 """The fast side of an append: Spark's own Parquet writer, Delta stats from the footers.
 
-Handing a batch to Python (`mapInArrow`, `_files.file_writer`) costs Spark a row-to-Arrow
+Handing a batch to Python (`mapInArrow`, `files.file_writer`) costs Spark a row-to-Arrow
 conversion that is slow for nested columns: a null `array<struct>` (the Kafka `headers`
 column) alone made a 1M-row batch 3-7x slower to write here. So when the types allow
 it, the executors write with Spark's JVM Parquet writer into a staging directory under
@@ -32,11 +32,11 @@ from pyspark.sql.types import (
     StringType,
 )
 
-from streams.delta._files import CODEC, HIVE_NULL, STAGING_DIR, ZSTD_LEVEL, _Stats
+from streams.delta.files import CODEC, HIVE_NULL, STAGING_DIR, ZSTD_LEVEL, _Stats
 
 # Partition columns whose hive directory value *is* the Delta partition value. Others
 # (timestamps, floats, decimals, binary) are formatted differently by Spark's writer and
-# go through `_files.file_writer`, which formats them itself.
+# go through `files.file_writer`, which formats them itself.
 _PLAIN_PARTITION_TYPES = (
     StringType,
     IntegerType,
@@ -66,7 +66,7 @@ def write_files(
     """Write `df` as Parquet files of the table at `root`; return one
     `(path, size, partition values, stats json, mtime ms)` per file, not yet committed.
 
-    Compressed with `_files.CODEC` unless the session sets its own codec; the
+    Compressed with `files.CODEC` unless the session sets its own codec; the
     `unique_columns` present are written without a dictionary (Parquet's per-column
     `parquet.enable.dictionary#<column>`)."""
     # INT96 (Spark's default) carries no min/max in the footer and is a legacy
@@ -137,7 +137,7 @@ def _move(
 def footer_stats(meta: pq.FileMetaData, schema: pa.Schema) -> str:
     """Delta file statistics (`numRecords`, min/max, nullCount) from a Parquet footer.
 
-    Same rules as `_files._Stats`: top-level primitive columns only; strings longer than
+    Same rules as `files._Stats`: top-level primitive columns only; strings longer than
     32 characters, booleans, decimals and binary get a null count but no min/max;
     a floating column with NaN gets none either (Parquet writers leave such bounds
     out); timestamp maxima are rounded up to the millisecond.

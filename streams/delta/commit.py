@@ -25,9 +25,9 @@ from deltalake import DeltaTable, Schema
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
-from streams.delta import _schema
-from streams.delta._faults import crash_point
+from streams.delta import schema as table_schema
 from streams.delta.errors import DeltaWriteError
+from streams.delta.faults import crash_point
 from streams.delta.target import (
     APP_KEY,
     BATCH_KEY,
@@ -293,8 +293,8 @@ def nothing_written(target: DeltaTarget, batch_id: int, version: int | None) -> 
 
 
 def evolve_schema(table: DeltaTable, incoming: pa.Schema, target: DeltaTarget) -> DeltaTable:
-    _schema.check_partitioning(table, target.partition_by, path=target.path)
-    added = _schema.new_columns(table, incoming, path=target.path)
+    table_schema.check_partitioning(table, target.partition_by, path=target.path)
+    added = table_schema.new_columns(table, incoming, path=target.path)
     if added:
         logger.info(
             "Delta table %s: adding columns %s", target.name, ", ".join(f.name for f in added)
@@ -363,7 +363,9 @@ def prepare_append(
         partition_by = list(table.metadata().partition_columns)
     else:
         partition_by = list(target.partition_by)
-    _schema.check_columns(schema.names, partition_by, path=target.path, what="partition columns")
+    table_schema.check_columns(
+        schema.names, partition_by, path=target.path, what="partition columns"
+    )
     return table, partition_by
 
 

@@ -21,9 +21,9 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from streams.delta._files import STAGING_DIR
 from streams.delta.commit import add_actions, file_bytes, file_rows
 from streams.delta.errors import DeltaTableNotFoundError
+from streams.delta.files import STAGING_DIR
 from streams.delta.target import (
     BATCH_KEY,
     OFFSETS_KEY,

@@ -23,9 +23,6 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from streams.delta._confs import session_confs
-from streams.delta._faults import crash_point
-from streams.delta._files import CODEC, ZSTD_LEVEL
-from streams.delta._schema import arrow_schema, check_partitioning, check_types
 from streams.delta.commit import (
     KeptTable,
     add_actions,
@@ -39,9 +36,12 @@ from streams.delta.commit import (
 )
 from streams.delta.driver_merge import local_path, merge_on_driver, mergeable, scd2_on_driver
 from streams.delta.errors import DeltaSchemaError, NativeEngineUnavailableError
+from streams.delta.faults import crash_point
+from streams.delta.files import CODEC, ZSTD_LEVEL
 from streams.delta.native_maintenance import optimize_native
 from streams.delta.scd2 import ACTION, plan_batch
 from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
+from streams.delta.schema import arrow_schema, check_partitioning, check_types
 from streams.delta.sink import DELETE_FLAG, dedupe_changes, null_key_error, refuse_null_keys
 from streams.delta.source import read_snapshot_python
 from streams.delta.target import TABLE_CONFIGURATION, DeltaTarget, batch_commit_info

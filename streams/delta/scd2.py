@@ -22,8 +22,7 @@ from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streams.delta import _schema
-from streams.delta._faults import crash_point
+from streams.delta import schema as table_schema
 from streams.delta.arrow import read_table
 from streams.delta.commit import (
     commit_empty,
@@ -33,6 +32,7 @@ from streams.delta.commit import (
     version_after_merge,
 )
 from streams.delta.errors import DeltaSchemaError, DeltaWriteError
+from streams.delta.faults import crash_point
 from streams.delta.scd2_plan import (
     ARRIVAL,
     IS_CURRENT,
@@ -121,7 +121,7 @@ def _stored_schema(data: pa.Schema, target: DeltaTarget) -> pa.Schema:
             column=clash[0],
         )
     dropped = {*INTERNAL_COLUMNS, ARRIVAL}
-    kept = _schema.normalize_arrow(pa.schema([f for f in data if f.name not in dropped]))
+    kept = table_schema.normalize_arrow(pa.schema([f for f in data if f.name not in dropped]))
     return pa.schema(
         [
             *kept,
@@ -151,7 +151,7 @@ def _open_table(target: DeltaTarget, stored: pa.Schema) -> DeltaTable:
     with kept_table(target.path) as kept:
         table = kept.get()
     if table is None:
-        _schema.check_columns(
+        table_schema.check_columns(
             stored.names, target.partition_by, path=target.path, what="partition columns"
         )
         DeltaTable.create(
@@ -161,7 +161,7 @@ def _open_table(target: DeltaTarget, stored: pa.Schema) -> DeltaTable:
             configuration=TABLE_CONFIGURATION,
         )
         return current_table(target.path)
-    _schema.check_partitioning(table, target.partition_by, path=target.path)
+    table_schema.check_partitioning(table, target.partition_by, path=target.path)
     existing = {f.name for f in table.schema().fields}
     lacking = [c for c in SCD2_COLUMNS if c not in existing]
     if lacking:
@@ -218,12 +218,12 @@ def apply_scd2(
     is the processing time used as `valid_from` when the sequence is not time-like and
     the rows carry neither `_source_ts_ms` nor `_timestamp` (default: the clock).
     """
-    _schema.check_columns(df.columns, target.keys, path=target.path, what="key columns")
-    _schema.check_columns(
+    table_schema.check_columns(df.columns, target.keys, path=target.path, what="key columns")
+    table_schema.check_columns(
         df.columns, [target.sequence_by or ""], path=target.path, what="sequence column"
     )
     # the table's types come from the Spark schema, exactly as for the upsert sink
-    stored = _schema.arrow_schema(df.schema)
+    stored = table_schema.arrow_schema(df.schema)
     rows = df.withColumn(ARRIVAL, F.monotonically_increasing_id()).toArrow()
     return apply_scd2_arrow(rows, batch_id, target, commit_info=commit_info, now=now, schema=stored)
 
@@ -281,8 +281,8 @@ def plan_batch(
     """
     keys, seq = list(target.keys), target.sequence_by
     assert seq is not None  # DeltaTarget requires it for scd2
-    _schema.check_columns(rows.schema.names, keys, path=target.path, what="key columns")
-    _schema.check_columns(rows.schema.names, [seq], path=target.path, what="sequence column")
+    table_schema.check_columns(rows.schema.names, keys, path=target.path, what="key columns")
+    table_schema.check_columns(rows.schema.names, [seq], path=target.path, what="sequence column")
     stored = _stored_schema(schema if schema is not None else rows.schema, target)
     _check_nulls(rows, target, batch_id)
     seq_type = rows.schema.field(seq).type

@@ -24,9 +24,8 @@ from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from streams.delta import _schema, _spark_files
-from streams.delta._faults import crash_point
-from streams.delta._files import FILES_SCHEMA, file_writer
+from streams.delta import _spark_files
+from streams.delta import schema as table_schema
 from streams.delta.commit import (
     FileEntry,
     after_commit,
@@ -42,6 +41,8 @@ from streams.delta.commit import (
     version_after_merge,
 )
 from streams.delta.errors import DeltaWriteError
+from streams.delta.faults import crash_point
+from streams.delta.files import FILES_SCHEMA, file_writer
 from streams.delta.scd2 import apply_scd2
 from streams.delta.target import INTERNAL_COLUMNS, DeltaTarget, commit_properties
 from streams.delta.tombstones import keep_after_tombstones, record_tombstones
@@ -87,7 +88,7 @@ def _append(
     table: DeltaTable | None,
     commit_info: Mapping[str, Any] | None,
 ) -> int:
-    schema = _schema.arrow_schema(df.schema)
+    schema = table_schema.arrow_schema(df.schema)
     table, partition_by = prepare_append(table, schema, target)
     try:
         files = write_files(df, target.path, schema, partition_by, target.unique_columns)
@@ -110,7 +111,7 @@ def write_files(
 ) -> list[FileEntry]:
     """The batch's data files, written by the executors: `(path, size, partition values,
     stats, mtime)` each. Spark's Parquet writer when the partition types allow it (no
-    rows pass through Python), else the Arrow writer of `_files`."""
+    rows pass through Python), else the Arrow writer of `files`."""
     if _spark_files.supports(df, partition_by):
         return _spark_files.write_files(df, root, schema, partition_by, unique_columns)
     rows = df.mapInArrow(
@@ -120,7 +121,7 @@ def write_files(
 
 
 def file_entry(row: Any) -> FileEntry:
-    """A `FileEntry` from one row (or dict) of `_files.file_writer`'s output."""
+    """A `FileEntry` from one row (or dict) of `files.file_writer`'s output."""
     return (
         row["path"],
         row["size"],
@@ -157,9 +158,11 @@ def dedupe_changes(df: DataFrame, target: DeltaTarget) -> DataFrame:
     sequence wins over one without.
     """
     cols = df.columns
-    _schema.check_columns(cols, target.keys, path=target.path, what="key columns")
+    table_schema.check_columns(cols, target.keys, path=target.path, what="key columns")
     if target.sequence_by:
-        _schema.check_columns(cols, [target.sequence_by], path=target.path, what="sequence column")
+        table_schema.check_columns(
+            cols, [target.sequence_by], path=target.path, what="sequence column"
+        )
     order = []
     if target.sequence_by:
         order.append(F.col(target.sequence_by).desc_nulls_last())
@@ -222,9 +225,9 @@ def _upsert(
     commit_info: Mapping[str, Any] | None,
 ) -> int:
     deduped = dedupe_changes(df, target)
-    stored = _schema.arrow_schema(deduped.schema, drop=[DELETE_FLAG])
+    stored = table_schema.arrow_schema(deduped.schema, drop=[DELETE_FLAG])
     if table is None:
-        _schema.check_columns(
+        table_schema.check_columns(
             df.columns, target.partition_by, path=target.path, what="partition columns"
         )
         create_table(target.path, stored, [], list(target.partition_by))

@@ -55,10 +55,10 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from streams._datasources import register_once
-from streams.delta._schema import normalize_arrow
 from streams.delta.arrow import read_table
 from streams.delta.commit import KeptTable
 from streams.delta.errors import DeltaConfigError, DeltaReadError, DeltaTableNotFoundError
+from streams.delta.schema import normalize_arrow
 
 logger = logging.getLogger(__name__)
 

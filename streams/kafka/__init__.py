@@ -2,23 +2,18 @@
 expressions, and admin/produce helpers (`streams.kafka.admin`).
 
 `read_kafka_stream` is the entry point by engine name; `kafka_engine(name)` gives the
-engine itself (`PythonKafka`, `NativeKafka`, behind the `KafkaEngine` protocol) with
-its `available(spark)`.
+engine itself (the Python or the native one, behind the `KafkaEngine` protocol, with
+its capabilities) with its `available(spark)`.
+
+Callers import from this package only, but for the Arrow code that must not import
+Spark (`streams.landing.arrow_json` takes `columns` and `reasons` directly).
 """
 
 from __future__ import annotations
 
-from streams.kafka._fetch import consumer_config, read_range
 from streams.kafka.admin import end_offsets, ensure_topic, produce, produce_json
 from streams.kafka.columns import COORDINATES, KAFKA_COLUMNS
-from streams.kafka.engine import (
-    KafkaEngine,
-    KafkaRead,
-    NativeKafka,
-    PythonKafka,
-    kafka_engine,
-    register_source,
-)
+from streams.kafka.engine import KafkaEngine, kafka_engine, register_source
 from streams.kafka.errors import (
     DataLossError,
     KafkaAdminError,
@@ -26,9 +21,10 @@ from streams.kafka.errors import (
     KafkaReadError,
     KafkaStreamError,
 )
+from streams.kafka.fetch import consumer_config, read_range
 from streams.kafka.offsets import OffsetRange
 from streams.kafka.parse import as_struct, parse_kafka, required_fields
-from streams.kafka.parse_connect import connect_struct, sample_connect_struct
+from streams.kafka.parse_connect import sample_connect_struct
 from streams.kafka.parse_frames import (
     FLAGGED_COLUMN,
     SUSPECTS_CAP,
@@ -48,7 +44,7 @@ from streams.kafka.source import (
     input_partitions,
     read_partition,
 )
-from streams.kafka.stream import native_kafka_available, read_kafka_stream
+from streams.kafka.stream import read_kafka_stream
 
 __all__ = [
     "COORDINATES",
@@ -65,22 +61,17 @@ __all__ = [
     "KafkaConfigError",
     "KafkaEngine",
     "KafkaInputPartition",
-    "KafkaRead",
     "KafkaReadError",
     "KafkaStreamError",
-    "NativeKafka",
     "OffsetRange",
     "ParsedFrames",
-    "PythonKafka",
     "as_struct",
-    "connect_struct",
     "consumer_config",
     "end_offsets",
     "ensure_topic",
     "hashes_of",
     "input_partitions",
     "kafka_engine",
-    "native_kafka_available",
     "parse_hashes",
     "parse_kafka",
     "persisted_counts",

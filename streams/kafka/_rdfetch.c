@@ -2,7 +2,7 @@
  * streams.kafka._rdfetch: a librdkafka consumer whose `consume` returns Arrow-ready
  * column buffers instead of one Python object per record.
  *
- * The Python reader (streams/kafka/_fetch.py) spends most of a Spark task's CPU building
+ * The Python reader (streams/kafka/fetch.py) spends most of a Spark task's CPU building
  * a `Message` per record and reading it back through method calls. Here the records of
  * one `rd_kafka_consume_batch_queue` call are copied, without the GIL, into contiguous
  * buffers: partitions, offsets, timestamps, and keys and values as Arrow binary arrays

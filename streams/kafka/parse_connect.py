@@ -37,9 +37,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from streams.kafka._fetch import consumer_config, read_range
 from streams.kafka.admin import end_offsets
 from streams.kafka.errors import KafkaConfigError
+from streams.kafka.fetch import consumer_config, read_range
 from streams.kafka.offsets import OffsetRange
 
 _PRIMITIVES: dict[str, DataType] = {

@@ -3,7 +3,7 @@
 The driver side (`KafkaStreamReader`) lives in Spark's long-running Python planner
 worker: it discovers partitions, answers `latestOffset` with admission control, and
 plans `[start, end)` ranges. `read()` runs on executors and fetches one range into
-Arrow batches (`_fetch.read_range`). Offsets are `{"topic": {"partition": offset}}`.
+Arrow batches (`fetch.read_range`). Offsets are `{"topic": {"partition": offset}}`.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def input_partitions(
 def read_partition(partition: KafkaInputPartition, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """The records of `partition`'s ranges as Arrow batches of `schema` (a subset of the
     source's columns, in its order)."""
-    from streams.kafka._fetch import consumer_config, read_ranges
+    from streams.kafka.fetch import consumer_config, read_ranges
 
     fetch = partition.fetch
     if fetch is None:

@@ -46,4 +46,4 @@ def test_the_wheel_has_the_extensions_and_the_pure_one_has_none(tmp_path) -> Non
     name, files = _wheel(tmp_path / "pure", "1")
     assert name.endswith("-py3-none-any.whl"), name
     assert not [f for f in files if f.endswith((".so", ".pyd"))]
-    assert "streams/kafka/_fetch.py" in files and "streams/landing/arrow_json.py" in files
+    assert "streams/kafka/fetch.py" in files and "streams/landing/arrow_json.py" in files

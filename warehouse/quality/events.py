@@ -28,7 +28,7 @@ from warehouse.spec.paths import EVENTS_TABLE, events_path
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from streams.delta.commit import KeptTable
+    from streams.delta import KeptTable
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def write_quality_events(
     from deltalake.exceptions import CommitFailedError
 
     # Imported here: importing `warehouse.quality` loads neither Spark nor delta-rs.
-    from streams.delta.commit import kept_table
+    from streams.delta import kept_table
 
     with _lock_for(path), kept_table(str(path)) as kept:
         for attempt in range(1, COMMIT_ATTEMPTS + 1):

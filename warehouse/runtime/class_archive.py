@@ -205,7 +205,7 @@ import json, shutil, sys, tempfile
 from pathlib import Path
 from warehouse.runtime.session import get_session
 from warehouse.spec.config import SparkSettings
-from streams.delta.native import native_delta_available
+from streams.delta import native_delta_available
 
 out, ran = sys.argv[1], sys.argv[2]
 flags = "-XX:ArchiveClassesAtExit=" + out + " " + " ".join(sys.argv[3:])

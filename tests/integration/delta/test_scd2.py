@@ -18,10 +18,10 @@ from streams.delta import (
     DeltaSchemaError,
     DeltaTarget,
     DeltaWriteError,
-    apply_scd2_arrow,
     read_table,
     write_batch,
 )
+from streams.delta.scd2 import apply_scd2_arrow
 
 UTC = dt.UTC
 

@@ -255,8 +255,8 @@ def _typed_rows() -> list[tuple]:
 def test_spark_writer_stats_match_the_arrow_writer(spark, tmp_path: Path, read_table) -> None:
     """Appends go through Spark's Parquet writer (stats read back from the footers); the
     stats must be exactly what the Arrow writer (`mapInArrow`) computes from the rows."""
-    from streams.delta._files import FILES_SCHEMA, file_writer
-    from streams.delta._schema import arrow_schema
+    from streams.delta.files import FILES_SCHEMA, file_writer
+    from streams.delta.schema import arrow_schema
 
     df = spark.createDataFrame(_typed_rows(), _TYPED).repartition(1)
     target = DeltaTarget(str(tmp_path / "fast"), app_id="a:q")

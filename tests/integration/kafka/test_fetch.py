@@ -10,8 +10,8 @@ from confluent_kafka import Producer
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from streams.kafka import DataLossError, KafkaConfigError
-from streams.kafka._fetch import consumer_config, native_reader_error, read_range, read_ranges
 from streams.kafka.admin import end_offsets, ensure_topic, produce
+from streams.kafka.fetch import consumer_config, native_reader_error, read_range, read_ranges
 from streams.kafka.offsets import OffsetRange
 from streams.kafka.source import SCHEMA, SCHEMA_WITHOUT_HEADERS
 from tests.integration.kafka.helpers import topic_with_deleted_head

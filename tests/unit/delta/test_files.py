@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streams.delta import _files
-from streams.delta._files import file_writer, partition_value
+from streams.delta import files
+from streams.delta.files import file_writer, partition_value
 
 
 def _run(root: Path, batches: list[pa.RecordBatch], partition_by: list[str]) -> list[dict]:
@@ -137,7 +137,7 @@ def test_small_batches_are_written_as_one_row_group_and_a_full_buffer_flushes(
     assert json.loads(row["stats"])["maxValues"] == {"x": 299}
 
     # Two partitions' files share one task's buffer: past it, both are written out.
-    monkeypatch.setattr(_files, "ROW_GROUP_BYTES", batches[0].nbytes * 4)
+    monkeypatch.setattr(files, "ROW_GROUP_BYTES", batches[0].nbytes * 4)
     split = [b.append_column("p", pa.array([i % 2] * 10)) for i, b in enumerate(batches)]
     rows = _run(tmp_path / "two", split, ["p"])
     groups = {r["partition_values"]: pq.read_metadata(tmp_path / "two" / r["path"]) for r in rows}

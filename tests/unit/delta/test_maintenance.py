@@ -19,8 +19,8 @@ from streams.delta import (
     remove_orphans,
     table_info,
 )
-from streams.delta._schema import new_columns
 from streams.delta.arrow import read_table
+from streams.delta.schema import new_columns
 from streams.delta.target import newest_recorded
 
 

@@ -7,7 +7,7 @@ import datetime as dt
 from confluent_kafka import Message
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from streams.kafka._fetch import _to_batch
+from streams.kafka.fetch import _to_batch
 from streams.kafka.source import SCHEMA
 
 ARROW = to_arrow_schema(SCHEMA, timezone="UTC")

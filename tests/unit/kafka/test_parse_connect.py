@@ -16,7 +16,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from streams.kafka import KafkaConfigError, connect_struct
+from streams.kafka import KafkaConfigError
+from streams.kafka.parse_connect import connect_struct
 
 ROW = {
     "type": "struct",
