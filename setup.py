@@ -2,7 +2,7 @@
 and the framework uses the Python code they stand in for.
 
 - streams.kafka._rdfetch: the Kafka source's column reader (else confluent-kafka's
-  `Consumer`; streams/kafka/_fetch.py says how each is chosen);
+  `Consumer`; streams/kafka/fetch.py says how each is chosen);
 - streams.landing._flatjson: the landing path's flat JSON parser (else Arrow's JSON
   reader takes every value; streams/landing/arrow_json.py).
 

@@ -55,6 +55,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from proc_cpu import cpu_by_kind, cpu_delta, jvm_threads, processes, waits_by_kind
 
@@ -317,16 +318,77 @@ def keep_snapshots(project, max_age: str | None) -> None:
             print(f"{name}: snapshots kept for at most {max_age}", flush=True)
 
 
+def bench_project(args: argparse.Namespace, work: Path, bootstrap: str, overrides: dict) -> Any:
+    """The example project (or `--copies` of it) under `work`, with the run's settings."""
+    from warehouse import Project
+
+    repo = REPO if args.copies <= 1 else project_copies(REPO, work / "project", args.copies)
+    project = Project.load(
+        repo, warehouse_root=str(work / "wh"), kafka={"bootstrap": bootstrap}, **overrides
+    )
+    set_triggers(project, args.trigger, args.off_path_trigger)
+    keep_snapshots(project, args.snapshot_max_age)
+    # Spark's status tracker lists only the newest 1000 jobs and stages by default;
+    # a native run has more by the time the jobs per batch are counted.
+    project.config.spark.conf.update(RETAIN_JOBS)
+    for setting in args.conf:
+        key, _, value = setting.partition("=")
+        project.config.spark.conf[key] = value
+    if os.environ.get("BENCH_JAVA_OPTIONS"):
+        project.config.spark.conf["spark.driver.extraJavaOptions"] = os.environ[
+            "BENCH_JAVA_OPTIONS"
+        ]
+    return project
+
+
+def chain_tables(args: argparse.Namespace) -> list[str] | None:
+    """The tables of the measured chain (`--chain-only`), in every copy; None: all."""
+    if not args.chain_only:
+        return None
+    if args.copies <= 1:
+        return list(CHAIN)
+    return [
+        f"{t}{COPY_SUFFIX.format(n=n)}" if n > 1 else t
+        for n in range(1, args.copies + 1)
+        for t in CHAIN
+    ]
+
+
+def send_probes(probe: Any, *, seconds: float, every: float) -> dict[int, float]:
+    """Produce a probe order every `every` seconds for `seconds`; the wall time each was
+    sent, by probe number."""
+    from warehouse.generate import iso
+
+    sent: dict[int, float] = {}
+    deadline = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < deadline:
+        n += 1
+        order = {
+            "order_id": f"probe-{n:05d}",
+            "user_id": PROBE_USER,
+            "product_id": "p001",
+            "quantity": 1,
+            "amount": 1.0,
+            "currency": "EUR",
+            "event_time": iso(dt.datetime.now(dt.UTC)),
+        }
+        sent[n] = time.time()
+        probe.produce("orders", key=order["order_id"].encode(), value=json.dumps(order).encode())
+        probe.flush(30)
+        time.sleep(every)
+    return sent
+
+
 def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
     """One measurement on `engine` (both Kafka and Delta), or on the conf's engines."""
     from confluent_kafka import Producer
 
     from streams.broker.launcher import BrokerProcess
-    from warehouse import Project
     from warehouse.demo.continuous import Producer as Background
     from warehouse.demo.continuous import split_timeline
     from warehouse.demo.run import run_once
-    from warehouse.generate import ShopGenerator, ensure_topics, iso, produce_records
+    from warehouse.generate import ShopGenerator, ensure_topics, produce_records
     from warehouse.runtime.session import get_session
 
     work = Path(tempfile.mkdtemp(prefix="latency-bench-"))
@@ -340,22 +402,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         overrides["spark__concurrent_batches"] = args.concurrent_batches
     print(f"\n== engines: {engine or 'as the conf says'} ==", flush=True)
     try:
-        repo = REPO if args.copies <= 1 else project_copies(REPO, work / "project", args.copies)
-        project = Project.load(
-            repo, warehouse_root=str(work / "wh"), kafka={"bootstrap": bootstrap}, **overrides
-        )
-        set_triggers(project, args.trigger, args.off_path_trigger)
-        keep_snapshots(project, args.snapshot_max_age)
-        # Spark's status tracker lists only the newest 1000 jobs and stages by default;
-        # a native run has more by the time the jobs per batch are counted.
-        project.config.spark.conf.update(RETAIN_JOBS)
-        for setting in args.conf:
-            key, _, value = setting.partition("=")
-            project.config.spark.conf[key] = value
-        if os.environ.get("BENCH_JAVA_OPTIONS"):
-            project.config.spark.conf["spark.driver.extraJavaOptions"] = os.environ[
-                "BENCH_JAVA_OPTIONS"
-            ]
+        project = bench_project(args, work, bootstrap, overrides)
         spark = get_session(project.config.spark, app_name="latency-bench")
         spark.sparkContext.setLogLevel("ERROR")
         ensure_topics(bootstrap)
@@ -373,13 +420,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         probe.produce("shop.users", key=key, value=value)
         probe.flush(30)
         t0 = time.monotonic()
-        chain = CHAIN if args.chain_only else None
-        if chain and args.copies > 1:
-            chain = [
-                f"{t}{COPY_SUFFIX.format(n=n)}" if n > 1 else t
-                for n in range(1, args.copies + 1)
-                for t in CHAIN
-            ]
+        chain = chain_tables(args)
         run_once(
             project,
             spark,
@@ -425,27 +466,8 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         threads0 = thread_cpu(spark) if args.threads else None
         turns0 = pipeline.gate.turn_seconds() if pipeline.gate is not None else None
         probes_from = dt.datetime.now(dt.UTC)
-        sent: dict[int, float] = {}
-        deadline = time.monotonic() + args.seconds
-        n = 0
-        while time.monotonic() < deadline:
-            n += 1
-            now = dt.datetime.now(dt.UTC)
-            order = {
-                "order_id": f"probe-{n:05d}",
-                "user_id": PROBE_USER,
-                "product_id": "p001",
-                "quantity": 1,
-                "amount": 1.0,
-                "currency": "EUR",
-                "event_time": iso(now),
-            }
-            sent[n] = time.time()
-            probe.produce(
-                "orders", key=order["order_id"].encode(), value=json.dumps(order).encode()
-            )
-            probe.flush(30)
-            time.sleep(args.probe_every)
+        sent = send_probes(probe, seconds=args.seconds, every=args.probe_every)
+        n = len(sent)
         busy = cpu_delta(cpu0, cpu_by_kind()), len(batches) - batches0, time.monotonic() - t2
         turns = turns_since(pipeline.gate, turns0)
         jit, ran_for = jit_seconds(spark) - jit0, time.monotonic() - t0

@@ -49,67 +49,90 @@ def latest_values(
         }
     )
     try:
-        meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            raise KTableError(
-                f"topic `{topic}` does not exist on `{bootstrap}` "
-                f"({meta.error if meta is not None else 'no metadata'}); publish the table first.",
-                topic=topic,
-            )
-        ends: dict[int, int] = {}
-        starts: list[TopicPartition] = []
-        for p in sorted(meta.partitions):
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, p), timeout=timeout, cached=False
-            )
-            if high > low:
-                ends[p] = high
-                starts.append(TopicPartition(topic, p, low))
-        table: dict[bytes, bytes] = {}
-        if not starts:
-            return table
-        consumer.assign(starts)
-        deadline = time.monotonic() + timeout
-        pending = dict(ends)
-        at = {tp.partition: tp.offset for tp in starts}  # next offset expected
-        while pending:
-            if time.monotonic() > deadline:
-                raise KTableError(
-                    f"topic `{topic}`: reading up to the end offsets {ends} took longer than "
-                    f"{timeout:.0f}s (still missing partitions {sorted(pending)}). Is a "
-                    "transaction left open on the topic?",
-                    topic=topic,
-                )
-            # At most what is left: `consume` returns when it has that many or after its
-            # timeout, and nothing follows the end offsets to fill a larger request.
-            want = sum(max(0, end - at[p]) for p, end in pending.items())
-            for msg in consumer.consume(max(1, min(1000, want)), timeout=poll_timeout):
-                if msg.error() is not None:
-                    raise KTableError(
-                        f"topic `{topic}`: reading partition {msg.partition()} failed: "
-                        f"{msg.error().str()}",
-                        topic=topic,
-                    )
-                at[msg.partition()] = msg.offset() + 1
-                key = msg.key()
-                if key is None:
-                    continue  # a changelog record without a key has no row to be
-                value = msg.value()
-                if value is None:
-                    table.pop(key, None)
-                else:
-                    table[key] = value
-            # transaction markers occupy offsets too: the position is past them
-            for tp in consumer.position([TopicPartition(topic, p) for p in pending]):
-                if tp.offset >= pending[tp.partition]:
-                    del pending[tp.partition]
-        return table
+        ends = _end_offsets(consumer, bootstrap, topic, timeout)
+        if not ends:
+            return {}
+        consumer.assign([TopicPartition(topic, p, low) for p, (low, _) in ends.items()])
+        return _read_to_ends(consumer, topic, ends, timeout, poll_timeout)
     except KafkaException as e:
         raise KTableError(
             f"topic `{topic}`: reading it back failed: {e.args[0].str()}", topic=topic
         ) from e
     finally:
         consumer.close()
+
+
+def _end_offsets(
+    consumer: Consumer, bootstrap: str, topic: str, timeout: float
+) -> dict[int, tuple[int, int]]:
+    """`{partition: (low, high)}` of the topic's partitions that hold records."""
+    meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+    if meta is None or meta.error is not None or not meta.partitions:
+        raise KTableError(
+            f"topic `{topic}` does not exist on `{bootstrap}` "
+            f"({meta.error if meta is not None else 'no metadata'}); publish the table first.",
+            topic=topic,
+        )
+    ends: dict[int, tuple[int, int]] = {}
+    for p in sorted(meta.partitions):
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, p), timeout=timeout, cached=False
+        )
+        if high > low:
+            ends[p] = (low, high)
+    return ends
+
+
+def _read_to_ends(
+    consumer: Consumer,
+    topic: str,
+    ends: dict[int, tuple[int, int]],
+    timeout: float,
+    poll_timeout: float,
+) -> dict[bytes, bytes]:
+    """The last value per key of the partitions of `ends` (assigned from their low
+    offsets) up to their high offsets, tombstoned keys removed."""
+    table: dict[bytes, bytes] = {}
+    deadline = time.monotonic() + timeout
+    highs = {p: high for p, (_, high) in ends.items()}
+    pending = dict(highs)
+    at = {p: low for p, (low, _) in ends.items()}  # next offset expected
+    while pending:
+        if time.monotonic() > deadline:
+            raise KTableError(
+                f"topic `{topic}`: reading up to the end offsets {highs} took longer than "
+                f"{timeout:.0f}s (still missing partitions {sorted(pending)}). Is a "
+                "transaction left open on the topic?",
+                topic=topic,
+            )
+        # At most what is left: `consume` returns when it has that many or after its
+        # timeout, and nothing follows the end offsets to fill a larger request.
+        want = sum(max(0, end - at[p]) for p, end in pending.items())
+        for msg in consumer.consume(max(1, min(1000, want)), timeout=poll_timeout):
+            if msg.error() is not None:
+                raise KTableError(
+                    f"topic `{topic}`: reading partition {msg.partition()} failed: "
+                    f"{msg.error().str()}",
+                    topic=topic,
+                )
+            at[msg.partition()] = msg.offset() + 1
+            _apply(table, msg.key(), msg.value())
+        # transaction markers occupy offsets too: the position is past them
+        for tp in consumer.position([TopicPartition(topic, p) for p in pending]):
+            if tp.offset >= pending[tp.partition]:
+                del pending[tp.partition]
+    return table
+
+
+def _apply(table: dict[bytes, bytes], key: bytes | None, value: bytes | None) -> None:
+    """One changelog record: a value sets its key, a tombstone removes it; a record
+    without a key has no row to be."""
+    if key is None:
+        return
+    if value is None:
+        table.pop(key, None)
+    else:
+        table[key] = value
 
 
 def read_ktable(

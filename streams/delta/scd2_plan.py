@@ -104,6 +104,18 @@ def is_delete(row: Mapping[str, Any]) -> bool:
     return row.get("_op") == "d" or bool(row.get("_deleted"))
 
 
+def _one_per_sequence(rows: list[Mapping[str, Any]], sequence_by: str) -> list[Mapping[str, Any]]:
+    """The rows of a key in order, one per sequence value: with equal sequences the last
+    delivery wins (a duplicate or a re-sent change)."""
+    chain: list[Mapping[str, Any]] = []
+    for row in rows:
+        if chain and chain[-1][sequence_by] == row[sequence_by]:
+            chain[-1] = row
+        else:
+            chain.append(row)
+    return chain
+
+
 def plan_scd2(
     changes: Iterable[Mapping[str, Any]],
     state: Mapping[Key, KeyState],
@@ -131,13 +143,7 @@ def plan_scd2(
 
     for key, rows in by_key.items():
         rows.sort(key=order)
-        # equal sequences: the last delivery wins (a duplicate or a re-sent change)
-        chain: list[Mapping[str, Any]] = []
-        for row in rows:
-            if chain and chain[-1][sequence_by] == row[sequence_by]:
-                chain[-1] = row
-            else:
-                chain.append(row)
+        chain = _one_per_sequence(rows, sequence_by)
         known = state.get(key, KeyState())
         open_row: dict[str, Any] | None = None  # a version inserted by this batch
         table_open = known.has_current

@@ -119,8 +119,10 @@ def _parse_raw(df: DataFrame, stage: _Stage) -> ParsedFrames:
     return ParsedFrames(good, bad)
 
 
-def _debezium_exprs(schema: StructType, required: Sequence[str], keys: Sequence[str]) -> _Exprs:
-    envelope = StructType.fromJson(
+def _debezium_envelope(schema: StructType) -> StructType:
+    """A Debezium change event's fields: both row images of `schema`, `op`, the source's
+    and the event's `ts_ms`."""
+    return StructType.fromJson(
         {
             "type": "struct",
             "fields": [
@@ -142,6 +144,10 @@ def _debezium_exprs(schema: StructType, required: Sequence[str], keys: Sequence[
             ],
         }
     )
+
+
+def _debezium_exprs(schema: StructType, required: Sequence[str], keys: Sequence[str]) -> _Exprs:
+    envelope = _debezium_envelope(schema)
     outer = StructType([StructField("payload", envelope, True), *envelope.fields])
     text = F.col("value").cast("string")
     p = F.col("_parsed")

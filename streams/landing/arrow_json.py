@@ -381,8 +381,22 @@ def split_block(
     reject = pa.concat_arrays(rejects) if rejected else None
     if typed.num_rows and (p.required or reject is not None):
         typed, kept = _without_unsure(typed, kept, reject, p.required, plain, known)
-    # Back to record order, so that files and fallback both follow the offsets (the
-    # pieces come in order; only rows of both parsers interleave).
+    rows, kept = _in_record_order(batch, schema, typed, kept)
+    mask = _missing(kept, batch.num_rows)
+    raw = batch.select(list(KAFKA_COLUMNS))
+    if not explain:
+        return ArrowParse(rows, raw.filter(mask))
+    where = np.concatenate([a.astype(np.int64) for a, _ in known] or [np.array([], np.int64)])
+    mask[where] = False
+    return ArrowParse(rows, raw.filter(mask), _known_bad(raw, where, known))
+
+
+def _in_record_order(
+    batch: pa.RecordBatch, schema: pa.Schema, typed: pa.Table, kept: pa.Array
+) -> tuple[pa.RecordBatch, pa.Array]:
+    """The typed rows with their coordinates, and their record indices, in record order,
+    so that files and fallback both follow the offsets (the pieces come in order; only
+    rows of both parsers interleave)."""
     at = kept.to_numpy(zero_copy_only=False)
     if len(at) > 1 and not (at[1:] > at[:-1]).all():
         order = pc.sort_indices(kept)
@@ -393,13 +407,7 @@ def split_block(
         [*(typed.column(i).combine_chunks() for i in range(typed.num_columns)), *coords.columns],
         names=[*schema.names, *COORDINATES],
     )
-    mask = _missing(kept, batch.num_rows)
-    raw = batch.select(list(KAFKA_COLUMNS))
-    if not explain:
-        return ArrowParse(rows, raw.filter(mask))
-    where = np.concatenate([a.astype(np.int64) for a, _ in known] or [np.array([], np.int64)])
-    mask[where] = False
-    return ArrowParse(rows, raw.filter(mask), _known_bad(raw, where, known))
+    return rows, kept
 
 
 _PLAIN_BYTES = 4 << 20

@@ -37,6 +37,7 @@ slow a batch down, never stop the table.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -44,7 +45,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -58,13 +59,13 @@ from streams.delta import (
     append_files,
     arrow_schema,
     file_entry,
-    file_writer,
     write_files,
 )
 from streams.kafka import COORDINATES, KAFKA_COLUMNS, SCHEMA, parse_kafka, required_fields
 from streams.landing.arrow_json import SPARK_TYPES, payload_schema
 from streams.landing.errors import LandingConfigError
 from streams.landing.rules import BadRecords, RowRules
+from streams.landing.tasks import TaskSpec, run_task
 
 logger = logging.getLogger(__name__)
 
@@ -106,157 +107,6 @@ class KafkaJsonAppend(NamedTuple):
     known_files: tuple[FileEntry, ...] = ()
     known_rows: int = 0
     held_paths: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class _Task:
-    root: str
-    stage: str
-    table: pa.Schema
-    payload: pa.Schema
-    required: tuple[str, ...]
-    partition_by: tuple[str, ...]
-    unique_columns: tuple[str, ...]
-    rules: RowRules | None = None
-    known: BadRecords | None = None
-
-
-class _Staged:
-    """Record batches staged in one Parquet file under the stage directory, opened on
-    the first batch."""
-
-    def __init__(self, stage: str) -> None:
-        self.stage = stage
-        self.path: str | None = None
-        self.rows = 0
-        self._writer: Any = None
-
-    def write(self, batch: pa.RecordBatch, schema: pa.Schema) -> None:
-        import pyarrow.parquet as pq
-
-        if self._writer is None:
-            os.makedirs(self.stage, exist_ok=True)
-            self.path = os.path.join(self.stage, f"{uuid.uuid4().hex}.parquet")
-            self._writer = pq.ParquetWriter(self.path, schema)
-        self._writer.write_batch(batch)
-        self.rows += batch.num_rows
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-
-class _Known:
-    """The quarantine rows of a task's known bad records (`BadRecords`), written in files
-    of their own once they reach `FLUSH_BYTES`, and when the task ends."""
-
-    FLUSH_BYTES = 64 << 20
-
-    def __init__(self, known: BadRecords | None) -> None:
-        self.known = known
-        self.pending: list[pa.RecordBatch] = []
-        self.pending_bytes = 0
-        self.files: list[dict[str, Any]] = []
-
-    def add(self, bad: pa.RecordBatch) -> int:
-        """Takes the rows of `bad` (`BAD_COLUMNS`); how many."""
-        if self.known is None or not bad.num_rows:
-            return 0
-        rows = self.known.rows(bad)
-        self.pending.append(rows)
-        self.pending_bytes += rows.nbytes
-        if self.pending_bytes >= self.FLUSH_BYTES:
-            self._write()
-        return bad.num_rows
-
-    def close(self) -> list[dict[str, Any]]:
-        """One dict per file written (`kind` "known" and `file_writer`'s columns)."""
-        self._write()
-        return self.files
-
-    def _write(self) -> None:
-        if self.known is None or not self.pending:
-            return
-        write = file_writer(self.known.root, self.known.schema, [])
-        for files in write(iter(self.pending)):
-            self.files.extend({"kind": "known", **row} for row in files.to_pylist())
-        self.pending.clear()
-        self.pending_bytes = 0
-
-
-def _run_task(spec: _Task, partitions: Iterator[Any]) -> Iterator[dict[str, Any]]:
-    """One Spark task: read, type, judge, write; yields one dict per data file, one per
-    staged file (the fallback, the held rows), one per quarantine file of known bad
-    records and one with the counts."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from streams.delta import crash_point
-    from streams.kafka import KAFKA_COLUMNS, SCHEMA_WITHOUT_HEADERS, read_partition
-    from streams.landing.arrow_json import split_block
-
-    crash_point("arrow_task")  # kills this Python worker: the tests' stand-in for a crash
-    source = to_arrow_schema(SCHEMA_WITHOUT_HEADERS, timezone="UTC")
-    raw = pa.schema([source.field(c) for c in KAFKA_COLUMNS])
-    size = spec.rules.size if spec.rules is not None else 0
-    counts: dict[str, Any] = {
-        "kind": "counts",
-        "records": 0,
-        "typed": 0,
-        "written": 0,
-        "held": 0,
-        "known": 0,
-        "checked": [0] * size,
-        "failed": [0] * size,
-    }
-    fallback, held = _Staged(spec.stage), _Staged(spec.stage)
-    known = _Known(spec.known)
-
-    def judged(rows: pa.RecordBatch) -> pa.RecordBatch:
-        assert spec.rules is not None
-        verdict = spec.rules.judge(rows)
-        for i in range(size):
-            counts["checked"][i] += verdict.checked[i]
-            counts["failed"][i] += verdict.failed[i]
-        hold = rows.filter(verdict.hold)
-        if hold.num_rows:
-            held.write(hold, hold.schema)
-            counts["held"] += hold.num_rows
-        return rows.filter(verdict.keep)
-
-    def typed() -> Iterator[pa.RecordBatch]:
-        for part in partitions:
-            for batch in read_partition(part, source):
-                counts["records"] += batch.num_rows
-                out = split_block(
-                    batch, spec.payload, spec.required, explain=spec.known is not None
-                )
-                if out.fallback.num_rows:
-                    fallback.write(out.fallback, raw)
-                if out.bad is not None:
-                    counts["known"] += known.add(out.bad)
-                rows = out.rows
-                counts["typed"] += rows.num_rows
-                if rows.num_rows and spec.rules is not None:
-                    rows = judged(rows)
-                if rows.num_rows:
-                    counts["written"] += rows.num_rows
-                    yield rows
-
-    write = file_writer(spec.root, spec.table, spec.partition_by, spec.unique_columns)
-    try:
-        for files in write(typed()):
-            for row in files.to_pylist():
-                yield {"kind": "file", **row}
-    finally:
-        fallback.close()
-        held.close()
-    yield from known.close()
-    if fallback.path is not None:
-        yield {"kind": "fallback", "path": fallback.path}
-    if held.path is not None:
-        yield {"kind": "held", "path": held.path}
-    yield counts
 
 
 def _checked(target: DeltaTarget, payload: StructType) -> pa.Schema:
@@ -336,70 +186,40 @@ def kafka_json_append(
     required = required_fields(payload, required)
     nullable = [StructField(f.name, f.dataType, True, f.metadata) for f in payload.fields]
     rows_struct = StructType([*nullable, *_COORDINATE_FIELDS])
-    table_schema = arrow_schema(rows_struct)
-    stage = os.path.join(target.path, STAGING_DIR, f"kafka-json-{uuid.uuid4().hex}")
-    cached: list[DataFrame] = []
-    seen: dict[str, Any] = {"records": 0, "typed": 0, "written": 0, "bad": None, "held": None}
-    size = rules.size if rules is not None else 0
-
-    def cache(frame: DataFrame) -> DataFrame:
-        cached.append(frame.persist())
-        return cached[-1]
+    landing = _Landing(
+        spark,
+        target,
+        payload,
+        rows_struct,
+        stage=os.path.join(target.path, STAGING_DIR, f"kafka-json-{uuid.uuid4().hex}"),
+        required=tuple(required),
+        rules=rules,
+        judge=judge,
+    )
+    task = functools.partial(
+        TaskSpec,
+        target.path,
+        landing.stage,
+        landing.table_schema,
+        parsed_payload,
+        tuple(required),
+        unique_columns=tuple(target.unique_columns),
+        rules=rules,
+        known=known_bad,
+    )
 
     def write(partition_by: list[str]) -> list[FileEntry]:
-        spec = _Task(
-            target.path,
-            stage,
-            table_schema,
-            parsed_payload,
-            tuple(required),
-            tuple(partition_by),
-            tuple(target.unique_columns),
-            rules,
-            known_bad,
-        )
         try:
-            rows = _collect(spark, partitions, spec)
+            rows = _collect(spark, partitions, task(partition_by=tuple(partition_by)))
         except Exception as e:  # any task failure, a crashed Python worker included
             raise _TasksFailed(str(e)) from e
-        files = [file_entry(r) for r in rows if r["kind"] == "file"]
-        counts = [r for r in rows if r["kind"] == "counts"]
-        seen["records"] = sum(c["records"] for c in counts)
-        seen["typed"] = sum(c["typed"] for c in counts)
-        seen["written"] = sum(c["written"] for c in counts)
-        seen["held_rows"] = sum(c["held"] for c in counts)
-        seen["known_rows"] = sum(c["known"] for c in counts)
-        seen["known_files"] = tuple(file_entry(r) for r in rows if r["kind"] == "known")
-        seen["dropped"] = seen["typed"] - seen["written"] - seen["held_rows"]
-        seen["checked"] = tuple(sum(c["checked"][i] for c in counts) for i in range(size))
-        seen["failed"] = tuple(sum(c["failed"][i] for c in counts) for i in range(size))
-        # The staged files' schemas are known: given, Spark reads them without a job
-        # that infers them.
-        held = [r["path"] for r in rows if r["kind"] == "held"]
-        if held:
-            seen["held"] = spark.read.schema(rows_struct).parquet(*held)
-            seen["held_paths"] = tuple(held)
-        staged = [r["path"] for r in rows if r["kind"] == "fallback"]
-        if staged:
-            seen["bad_seen"] = Observation(f"wh_fallback_{uuid.uuid4().hex}")
-            parsed = parse_kafka(
-                spark.read.schema(_RAW_SCHEMA).parquet(*staged),
-                format="json",
-                schema=payload,
-                required=required,
-                persist=cache,
-                observe=seen["bad_seen"],
-            )
-            good = parsed.good if judge is None else judge(parsed.good)
-            more = write_files(good, target.path, table_schema, partition_by, target.unique_columns)
-            files += more
-            seen["written"] += sum(json.loads(f[3])["numRecords"] for f in more)
-            seen["bad"] = parsed.bad
-        return files
+        return landing.files(rows, partition_by)
 
     try:
         try:
-            version = append_files(target, batch_id, table_schema, write, commit_info=commit_info)
+            version = append_files(
+                target, batch_id, landing.table_schema, write, commit_info=commit_info
+            )
         except _TasksFailed as e:
             logger.warning(
                 "Delta table %s: batch %d: the Arrow tasks failed (%s); nothing was "
@@ -410,26 +230,143 @@ def kafka_json_append(
             )
             yield None
             return
-        yield KafkaJsonAppend(
-            version,
-            seen["records"],
-            seen["written"],
-            seen["typed"],
-            seen["bad"],
-            seen["held"],
-            seen.get("checked", (0,) * size),
-            seen.get("failed", (0,) * size),
-            seen.get("dropped", 0),
-            seen.get("held_rows", 0),
-            seen.get("bad_seen"),
-            seen.get("known_files", ()),
-            seen.get("known_rows", 0),
-            seen.get("held_paths", ()),
-        )
+        yield landing.outcome(version)
     finally:
-        for frame in reversed(cached):
+        landing.close()
+
+
+class _Landing:
+    """What the driver gathers of one batch's tasks: their counts, the files they wrote
+    and staged, and the fallback's parse and write (`files`); then `outcome`.
+
+    Concurrency: the driver's thread of one `kafka_json_append`."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        target: DeltaTarget,
+        payload: StructType,
+        rows_struct: StructType,
+        *,
+        stage: str,
+        required: tuple[str, ...],
+        rules: RowRules | None,
+        judge: Callable[[DataFrame], DataFrame] | None,
+    ) -> None:
+        self.spark, self.target, self.payload = spark, target, payload
+        self.rows_struct, self.stage, self.required = rows_struct, stage, required
+        self.table_schema = arrow_schema(rows_struct)
+        self.judge = judge
+        self.size = rules.size if rules is not None else 0
+        self.counts = _TaskCounts.zero(self.size)
+        self.known_files: tuple[FileEntry, ...] = ()
+        self.held: DataFrame | None = None
+        self.held_paths: tuple[str, ...] = ()
+        self.bad: DataFrame | None = None
+        self.bad_seen: Observation | None = None
+        self._cached: list[DataFrame] = []
+
+    def files(self, rows: list[dict[str, Any]], partition_by: list[str]) -> list[FileEntry]:
+        """The data files of the tasks' `rows` and of the fallback's write, to commit."""
+        files = [file_entry(r) for r in rows if r["kind"] == "file"]
+        self.counts = _TaskCounts.total([r for r in rows if r["kind"] == "counts"], self.size)
+        self.known_files = tuple(file_entry(r) for r in rows if r["kind"] == "known")
+        # The staged files' schemas are known: given, Spark reads them without a job
+        # that infers them.
+        held = [r["path"] for r in rows if r["kind"] == "held"]
+        if held:
+            self.held = self.spark.read.schema(self.rows_struct).parquet(*held)
+            self.held_paths = tuple(held)
+        staged = [r["path"] for r in rows if r["kind"] == "fallback"]
+        if staged:
+            files += self._fallback(staged, partition_by)
+        return files
+
+    def _fallback(self, staged: list[str], partition_by: list[str]) -> list[FileEntry]:
+        """The records the tasks handed back, parsed by Spark: their good rows written
+        (judged on the way, with `judge`), their bad rows kept for the caller."""
+        self.bad_seen = Observation(f"wh_fallback_{uuid.uuid4().hex}")
+        parsed = parse_kafka(
+            self.spark.read.schema(_RAW_SCHEMA).parquet(*staged),
+            format="json",
+            schema=self.payload,
+            required=self.required,
+            persist=self._cache,
+            observe=self.bad_seen,
+        )
+        good = parsed.good if self.judge is None else self.judge(parsed.good)
+        target = self.target
+        more = write_files(
+            good, target.path, self.table_schema, partition_by, target.unique_columns
+        )
+        self.counts = self.counts.plus_written(sum(json.loads(f[3])["numRecords"] for f in more))
+        self.bad = parsed.bad
+        return more
+
+    def _cache(self, frame: DataFrame) -> DataFrame:
+        self._cached.append(frame.persist())
+        return self._cached[-1]
+
+    def outcome(self, version: int | None) -> KafkaJsonAppend:
+        c = self.counts
+        return KafkaJsonAppend(
+            version,
+            records=c.records,
+            written=c.written,
+            typed=c.typed,
+            bad=self.bad,
+            held=self.held,
+            checked=c.checked,
+            failed=c.failed,
+            dropped=c.typed - c.task_written - c.held,
+            held_rows=c.held,
+            bad_seen=self.bad_seen,
+            known_files=self.known_files,
+            known_rows=c.known,
+            held_paths=self.held_paths,
+        )
+
+    def close(self) -> None:
+        """Release the fallback's persisted frames and the staged records."""
+        for frame in reversed(self._cached):
             frame.unpersist()
-        shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(self.stage, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class _TaskCounts:
+    """The tasks' counts over a batch: records read, typed, written by the tasks (and by
+    the fallback, `written`), held and known bad, and per rule checked and failed."""
+
+    records: int
+    typed: int
+    task_written: int
+    written: int
+    held: int
+    known: int
+    checked: tuple[int, ...]
+    failed: tuple[int, ...]
+
+    @classmethod
+    def zero(cls, size: int) -> _TaskCounts:
+        return cls(0, 0, 0, 0, 0, 0, (0,) * size, (0,) * size)
+
+    @classmethod
+    def total(cls, counts: list[dict[str, Any]], size: int) -> _TaskCounts:
+        written = sum(c["written"] for c in counts)
+        return cls(
+            records=sum(c["records"] for c in counts),
+            typed=sum(c["typed"] for c in counts),
+            task_written=written,
+            written=written,
+            held=sum(c["held"] for c in counts),
+            known=sum(c["known"] for c in counts),
+            checked=tuple(sum(c["checked"][i] for c in counts) for i in range(size)),
+            failed=tuple(sum(c["failed"][i] for c in counts) for i in range(size)),
+        )
+
+    def plus_written(self, rows: int) -> _TaskCounts:
+        return replace(self, written=self.written + rows)
 
 
 def _reason(e: BaseException) -> str:
@@ -440,9 +377,11 @@ def _reason(e: BaseException) -> str:
     return (named or lines or [type(e).__name__])[-1 if named else 0][:300]
 
 
-def _collect(spark: SparkSession, partitions: Sequence[Any], spec: _Task) -> list[dict[str, Any]]:
+def _collect(
+    spark: SparkSession, partitions: Sequence[Any], spec: TaskSpec
+) -> list[dict[str, Any]]:
     if not partitions:
         return []
     sc = spark.sparkContext
     rdd = sc.parallelize(list(partitions), len(partitions))
-    return rdd.mapPartitions(lambda parts: _run_task(spec, parts)).collect()
+    return rdd.mapPartitions(lambda parts: run_task(spec, parts)).collect()

@@ -149,6 +149,48 @@ def _run(cmd: Sequence[str], what: str) -> None:
         )
 
 
+def _check_arguments(out: Path, source: Path, wheels: list[Path], *, force: bool) -> None:
+    """The venv is one, the archive's name has a known suffix and may be written, and
+    every wheel is a .whl file."""
+    if not (source / "pyvenv.cfg").is_file():
+        raise BundleArgumentError(
+            f"`{source}` is not a virtual environment (no pyvenv.cfg). Create one with "
+            "`python -m venv`, install the project into it, and pass it with `--venv`.",
+            path=source,
+        )
+    if not out.name.endswith(ARCHIVE_SUFFIXES):
+        raise BundleArgumentError(
+            f"Archive name `{out.name}` has no known suffix; use one of "
+            + ", ".join(f"`{s}`" for s in ARCHIVE_SUFFIXES)
+            + " (e.g. `env.tar.gz`).",
+            path=out,
+        )
+    if out.exists() and not force:
+        raise BundleArgumentError(f"`{out}` already exists. Remove it or pass `--force`.", path=out)
+    for w in wheels:
+        if not w.is_file() or w.suffix != ".whl":
+            raise BundleArgumentError(f"Wheel `{w}` is not a .whl file.", path=w)
+
+
+def _editable_wheels(python: str, editable: dict[str, Path], wheel_dir: Path) -> list[Path]:
+    """A wheel of each editable install, built into `wheel_dir`."""
+    if not editable:
+        return []
+    for name, folder in editable.items():
+        if not (folder / "pyproject.toml").is_file() and not (folder / "setup.py").is_file():
+            raise BundleError(
+                f"Editable install `{name}` points to `{folder}`, which has no "
+                "pyproject.toml or setup.py to build a wheel from. Reinstall it "
+                "non-editable (`pip install .`) or pass its wheel with `--wheel`.",
+                path=folder,
+            )
+        _run(
+            [python, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheel_dir), str(folder)],
+            f"building a wheel of the editable install `{name}`",
+        )
+    return sorted(wheel_dir.glob("*.whl"))
+
+
 def build_bundle(
     output: Path | str,
     *,
@@ -172,25 +214,8 @@ def build_bundle(
         ) from e
     out = Path(output).absolute()
     source = Path(venv if venv is not None else sys.prefix).absolute()
-    if not (source / "pyvenv.cfg").is_file():
-        raise BundleArgumentError(
-            f"`{source}` is not a virtual environment (no pyvenv.cfg). Create one with "
-            "`python -m venv`, install the project into it, and pass it with `--venv`.",
-            path=source,
-        )
-    if not out.name.endswith(ARCHIVE_SUFFIXES):
-        raise BundleArgumentError(
-            f"Archive name `{out.name}` has no known suffix; use one of "
-            + ", ".join(f"`{s}`" for s in ARCHIVE_SUFFIXES)
-            + " (e.g. `env.tar.gz`).",
-            path=out,
-        )
-    if out.exists() and not force:
-        raise BundleArgumentError(f"`{out}` already exists. Remove it or pass `--force`.", path=out)
     extra = [Path(w).absolute() for w in wheels]
-    for w in extra:
-        if not w.is_file() or w.suffix != ".whl":
-            raise BundleArgumentError(f"Wheel `{w}` is not a .whl file.", path=w)
+    _check_arguments(out, source, extra, force=force)
     site = site_packages(source)
     editable = editable_distributions(site)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -208,36 +233,7 @@ def build_bundle(
             copy_function=_link_or_copy,
             ignore=_skip(editable, include_pyspark),
         )
-        built: list[Path] = []
-        if editable:
-            wheel_dir = staging_root / "wheels"
-            for name, folder in editable.items():
-                if (
-                    not (folder / "pyproject.toml").is_file()
-                    and not (folder / "setup.py").is_file()
-                ):
-                    raise BundleError(
-                        f"Editable install `{name}` points to `{folder}`, which has no "
-                        "pyproject.toml or setup.py to build a wheel from. Reinstall it "
-                        "non-editable (`pip install .`) or pass its wheel with `--wheel`.",
-                        path=folder,
-                    )
-                _run(
-                    [
-                        python,
-                        "-m",
-                        "pip",
-                        "wheel",
-                        "--no-deps",
-                        "-q",
-                        "-w",
-                        str(wheel_dir),
-                        str(folder),
-                    ],
-                    f"building a wheel of the editable install `{name}`",
-                )
-            built = sorted(wheel_dir.glob("*.whl"))
-        install = built + extra
+        install = _editable_wheels(python, editable, staging_root / "wheels") + extra
         if install:
             _run(
                 [

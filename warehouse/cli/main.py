@@ -61,6 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(common, defaults=False)
     sub = _Commands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True), common)
 
+    _table_commands(sub)
+    _broker_commands(sub, common)
+    _topic_commands(sub)
+    _example_commands(sub)
+    _setup_commands(sub)
+    return parser
+
+
+def _table_commands(sub: _Commands) -> None:
+    """The commands over a project's tables: plan, run, status, recover, reset, init,
+    check, optimize, vacuum."""
     p = sub.add_parser("plan", help="show the compiled graph: tables, sources, sinks, checkpoints")
     p.add_argument("--layer", choices=LAYER_CHOICES)
     p.add_argument("--table", action="append", metavar="T")
@@ -104,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "vacuum":
             p.add_argument("--retention-hours", type=int, default=168)
 
+
+def _broker_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:
+    """`warehouse broker start|stop|status`."""
     p = sub.add_parser("broker", help="the bundled Kafka-protocol broker")
     bsub = _Commands(
         p.add_subparsers(dest="broker_command", metavar="ACTION", required=True), common
@@ -126,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
         b = bsub.add_parser(action, help=f"{action} the broker")
         b.add_argument("--data-dir", default=None, metavar="D")
 
+
+def _topic_commands(sub: _Commands) -> None:
+    """`produce` and `consume`: JSON lines into a topic, a topic's records out."""
     p = sub.add_parser("produce", help="send JSON lines to a topic (all lines checked first)")
     p.add_argument("--topic", required=True, metavar="T")
     p.add_argument("--key", metavar="FIELD", help="key each record by this top-level field")
@@ -153,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit when nothing new came for S seconds (default 5; 0: never)",
     )
 
+
+def _example_commands(sub: _Commands) -> None:
+    """The bundled example: `demo` and `generate`."""
     p = sub.add_parser("demo", help="the example warehouse end to end on the embedded broker")
     p.add_argument(
         "--events", type=int, default=3000, help="business events to generate (default 3000)"
@@ -178,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
 
+
+def _setup_commands(sub: _Commands) -> None:
+    """What a machine or a cluster needs: `jars` and `bundle`."""
     p = sub.add_parser("jars", help="the native engines' jars: resolve them once into a cache")
     p.add_argument(
         "action",
@@ -229,7 +252,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the base Python lives on the executors, if not where it is here",
     )
     p.add_argument("--force", action="store_true", help="overwrite FILE")
-    return parser
 
 
 class _Commands:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from warehouse.project import Project
+    from warehouse.runtime.results import RunResult
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +152,45 @@ class Display(threading.Thread):
         return "\n".join(lines)
 
 
+def _run_with_display(
+    project: Project,
+    spark: SparkSession,
+    bootstrap: str,
+    producer: Producer,
+    display: Display,
+) -> list[RunResult]:
+    """Every query continuously until a signal, with `producer` producing and `display`
+    showing the queries' state; both are stopped when the run ends."""
+
+    def progress(line: str) -> None:
+        logger.info("%s", line)
+        display.events.append(line)
+        table = line.split(" ", 1)[0].rstrip(":")
+        if ": started (" in line:
+            display.running.add(table)
+        elif "starting it again" in line:
+            display.running.discard(table)
+
+    producer.start()
+    display.start()
+    # The runner starts the queries one at a time, upstream first, and restarts one whose
+    # Python worker missed Spark's connect window; the screen shows how far it got.
+    pipeline = project.pipeline(
+        spark,
+        "all",
+        bootstrap=bootstrap,
+        progress=progress,
+        batch_progress=lambda line: logger.debug("%s", line),
+    )
+    try:
+        return pipeline.run(once=False)
+    finally:
+        producer.stop.set()
+        display.stop.set()
+        producer.join(timeout=30)
+        display.join(timeout=30)
+
+
 def run_continuous(
     project: Project,
     spark: SparkSession,
@@ -192,35 +232,8 @@ def run_continuous(
     )
     display = Display(project, producer, every=refresh, out=out)
     out(f"starting every query continuously; producing {rate:g} events/s; Ctrl-C stops")
-    producer.start()
-    display.start()
-
-    def progress(line: str) -> None:
-        logger.info("%s", line)
-        display.events.append(line)
-        table = line.split(" ", 1)[0].rstrip(":")
-        if ": started (" in line:
-            display.running.add(table)
-        elif "starting it again" in line:
-            display.running.discard(table)
-
-    # The runner starts the queries one at a time, upstream first, and restarts one whose
-    # Python worker missed Spark's connect window; the screen shows how far it got.
-    pipeline = project.pipeline(
-        spark,
-        "all",
-        bootstrap=bootstrap,
-        progress=progress,
-        batch_progress=lambda line: logger.debug("%s", line),
-    )
     started = time.monotonic()
-    try:
-        results = pipeline.run(once=False)
-    finally:
-        producer.stop.set()
-        display.stop.set()
-        producer.join(timeout=30)
-        display.join(timeout=30)
+    results = _run_with_display(project, spark, bootstrap, producer, display)
     out("stopped: every query at a batch boundary; what each did while continuous:")
     for r in results:
         out(f"  {r.line()}")

@@ -99,6 +99,16 @@ def _wait_until(deadline: float, stop: threading.Event | None) -> bool:
     return False
 
 
+def _send(producer: Any, rec: Record, delivered: Callable[[Any, Any], None]) -> None:
+    """Hand `rec` to the client, waiting for room in its queue while it is full."""
+    while True:
+        try:
+            producer.produce(rec.topic, key=rec.key, value=rec.value, on_delivery=delivered)
+            return
+        except BufferError:
+            producer.poll(0.1)
+
+
 def produce_records(
     bootstrap: str,
     records: Iterable[Record],
@@ -142,12 +152,7 @@ def produce_records(
             if pace_from is not None and rec.at > pace_from:
                 if _wait_until(started + (rec.at - pace_from), stop):
                     break
-            while True:
-                try:
-                    producer.produce(rec.topic, key=rec.key, value=rec.value, on_delivery=delivered)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
+            _send(producer, rec, delivered)
             if on_sent is not None:
                 on_sent(rec, time.time())
             producer.poll(0)

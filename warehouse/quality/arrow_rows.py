@@ -104,20 +104,25 @@ def _bounds(kw: dict[str, Any]) -> tuple[tuple[str, Any], ...] | None:
     return tuple(out)
 
 
+def _pair_rule(eid: str, act: str, kw: dict[str, Any], schema: pa.Schema) -> ArrowRule | None:
+    """`column_A > column_B` (or `>=`) compiled, when both are numbers or both strings."""
+    a, b = kw.get("column_A"), kw.get("column_B")
+    if a not in schema.names or b not in schema.names:
+        return None
+    ka, kb = _kind_of(schema.field(a).type), _kind_of(schema.field(b).type)
+    numeric = ka in ("int", "float") and kb in ("int", "float")
+    if not (numeric or ka == kb == "string"):
+        return None
+    return ArrowRule(eid, act, "pair", (a, b), (("or_equal", bool(kw.get("or_equal"))),))
+
+
 def _rule(exp: Expectation, schema: pa.Schema) -> ArrowRule | None:
     """`exp` compiled, or None when Arrow cannot judge it as Spark does."""
     kw = dict(exp.kwargs)
     names = schema.names
     eid, act, t = expectation_id(exp), exp.on_violation, exp.type
     if t == "expect_column_pair_values_a_to_be_greater_than_b":
-        a, b = kw.get("column_A"), kw.get("column_B")
-        if a not in names or b not in names:
-            return None
-        ka, kb = _kind_of(schema.field(a).type), _kind_of(schema.field(b).type)
-        numeric = ka in ("int", "float") and kb in ("int", "float")
-        if not (numeric or ka == kb == "string"):
-            return None
-        return ArrowRule(eid, act, "pair", (a, b), (("or_equal", bool(kw.get("or_equal"))),))
+        return _pair_rule(eid, act, kw, schema)
     column = kw.get("column")
     if column not in names:
         return None  # Spark's compile names the column in its error

@@ -22,7 +22,6 @@ from warehouse.spec.schemas import (
 )
 from warehouse.spec.sqlcheck import analyze_sql, expression_type
 from warehouse.spec.table import (
-    JoinStream,
     Scd2Sink,
     TableDefinition,
     TableSource,
@@ -59,25 +58,8 @@ class ColumnChecker:
 
     def columns(self, d: TableDefinition, known: Mapping[str, Columns]) -> Columns:
         spec = d.spec
-        src = spec.source
         unknown = Columns(opaque=True)
-        joins: list[JoinStream] = []
-        if isinstance(src, TopicSource):
-            payload = self.payload.get(src.kafka.schema_) if src.kafka.schema_ else None
-            cols = kafka_columns(src.kafka.format, payload)
-        else:
-            cols = table_source_columns(known.get(src.table, unknown), src.read)
-            joins = src.join_streams
-        for i, join in enumerate(joins):
-            if join.watermark is not None:
-                self._need(
-                    d,
-                    f"source.join_streams[{i}].watermark.column",
-                    join.watermark.column,
-                    [known.get(join.table, unknown)],
-                    "join watermark column",
-                    where=f"`{join.table}`",
-                )
+        cols = self._source_columns(d, known)
         out = cols
         if d.sql is not None:
             out = self._sql(d, cols, known)
@@ -92,15 +74,44 @@ class ColumnChecker:
                 self._need(d, f"dedupe.keys[{i}]", key, [out], "dedupe key", fix="dedupe.keys")
         if spec.aggregate is not None:
             out = self._aggregate(d, out)
-        sink = spec.sink
-        keys, seq = sink_keys(sink), None
-        if isinstance(sink, UpsertSink | Scd2Sink):
-            seq = sink.sequence_by
-        for i, key in enumerate(keys):
+        self._sink_columns(d, out)
+        self._expectation_columns(d, out)
+        self._duplicates(d, out)
+        self._change_feed_names(d, out)
+        return sink_columns(out, spec.sink.mode)
+
+    def _source_columns(self, d: TableDefinition, known: Mapping[str, Columns]) -> Columns:
+        """The columns the table's source gives; a join stream's watermark column checked."""
+        src = d.spec.source
+        unknown = Columns(opaque=True)
+        if isinstance(src, TopicSource):
+            payload = self.payload.get(src.kafka.schema_) if src.kafka.schema_ else None
+            return kafka_columns(src.kafka.format, payload)
+        for i, join in enumerate(src.join_streams):
+            if join.watermark is not None:
+                self._need(
+                    d,
+                    f"source.join_streams[{i}].watermark.column",
+                    join.watermark.column,
+                    [known.get(join.table, unknown)],
+                    "join watermark column",
+                    where=f"`{join.table}`",
+                )
+        return table_source_columns(known.get(src.table, unknown), src.read)
+
+    def _sink_columns(self, d: TableDefinition, out: Columns) -> None:
+        """The sink's keys, `sequence_by` and partition columns are output columns."""
+        sink = d.spec.sink
+        for i, key in enumerate(sink_keys(sink)):
             self._need(d, f"sink.keys[{i}]", key, [out], "sink key", fix="sink.keys")
-        if seq:
+        if isinstance(sink, UpsertSink | Scd2Sink) and sink.sequence_by:
             self._need(
-                d, "sink.sequence_by", seq, [out], "`sequence_by` column", fix="sink.sequence_by"
+                d,
+                "sink.sequence_by",
+                sink.sequence_by,
+                [out],
+                "`sequence_by` column",
+                fix="sink.sequence_by",
             )
         for i, col in enumerate(sink.partition_by):
             self._need(
@@ -111,10 +122,6 @@ class ColumnChecker:
                 "partition column",
                 fix="sink.partition_by",
             )
-        self._expectation_columns(d, out)
-        self._duplicates(d, out)
-        self._change_feed_names(d, out)
-        return sink_columns(out, sink.mode)
 
     def _sql(self, d: TableDefinition, cols: Columns, known: Mapping[str, Columns]) -> Columns:
         assert d.sql is not None

@@ -168,6 +168,17 @@ def _dedupe_pairs(edges: list[Edge]) -> list[Edge]:
 
 def find_cycles(nodes: list[str], children: Mapping[str, list[str]], rank: Any) -> list[list[str]]:
     """One cycle per strongly connected component among `nodes`, each closed (`a, b, a`)."""
+    cycles = []
+    for comp in _components(nodes, children, rank):
+        start = min(comp, key=rank)
+        if len(comp) == 1 and start not in children.get(start, []):
+            continue
+        cycles.append(_path_back(start, set(comp), children, rank))
+    return sorted(cycles, key=lambda c: rank(c[0]))
+
+
+def _components(nodes: list[str], children: Mapping[str, list[str]], rank: Any) -> list[list[str]]:
+    """The strongly connected components among `nodes` (Tarjan's algorithm)."""
     members = set(nodes)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -176,7 +187,7 @@ def find_cycles(nodes: list[str], children: Mapping[str, list[str]], rank: Any) 
     components: list[list[str]] = []
     counter = 0
 
-    def connect(v: str) -> None:  # Tarjan; projects are small, recursion depth is fine
+    def connect(v: str) -> None:  # projects are small, recursion depth is fine
         nonlocal counter
         index[v] = low[v] = counter
         counter += 1
@@ -203,14 +214,7 @@ def find_cycles(nodes: list[str], children: Mapping[str, list[str]], rank: Any) 
     for v in nodes:
         if v not in index:
             connect(v)
-    cycles = []
-    for comp in components:
-        inside = set(comp)
-        start = min(comp, key=rank)
-        if len(comp) == 1 and start not in children.get(start, []):
-            continue
-        cycles.append(_path_back(start, inside, children, rank))
-    return sorted(cycles, key=lambda c: rank(c[0]))
+    return components
 
 
 def _path_back(

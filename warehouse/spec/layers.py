@@ -38,24 +38,7 @@ def load_tables(project_dir: Path) -> tuple[list[TableDefinition], list[Problem]
                 "Declare tables in `layers/<layer>/<name>.yml` (or run `warehouse init`).",
             )
         ]
-    problems: list[Problem] = []
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith((".", "_")):
-            continue
-        rel = entry.relative_to(project_dir).as_posix()
-        if entry.is_dir() and entry.name not in LAYERS:
-            problems.append(
-                Problem(
-                    rel + "/",
-                    "",
-                    f"`{entry.name}` is not a layer; layer folders are "
-                    f"{', '.join(f'`{layer}`' for layer in LAYERS)}. Move its tables into one.",
-                )
-            )
-        elif entry.is_file() and entry.suffix in (*TABLE_SUFFIXES, ".py", ".sql"):
-            problems.append(
-                Problem(rel, "", "a table file must be inside a layer folder `layers/<layer>/`")
-            )
+    problems = _misplaced(project_dir, folder)
     tables: list[TableDefinition] = []
     for layer in LAYERS:
         layer_dir = folder / layer
@@ -79,6 +62,29 @@ def load_tables(project_dir: Path) -> tuple[list[TableDefinition], list[Problem]
             tables.extend(found_tables)
             problems.extend(found)
     return tables, problems
+
+
+def _misplaced(project_dir: Path, folder: Path) -> list[Problem]:
+    """Folders of `layers/` that are not layers, and table files outside a layer folder."""
+    problems: list[Problem] = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith((".", "_")):
+            continue
+        rel = entry.relative_to(project_dir).as_posix()
+        if entry.is_dir() and entry.name not in LAYERS:
+            problems.append(
+                Problem(
+                    rel + "/",
+                    "",
+                    f"`{entry.name}` is not a layer; layer folders are "
+                    f"{', '.join(f'`{layer}`' for layer in LAYERS)}. Move its tables into one.",
+                )
+            )
+        elif entry.is_file() and entry.suffix in (*TABLE_SUFFIXES, ".py", ".sql"):
+            problems.append(
+                Problem(rel, "", "a table file must be inside a layer folder `layers/<layer>/`")
+            )
+    return problems
 
 
 def _load_yaml_table(

@@ -134,6 +134,18 @@ _FORMATS = {
 }
 
 
+def _referenced(ref: str, root: dict[str, Any], where: str) -> Any:
+    """What the local `$ref` `ref` points at in the document `root`."""
+    if not ref.startswith("#/"):
+        raise SchemaFileError(f"`$ref` `{ref}` is not local; only `#/...` refs", field=where)
+    target: Any = root
+    for part in ref[2:].split("/"):
+        if not isinstance(target, dict) or part not in target:
+            raise SchemaFileError(f"`$ref` `{ref}` points nowhere", field=f"{where}.$ref")
+        target = target[part]
+    return target
+
+
 def _resolve(spec: Any, root: dict[str, Any], where: str, depth: int = 0) -> Any:
     """Follow a local `$ref` (`#/definitions/X`, `#/$defs/X`) and fold `anyOf`/`oneOf`
     with `null` (what pydantic writes for `Optional[...]`) into `type: [T, "null"]`."""
@@ -143,15 +155,8 @@ def _resolve(spec: Any, root: dict[str, Any], where: str, depth: int = 0) -> Any
         raise SchemaFileError("`$ref` nests too deep (a recursive type?)", field=where)
     ref = spec.get("$ref")
     if isinstance(ref, str):
-        if not ref.startswith("#/"):
-            raise SchemaFileError(f"`$ref` `{ref}` is not local; only `#/...` refs", field=where)
-        target: Any = root
-        for part in ref[2:].split("/"):
-            if not isinstance(target, dict) or part not in target:
-                raise SchemaFileError(f"`$ref` `{ref}` points nowhere", field=f"{where}.$ref")
-            target = target[part]
         rest = {k: v for k, v in spec.items() if k != "$ref"}
-        return _resolve({**target, **rest}, root, where, depth + 1)
+        return _resolve({**_referenced(ref, root, where), **rest}, root, where, depth + 1)
     for key in ("anyOf", "oneOf"):
         options = spec.get(key)
         if isinstance(options, list):

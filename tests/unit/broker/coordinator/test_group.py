@@ -243,6 +243,44 @@ class Client:
         self.answers = Answers()
 
 
+def _act(group: Group, c: Client, action: str, now: int) -> None:
+    """One client's action on the group (a tick when it has no member id to act with)."""
+    if action == "join":
+        join(group, c.answers, c.member_id, now=now, session=3_000)
+        if c.answers.joins and c.answers.joins[-1].error is ErrorCode.member_id_required:
+            c.member_id = c.answers.joins[-1].member_id
+    elif action == "sync" and c.member_id:
+        group.sync(
+            member_id=c.member_id,
+            generation_id=c.generation,
+            now_ms=now,
+            callback=c.answers.sync_cb,
+            assignments={m: m.encode() for m in group.members},
+        )
+    elif action == "heartbeat" and c.member_id:
+        group.heartbeat(member_id=c.member_id, generation_id=c.generation, now_ms=now)
+    elif action == "leave" and c.member_id:
+        group.leave(c.member_id, now)
+        c.member_id, c.generation = "", -1
+    else:
+        group.tick(now)
+
+
+def _check_answers(group: Group, clients: list[Client], leaders: dict[int, str]) -> None:
+    """Every answer the clients got is consistent with the group; then they are cleared."""
+    for cl in clients:
+        for r in cl.answers.joins:
+            if r.error is ErrorCode.none:
+                cl.member_id, cl.generation = r.member_id, r.generation_id
+                assert leaders.setdefault(r.generation_id, r.leader) == r.leader
+                assert r.member_id in group.members or r.generation_id < group.generation_id
+        cl.answers.joins.clear()
+        for s in cl.answers.syncs:
+            if s.error is ErrorCode.none:
+                assert s.assignment == cl.member_id.encode()  # each member gets its own share
+        cl.answers.syncs.clear()
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(
@@ -261,37 +299,8 @@ def test_random_member_behaviour_keeps_the_group_consistent(actions):
     last_generation = 0
     for action, who, dt in actions:
         now += dt
-        c = clients[who]
-        if action == "join":
-            join(group, c.answers, c.member_id, now=now, session=3_000)
-            if c.answers.joins and c.answers.joins[-1].error is ErrorCode.member_id_required:
-                c.member_id = c.answers.joins[-1].member_id
-        elif action == "sync" and c.member_id:
-            group.sync(
-                member_id=c.member_id,
-                generation_id=c.generation,
-                now_ms=now,
-                callback=c.answers.sync_cb,
-                assignments={m: m.encode() for m in group.members},
-            )
-        elif action == "heartbeat" and c.member_id:
-            group.heartbeat(member_id=c.member_id, generation_id=c.generation, now_ms=now)
-        elif action == "leave" and c.member_id:
-            group.leave(c.member_id, now)
-            c.member_id, c.generation = "", -1
-        else:
-            group.tick(now)
-        for cl in clients:
-            for r in cl.answers.joins:
-                if r.error is ErrorCode.none:
-                    cl.member_id, cl.generation = r.member_id, r.generation_id
-                    assert leaders_by_generation.setdefault(r.generation_id, r.leader) == r.leader
-                    assert r.member_id in group.members or r.generation_id < group.generation_id
-            cl.answers.joins.clear()
-            for s in cl.answers.syncs:
-                if s.error is ErrorCode.none:
-                    assert s.assignment == cl.member_id.encode()  # each member gets its own share
-            cl.answers.syncs.clear()
+        _act(group, clients[who], action, now)
+        _check_answers(group, clients, leaders_by_generation)
         assert group.generation_id >= last_generation
         last_generation = group.generation_id
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
