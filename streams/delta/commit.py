@@ -197,23 +197,6 @@ def latest_version(path: str) -> int | None:
     return None if table is None else table.version()
 
 
-def add_actions(table: DeltaTable) -> pa.Table:
-    """The table's live data files, one row each, with their statistics as columns."""
-    return pa.table(table.get_add_actions(flatten=True))
-
-
-def file_rows(adds: pa.Table) -> int | None:
-    """The rows of the files in `adds` (`add_actions`) by their `numRecords` statistics,
-    or None when a file has none."""
-    counts = adds.column("num_records").to_pylist() if adds.num_rows else []
-    return None if any(c is None for c in counts) else sum(counts)
-
-
-def file_bytes(adds: pa.Table) -> int:
-    """The bytes of the files in `adds` (`add_actions`)."""
-    return sum(adds.column("size_bytes").to_pylist()) if adds.num_rows else 0
-
-
 def committed(target: DeltaTarget, batch_id: int) -> bool:
     """Whether `write_batch` would skip this batch: the table already has batch
     `batch_id` (or a later one) of `target.app_id`."""

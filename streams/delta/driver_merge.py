@@ -42,7 +42,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DoubleType, FloatType, StructType
 
 from streams.delta._confs import session_confs
-from streams.delta.commit import add_actions, already_committed
+from streams.delta.adds import add_actions
+from streams.delta.commit import already_committed
 from streams.delta.files import CODEC, ZSTD_LEVEL, _Stats
 from streams.delta.scd2 import ACTION
 from streams.delta.scd2_plan import IS_CURRENT, VALID_TO

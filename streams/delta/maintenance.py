@@ -21,7 +21,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from streams.delta.commit import add_actions, file_bytes, file_rows
+from streams.delta.adds import add_actions, file_bytes, file_rows
 from streams.delta.errors import DeltaTableNotFoundError
 from streams.delta.files import STAGING_DIR
 from streams.delta.target import (

@@ -23,13 +23,11 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from streams.delta._confs import session_confs
+from streams.delta.adds import add_actions, file_bytes, file_rows
 from streams.delta.commit import (
     KeptTable,
-    add_actions,
     already_committed,
     committed,
-    file_bytes,
-    file_rows,
     kept_table,
     load_table,
     nothing_written,

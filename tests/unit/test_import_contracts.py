@@ -1,8 +1,10 @@
 """Dependencies point one way: warehouse -> streams; streams never imports warehouse;
-streams/broker imports nothing of ours (DESIGN.md §2). Inside warehouse the layers
-point down: spec -> compile -> runtime -> the `Project` facade; and no module imports
-a `_private` name or module of another package. Checked on the source text, like
-import-linter contracts, so a violation fails here before it ships."""
+streams/broker imports nothing of ours (docs/architecture.md, "The packages"). Inside
+warehouse the layers point down: spec -> quality -> compile -> write -> runtime -> the
+`Project` facade; no module imports a `_private` name or module of another package, nor,
+inside the runtime and the write strategies, of another module (the `private_names`
+contract of tests/import_contracts.py, which `make lint` runs). Checked on the source
+text, like import-linter contracts, so a violation fails here before it ships."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import ast
 from pathlib import Path
 
 import pytest
+
+from tests.import_contracts import private_imports
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,14 +87,29 @@ LAYERS = [
     (
         "warehouse/spec",
         (
+            "warehouse.quality",
             "warehouse.compile",
+            "warehouse.write",
             "warehouse.runtime",
             "warehouse.project",
-            "warehouse.quality",
             "warehouse.cli",
         ),
     ),
-    ("warehouse/compile", ("warehouse.runtime", "warehouse.project", "warehouse.cli")),
+    (
+        "warehouse/quality",
+        (
+            "warehouse.compile",
+            "warehouse.write",
+            "warehouse.runtime",
+            "warehouse.project",
+            "warehouse.cli",
+        ),
+    ),
+    (
+        "warehouse/compile",
+        ("warehouse.write", "warehouse.runtime", "warehouse.project", "warehouse.cli"),
+    ),
+    ("warehouse/write", ("warehouse.runtime", "warehouse.project", "warehouse.cli")),
     ("warehouse/runtime", ("warehouse.project", "warehouse.cli")),
 ]
 
@@ -166,3 +185,35 @@ def test_private_rule_detects_a_private_import_across_packages(tmp_path: Path) -
         "`warehouse.spec._hidden`",
     ]
     assert all(v.startswith("warehouse/runtime/writer.py") for v in found)
+
+
+PRIVATE_NAMES_INSIDE = ("warehouse.runtime", "warehouse.write")
+
+
+@pytest.mark.parametrize("package", ["warehouse/runtime", "warehouse/write"])
+def test_no_private_name_crosses_a_module_of_the_runtime_or_the_strategies(package: str) -> None:
+    found = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        found += private_imports(_module_name(path, ROOT), path.read_text(), PRIVATE_NAMES_INSIDE)
+    assert found == []
+
+
+def test_private_names_rule_detects_a_private_import_between_modules() -> None:
+    source = (
+        "from warehouse.write.context import Outcome, _observed\n"
+        "from warehouse.write.context import (\n    union,\n    _held,\n)\n"
+        "from .context import _cached\n"
+        "from warehouse.runtime import _private_helper\n"
+        "import warehouse.write._hidden\n"
+        "from warehouse.write.arrow import _own\n"  # its own module: allowed
+        "from warehouse.compile.program import _publish\n"  # outside: another rule's
+        "from warehouse.write.context import BatchContext\n"
+    )
+    found = private_imports("warehouse.write.arrow", source, PRIVATE_NAMES_INSIDE)
+    assert [(f.line, f.imported) for f in found] == [
+        (1, "warehouse.write.context._observed"),
+        (2, "warehouse.write.context._held"),
+        (6, "warehouse.write.context._cached"),
+        (7, "warehouse.runtime._private_helper"),
+        (8, "warehouse.write._hidden"),
+    ]
