@@ -1,4 +1,4 @@
-"""A layered real-time data warehouse on Spark, Kafka and Delta (DESIGN.md).
+"""A layered real-time data warehouse on Spark, Kafka and Delta (docs/architecture.md).
 
 `Project.load(path, env=...)` reads and validates a project;
 `project.pipeline(spark, layer=...).run(once=True)` runs it on your SparkSession.

@@ -12,7 +12,7 @@
 
 Callers import from this package only; its modules are its own.
 
-See docs/architecture.md (`streams.delta`) for the contract the runtime builds on.
+See docs/architecture.md ("Protocols between packages", `streams.delta`) for the contract the runtime builds on.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ class KeptTable:
     checkpoint (up to `delta.checkpointInterval` - 1 commits, 20-40 ms at 100). A kept
     one looks for the commit file after its version, and only when there is one brings
     itself up to date (`update_incremental`: about two thirds of the time of an open,
-    and a third of it with nothing new; docs/benchmarks.md). It is
+    and a third of it with nothing new; docs/decisions/0010). It is
     opened again when the table at the path was replaced (its first commit file is
     another file than when it was opened), when it cannot be brought up to date, and
     always for a path that is not local, whose first commit is not stat'ed.

@@ -6,7 +6,7 @@ for its scan and planning the MERGE's two passes. The same upsert computed in Ar
 the driver (the table's files that hold a key of the batch read whole, the rows the
 batch replaces left out, one new file and one change-feed file written) and committed
 through `DeltaLog.startTransaction()` costs 0.4-0.5 of it, the batch's dedupe and
-collection included (docs/benchmarks.md, "Native engine: a small MERGE"): delta-spark
+collection included (docs/decisions/0013; docs/benchmarks.md, "Native engine: a small MERGE"): delta-spark
 still checks conflicts (`readWholeTable`), the protocol and the app transaction, writes
 the log and its checksum.
 

@@ -31,7 +31,7 @@ STAGING_DIR = "_warehouse_staging"
 CODEC = "zstd"
 ZSTD_LEVEL = 1
 """How data files are compressed unless the session says otherwise. Measured on 1M rows of
-the ingest benchmark's shape with Spark's writer (benchmarks.md, "Parquet settings"):
+the ingest benchmark's shape with Spark's writer (docs/benchmarks.md, "Parquet settings"; docs/decisions/0006):
 zstd level 1 halves the files of snappy (Spark's default) and costs less CPU with
 random text as well as with repetitive; level 3 compresses no smaller there."""
 
@@ -175,7 +175,7 @@ def dictionary_columns(schema: pa.Schema, unique_columns: Sequence[str] = ()) ->
     those of `unique_columns`. A dictionary pays where values repeat and are long; a
     number or a timestamp is as small plain once compressed, and Arrow's writer hashes
     every value of a dictionary column, which costs the Arrow path's tasks more CPU than
-    the rest of the write (benchmarks.md, "Parquet settings")."""
+    the rest of the write (docs/decisions/0007)."""
     return [
         path
         for f in schema

@@ -250,7 +250,7 @@ evaluates its expressions without generating code (`_INTERPRETED`). Spark writes
 for the projections of each of a MERGE's tasks, much of it for Delta's wide log schema,
 and on a small MERGE that cost up to two fifths of its CPU; per row, interpreted
 evaluation costs about 2.6 times as much, and a MERGE computes its source again and
-runs every row of the files it rewrites (docs/benchmarks.md, "Native engine: a small
+runs every row of the files it rewrites (docs/decisions/0011; docs/benchmarks.md, "Native engine: a small
 MERGE")."""
 
 _INTERPRETED = {

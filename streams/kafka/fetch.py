@@ -1,6 +1,6 @@
 """Executor side of the Kafka source: read one offset range into Arrow record batches.
 
-Per-record Python work is the cost here (DESIGN.md §3), so each `consume()` result of
+Per-record Python work is the cost here (docs/decisions/0001), so each `consume()` result of
 up to `batch_records` messages becomes one Arrow batch through `map` over the unbound
 `Message` accessors (no bound-method objects, no per-record dicts or tuples beyond the
 timestamp pair librdkafka returns) and column-wise Arrow construction.
@@ -63,7 +63,7 @@ def consumer_config(
     default): a range ends inside a partition, and what librdkafka fetched and parsed
     past its end is thrown away; a deep queue also costs CPU of its own. Reading and
     typing 1M records in ranges of 125k costs ~20% more CPU, broker included, with
-    256 MiB and 16 MiB (benchmarks.md, "Kafka read: prefetch").
+    256 MiB and 16 MiB (docs/benchmarks.md, "Kafka read: prefetch"; docs/decisions/0005).
     """
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,

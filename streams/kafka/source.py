@@ -85,8 +85,7 @@ DEFAULT_MAX_OFFSETS_PER_TRIGGER = 4_000_000
 backlog is read in batches of this size, so what a batch holds (its tasks, its
 quarantine, a retried batch's work) is bounded by configuration, not by the backlog.
 Each batch costs a fixed ~0.2 s here (planning, its job's start and tail, the commits),
-a fifth of a 1M-record batch's time on 2 cores (docs/benchmarks.md, "Records per
-batch")."""
+a fifth of a 1M-record batch's time on 2 cores (docs/decisions/0003)."""
 _CLIENT_PREFIX = "kafka."
 
 

@@ -97,7 +97,7 @@ class Targets:
     @property
     def unique_columns(self) -> tuple[str, ...]:
         # A Kafka offset is unique within its partition: a Parquet dictionary of them
-        # only costs the writer time (docs/decisions, "Parquet settings").
+        # only costs the writer time (docs/decisions/0006).
         return ("_offset",) if self.from_kafka else ()
 
     def quarantine(self) -> DeltaTarget:

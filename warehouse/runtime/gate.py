@@ -4,7 +4,7 @@ Every query of a continuous run is its own Spark thread, and a query whose input
 new data after each of its batches runs batches back to back. With more such queries
 than cores, the cores are shared by all of them: each batch takes a whole round of
 every query's work, and a record crossing four tables waits for about six rounds
-(docs/architecture.md, "What a continuous run costs"). `BatchGate` lets `slots`
+(docs/architecture.md, "Continuous runs"; docs/decisions/0017). `BatchGate` lets `slots`
 batches write at once, so a batch runs at the speed of the cores, and gives a free
 slot to the waiting batch deepest in the table graph: a record an upstream table has
 just committed goes on down its path before the next upstream batches start. The

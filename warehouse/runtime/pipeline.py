@@ -72,8 +72,7 @@ class _Live:
         """Note the progress of the batches that ran since the last call.
 
         `lastProgress` is one call to the JVM; `recentProgress` is one per update Spark
-        keeps (100), about 38 ms of CPU when full (docs/benchmarks.md, "End-to-end
-        latency"). So the whole list is read only when the newest update does not
+        keeps (100), about 38 ms of CPU when full (docs/decisions/0027). So the whole list is read only when the newest update does not
         follow the last one noted: at the first, or when more than one batch ran since.
         Noting an update again changes nothing."""
         last = self.query.lastProgress

@@ -1,7 +1,7 @@
 """`warehouse recover` and `warehouse reset`: rebuild or drop a table's position.
 
 Recover starts a new checkpoint from the source offsets the table's own Delta
-log recorded with its last batch (DESIGN.md §4.3). The old checkpoint is moved
+log recorded with its last batch (docs/architecture.md, "Exactly-once"). The old checkpoint is moved
 aside first and deleted only once the recovery file is written, so a crash in
 between leaves either the old checkpoint or the new start position.
 """

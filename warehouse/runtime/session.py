@@ -54,7 +54,7 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # four order-path queries alone generate 134 distinct pieces of code per round of
     # batches, so at 100 every batch compiled again what the last one had: 420 of 677
     # compilations in a 40 s continuous run were of code compiled before, and the JIT
-    # then compiled each new class again (benchmarks.md, "End-to-end latency").
+    # then compiled each new class again (docs/decisions/0026).
     "spark.sql.codegen.cache.maxEntries": "1000",
 }
 
@@ -185,7 +185,7 @@ def _local_conf(master: str) -> dict[str, str]:
       two per rename, and a `chmod` for every file created. Spark's default checkpoint
       writer and Delta's log writer for `file:` paths rename through `FileContext`: of
       about 60 processes per micro-batch of the example warehouse, at about 4 ms of CPU
-      each, 44 were `readlink`s (docs/benchmarks.md, "Local file system"). Spark's other
+      each, 44 were `readlink`s (docs/decisions/0021). Spark's other
       checkpoint writer and Delta's `LocalLogStore` go through Hadoop's `FileSystem` API,
       whose rename is Java's. Their `chmod`s go when `warehouse jars fetch` has built the
       framework's local file system (`local_fs`, added by `get_session`). On a local file
@@ -222,8 +222,7 @@ def _with_region_size(conf: dict[str, str], master: str) -> dict[str, str]:
     (4 MB by default) for every broadcast, which each stage and each file scan makes: in
     the example's continuous run on the native engines they started a quarter of the
     collections. With 4 MB regions and 1 MB broadcast blocks they started a fifth as
-    many, and a third as many concurrent cycles ran with a 3g heap (docs/benchmarks.md,
-    "End-to-end latency").
+    many, and a third as many concurrent cycles ran with a 3g heap (docs/decisions/0024).
     """
     if local_cores(master) is None:
         return conf

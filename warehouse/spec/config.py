@@ -1,4 +1,4 @@
-"""Environment settings: `conf/<env>.yml` (DESIGN.md §7).
+"""Environment settings: `conf/<env>.yml` (README, "A tour"; docs/cluster.md).
 
 Precedence: keyword overrides > `WAREHOUSE__SECTION__KEY` environment variables >
 the YAML file > defaults. (The design calls the variables *overrides* of the

@@ -1,4 +1,4 @@
-"""Where a project keeps its data under `warehouse_root` (DESIGN.md §7): the one layout.
+"""Where a project keeps its data under `warehouse_root` (docs/architecture.md, "How a table runs"): the one layout.
 
     <root>/tables/<table>                Delta table
     <root>/tables/<table>__quarantine    its quarantined rows

@@ -7,7 +7,7 @@ and `to_ddl()` turns a list back into a DDL string that Spark's `from_json` take
 
 The per-table helpers below add what the framework itself puts next to the
 payload (Kafka coordinates, CDC markers, change-feed and SCD2 columns); the
-contract for those names is in DESIGN.md §7 and docs/architecture.md.
+contract for those names is in the README ("A tour") and docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Table specs: what one `layers/<layer>/<name>.yml` declares (DESIGN.md §7).
+"""Table specs: what one `layers/<layer>/<name>.yml` declares (README, "A tour").
 
 Pydantic only; no Spark import. Every model is frozen and forbids unknown keys,
 so a typo in a YAML file fails at load with its file and field.
