@@ -6,7 +6,7 @@ inside a partition, as an Arrow-path task reads a micro-batch's.
 
 Produces `--records` JSON records of ~183 B (the ingest benchmark's) into 4 partitions of
 a bundled broker, then per setting reads them in ranges of `--piece` offsets, one
-consumer per range (`read_ranges` with the column reader, as `_fetch.consumer_config`
+consumer per range (`read_ranges` with the column reader, as `fetch.consumer_config`
 configures it plus the setting), and types each block with `split_block`, the work a
 task does between two reads. Printed per setting: this process's CPU (librdkafka's
 threads included) and the broker's, per 1M records, and the wall time; the best of
