@@ -116,10 +116,13 @@ class Coordinator(BrokerExtension):
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._tick_task
-        if self.groups is not None:
-            self.groups.flush()
-        if self.txns is not None:
-            self.txns.flush()
+        try:
+            if self.groups is not None:
+                self.groups.flush()
+            if self.txns is not None:
+                self.txns.flush()
+        except (BrokerError, OSError) as e:  # an offline data dir: the next start recovers
+            logger.error("coordinator state not flushed at shutdown: %s", e)
         self._write_producer_snapshot()
 
     # A clean shutdown leaves the producer state of every partition touched, so the

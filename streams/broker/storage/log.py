@@ -18,6 +18,12 @@ transaction to the `.txnindex` of the segment holding the marker, and
 
 Files: the segments, log end offset and flushed offset are a `LocalLog`'s.
 
+I/O errors: a failed append, roll or fsync takes the log directory offline
+(`LogDirFailureChannel`, shared by every log of a `LogManager`) and the error is
+raised; later calls raise `KafkaStorageError` (KAFKA_STORAGE_ERROR), the high
+watermark stays where the last good flush left it, and `close` leaves the
+directory to be recovered at the next start.
+
 Concurrency: all methods may be called from any thread; a per-log lock
 serialises them. Operations that delete segment files (retention, truncation,
 close) also take `segments_lock`, which compaction holds while it reads, so
@@ -43,6 +49,7 @@ from streams.broker.storage.files import LOG_START_OFFSET_FILE, write_atomically
 from streams.broker.storage.index import AbortedTxn
 from streams.broker.storage.loader import LogLoader
 from streams.broker.storage.local_log import LocalLog
+from streams.broker.storage.log_dir import LogDirFailureChannel
 from streams.broker.storage.log_segments import LogSegments
 from streams.broker.storage.retention import expired_prefix
 from streams.broker.storage.segment import LogSegment
@@ -76,6 +83,7 @@ class PartitionLog:
         config: LogConfig | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         name: str | None = None,
+        failures: LogDirFailureChannel | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.name = name or self.directory.name
@@ -94,6 +102,7 @@ class PartitionLog:
             next_offset=loaded.next_offset,
             name=self.name,
             now_ms=clock(),
+            failures=failures or LogDirFailureChannel(),
         )
         self.recovered_bytes = loaded.truncated_bytes
         logger.info(
@@ -152,6 +161,11 @@ class PartitionLog:
     @property
     def dirty(self) -> bool:
         return self._local.dirty
+
+    @property
+    def offline(self) -> bool:
+        """True once an I/O error took this log's directory offline."""
+        return self._local.offline
 
     # -- append -------------------------------------------------------------------
 
@@ -256,9 +270,13 @@ class PartitionLog:
         with self._lock:
             self._local.check_open()
             if self._segments.active.size:
-                self._local.roll(
-                    self._clock(), index_interval_bytes=self._config.index_interval_bytes
-                )
+                try:
+                    self._local.roll(
+                        self._clock(), index_interval_bytes=self._config.index_interval_bytes
+                    )
+                except OSError as e:
+                    self._local.fail(f"roll at offset {self._local.next_offset}", e)
+                    raise
             return self._segments.active.base_offset
 
     # -- read ---------------------------------------------------------------------
@@ -328,19 +346,22 @@ class PartitionLog:
 
         The fsync runs outside the lock; the flushed offset (and so the high
         watermark under durability=sync) advances to what was appended when the
-        flush started.
+        flush started. A failed fsync raises its `OSError` after taking the log
+        dir offline, and the flushed offset stays; on an offline log, raises
+        `KafkaStorageError`.
         """
         with self._lock:
             if self._local.closed:
                 return
+            self._local.check_open()
             end, todo = self._local.begin_flush(self._clock())
-        self._local.fsync(todo)
+        self._local.fsync(todo, end)
         with self._lock:
             self._local.end_flush(end)
 
     def flush_due(self, now_ms: int) -> bool:
-        """Whether flush.messages / flush.ms ask for a flush now."""
-        return self._local.flush_due(now_ms, self._config)
+        """Whether flush.messages / flush.ms ask for a flush now (never for an offline log)."""
+        return not self._local.offline and self._local.flush_due(now_ms, self._config)
 
     # -- truncation and deletion ----------------------------------------------------
 

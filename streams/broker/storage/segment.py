@@ -353,7 +353,9 @@ class LogSegment:
 
     def begin_flush(self, *, indexes: bool) -> list[int | Path]:
         """Under the log's lock: what a flush must fsync (descriptors or index paths);
-        clears the dirty marks.
+        clears the dirty marks. Descriptors are duplicates the caller closes: the fsync
+        runs outside the lock, and a segment deleted meanwhile must not turn it into
+        an EBADF (or the fsync of whatever file reused the number).
 
         Offset/time indexes are only made durable for inactive segments
         (`indexes=True`): the active segment's indexes are rebuilt after an
@@ -363,7 +365,7 @@ class LogSegment:
         todo: list[int | Path] = []
         if self._dirty:
             self._dirty = False
-            todo.append(self._fd)
+            todo.append(os.dup(self._fd))
         parts = [self.txn_index] + ([self.offset_index, self.time_index] if indexes else [])
         for idx in parts:
             path = idx.take_dirty()
@@ -373,11 +375,17 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the log and every index now."""
-        for item in self.begin_flush(indexes=True):
-            if isinstance(item, int):
-                os.fsync(item)
-            else:
-                fsync_path(item)
+        todo = self.begin_flush(indexes=True)
+        try:
+            for item in todo:
+                if isinstance(item, int):
+                    os.fsync(item)
+                else:
+                    fsync_path(item)
+        finally:
+            for item in todo:
+                if isinstance(item, int):
+                    os.close(item)
 
     def close(self) -> None:
         if self.closed:
