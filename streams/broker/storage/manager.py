@@ -46,7 +46,8 @@ from streams.broker.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from streams.broker.storage.config import LogConfig
+from streams.broker.storage.cleaner_manager import LogCleanerManager
+from streams.broker.storage.config import CleanerConfig, LogConfig
 from streams.broker.storage.files import (
     DELETE_DIR_SUFFIX,
     TOPICS_FILE,
@@ -107,10 +108,15 @@ class LogManager:
         data_dir: Path | str,
         *,
         default_config: LogConfig | None = None,
+        cleaner_config: CleanerConfig | None = None,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.default_config = default_config or LogConfig()
+        self.cleaner = LogCleanerManager(
+            self.data_dir,
+            dedupe_buffer_bytes=(cleaner_config or CleanerConfig()).dedupe_buffer_size,
+        )
         self._clock = clock
         self._topics: dict[str, TopicMetadata] = {}
         self._configs: dict[str, LogConfig] = {}
@@ -201,6 +207,9 @@ class LogManager:
             self._topics[name] = meta
             self._configs[name] = config
             self._persist()
+            self.cleaner.forget(
+                name
+            )  # a topic of that name deleted earlier was clean, not this one
             for p in range(partitions):
                 self._remove_stale_dir(name, p)
                 self._open_log(name, p)
@@ -223,6 +232,7 @@ class LogManager:
                     dst = self.data_dir / f"{src.name}.{tag}{DELETE_DIR_SUFFIX}"
                     src.rename(dst)
                     shutil.rmtree(dst, ignore_errors=True)
+            self.cleaner.forget(name)
         logger.info("Deleted topic %s", name)
 
     def add_partitions(self, name: str, total: int) -> TopicMetadata:
@@ -343,13 +353,12 @@ class LogManager:
         return sum(log.delete_old_segments(now) for _, _, log in self.logs())
 
     def run_compaction(self, now_ms: int | None = None) -> int:
-        """Compact every log of a `compact` topic; returns segments rewritten."""
-        from streams.broker.storage.cleaner import compact_log
-
+        """Clean the compacted logs whose dirty ratio asks for it (`LogCleanerManager`);
+        returns segments rewritten."""
         if self.offline:
             return 0
         now = self._clock() if now_ms is None else now_ms
-        return sum(compact_log(log, now) for _, _, log in self.logs() if log.config.compact)
+        return self.cleaner.clean_due(self.logs(), now)
 
     # -- internals ------------------------------------------------------------------------
 
