@@ -107,13 +107,21 @@ def clean_log(
 def first_uncleanable_offset(log: PartitionLog, segments: list[LogSegment], now_ms: int) -> int:
     """Where cleaning must stop, from what is known without reading (Kafka's
     `LogCleanerManager.cleanableOffsets`): the active segment, the first segment with
-    data past the high watermark, the first younger than `min.compaction.lag.ms`."""
+    data past the high watermark, the first younger than `min.compaction.lag.ms`, the
+    first offset of a transaction still open."""
     hw = log.high_watermark
     horizon = now_ms - log.config.min_compaction_lag_ms
+    with log.lock:  # the producer state changes under it, in the appending thread
+        unstable = log.producer_state.first_unstable_offset()
+    limit = (
+        segments[-1].base_offset if unstable is None else min(unstable, segments[-1].base_offset)
+    )
     for seg in segments[:-1]:
+        if seg.base_offset >= limit:
+            break
         if seg.next_offset > hw or seg.max_timestamp > horizon:
             return seg.base_offset
-    return segments[-1].base_offset
+    return limit
 
 
 def _clean(log: PartitionLog, now_ms: int, first_dirty: int, buffer_bytes: int) -> CleanerStats:

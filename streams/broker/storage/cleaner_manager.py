@@ -98,7 +98,9 @@ class LogCleanerManager:
         for seg in segments[:-1]:
             if seg.base_offset >= uncleanable:
                 break
-            if seg.next_offset > first_dirty:
+            # Kafka's cleanable range [first dirty, first uncleanable): empty when a pass
+            # already got as far as it may (say, up to a transaction still open)
+            if first_dirty < uncleanable and seg.next_offset > first_dirty:
                 dirty += seg.size
             else:
                 clean += seg.size

@@ -125,3 +125,33 @@ def test_an_expired_tombstone_is_removed_without_new_writes(
     assert [k for _, k, v in records_of(log) if v is None] == []
     assert len(records_of(log)) == 39
     logs.close()
+
+
+def test_an_open_transaction_bounds_cleaning_and_costs_nothing_while_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="streams.broker.storage.cleaner_manager")
+    logs = LogManager(tmp_path, clock=lambda: NOW).load()
+    logs.create_topic("t", 1, {"cleanup.policy": "compact", "segment.bytes": "1000"})
+    log = logs.get_log("t", 0)
+    _append_keys(log, range(30))
+    txn = make_batch(
+        [Rec(b"k0", b"txn")], attributes=0x10, producer_id=5, producer_epoch=0, base_sequence=0
+    )
+    open_at = log.append(txn).base_offset
+    _append_keys(log, range(30), b"y" * 40)  # every key again, after the open transaction
+    log.roll()
+    logs.run_compaction(NOW)
+    assert _passes(caplog) == 1
+    assert logs.cleaner.checkpoint("t", 0) == open_at  # Kafka's first unstable offset
+    for _ in range(3):  # still open: nothing more to clean, and no pass tries
+        logs.run_compaction(NOW)
+    assert _passes(caplog) == 1
+
+    log.append_control(5, 0, True, 1)
+    log.roll()
+    logs.run_compaction(NOW)
+    assert _passes(caplog) == 2
+    kept = [(k, v) for _, k, v in records_of(log) if k and k.startswith(b"k")]  # no marker
+    assert sorted(kept) == sorted((b"k%d" % i, b"y" * 40) for i in range(30))
+    logs.close()
