@@ -57,10 +57,14 @@ def _load_coordinator() -> tuple[dict[int, Any], dict[int, tuple[int, int]], Any
 
 def build_broker(config: BrokerConfig) -> Broker:
     """Open the storage and wire the coordinator (when present) into a `Broker`."""
-    from streams.broker.storage import LogConfig, LogManager
+    from streams.broker.storage import CleanerConfig, LogConfig, LogManager
 
     default = LogConfig.from_kafka(config.topic_defaults)
-    logs = LogManager(config.data_dir, default_config=default)
+    logs = LogManager(
+        config.data_dir,
+        default_config=default,
+        cleaner_config=CleanerConfig.from_kafka(config.raw),
+    )
     logs.load()
     handlers, versions, factory = _load_coordinator()
     broker = Broker(config, logs=logs, extra_handlers=handlers, extra_versions=versions)

@@ -39,6 +39,7 @@ TOPIC_CONFIG_KEYS = frozenset(
         "message.timestamp.type",
         "compression.type",
         "min.insync.replicas",
+        "min.cleanable.dirty.ratio",
     }
 )
 _BROKER_ALIASES = {
@@ -55,6 +56,7 @@ _BROKER_ALIASES = {
     "log.durability": "durability",
     "message.max.bytes": "max.message.bytes",
     "log.message.timestamp.type": "message.timestamp.type",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
 }
 
 

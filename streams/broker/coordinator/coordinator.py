@@ -1,8 +1,9 @@
 """The broker extension that owns groups, producer state, transactions and SASL.
 
 ``Coordinator`` plugs into the server through ``streams.broker.extension``:
-the server calls ``check_produce``/``on_appended`` around every append (with no
-``await`` in between, so check-then-append is atomic), ``last_stable_offset``
+the server calls ``check_produce`` before every append (with no ``await`` in
+between, so check-then-append is atomic; the log updates its own producer
+state with the append), ``last_stable_offset``
 and ``aborted_transactions`` on read_committed fetches, and
 ``requires_authentication`` before dispatching anything but ApiVersions/SASL.
 A background task ticks the clock every ``coordinator.tick.ms`` (default 100)
@@ -22,9 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,8 +31,7 @@ from typing import Any
 from streams.broker.config import ConfigError
 from streams.broker.context import BrokerContext
 from streams.broker.coordinator.groups import GroupCoordinator
-from streams.broker.coordinator.partition_producers import Duplicate, Rejected
-from streams.broker.coordinator.producer_state import ProducerStateManager
+from streams.broker.coordinator.producer_state import Duplicate, ProducerStateManager, Rejected
 from streams.broker.coordinator.sasl import load_users
 from streams.broker.coordinator.transactions import TransactionCoordinator
 from streams.broker.errors import BrokerError
@@ -43,7 +41,9 @@ from streams.broker.extension import Reject as ProduceReject
 
 logger = logging.getLogger(__name__)
 
-PRODUCER_SNAPSHOT_FILE = "producer-state.snapshot.json"
+# What an earlier version kept producer state in at a clean shutdown; each partition
+# now has its own `<offset>.snapshot` files, and this one is removed when found.
+LEGACY_PRODUCER_SNAPSHOT_FILE = "producer-state.snapshot.json"
 
 
 def _int(raw: dict[str, str], key: str, default: int) -> int:
@@ -84,8 +84,8 @@ class Coordinator(BrokerExtension):
         raw = broker.config.raw
         self.sasl_users = load_users(raw)
         logs = broker.logs
-        self.producers = ProducerStateManager(self._get_log, topic_id=self._topic_id)
-        self._restore_producer_snapshot()
+        self.producers = ProducerStateManager(logs)
+        (broker.config.data_dir / LEGACY_PRODUCER_SNAPSHOT_FILE).unlink(missing_ok=True)
         self.groups = GroupCoordinator(
             logs,
             initial_rebalance_delay_ms=_int(raw, "group.initial.rebalance.delay.ms", 0),
@@ -94,7 +94,6 @@ class Coordinator(BrokerExtension):
         )
         self.txns = TransactionCoordinator(
             logs,
-            producers=self.producers,
             groups=self.groups,
             on_marker=self._marker_written,
             max_timeout_ms=_int(raw, "transaction.max.timeout.ms", 900_000),
@@ -116,43 +115,13 @@ class Coordinator(BrokerExtension):
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._tick_task
-        if self.groups is not None:
-            self.groups.flush()
-        if self.txns is not None:
-            self.txns.flush()
-        self._write_producer_snapshot()
-
-    # A clean shutdown leaves the producer state of every partition touched, so the
-    # next start need not rescan those logs. The file is removed as soon as it is
-    # read: after an unclean stop the state is rebuilt from the logs themselves.
-    def _snapshot_path(self) -> Any:
-        return self.broker.config.data_dir / PRODUCER_SNAPSHOT_FILE
-
-    def _restore_producer_snapshot(self) -> None:
-        assert self.producers is not None
-        path = self._snapshot_path()
-        if not path.exists():
-            return
         try:
-            self.producers.restore(json.loads(path.read_text()))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            logger.warning("ignoring unreadable producer-state snapshot %s: %s", path, e)
-        path.unlink(missing_ok=True)
-
-    def _write_producer_snapshot(self) -> None:
-        if self.producers is None:
-            return
-        path = self._snapshot_path()
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            tmp.write_text(json.dumps(self.producers.snapshot()))
-            os.replace(tmp, path)
-        except OSError as e:
-            logger.warning(
-                "could not write producer-state snapshot %s: %s; state is rebuilt from the logs",
-                path,
-                e,
-            )
+            if self.groups is not None:
+                self.groups.flush()
+            if self.txns is not None:
+                self.txns.flush()
+        except (BrokerError, OSError) as e:  # an offline data dir: the next start recovers
+            logger.error("coordinator state not flushed at shutdown: %s", e)
 
     async def _ticker(self, tick_ms: int) -> None:
         while True:
@@ -182,10 +151,6 @@ class Coordinator(BrokerExtension):
         except (BrokerError, OSError):  # unknown topic/partition: no producer state to rebuild
             return None
 
-    def _topic_id(self, topic: str) -> str | None:
-        meta = self.broker.logs.topics().get(topic)
-        return None if meta is None else getattr(meta, "topic_id", None)
-
     # ---- server hooks --------------------------------------------------------
 
     def requires_authentication(self, connection: Connection) -> bool:
@@ -207,12 +172,6 @@ class Coordinator(BrokerExtension):
         if isinstance(verdict, Rejected):
             return ProduceReject(int(verdict.error.value), verdict.message)
         return None
-
-    def on_appended(
-        self, topic: str, partition: int, records: memoryview, base_offset: int, last_offset: int
-    ) -> None:
-        assert self.producers is not None
-        self.producers.on_appended(topic, partition, records, base_offset)
 
     def last_stable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
         if self.producers is None:

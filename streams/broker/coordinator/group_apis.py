@@ -21,8 +21,9 @@ from kio.schema.errors import ErrorCode
 from streams.broker.context import RequestContext
 from streams.broker.coordinator.coordinator import Coordinator
 from streams.broker.coordinator.group import GroupState
-from streams.broker.coordinator.groups import CommittedOffset
+from streams.broker.coordinator.groups import CommittedOffset, append_error_code
 from streams.broker.coordinator.member import JoinResult, SyncResult
+from streams.broker.errors import BrokerError
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
 
@@ -212,9 +213,9 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
     if error is ErrorCode.none and not request.group_id:
         error = ErrorCode.invalid_group_id
     offsets: dict[tuple[str, int], CommittedOffset] = {}
-    topics = []
+    errors: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
     for topic in request.topics:
-        parts = []
+        parts: list[tuple[int, ErrorCode]] = []
         count = catalog.partition_count(ctx.broker, topic.name) or 0
         for p in topic.partitions:
             # as Kafka's KafkaApis: a partition that does not exist is refused before
@@ -233,18 +234,28 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
                     p.committed_metadata,
                     now,
                 )
-            parts.append(
-                make(
-                    module.OffsetCommitResponsePartition,
-                    partition_index=p.partition_index,
-                    error_code=perr,
-                )
-            )
-        topics.append(
-            make(module.OffsetCommitResponseTopic, name=topic.name, partitions=tuple(parts))
-        )
+            parts.append((p.partition_index, perr))
+        errors.append((topic.name, parts))
     if offsets:
-        coord.groups.commit_offsets(request.group_id, offsets, now_ms=now)
+        try:
+            coord.groups.commit_offsets(request.group_id, offsets, now_ms=now)
+        except BrokerError as e:  # nothing was committed: every partition gets the error
+            failed = append_error_code(e)
+            errors = [
+                (name, [(i, failed if (name, i) in offsets else perr) for i, perr in parts])
+                for name, parts in errors
+            ]
+    topics = [
+        make(
+            module.OffsetCommitResponseTopic,
+            name=name,
+            partitions=tuple(
+                make(module.OffsetCommitResponsePartition, partition_index=i, error_code=perr)
+                for i, perr in parts
+            ),
+        )
+        for name, parts in errors
+    ]
     if error is not ErrorCode.none:
         logger.info(
             "group %s: offset commit by %s (generation %d) refused: %s",

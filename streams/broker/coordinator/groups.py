@@ -8,6 +8,12 @@ here per group and written to ``__consumer_offsets`` (``internal_log.py``) as
 log is replayed; a group comes back Empty (members must rejoin, as after a
 Kafka coordinator failover) with its generation and offsets.
 
+Every change is appended to the log first and applied in memory only once the
+append returned, as Kafka's ``GroupMetadataManager.storeOffsets`` applies offsets
+in its append callback: a failed append (disk full, the log dir offline) raises
+``KafkaStorageError`` and leaves memory as the log has it; ``append_error_code``
+is what the client is told.
+
 Concurrency contract: not thread-safe; the broker calls it from its single
 asyncio loop thread only. ``now_ms`` is always passed in (injectable clock).
 """
@@ -22,8 +28,24 @@ from kio.schema.errors import ErrorCode
 
 from streams.broker.coordinator.group import Group, GroupState
 from streams.broker.coordinator.internal_log import CONSUMER_OFFSETS, InternalLog
+from streams.broker.errors import BrokerError
 
 logger = logging.getLogger(__name__)
+
+
+def append_error_code(error: BrokerError) -> ErrorCode:
+    """What a client is told when the coordinator's log append failed (Kafka's mapping in
+    ``GroupMetadataManager``): a storage error makes this broker no coordinator for now
+    (NOT_COORDINATOR: the client looks the coordinator up again and retries), a
+    record too large is the commit's fault, anything else is passed on."""
+    code = error.error_code
+    if code in (ErrorCode.kafka_storage_error, ErrorCode.not_leader_or_follower):
+        return ErrorCode.not_coordinator
+    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas):
+        return ErrorCode.coordinator_not_available
+    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+        return ErrorCode.invalid_commit_offset_size
+    return code
 
 
 @dataclass(frozen=True)
@@ -92,9 +114,8 @@ class GroupCoordinator:
             len(self.offsets),
         )
 
-    def _persist_group(self, group: Group) -> None:
-        if self._log is None:
-            return
+    @staticmethod
+    def _group_record(group: Group) -> tuple[dict[str, Any], dict[str, Any]]:
         value = {
             "generation": group.generation_id,
             "protocol_type": group.protocol_type,
@@ -103,7 +124,12 @@ class GroupCoordinator:
             "state": group.state.value,
             "members": sorted(group.members),
         }
-        self._log.append([({"t": "g", "g": group.group_id}, value)], now_ms=self._now_ms)
+        return {"t": "g", "g": group.group_id}, value
+
+    def _persist_group(self, group: Group) -> None:
+        if self._log is None:
+            return
+        self._log.append([self._group_record(group)], now_ms=self._now_ms)
 
     # ---- groups --------------------------------------------------------------
 
@@ -152,16 +178,21 @@ class GroupCoordinator:
             return ErrorCode.group_id_not_found
         if group is not None and not group.is_empty():
             return ErrorCode.non_empty_group
-        if group is not None:
-            group.mark_dead()
-            del self.groups[group_id]
-        offsets = self.offsets.pop(group_id, {})
+        offsets = self.offsets.get(group_id, {})
         if self._log is not None:
             records: list[tuple[dict[str, Any], dict[str, Any] | None]] = [
                 ({"t": "o", "g": group_id, "tp": [t, p]}, None) for t, p in offsets
             ]
             records.append(({"t": "g", "g": group_id}, None))
-            self._log.append(records, now_ms=self._now_ms)
+            try:
+                self._log.append(records, now_ms=self._now_ms)
+            except BrokerError as e:
+                logger.error("group %s: not deleted, the log append failed: %s", group_id, e)
+                return append_error_code(e)
+        if group is not None:
+            group.mark_dead()
+            del self.groups[group_id]
+        self.offsets.pop(group_id, None)
         logger.info("group %s deleted with %d committed offsets", group_id, len(offsets))
         return ErrorCode.none
 
@@ -198,41 +229,54 @@ class GroupCoordinator:
         *,
         now_ms: int,
     ) -> None:
+        """Store ``offsets`` of ``group_id`` (creating the group): appended first, then
+        applied; raises ``KafkaStorageError`` with nothing applied when the append fails."""
         if not offsets:
             return
         self._now_ms = now_ms
-        if group_id not in self.groups:
-            group = self.get_or_create(group_id)
-            self._persist_group(group)
-        stored = self.offsets.setdefault(group_id, {})
-        stored.update(offsets)
-        if self._log is not None:
-            self._log.append(
-                [
-                    (
-                        {"t": "o", "g": group_id, "tp": [t, p]},
-                        {
-                            "offset": o.offset,
-                            "epoch": o.leader_epoch,
-                            "metadata": o.metadata,
-                            "ts": o.commit_timestamp_ms,
-                        },
-                    )
-                    for (t, p), o in offsets.items()
-                ],
-                now_ms=now_ms,
+        new_group = None if group_id in self.groups else self._new_group(group_id)
+        records: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+        if new_group is not None:
+            records.append(self._group_record(new_group))
+        records += [
+            (
+                {"t": "o", "g": group_id, "tp": [t, p]},
+                {
+                    "offset": o.offset,
+                    "epoch": o.leader_epoch,
+                    "metadata": o.metadata,
+                    "ts": o.commit_timestamp_ms,
+                },
             )
+            for (t, p), o in offsets.items()
+        ]
+        if self._log is not None:
+            try:
+                self._log.append(records, now_ms=now_ms)
+            except BrokerError as e:
+                logger.error(
+                    "group %s: offsets of %d partition(s) not committed, the log append failed: %s",
+                    group_id,
+                    len(offsets),
+                    e,
+                )
+                raise
+        if new_group is not None:
+            self.groups[group_id] = new_group
+        self.offsets.setdefault(group_id, {}).update(offsets)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
         """Forget the committed offsets of ``partitions`` (OffsetDelete); missing ones are
         ignored, as in Kafka."""
         stored = self.offsets.get(group_id, {})
-        gone = [tp for tp in partitions if stored.pop(tp, None) is not None]
+        gone = [tp for tp in dict.fromkeys(partitions) if tp in stored]
         if gone and self._log is not None:
-            self._log.append(
+            self._log.append(  # raises KafkaStorageError; nothing is forgotten then
                 [({"t": "o", "g": group_id, "tp": [t, p]}, None) for t, p in gone],
                 now_ms=self._now_ms,
             )
+        for tp in gone:
+            del stored[tp]
         if gone:
             logger.info("group %s: deleted committed offsets of %s", group_id, gone)
 

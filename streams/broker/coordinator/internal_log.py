@@ -27,6 +27,8 @@ from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
 from kio.static.primitive import i8, i16, i32, i64
 
+from streams.broker.errors import KafkaStorageError
+
 logger = logging.getLogger(__name__)
 
 CONSUMER_OFFSETS = "__consumer_offsets"
@@ -85,13 +87,22 @@ class InternalLog:
     def append(
         self, records: list[tuple[dict[str, Any], dict[str, Any] | None]], *, now_ms: int
     ) -> None:
+        """Write ``records`` as one batch; raises ``KafkaStorageError`` when the write fails
+        (the storage then takes the log dir offline), and nothing of them is applied."""
         if not records:
             return
         encoded = [
             (encode_key(k), None if v is None else json.dumps(v, separators=(",", ":")).encode())
             for k, v in records
         ]
-        self._log.append(encode_batch(encoded, timestamp_ms=now_ms))
+        try:
+            self._log.append(encode_batch(encoded, timestamp_ms=now_ms))
+        except OSError as e:
+            raise KafkaStorageError(
+                f"Internal topic `{self.topic}`: append of {len(records)} records failed: {e}",
+                topic=self.topic,
+                partition=0,
+            ) from e
 
     def replay(self) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
         """Every record from the log start in offset order, decoded."""

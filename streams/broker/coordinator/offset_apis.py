@@ -19,6 +19,8 @@ from kio.schema.errors import ErrorCode
 from streams.broker.context import RequestContext
 from streams.broker.coordinator.coordinator import Coordinator
 from streams.broker.coordinator.group import Group, GroupState
+from streams.broker.coordinator.groups import append_error_code
+from streams.broker.errors import BrokerError
 from streams.broker.protocol import make, response_module
 
 logger = logging.getLogger(__name__)
@@ -97,7 +99,15 @@ async def offset_delete(ctx: RequestContext, request: Any) -> Any:
             )
         )
     coord.groups.set_now(coord.now_ms())
-    coord.groups.delete_offsets(request.group_id, deletable)
+    try:
+        coord.groups.delete_offsets(request.group_id, deletable)
+    except BrokerError as e:  # nothing was deleted
+        return make(
+            module.OffsetDeleteResponse,
+            error_code=append_error_code(e),
+            throttle_time=timedelta(0),
+            topics=(),
+        )
     return make(
         module.OffsetDeleteResponse,
         error_code=ErrorCode.none,

@@ -26,7 +26,6 @@ from kio.schema.errors import ErrorCode
 
 from streams.broker.coordinator.groups import CommittedOffset, GroupCoordinator
 from streams.broker.coordinator.internal_log import TRANSACTION_STATE, InternalLog
-from streams.broker.coordinator.producer_state import ProducerStateManager
 from streams.broker.coordinator.txn_metadata import TxnMetadata, TxnState
 from streams.broker.errors import BrokerError
 
@@ -43,14 +42,12 @@ class TransactionCoordinator:
         self,
         log_manager: Any | None,
         *,
-        producers: ProducerStateManager,
         groups: GroupCoordinator,
         on_marker: Callable[[str, int], None] | None = None,
         max_timeout_ms: int = 900_000,
         now_ms: int = 0,
     ) -> None:
         self._log_manager = log_manager
-        self._producers = producers
         self._groups = groups
         self._on_marker = on_marker
         self.max_timeout_ms = max_timeout_ms
@@ -328,12 +325,9 @@ class TransactionCoordinator:
             return
         if log is None:
             return
-        span = self._producers.partition(topic, partition).end_transaction(
-            txn.producer_id, txn.epoch, now_ms
-        )
-        marker = log.append_control(txn.producer_id, txn.epoch, commit, now_ms)
-        if not commit and span is not None:
-            log.record_aborted(txn.producer_id, span[0], marker)
+        # the log ends the producer's transaction in its state and, for an abort, indexes
+        # the transaction with the marker in one step
+        log.append_control(txn.producer_id, txn.epoch, commit, now_ms)
         if self._on_marker is not None:
             try:
                 self._on_marker(topic, partition)

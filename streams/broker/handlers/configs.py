@@ -60,6 +60,7 @@ _BROKER_SYNONYMS = {
     "compression.type": ("compression.type", True),
     "min.insync.replicas": ("min.insync.replicas", True),
     "durability": ("log.durability", True),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", True),
 }
 _BUILT_IN = LogConfig().to_kafka()
 # IncrementalAlterConfigs operations

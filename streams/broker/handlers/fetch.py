@@ -25,7 +25,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from streams.broker.context import RequestContext
-from streams.broker.errors import BrokerError
+from streams.broker.errors import BrokerError, KafkaStorageError
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
 
@@ -82,7 +82,11 @@ def _read_all(
                 # Kafka's minOneMessage: until a partition returned data, one batch goes
                 # out whatever the limits (so a consumer always progresses); after that
                 # max_bytes and partition_max_bytes hold
-                data = _records(log, offset, max(limit, 1), upper, opened, min_one=total == 0)
+                try:
+                    data = _records(log, offset, max(limit, 1), upper, opened, min_one=total == 0)
+                except KafkaStorageError as e:  # the log dir went offline since get_log
+                    parts.append(_empty(module, index, e.error_code))
+                    continue
                 total += len(data)
                 remaining = max(0, remaining - len(data))
             aborted = None

@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from streams.broker import storage
 from streams.broker.context import RequestContext
-from streams.broker.errors import BrokerError, UnsupportedCompressionTypeError
+from streams.broker.errors import BrokerError, KafkaStorageError, UnsupportedCompressionTypeError
 from streams.broker.extension import Duplicate, Reject
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
@@ -203,7 +203,7 @@ def _append(
         return _Appended(ErrorCode.corrupt_message, message=catalog.storage_error_message(e))
     except catalog.TOO_LARGE_ERRORS as e:
         return _Appended(ErrorCode.message_too_large, message=catalog.storage_error_message(e))
-    except OSError as e:
+    except (OSError, KafkaStorageError) as e:  # the storage took the log dir offline
         logger.error("append to %s-%d failed: %s", topic, index, e)
         return _Appended(ErrorCode.kafka_storage_error, message=str(e))
     broker.extension.on_appended(topic, index, view, info.base_offset, info.last_offset)
@@ -270,7 +270,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if acks == -1:
             try:
                 await asyncio.shield(flushed)
-            except OSError as e:
+            except (OSError, KafkaStorageError) as e:
                 logger.error("fsync for a produce from %s failed: %s", ctx.connection.peer, e)
                 responses = _fail_all(module, responses, ErrorCode.kafka_storage_error)
         else:

@@ -6,7 +6,10 @@ Public API (see each module's docstring):
   partition; `AppendInfo` is what `append` returns.
 - `LogManager(data_dir, *, default_config)`: every partition under a data dir,
   topic metadata and configs in `topics.json`, flush/retention/compaction drivers.
-- `LogConfig`: per-topic settings from Kafka-style `dict[str, str]`.
+- `LogConfig`: per-topic settings from Kafka-style `dict[str, str]`; `CleanerConfig`:
+  the broker-wide `log.cleaner.*` settings.
+- `LogCleanerManager`: the cleaner checkpoints and the dirty-ratio choice of what to
+  compact (`LogManager.cleaner`); `LogDirFailureChannel`: the offline log dir.
 - `FileRecords`: what `PartitionLog.read_records` returns, batches left in the
   segment files for a zero-copy send.
 - `LogSegment`, `OffsetIndex`, `TimeIndex`, `TransactionIndex`, `LogLoader`.
@@ -25,11 +28,13 @@ from streams.broker.storage.batch import (
     parse_batch_header,
     validate_batches,
 )
-from streams.broker.storage.config import LogConfig
+from streams.broker.storage.cleaner_manager import LogCleanerManager
+from streams.broker.storage.config import CleanerConfig, LogConfig
 from streams.broker.storage.file_records import FileRecords
 from streams.broker.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from streams.broker.storage.loader import LogLoader
 from streams.broker.storage.log import AppendInfo, PartitionLog
+from streams.broker.storage.log_dir import LogDirFailureChannel
 from streams.broker.storage.manager import LogManager, TopicMetadata, validate_topic_name
 from streams.broker.storage.records import Record, decode_records, keyless_records
 from streams.broker.storage.segment import LogSegment
@@ -38,8 +43,11 @@ __all__ = [
     "AbortedTxn",
     "AppendInfo",
     "BatchHeader",
+    "CleanerConfig",
     "FileRecords",
+    "LogCleanerManager",
     "LogConfig",
+    "LogDirFailureChannel",
     "LogLoader",
     "LogManager",
     "LogSegment",

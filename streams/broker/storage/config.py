@@ -16,6 +16,9 @@ Flush policy. `durability` is this broker's knob:
   `LogManager.flush_dirty()` (one fsync per dirty segment, shared by all appends
   made since) before acking, and the high watermark is the flushed offset, so a
   consumer never sees data a crash could take away.
+
+`CleanerConfig` holds the broker-wide settings of the log cleaner (Kafka's
+`log.cleaner.*` broker configs), read from the broker's `key=value` pairs.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ _KEYS: dict[str, tuple[str, str, int]] = {
     "durability": ("durability", "durability", 0),
     "compression.type": ("compression_type", "compression", 0),
     "min.insync.replicas": ("min_insync_replicas", "int", 1),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", "double", 0),
 }
 
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
@@ -78,6 +82,9 @@ class LogConfig:
     # Kafka caps it at the partition's replica count, which is 1 here: acks=all
     # succeeds whatever the value, as on a one-replica topic of a Kafka cluster.
     min_insync_replicas: int = 1
+    # Clean a compacted log only when at least this share of its cleanable bytes was
+    # written since its last cleaning (cleaner-offset-checkpoint); Kafka's default.
+    min_cleanable_dirty_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         for key, (attr, kind, minimum) in _KEYS.items():
@@ -93,6 +100,13 @@ class LogConfig:
                         f"Config `{key}` is `{value}`; it must be between {minimum} and {limit}.",
                         key=key,
                     )
+            elif kind == "double" and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1
+            ):
+                raise InvalidConfigError(
+                    f"Config `{key}` is `{value!r}`; it must be a number between 0 and 1.",
+                    key=key,
+                )
             elif kind == "policy" and value not in ("delete", "compact", "compact,delete"):
                 raise InvalidConfigError(
                     f"Config `cleanup.policy` is `{value}`; use `delete`, `compact` or "
@@ -155,6 +169,13 @@ class LogConfig:
                     raise InvalidConfigError(
                         f"Config `{key}` must be an integer, got `{raw}`.", key=key
                     ) from None
+            elif kind == "double":
+                try:
+                    updates[attr] = float(str(raw).strip())
+                except ValueError:
+                    raise InvalidConfigError(
+                        f"Config `{key}` must be a number between 0 and 1, got `{raw}`.", key=key
+                    ) from None
             elif kind == "policy":
                 parts = sorted(p.strip() for p in str(raw).split(",") if p.strip())
                 updates[attr] = ",".join(parts)
@@ -170,6 +191,34 @@ class LogConfig:
         """The keys whose value differs from `base`."""
         mine, theirs = self.to_kafka(), base.to_kafka()
         return {k: v for k, v in mine.items() if theirs[k] != v}
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    """Broker-wide log cleaner settings, with Kafka's names and defaults."""
+
+    # The most memory one cleaning pass holds for its key -> offset map
+    # (Kafka's SkimpyOffsetMap: 24 bytes a key); a pass that fills it stops there
+    # and the next one goes on.
+    dedupe_buffer_size: int = 128 * 1024 * 1024
+
+    @classmethod
+    def from_kafka(cls, configs: Mapping[str, str]) -> CleanerConfig:
+        key = "log.cleaner.dedupe.buffer.size"
+        raw = configs.get(key)
+        if raw is None:
+            return cls()
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            raise InvalidConfigError(
+                f"Config `{key}` must be an integer, got `{raw}`.", key=key
+            ) from None
+        if value < 1024:
+            raise InvalidConfigError(
+                f"Config `{key}` is `{value}`; it must be at least 1024 bytes.", key=key
+            )
+        return cls(dedupe_buffer_size=value)
 
 
 assert {f.name for f in fields(LogConfig)} == {a for a, _, _ in _KEYS.values()}

@@ -7,6 +7,8 @@ segment's base offset, zero-padded to 20 digits, plus a suffix:
 - `00000000000000000000.index`      sparse offset index (relative offset -> file position)
 - `00000000000000000000.timeindex`  sparse time index (max timestamp so far -> relative offset)
 - `00000000000000000000.txnindex`   aborted transactions whose abort marker is in this segment
+- `00000000000000000000.snapshot`   producer state as of that offset (`producer_state.py`),
+                                    written at a roll and a clean shutdown
 
 Suffixes appended to a whole file name mark files in flight:
 `.cleaned` (a compacted segment being written), `.deleted` (a segment being
@@ -22,6 +24,7 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
+SNAPSHOT_SUFFIX = ".snapshot"
 CLEANED_SUFFIX = ".cleaned"
 DELETED_SUFFIX = ".deleted"
 

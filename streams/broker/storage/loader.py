@@ -12,11 +12,21 @@ On open:
    the segment is truncated there and every later segment deleted;
 4. the last (active) segment is scanned fully after an unclean shutdown
    (no `.clean-shutdown` marker): a torn tail (short batch, bad CRC, garbage) is
-   truncated at the last valid batch, and its indexes are rebuilt;
+   truncated at the last valid batch, and its indexes are rebuilt, the
+   transaction index included: starting from the producer state as of the
+   segment's base offset, every abort marker in it gets its entry again, so a
+   crash between a marker and its index entry cannot expose the aborted records
+   to read_committed readers;
 5. the log start offset is the larger of the first segment's base offset and
-   the persisted `log-start-offset`.
+   the persisted `log-start-offset`;
+6. the producer state as of the log end: the latest readable `<offset>.snapshot`
+   not past the point needed (written at every roll and at a clean shutdown)
+   plus the batch headers after it (`producer_state_at`), so a restart reads at
+   most the segments written since the last roll, never the whole partition;
+   snapshots past the log end (of data that was cut) are removed.
 
-Kafka does the same in `LogLoader` / `LogSegment.recover`.
+Kafka does the same in `LogLoader` / `LogSegment.recover` /
+`UnifiedLog.rebuildProducerState`.
 """
 
 from __future__ import annotations
@@ -34,9 +44,18 @@ from streams.broker.storage.files import (
     INDEX_SUFFIXES,
     LOG_START_OFFSET_FILE,
     LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
     base_offset_of,
+    filename_prefix,
     segment_file,
 )
+from streams.broker.storage.producer_state import (
+    PartitionProducers,
+    delete_snapshots,
+    read_snapshot,
+    snapshot_offsets,
+)
+from streams.broker.storage.records import is_abort_marker
 from streams.broker.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -51,6 +70,7 @@ class LoadedLog:
     next_offset: int
     clean_shutdown: bool
     truncated_bytes: int
+    producers: PartitionProducers
 
 
 class LogLoader:
@@ -71,13 +91,17 @@ class LogLoader:
         bases = self._segment_bases()
         segments: list[LogSegment] = []
         truncated = 0
+        producers: PartitionProducers | None = None
         for i, base in enumerate(bases):
             seg = self._open(base)
             last = i == len(bases) - 1
             if last and not clean:
                 # Only appends write the active segment, so its offsets have no gaps
                 # unless the topic is compacted (truncation can expose a cleaned segment).
-                truncated += self._recover(seg, contiguous=not self.config.compact)
+                producers = producer_state_at(d, segments, seg.base_offset, name=d.name)
+                truncated += self._recover(
+                    seg, contiguous=not self.config.compact, producers=producers
+                )
             else:
                 truncated += self._load_checked(seg)
             if segments and seg.base_offset < segments[-1].next_offset:
@@ -111,9 +135,13 @@ class LogLoader:
         )
         next_offset = active.next_offset
         log_start = max(segments[0].base_offset, min(self._read_log_start() or 0, next_offset))
+        for offset in delete_snapshots(d, above=next_offset):
+            logger.info("Log %s: removed producer snapshot at %d, past the log end", d, offset)
+        if producers is None:
+            producers = producer_state_at(d, segments, next_offset, name=d.name)
         if clean:
             marker.unlink()
-        return LoadedLog(segments, log_start, next_offset, clean, truncated)
+        return LoadedLog(segments, log_start, next_offset, clean, truncated, producers)
 
     # -- helpers -------------------------------------------------------------------
 
@@ -210,8 +238,14 @@ class LogLoader:
         seg._bytes_since_index = seg.size - start
         return cut
 
-    def _recover(self, seg: LogSegment, *, contiguous: bool = False) -> int:
-        cut = seg.recover(contiguous=contiguous)
+    def _recover(
+        self,
+        seg: LogSegment,
+        *,
+        contiguous: bool = False,
+        producers: PartitionProducers | None = None,
+    ) -> int:
+        cut = seg.recover(contiguous=contiguous, producers=producers)
         if cut:
             self._cut.add(seg.base_offset)
         return cut
@@ -259,3 +293,54 @@ class LogLoader:
                 path.unlink()
         for old in deleted:
             old.unlink(missing_ok=True)
+
+
+def replay_producer_state(
+    segments: list[LogSegment], state: PartitionProducers, start: int, end: int
+) -> int:
+    """Apply the batch headers of [start, end) to `state`; returns batches read."""
+    n = 0
+    for seg in segments:
+        if seg.next_offset <= start:
+            continue
+        if seg.base_offset >= end:
+            break
+        for h in seg.scan_headers(0):
+            if h.last_offset < start:
+                continue
+            if h.base_offset >= end:
+                break
+            n += 1
+            if h.producer_id >= 0:
+                abort = h.is_control and is_abort_marker(seg.read_at(h.position, h.size))
+                state.update(h, h.base_offset, abort=abort)
+    return n
+
+
+def producer_state_at(
+    directory: Path, segments: list[LogSegment], offset: int, *, name: str
+) -> PartitionProducers:
+    """The producer state as of `offset`: the latest readable snapshot at or before it,
+    then the headers of `segments` from there (Kafka's `rebuildProducerState`)."""
+    state, start, source = None, segments[0].base_offset if segments else offset, "the log start"
+    for snap in reversed([o for o in snapshot_offsets(directory) if o <= offset]):
+        state = read_snapshot(directory, snap)
+        if state is not None:
+            start, source = max(snap, start), filename_prefix(snap) + SNAPSHOT_SUFFIX
+            break
+    if state is None:
+        state = PartitionProducers()
+    batches = replay_producer_state(segments, state, start, offset)
+    if state.entries:
+        logger.info(
+            "Log %s: producer state as of offset %d from %s, %d batch(es) replayed from "
+            "offset %d: %d producer(s), open transactions from %s",
+            name,
+            offset,
+            source,
+            batches,
+            start,
+            len(state.entries),
+            state.first_unstable_offset(),
+        )
+    return state

@@ -8,6 +8,11 @@ truncating, closing and deleting. What the log means to producers and
 consumers (validation, the log start offset, the high watermark, transactions,
 retention) stays in `PartitionLog`.
 
+I/O errors: a failed write, roll or fsync takes the log directory offline
+(`LogDirFailureChannel`) before the error goes up; from then on every method
+that touches the files raises `KafkaStorageError`, and `close` leaves no
+clean-shutdown marker, so the next start recovers the directory.
+
 Concurrency contract: not thread-safe. `PartitionLog` calls every method with
 its lock held, except `fsync`, which it runs outside the lock so appends go on
 while a flush is in progress.
@@ -25,6 +30,7 @@ from streams.broker.storage.config import LogConfig
 from streams.broker.storage.file_records import Slice
 from streams.broker.storage.files import CLEAN_SHUTDOWN_FILE
 from streams.broker.storage.index import fsync_path
+from streams.broker.storage.log_dir import LogDirFailureChannel
 from streams.broker.storage.log_segments import LogSegments
 
 logger = logging.getLogger(__name__)
@@ -43,8 +49,11 @@ class LocalLog:
         next_offset: int,
         name: str,
         now_ms: int,
+        failures: LogDirFailureChannel,
     ) -> None:
         self.directory = directory
+        self.log_dir = directory.parent
+        self.failures = failures
         self.name = name
         self.segments = segments
         self.next_offset = next_offset
@@ -65,6 +74,17 @@ class LocalLog:
                 "shutting down); reopen it through LogManager.get_log.",
                 path=str(self.directory),
             )
+        self.failures.check(self.log_dir, name=self.name)
+
+    @property
+    def offline(self) -> bool:
+        return self.failures.is_offline(self.log_dir)
+
+    def fail(self, action: str, error: OSError) -> None:
+        """Take the log dir offline after `error` while doing `action` (see the module doc)."""
+        self.failures.maybe_add_offline_log_dir(
+            self.log_dir, f"log {self.name}: {action} failed", error
+        )
 
     # -- append -------------------------------------------------------------------
 
@@ -82,9 +102,15 @@ class LocalLog:
         the offset given to the first one."""
         first = self.next_offset
         size = len(records)
-        segment = self.segments.maybe_roll(first, size, count, now, config)
-        buffers = write_buffers(records, headers, first, log_append_time_ms=log_append_time_ms)
-        segment.append(buffers, size, headers, first)
+        try:
+            segment = self.segments.maybe_roll(first, size, count, now, config)
+            buffers = write_buffers(records, headers, first, log_append_time_ms=log_append_time_ms)
+            segment.append(buffers, size, headers, first)
+        except OSError as e:
+            # A short write leaves bytes past the segment's size that nobody may read or
+            # overwrite: the directory goes offline and recovery truncates them.
+            self.fail(f"append of {count} records at offset {first}", e)
+            raise
         self.next_offset = first + count
         self.unflushed_messages += count
         return first
@@ -134,15 +160,28 @@ class LocalLog:
         self.last_flush_ms = now_ms
         return end, todo
 
-    def fsync(self, todo: list[int | Path]) -> None:
-        for item in todo:
-            if isinstance(item, Path):
-                fsync_path(item)
-                continue
-            try:
-                os.fsync(item)
-            except OSError as e:  # the segment was deleted meanwhile: nothing left to flush
-                logger.debug("Log %s: fsync skipped: %s", self.name, e)
+    def fsync(self, todo: list[int | Path], end: int) -> None:
+        """fsync what `begin_flush` returned (descriptors are duplicates, closed here).
+
+        A failure takes the log dir offline and is raised: the flushed offset, and
+        so the high watermark under durability=sync, must not move past data the
+        disk may not hold (Kafka's recovery point only advances on a good flush).
+        """
+        try:
+            for i, item in enumerate(todo):
+                if isinstance(item, Path):
+                    fsync_path(item)
+                else:
+                    os.fsync(item)
+                    os.close(item)
+                    todo[i] = -1
+        except OSError as e:
+            self.fail(f"fsync up to offset {end}", e)
+            raise
+        finally:
+            for item in todo:
+                if isinstance(item, int) and item >= 0:
+                    os.close(item)
 
     def end_flush(self, end: int) -> None:
         if end > self.flushed_offset:
@@ -169,8 +208,22 @@ class LocalLog:
         return self.next_offset
 
     def close(self) -> None:
-        """Flush, close the files and mark the shutdown clean (next open skips the scan)."""
-        self.segments.flush_all()
+        """Flush, close the files and mark the shutdown clean (next open skips the scan).
+
+        An offline log is closed without a flush or the marker: the next open
+        recovers it."""
+        if self.offline:
+            self.closed = True
+            self.segments.close()
+            logger.warning("Log %s: closed offline, without a clean-shutdown marker", self.name)
+            return
+        try:
+            self.segments.flush_all()
+        except OSError as e:
+            self.fail("flush at close", e)
+            self.closed = True
+            self.segments.close()
+            raise
         self.closed = True
         self.segments.close()
         (self.directory / CLEAN_SHUTDOWN_FILE).write_bytes(b"")

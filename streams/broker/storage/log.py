@@ -11,12 +11,23 @@ Offsets: `log_start_offset` <= `high_watermark` <= `log_end_offset`. Under
 survives a crash. The last stable offset (transactions) is the caller's: it is
 `min(high_watermark, first offset of the oldest open transaction)`.
 
-Transactions: `append_control(...)` writes a commit/abort marker; after an
-abort, `record_aborted(producer_id, first_offset, last_offset)` adds the
-transaction to the `.txnindex` of the segment holding the marker, and
-`aborted_transactions(start, end)` answers a read_committed fetch.
+Producers and transactions: the log keeps its partition's producer state
+(`producer_state.py`, Kafka's `ProducerStateManager`): every append updates it
+from the batch headers under the log's lock, and an abort marker
+(`append_control(...)`) adds the transaction it ends to the `.txnindex` of its
+segment in the same step, so no reader sees the marker without the entry.
+`aborted_transactions(start, end)` answers a read_committed fetch;
+`producer_state.first_unstable_offset()` bounds its last stable offset. The
+state is snapshotted to `<offset>.snapshot` at every roll and at `close`, and
+`LogLoader` restores it from there.
 
 Files: the segments, log end offset and flushed offset are a `LocalLog`'s.
+
+I/O errors: a failed append, roll or fsync takes the log directory offline
+(`LogDirFailureChannel`, shared by every log of a `LogManager`) and the error is
+raised; later calls raise `KafkaStorageError` (KAFKA_STORAGE_ERROR), the high
+watermark stays where the last good flush left it, and `close` leaves the
+directory to be recovered at the next start.
 
 Concurrency: all methods may be called from any thread; a per-log lock
 serialises them. Operations that delete segment files (retention, truncation,
@@ -41,9 +52,16 @@ from streams.broker.storage.config import LogConfig
 from streams.broker.storage.file_records import FileRecords, Slice
 from streams.broker.storage.files import LOG_START_OFFSET_FILE, write_atomically
 from streams.broker.storage.index import AbortedTxn
-from streams.broker.storage.loader import LogLoader
+from streams.broker.storage.loader import LogLoader, producer_state_at
 from streams.broker.storage.local_log import LocalLog
+from streams.broker.storage.log_dir import LogDirFailureChannel
 from streams.broker.storage.log_segments import LogSegments
+from streams.broker.storage.producer_state import (
+    PartitionProducers,
+    delete_snapshots,
+    write_snapshot,
+)
+from streams.broker.storage.records import is_abort_marker
 from streams.broker.storage.retention import expired_prefix
 from streams.broker.storage.segment import LogSegment
 
@@ -76,6 +94,7 @@ class PartitionLog:
         config: LogConfig | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         name: str | None = None,
+        failures: LogDirFailureChannel | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.name = name or self.directory.name
@@ -86,7 +105,10 @@ class PartitionLog:
         # the cleaner for a whole compaction, which reads segments without `_lock`.
         self._segments_lock = threading.RLock()
         loaded = LogLoader(self.directory, self._config, now_ms=clock()).load()
-        self._segments = LogSegments(self.directory, loaded.segments, name=self.name)
+        self._producers = loaded.producers
+        self._segments = LogSegments(
+            self.directory, loaded.segments, name=self.name, on_roll=self._snapshot_at_roll
+        )
         self._log_start_offset = loaded.log_start_offset
         self._local = LocalLog(
             self.directory,
@@ -94,6 +116,7 @@ class PartitionLog:
             next_offset=loaded.next_offset,
             name=self.name,
             now_ms=clock(),
+            failures=failures or LogDirFailureChannel(),
         )
         self.recovered_bytes = loaded.truncated_bytes
         logger.info(
@@ -153,6 +176,16 @@ class PartitionLog:
     def dirty(self) -> bool:
         return self._local.dirty
 
+    @property
+    def producer_state(self) -> PartitionProducers:
+        """This partition's producer state (read it from the appending thread only)."""
+        return self._producers
+
+    @property
+    def offline(self) -> bool:
+        """True once an I/O error took this log's directory offline."""
+        return self._local.offline
+
     # -- append -------------------------------------------------------------------
 
     def append(
@@ -196,6 +229,7 @@ class PartitionLog:
                 config=self._config,
                 log_append_time_ms=now if append_time else None,
             )
+            self._update_producers(records, headers, first)
             log_start = self._log_start_offset
         return AppendInfo(
             base_offset=first,
@@ -225,6 +259,39 @@ class PartitionLog:
         )
         return self.append(batch, timestamp_ms=timestamp_ms).base_offset
 
+    def _update_producers(
+        self, records: bytes | bytearray | memoryview, headers: list[BatchHeader], first: int
+    ) -> None:
+        """Producer state after an append at `first`; an abort marker's transaction goes to
+        the active segment's transaction index now, before the lock is released."""
+        offset = first
+        for h in headers:
+            if h.producer_id >= 0:
+                abort = h.is_control and is_abort_marker(
+                    bytes(records[h.position : h.position + h.size])
+                )
+                aborted = self._producers.update(h, offset, abort=abort)
+                if aborted is not None:
+                    self._index_aborted(aborted)
+            offset += h.last_offset_delta + 1
+
+    def _index_aborted(self, txn: AbortedTxn) -> None:
+        try:
+            self._segments.segment_for(txn.last_offset).txn_index.append(txn)
+        except OSError as e:
+            # the marker is in the log without its entry: only recovery may serve it now
+            self._local.fail(f"transaction index entry for the marker at {txn.last_offset}", e)
+            raise
+
+    def _snapshot_at_roll(self, offset: int) -> None:
+        """The producer state as of `offset`, where a new segment starts (under the lock)."""
+        write_snapshot(self.directory, offset, self._producers, sync=False)
+
+    def expire_producers(self, before_ms: int) -> int:
+        """Forget producers idle since before `before_ms` (producer.id.expiration.ms)."""
+        with self._lock:
+            return self._producers.expire(before_ms)
+
     def record_aborted(
         self,
         producer_id: int,
@@ -234,7 +301,9 @@ class PartitionLog:
         last_stable_offset: int | None = None,
     ) -> None:
         """Index an aborted transaction: its data spans [first_offset, last_offset] where
-        `last_offset` is the offset of its abort marker (from `append_control`)."""
+        `last_offset` is the offset of its abort marker (from `append_control`). An abort
+        marker of a transaction the producer state knows is indexed by the append
+        itself; the same entry is not added twice."""
         if first_offset > last_offset:
             raise InvalidTxnStateError(
                 f"Log `{self.name}`: aborted transaction of producer `{producer_id}` has "
@@ -242,6 +311,12 @@ class PartitionLog:
             )
         with self._lock:
             seg = self._segments.segment_for(last_offset)
+            if any(
+                (t.producer_id, t.first_offset, t.last_offset)
+                == (producer_id, first_offset, last_offset)
+                for t in seg.txn_index.entries
+            ):
+                return
             lso = last_offset + 1 if last_stable_offset is None else last_stable_offset
             seg.txn_index.append(AbortedTxn(producer_id, first_offset, last_offset, lso))
 
@@ -256,9 +331,13 @@ class PartitionLog:
         with self._lock:
             self._local.check_open()
             if self._segments.active.size:
-                self._local.roll(
-                    self._clock(), index_interval_bytes=self._config.index_interval_bytes
-                )
+                try:
+                    self._local.roll(
+                        self._clock(), index_interval_bytes=self._config.index_interval_bytes
+                    )
+                except OSError as e:
+                    self._local.fail(f"roll at offset {self._local.next_offset}", e)
+                    raise
             return self._segments.active.base_offset
 
     # -- read ---------------------------------------------------------------------
@@ -328,19 +407,22 @@ class PartitionLog:
 
         The fsync runs outside the lock; the flushed offset (and so the high
         watermark under durability=sync) advances to what was appended when the
-        flush started.
+        flush started. A failed fsync raises its `OSError` after taking the log
+        dir offline, and the flushed offset stays; on an offline log, raises
+        `KafkaStorageError`.
         """
         with self._lock:
             if self._local.closed:
                 return
+            self._local.check_open()
             end, todo = self._local.begin_flush(self._clock())
-        self._local.fsync(todo)
+        self._local.fsync(todo, end)
         with self._lock:
             self._local.end_flush(end)
 
     def flush_due(self, now_ms: int) -> bool:
-        """Whether flush.messages / flush.ms ask for a flush now."""
-        return self._local.flush_due(now_ms, self._config)
+        """Whether flush.messages / flush.ms ask for a flush now (never for an offline log)."""
+        return not self._local.offline and self._local.flush_due(now_ms, self._config)
 
     # -- truncation and deletion ----------------------------------------------------
 
@@ -360,6 +442,7 @@ class PartitionLog:
             write_atomically(self.directory / LOG_START_OFFSET_FILE, str(offset).encode())
             self._segments.delete_below(offset)  # whole segments only; keeps the active one
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            delete_snapshots(self.directory, below=self._segments[0].base_offset)
             return self._log_start_offset
 
     def truncate_to(self, offset: int) -> int:
@@ -372,6 +455,11 @@ class PartitionLog:
                 offset, self._clock(), index_interval_bytes=self._config.index_interval_bytes
             )
             self._log_start_offset = min(self._log_start_offset, end)
+            # the state of the producers must forget what was cut (Kafka's truncateAndReload)
+            delete_snapshots(self.directory, above=end)
+            self._producers = producer_state_at(
+                self.directory, self._segments.snapshot(), end, name=self.name
+            )
             logger.warning("Log %s: truncated to offset %d", self.name, end)
             return end
 
@@ -394,6 +482,7 @@ class PartitionLog:
             deleted = self._segments.delete_first(deletable, reason="retention deleted")
             if deleted:
                 self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+                delete_snapshots(self.directory, below=self._segments[0].base_offset)
             return deleted
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
@@ -413,10 +502,18 @@ class PartitionLog:
         return self._segments_lock
 
     def close(self) -> None:
-        """Flush, close the files and mark the shutdown clean (next open skips the scan)."""
+        """Snapshot the producer state at the log end, flush, close the files and mark the
+        shutdown clean (the next open neither scans the active segment nor replays)."""
         with self._segments_lock, self._lock:
             if self._local.closed:
                 return
+            if not self._local.offline:
+                try:
+                    write_snapshot(
+                        self.directory, self._local.next_offset, self._producers, sync=True
+                    )
+                except OSError as e:
+                    self._local.fail("producer state snapshot at close", e)
             self._local.close()
 
     def delete(self) -> None:

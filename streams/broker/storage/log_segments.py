@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from streams.broker.storage.config import LogConfig
@@ -32,9 +32,19 @@ _MAX_RELATIVE_OFFSET = 2**31 - 1
 class LogSegments:
     """The segments of a partition directory, oldest first; the last one is active."""
 
-    def __init__(self, directory: Path, segments: list[LogSegment], *, name: str) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        segments: list[LogSegment],
+        *,
+        name: str,
+        on_roll: Callable[[int], None] | None = None,
+    ) -> None:
         self.directory = directory
         self.name = name
+        # called with the new segment's base offset before it is created (the producer
+        # state snapshot as of that offset, `PartitionLog`)
+        self._on_roll = on_roll
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
 
@@ -117,6 +127,8 @@ class LogSegments:
 
     def roll(self, next_offset: int, now: int, *, index_interval_bytes: int) -> LogSegment:
         """Make a new empty segment at `next_offset` the active one."""
+        if self._on_roll is not None:
+            self._on_roll(next_offset)
         self._segments[-1].on_become_inactive()
         seg = LogSegment(
             self.directory, next_offset, index_interval_bytes=index_interval_bytes, created_ms=now

@@ -15,6 +15,12 @@ the request, and of requests that arrived meanwhile, share the fsyncs) and
 `flush_due(now_ms)` on a timer for the interval policy. Both may run in a
 thread pool while the loop thread appends.
 
+I/O errors: the data dir is the broker's one log directory. A failed append or
+fsync in any partition takes it offline (`LogDirFailureChannel`, as Kafka does):
+`get_log` and `flush_dirty` then raise `KafkaStorageError`, so every produce and
+fetch answers KAFKA_STORAGE_ERROR, and retention and compaction stop, until the
+broker is restarted and recovery has run.
+
 Concurrency: topic administration (create/delete/alter/add partitions, load,
 close) must come from one thread (the server's loop); `get_log` and the flush,
 retention and compaction methods are safe from any thread.
@@ -40,7 +46,8 @@ from streams.broker.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from streams.broker.storage.config import LogConfig
+from streams.broker.storage.cleaner_manager import LogCleanerManager
+from streams.broker.storage.config import CleanerConfig, LogConfig
 from streams.broker.storage.files import (
     DELETE_DIR_SUFFIX,
     TOPICS_FILE,
@@ -48,6 +55,7 @@ from streams.broker.storage.files import (
     write_atomically,
 )
 from streams.broker.storage.log import PartitionLog, wall_clock_ms
+from streams.broker.storage.log_dir import LogDirFailureChannel
 
 logger = logging.getLogger(__name__)
 
@@ -100,15 +108,21 @@ class LogManager:
         data_dir: Path | str,
         *,
         default_config: LogConfig | None = None,
+        cleaner_config: CleanerConfig | None = None,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.default_config = default_config or LogConfig()
+        self.cleaner = LogCleanerManager(
+            self.data_dir,
+            dedupe_buffer_bytes=(cleaner_config or CleanerConfig()).dedupe_buffer_size,
+        )
         self._clock = clock
         self._topics: dict[str, TopicMetadata] = {}
         self._configs: dict[str, LogConfig] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.RLock()
+        self.failures = LogDirFailureChannel()
         self._loaded = False
         self._flush_pool: ThreadPoolExecutor | None = None
 
@@ -156,7 +170,10 @@ class LogManager:
         if pool is not None:
             pool.shutdown(wait=True)
         for log in logs:
-            log.close()
+            try:
+                log.close()
+            except OSError as e:  # the data dir is offline now: the others close without a flush
+                logger.error("Log %s: flush at shutdown failed: %s", log.name, e)
 
     def __enter__(self) -> LogManager:
         return self if self._loaded else self.load()
@@ -190,6 +207,9 @@ class LogManager:
             self._topics[name] = meta
             self._configs[name] = config
             self._persist()
+            self.cleaner.forget(
+                name
+            )  # a topic of that name deleted earlier was clean, not this one
             for p in range(partitions):
                 self._remove_stale_dir(name, p)
                 self._open_log(name, p)
@@ -212,6 +232,7 @@ class LogManager:
                     dst = self.data_dir / f"{src.name}.{tag}{DELETE_DIR_SUFFIX}"
                     src.rename(dst)
                     shutil.rmtree(dst, ignore_errors=True)
+            self.cleaner.forget(name)
         logger.info("Deleted topic %s", name)
 
     def add_partitions(self, name: str, total: int) -> TopicMetadata:
@@ -266,7 +287,8 @@ class LogManager:
         return config
 
     def get_log(self, topic: str, partition: int) -> PartitionLog:
-        """The log of one partition; raises `UnknownTopicOrPartitionError`."""
+        """The log of one partition; raises `UnknownTopicOrPartitionError`, or
+        `KafkaStorageError` when the data dir is offline."""
         log = self._logs.get((topic, partition))
         if log is None:
             raise UnknownTopicOrPartitionError(
@@ -274,7 +296,13 @@ class LogManager:
                 topic=topic,
                 partition=partition,
             )
+        self.failures.check(self.data_dir, name=log.name)
         return log
+
+    @property
+    def offline(self) -> bool:
+        """True once an I/O error took the data dir offline (see the module docstring)."""
+        return self.failures.is_offline(self.data_dir)
 
     def logs(self) -> list[tuple[str, int, PartitionLog]]:
         with self._lock:
@@ -287,8 +315,11 @@ class LogManager:
 
         Logs are flushed in parallel (fsync releases the GIL and devices serve
         concurrent syncs better than a queue of them), so one call costs about
-        one fsync however many partitions a produce request touched.
+        one fsync however many partitions a produce request touched. Raises the
+        `OSError` of a failed fsync, or `KafkaStorageError` once the data dir is
+        offline: a produce waiting on this flush must never be acknowledged then.
         """
+        self.failures.check(self.data_dir, name=str(self.data_dir))
         dirty = [log for _, _, log in self.logs() if log.dirty]
         self._flush_all(dirty)
         return len(dirty)
@@ -316,15 +347,18 @@ class LogManager:
 
     def run_retention(self, now_ms: int | None = None) -> int:
         """Delete segments past retention.ms / retention.bytes; returns segments deleted."""
+        if self.offline:
+            return 0
         now = self._clock() if now_ms is None else now_ms
         return sum(log.delete_old_segments(now) for _, _, log in self.logs())
 
     def run_compaction(self, now_ms: int | None = None) -> int:
-        """Compact every log of a `compact` topic; returns segments rewritten."""
-        from streams.broker.storage.cleaner import compact_log
-
+        """Clean the compacted logs whose dirty ratio asks for it (`LogCleanerManager`);
+        returns segments rewritten."""
+        if self.offline:
+            return 0
         now = self._clock() if now_ms is None else now_ms
-        return sum(compact_log(log, now) for _, _, log in self.logs() if log.config.compact)
+        return self.cleaner.clean_due(self.logs(), now)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -353,7 +387,11 @@ class LogManager:
                 f"Topic `{topic}` would be stored outside the data dir.", topic=topic
             )
         log = PartitionLog(
-            d, config=self._configs[topic], clock=self._clock, name=f"{topic}-{partition}"
+            d,
+            config=self._configs[topic],
+            clock=self._clock,
+            name=f"{topic}-{partition}",
+            failures=self.failures,
         )
         self._logs[(topic, partition)] = log
         return log

@@ -3,7 +3,9 @@
 Fetches never come here. Three places need records: `offset_for_timestamp`
 (the exact record whose timestamp reaches a target, ListOffsets), the
 compaction of `cleanup.policy=compact` topics (record keys), and a produce to a
-compacted topic (`keyless_records`: Kafka refuses records without a key there). Compressed batches
+compacted topic (`keyless_records`: Kafka refuses records without a key there), and
+the type of a transaction marker (`is_abort_marker`: recovery rebuilds the transaction
+index from the markers, the cleaner decides transactions by them). Compressed batches
 are decompressed with the codecs this Python has: gzip always; snappy, lz4 and
 zstd are reported as `UnsupportedCompressionTypeError` (the cleaner then keeps such
 batches whole, and timestamp lookups fall back to the batch).
@@ -15,11 +17,17 @@ value, headerCount varint + headers; lengths of -1 mean null.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from dataclasses import dataclass
 
 from streams.broker.errors import CorruptMessageError, UnsupportedCompressionTypeError
-from streams.broker.storage.batch import HEADER_SIZE, iter_batches, parse_batch_header
+from streams.broker.storage.batch import (
+    CONTROL_ABORT,
+    HEADER_SIZE,
+    iter_batches,
+    parse_batch_header,
+)
 
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
@@ -31,6 +39,19 @@ class Record:
     key: bytes | None
     value: bytes | None
     raw: bytes  # the record's bytes (length prefix included), reusable as-is in the same batch
+
+
+def control_type(batch: bytes) -> int | None:
+    """The type of a control batch's record (0 abort, 1 commit), None when unreadable."""
+    try:
+        key = decode_records(batch)[0].key
+        return struct.unpack(">hh", key or b"")[1]
+    except (CorruptMessageError, UnsupportedCompressionTypeError, IndexError, struct.error):
+        return None
+
+
+def is_abort_marker(batch: bytes) -> bool:
+    return control_type(batch) == CONTROL_ABORT
 
 
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:

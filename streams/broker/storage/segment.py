@@ -36,7 +36,8 @@ from streams.broker.storage.files import (
     segment_file,
 )
 from streams.broker.storage.index import OffsetIndex, TimeIndex, TransactionIndex, fsync_path
-from streams.broker.storage.records import first_at_or_after
+from streams.broker.storage.producer_state import PartitionProducers
+from streams.broker.storage.records import first_at_or_after, is_abort_marker
 
 logger = logging.getLogger(__name__)
 
@@ -289,15 +290,31 @@ class LogSegment:
 
     # -- recovery ------------------------------------------------------------------
 
-    def recover(self, *, contiguous: bool = False) -> int:
-        """Rebuild indexes by scanning the whole file; truncate a torn tail. Returns bytes cut."""
+    def recover(
+        self, *, contiguous: bool = False, producers: PartitionProducers | None = None
+    ) -> int:
+        """Rebuild indexes by scanning the whole file; truncate a torn tail. Returns bytes cut.
+
+        With `producers`, the producer state as of the segment's base offset, the
+        transaction index is rebuilt from the log's abort markers too (Kafka's
+        `LogSegment.recover`: a crash may have come between a marker and its index
+        entry), and `producers` ends as of the segment's end. Without it, the entries
+        the index already holds are kept, those past the new end dropped.
+        """
         self.offset_index.reset()
         self.time_index.reset()
+        if producers is not None:
+            self.txn_index.reset()
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_index = 0
         self.next_offset = self.base_offset
         for h in self.iter_valid(0, contiguous=contiguous):
             self._index_batches([h], h.base_offset, 0)
+            if producers is not None and h.producer_id >= 0:
+                abort = h.is_control and is_abort_marker(self.read_at(h.position, h.size))
+                aborted = producers.update(h, h.base_offset, abort=abort)
+                if aborted is not None:
+                    self.txn_index.append(aborted)
         valid_end = self.valid_end
         cut = self.size - valid_end
         if cut:
@@ -353,7 +370,9 @@ class LogSegment:
 
     def begin_flush(self, *, indexes: bool) -> list[int | Path]:
         """Under the log's lock: what a flush must fsync (descriptors or index paths);
-        clears the dirty marks.
+        clears the dirty marks. Descriptors are duplicates the caller closes: the fsync
+        runs outside the lock, and a segment deleted meanwhile must not turn it into
+        an EBADF (or the fsync of whatever file reused the number).
 
         Offset/time indexes are only made durable for inactive segments
         (`indexes=True`): the active segment's indexes are rebuilt after an
@@ -363,7 +382,7 @@ class LogSegment:
         todo: list[int | Path] = []
         if self._dirty:
             self._dirty = False
-            todo.append(self._fd)
+            todo.append(os.dup(self._fd))
         parts = [self.txn_index] + ([self.offset_index, self.time_index] if indexes else [])
         for idx in parts:
             path = idx.take_dirty()
@@ -373,11 +392,17 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the log and every index now."""
-        for item in self.begin_flush(indexes=True):
-            if isinstance(item, int):
-                os.fsync(item)
-            else:
-                fsync_path(item)
+        todo = self.begin_flush(indexes=True)
+        try:
+            for item in todo:
+                if isinstance(item, int):
+                    os.fsync(item)
+                else:
+                    fsync_path(item)
+        finally:
+            for item in todo:
+                if isinstance(item, int):
+                    os.close(item)
 
     def close(self) -> None:
         if self.closed:

@@ -21,17 +21,15 @@ def open_logs(path: Path) -> LogManager:
 
 
 def make(logs: LogManager, now: int = 1_000):
-    producers = ProducerStateManager(logs.get_log)
+    producers = ProducerStateManager(logs)
     groups = GroupCoordinator(logs)
-    txns = TransactionCoordinator(logs, producers=producers, groups=groups, now_ms=now)
+    txns = TransactionCoordinator(logs, groups=groups, now_ms=now)
     return producers, groups, txns
 
 
 def append(logs: LogManager, producers: ProducerStateManager, topic: str, data: bytes) -> int:
     assert producers.check(topic, 0, data) is None
-    info = logs.get_log(topic, 0).append(data)
-    producers.on_appended(topic, 0, data, info.base_offset)
-    return info.base_offset
+    return logs.get_log(topic, 0).append(data).base_offset
 
 
 def test_committed_offsets_and_generation_survive_reopen_and_deletes_stick(tmp_path):
@@ -197,51 +195,6 @@ def test_producer_ids_are_unique_across_reopen_and_timeouts_are_validated(tmp_pa
     _, _, txns = make(logs)
     second = {txns.init_producer_id(None, 0, now_ms=1)[1] for _ in range(5)}
     assert len(first | second) == 10
-    logs.close()
-
-
-def test_producer_state_snapshot_restores_without_scanning_and_rejects_stale_ones(tmp_path):
-    logs = open_logs(tmp_path)
-    logs.create_topic("t", 1, {})
-
-    def manager() -> ProducerStateManager:
-        return ProducerStateManager(
-            logs.get_log, topic_id=lambda t: t in logs.topics() and logs.topics()[t].topic_id
-        )
-
-    producers = manager()
-    append(logs, producers, "t", batch(5, 0, 0, 2))
-    append(logs, producers, "t", batch(6, 0, 0, 1, transactional=True))
-    snap = producers.snapshot()
-    topic_id = logs.topics()["t"].topic_id
-    assert snap == [
-        {
-            "topic": "t",
-            "topic_id": topic_id,
-            "partition": 0,
-            "end": 3,
-            "state": producers.partition("t", 0).to_json(),
-        }
-    ]
-
-    restored = manager()
-    restored.restore(snap)
-    assert restored.snapshot() == snap  # untouched entries are carried to the next shutdown
-    append(logs, restored, "t", batch(5, 0, 2, 1))  # sequence continues from the snapshot
-    assert restored.first_unstable_offset("t", 0) == 2
-    dup = restored.check("t", 0, batch(5, 0, 0, 2))
-    assert dup is not None and dup.base_offset == 0
-
-    stale = manager()
-    stale.restore([{**snap[0], "end": 99}])  # claims more than the log holds: ignored, log scanned
-    assert stale.partition("t", 0).entries[5].last_sequence == 2
-
-    logs.delete_topic("t")
-    logs.create_topic("t", 1, {})
-    append(logs, manager(), "t", batch(-1, -1, -1, 1))
-    recreated = manager()
-    recreated.restore(snap)  # a snapshot of the deleted topic must not leak into the new one
-    assert recreated.partition("t", 0).entries == {}
     logs.close()
 
 
