@@ -1,12 +1,35 @@
 #!/usr/bin/env bash
-# Optional tools some tests use as a third Kafka client (kcat, Debian package `kcat`).
-# Installed when running as root on Debian; otherwise those tests skip with a reason.
-set -u
-command -v kcat >/dev/null 2>&1 && exit 0
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "installing kcat (Debian) for the broker conformance tests" >&2
+# Tools the test suite runs besides Python, Java and Apache Kafka: kcat (Debian package
+# `kcat`), the third Kafka client of the broker tests (tests/integration/broker/test_kcat.py).
+# Installs it with apt-get when running as root on Debian; otherwise says what to install
+# and exits 1, because a test tool that is missing fails its tests (a skipped test would
+# pass without running anything). `make test` runs this first.
+set -uo pipefail
+
+missing() {
+  command -v kcat >/dev/null 2>&1 || echo kcat
+}
+
+apt_root() {
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1
+}
+
+need=$(missing)
+[ -z "$need" ] && exit 0
+
+if apt_root; then
+  echo "installing $need with apt-get for the broker tests" >&2
   export DEBIAN_FRONTEND=noninteractive
-  { apt-get install -y -qq kcat || { apt-get update -qq && apt-get install -y -qq kcat; }; } >/dev/null 2>&1 \
-    || echo "kcat could not be installed; its tests will skip" >&2
+  # shellcheck disable=SC2086  # one word per package
+  { apt-get install -y -qq $need || { apt-get update -qq && apt-get install -y -qq $need; }; } >/dev/null 2>&1
+  need=$(missing)
+  [ -z "$need" ] && exit 0
 fi
-exit 0
+
+cat >&2 <<MSG
+The tests need $need, which is not on PATH and could not be installed here.
+Install it, then run the tests again:
+  Debian/Ubuntu:  sudo apt-get install $need
+  macOS:          brew install $need
+MSG
+exit 1

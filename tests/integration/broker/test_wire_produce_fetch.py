@@ -107,23 +107,23 @@ def test_clients_cannot_write_or_delete_internal_topics(broker) -> None:
             ),
             MetadataResponse,
         )
-        internal = [t.name for t in metadata.topics if t.is_internal]
-        if not internal:
-            pytest.skip("this broker runs without a coordinator: no internal topics")
-        name = internal[0]
-        produced = wire.call(produce_request(name, 0, _batch(1, 10)), ProduceResponse, 2)
-        assert produced.responses[0].partition_responses[0].error_code == (
-            ErrorCode.invalid_topic_exception
-        )
-        deleted = wire.call(
-            delete_req.DeleteTopicsRequest(
-                topics=(delete_req.DeleteTopicState(name=name, topic_id=None),),
-                timeout=timedelta(seconds=5),
-            ),
-            DeleteTopicsResponse,
-            3,
-        )
-        assert deleted.responses[0].error_code == ErrorCode.invalid_request
+        internal = sorted(t.name for t in metadata.topics if t.is_internal)
+        # the broker always runs its coordinator, whose topics exist from the first start
+        assert internal == ["__consumer_offsets", "__transaction_state"]
+        for name in internal:
+            produced = wire.call(produce_request(name, 0, _batch(1, 10)), ProduceResponse, 2)
+            assert produced.responses[0].partition_responses[0].error_code == (
+                ErrorCode.invalid_topic_exception
+            )
+            deleted = wire.call(
+                delete_req.DeleteTopicsRequest(
+                    topics=(delete_req.DeleteTopicState(name=name, topic_id=None),),
+                    timeout=timedelta(seconds=5),
+                ),
+                DeleteTopicsResponse,
+                3,
+            )
+            assert deleted.responses[0].error_code == ErrorCode.invalid_request
 
 
 def _frame_of_size(topic: str, total: int, correlation_id: int) -> bytes:

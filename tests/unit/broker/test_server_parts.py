@@ -38,9 +38,9 @@ def test_callers_arriving_during_a_flush_share_the_next_one() -> None:
         first = flusher.flush()
         await asyncio.sleep(0.01)  # the first flush is running now
         waiting = [flusher.flush() for _ in range(20)]
-        await asyncio.gather(first, *waiting)
+        await asyncio.wait_for(asyncio.gather(first, *waiting), 10)
         assert flush.calls == 2  # one for `first`, one shared by the 20 that came later
-        await flusher.flush()
+        await asyncio.wait_for(flusher.flush(), 10)
         assert flush.calls == 3  # a caller after completion gets a fresh flush
 
     asyncio.run(main())
@@ -50,7 +50,9 @@ def test_callers_arriving_during_a_flush_share_the_next_one() -> None:
 def test_a_failed_flush_fails_every_waiter() -> None:
     async def main() -> None:
         flusher = GroupFlusher(_SlowFlush(seconds=0.01, fail=True))
-        results = await asyncio.gather(*(flusher.flush() for _ in range(5)), return_exceptions=True)
+        results = await asyncio.wait_for(
+            asyncio.gather(*(flusher.flush() for _ in range(5)), return_exceptions=True), 10
+        )
         assert all(isinstance(r, OSError) for r in results)
 
     asyncio.run(main())
@@ -76,4 +78,14 @@ def test_notifier_wakes_waiters_of_that_partition_and_cleans_up() -> None:
 
 @pytest.mark.parametrize("timeout", [0, -1])
 def test_notifier_does_not_wait_without_time(timeout: float) -> None:
-    asyncio.run(AppendNotifier().wait([("t", 0)], timeout))
+    notifier = AppendNotifier()
+
+    async def main() -> float:
+        started = time.monotonic()
+        # bounded: a wait that treats "no time" as "forever" fails here in a second
+        # instead of hanging until pytest's timeout
+        await asyncio.wait_for(notifier.wait([("t", 0)], timeout), 1)
+        return time.monotonic() - started
+
+    assert asyncio.run(main()) < 0.5
+    assert notifier._waiters == {}
