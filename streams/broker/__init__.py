@@ -10,12 +10,14 @@ Layout, from the bottom up: `errors` (the Kafka error codes as classes),
 `extension` (the hooks the coordinator implements), `waiting`, `context` (the
 `BrokerContext` protocol handlers run against), `handlers` (the core APIs),
 `coordinator` (groups, producers, transactions, SASL), `connection`, `server`,
-`app` and `__main__`. Only the launcher is re-exported here: it imports no
-server code, so the CLI can import it cheaply.
+`app` and `__main__`. Only the launcher and `loggable_value` (a config value as it may
+be printed: `[hidden]` for a password) are re-exported here: they import no server
+code, so the CLI can import them cheaply.
 """
 
 from __future__ import annotations
 
+from streams.broker.config import loggable_value
 from streams.broker.launcher import (
     BrokerAddressInUseError,
     BrokerProcess,
@@ -31,5 +33,6 @@ __all__ = [
     "BrokerStartError",
     "broker_status",
     "ensure_broker",
+    "loggable_value",
     "stop_broker",
 ]

@@ -1,4 +1,10 @@
-"""`python -m streams.broker --host H --port P --data-dir D [--port-file F] [--pid-file P] [--config k=v ...]`."""
+"""`python -m streams.broker --host H --port P --data-dir D [--port-file F] [--pid-file P]
+[--config k=v ...] [--config-stdin]`.
+
+`--config-stdin` reads configs as one JSON object (`{"sasl.users": "alice:pw"}`) from
+stdin before starting, over the `--config` pairs: how the launcher passes them, so that
+no password is on the process's command line, which every user of the machine can read.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import argparse
 import ctypes
 import ctypes.util
 import errno
+import json
 import logging
 import sys
 from pathlib import Path
@@ -14,6 +21,18 @@ from streams.broker.app import BrokerLockedError, run
 from streams.broker.config import BrokerConfig, ConfigError
 from streams.broker.errors import BrokerError
 from streams.broker.launcher import EXIT_ADDRESS_IN_USE
+
+
+def _stdin_configs() -> dict[str, str]:
+    """The JSON object of configs on stdin; `ValueError` naming what is wrong."""
+    text = sys.stdin.read()
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except ValueError as e:
+        raise ValueError(f"configs on stdin are not a JSON object: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"configs on stdin are a JSON `{type(data).__name__}`, not an object")
+    return {str(k): str(v).strip() for k, v in data.items()}
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -65,17 +84,25 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="broker or default topic config, repeatable",
     )
+    parser.add_argument(
+        "--config-stdin",
+        action="store_true",
+        help="also read configs from stdin, one JSON object (keeps passwords off the command line)",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    pairs = dict(args.config)
     try:
+        if args.config_stdin:
+            pairs.update(_stdin_configs())
         config = BrokerConfig.from_pairs(
-            args.data_dir.resolve(), dict(args.config), host=args.host, port=args.port
+            args.data_dir.resolve(), pairs, host=args.host, port=args.port
         )
-    except ConfigError as e:
+    except ValueError as e:  # a ConfigError, or configs on stdin that do not parse
         print(f"error: {e}", file=sys.stderr)
         return 2
     _tune_allocator()

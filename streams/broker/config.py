@@ -13,7 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["BrokerConfig", "ConfigError", "FETCH_MAX_BYTES", "TOPIC_CONFIG_KEYS"]
+__all__ = [
+    "BROKER_CONFIG_KEYS",
+    "BrokerConfig",
+    "ConfigError",
+    "FETCH_MAX_BYTES",
+    "HIDDEN",
+    "PASSWORD_CONFIG_KEYS",
+    "TOPIC_CONFIG_KEYS",
+    "is_sensitive",
+    "loggable_value",
+]
 
 # The most one Fetch response carries (`fetch.max.bytes`; Kafka's default is 55 MiB).
 # A client parses a response only once all of it has arrived, and asks for the next
@@ -60,13 +70,63 @@ _BROKER_ALIASES = {
 }
 
 
+# Broker configs holding a secret (Kafka's `ConfigDef.Type.PASSWORD`): `sasl.users` is
+# `user:password` pairs.
+PASSWORD_CONFIG_KEYS = frozenset({"sasl.users"})
+
+# Every broker-level config this broker reads, here and in the coordinator, besides the
+# topic configs and their `log.` names above.
+BROKER_CONFIG_KEYS = frozenset(
+    {
+        "node.id",
+        "advertised.host",
+        "auto.create.topics.enable",
+        "num.partitions",
+        "socket.request.max.bytes",
+        "log.retention.check.interval.ms",
+        "log.cleaner.backoff.ms",
+        "log.flush.scheduler.interval.ms",
+        "fetch.max.bytes",
+        "fetch.max.wait.ms",
+        "max.partitions.per.topic",
+        # the coordinator's (streams.broker.coordinator)
+        "group.initial.rebalance.delay.ms",
+        "group.min.session.timeout.ms",
+        "group.max.session.timeout.ms",
+        "transaction.max.timeout.ms",
+        "coordinator.tick.ms",
+        "producer.id.expiration.ms",
+        "sasl.users",
+        "sasl.users.file",
+    }
+)
+
+HIDDEN = "[hidden]"
+"""How a sensitive value is shown in logs and messages (Kafka's `loggableValue`)."""
+
+
+def is_sensitive(key: str) -> bool:
+    """Whether the value of broker config `key` must never be shown: a password, or a
+    config this broker does not know, whose type it cannot tell (Kafka's
+    `KafkaConfig.maybeSensitive`: "treat it as a sensitive config to be safe")."""
+    known = key in BROKER_CONFIG_KEYS or key in TOPIC_CONFIG_KEYS or key in _BROKER_ALIASES
+    return key in PASSWORD_CONFIG_KEYS or not known
+
+
+def loggable_value(key: str, value: object) -> str:
+    """`value` as it may be printed or logged: `[hidden]` for a sensitive `key`."""
+    return HIDDEN if is_sensitive(key) else str(value)
+
+
 class ConfigError(ValueError):
-    """A broker setting with a bad value; `key` names it."""
+    """A broker setting with a bad value; `key` names it (the value is `[hidden]` in the
+    message when the setting is sensitive)."""
 
     def __init__(self, key: str, value: object, expected: str) -> None:
         self.key = key
         self.value = value
-        super().__init__(f"broker config `{key}`=`{value}` is invalid: expected {expected}")
+        shown = loggable_value(key, value)
+        super().__init__(f"broker config `{key}`=`{shown}` is invalid: expected {expected}")
 
 
 def _int(raw: Mapping[str, str], key: str, default: int, *, minimum: int = 0) -> int:

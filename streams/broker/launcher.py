@@ -7,6 +7,10 @@
   detached that outlives the caller; returns its bootstrap address.
 - `broker_status(data_dir)` / `stop_broker(data_dir)`: for `warehouse broker status|stop`.
 
+The broker's configs reach it on its stdin (`--config-stdin`, one JSON object), never
+on its command line: a command line is readable by every user of the machine (`ps`,
+`/proc/<pid>/cmdline`), and configs can hold passwords (`sasl.users`).
+
 This module imports no server code, so it is cheap to import from the CLI.
 """
 
@@ -57,10 +61,8 @@ class BrokerAddressInUseError(BrokerStartError):
         self.port = port
 
 
-def _command(
-    data_dir: Path, host: str, port: int, port_file: Path, pid_file: Path, config: Mapping[str, Any]
-) -> list[str]:
-    cmd = [
+def _command(data_dir: Path, host: str, port: int, port_file: Path, pid_file: Path) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "streams.broker",
@@ -74,12 +76,17 @@ def _command(
         str(port_file),
         "--pid-file",
         str(pid_file),
+        "--config-stdin",
     ]
-    for key, value in config.items():
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        cmd += ["--config", f"{key}={value}"]
-    return cmd
+
+
+def _config_json(config: Mapping[str, Any]) -> bytes:
+    """The configs as the broker reads them on stdin: a JSON object of strings."""
+    pairs = {
+        str(key): ("true" if value else "false") if isinstance(value, bool) else str(value)
+        for key, value in config.items()
+    }
+    return json.dumps(pairs).encode()
 
 
 def _tail(path: Path | None, lines: int = 30) -> str:
@@ -159,20 +166,22 @@ class BrokerProcess:
         port_file.unlink(missing_ok=True)
         self._log = open(self.log_file, "ab")
         cmd = _command(
-            self.data_dir,
-            self.host,
-            self.requested_port,
-            port_file,
-            self.data_dir / PID_FILE,
-            self.config,
+            self.data_dir, self.host, self.requested_port, port_file, self.data_dir / PID_FILE
         )
         self._proc = subprocess.Popen(
             cmd,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=detached,
         )
+        stdin = self._proc.stdin
+        assert stdin is not None
+        # A broker that exits before reading its configs is reported by the loop below.
+        with contextlib.suppress(BrokenPipeError):
+            stdin.write(_config_json(self.config))
+        with contextlib.suppress(BrokenPipeError):
+            stdin.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

@@ -6,7 +6,8 @@ data, its host and port, `kafka.embedded.config`), never the tables: a folder wi
 `start` with the config's errors (exit 2) instead of starting a broker on defaults
 nobody wrote, as Kafka's `kafka-server-start.sh` refuses a bad `server.properties`.
 `--config KEY=VALUE` (repeatable) goes over `kafka.embedded.config`, as
-`python -m streams.broker --config` takes it.
+`python -m streams.broker --config` takes it. What `start` prints shows a password's
+value as `[hidden]`, as Kafka logs one.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def _data_dir(project_dir: Path, config: WarehouseConfig) -> Path:
 
 
 def cmd_broker(args: argparse.Namespace, out: Callable[[str], None]) -> int:
-    from streams.broker import launcher
+    from streams.broker import launcher, loggable_value
 
     if args.broker_command in ("stop", "status"):
         # An explicit data dir names the broker: no settings are needed to find it.
@@ -89,7 +90,7 @@ def cmd_broker(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     host = args.host or emb.host
     port = args.port if args.port is not None else emb.port
     config = {**emb.config, **dict(args.config)}
-    shown = ", ".join(f"{k}={v}" for k, v in config.items())
+    shown = ", ".join(f"{k}={loggable_value(k, v)}" for k, v in config.items())
     if args.foreground:
         from streams.broker.__main__ import main as broker_main
 

@@ -15,6 +15,10 @@ broker-wide setting under Kafka's broker name when the broker was started with o
 name (DEFAULT_CONFIG). Kafka lists no default for `retention.ms`, `segment.ms` and
 `flush.ms`, whose broker defaults are given in hours or not at all; neither does this.
 A non-overridden config's source is the first broker synonym's.
+
+A broker config that holds a secret (`sasl.users`), or one this broker does not know and
+so cannot type, is described as Kafka describes a password: value null (its synonyms'
+too) and `is_sensitive` true (`streams.broker.config.is_sensitive`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from streams.broker.config import is_sensitive
 from streams.broker.context import RequestContext
 from streams.broker.errors import BrokerError
 from streams.broker.handlers import catalog
@@ -67,7 +72,7 @@ _BUILT_IN = LogConfig().to_kafka()
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-Synonym = tuple[str, str, int]  # (name, value, source)
+Synonym = tuple[str, str | None, int]  # (name, value, source); no value for a secret
 
 
 def _topic_synonyms(ctx: RequestContext, key: str, value: str, overridden: bool) -> list[Synonym]:
@@ -83,26 +88,32 @@ def _topic_synonyms(ctx: RequestContext, key: str, value: str, overridden: bool)
     return synonyms
 
 
-def _entries(
-    ctx: RequestContext, rtype: int, name: str
-) -> list[tuple[str, str, int, bool, list[Synonym]]]:
-    """(key, value, source, read_only, synonyms) of a resource; raises BrokerError."""
+Entry = tuple[str, str | None, int, bool, bool, list[Synonym]]
+"""(key, value, source, read_only, is_sensitive, synonyms) of one described config."""
+
+
+def _entries(ctx: RequestContext, rtype: int, name: str) -> list[Entry]:
+    """The described configs of a resource; raises BrokerError."""
     broker = ctx.broker
     if rtype == TOPIC:
         values, overrides = catalog.topic_configs(broker, name)
-        out = []
+        out: list[Entry] = []
         for k, v in sorted(values.items()):
             synonyms = _topic_synonyms(ctx, k, v, k in overrides)
             source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
-            out.append((k, v, source, False, synonyms))
+            out.append((k, v, source, False, False, synonyms))
         return out
     if rtype == BROKER:
         if name not in ("", str(broker.config.node_id)):
             raise catalog.InvalidRequestError(f"unknown broker `{name}`")
-        return [
-            (k, v, STATIC_BROKER_CONFIG, True, [(k, v, STATIC_BROKER_CONFIG)])
-            for k, v in sorted(broker.config.raw.items())
-        ]
+        out = []
+        for k, v in sorted(broker.config.raw.items()):
+            secret = is_sensitive(k)
+            value = None if secret else v
+            out.append(
+                (k, value, STATIC_BROKER_CONFIG, True, secret, [(k, value, STATIC_BROKER_CONFIG)])
+            )
+        return out
     raise catalog.InvalidRequestError(
         f"resource type `{rtype}` is not supported (topic=2, broker=4)"
     )
@@ -115,7 +126,7 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
         error, message, configs = ErrorCode.none, None, []
         try:
-            for key, value, source, read_only, synonyms in _entries(
+            for key, value, source, read_only, sensitive, synonyms in _entries(
                 ctx, int(res.resource_type), res.resource_name
             ):
                 if keys is not None and key not in keys:
@@ -127,7 +138,7 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
                         value=value,
                         read_only=read_only,
                         config_source=source,
-                        is_sensitive=False,
+                        is_sensitive=sensitive,
                         synonyms=tuple(
                             make(module.DescribeConfigsSynonym, name=n, value=v, source=src)
                             for n, v, src in synonyms

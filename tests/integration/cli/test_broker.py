@@ -165,3 +165,36 @@ def test_a_port_another_projects_broker_holds_is_named_with_the_way_out(tmp_path
     finally:
         for p in projects:
             stop_by_pid(p / ".warehouse" / "broker")
+
+
+def test_start_prints_no_password_and_puts_none_on_a_command_line(tmp_path: Path) -> None:
+    """`sasl.users` from the conf and a password given with `--config`: `broker start`
+    says which configs it started with, each password as Kafka logs one (`[hidden]`), and
+    the detached broker process does not carry them in its command line."""
+    project = conf_only(
+        tmp_path / "p", "kafka:\n  embedded:\n    config: {sasl.users: 'alice:conf-pw-93b1'}\n"
+    )
+    data_dir = tmp_path / "d"
+    try:
+        done = warehouse(
+            "--project", str(project), "broker", "start", "--data-dir", str(data_dir),
+            "--port", str(free_port()), "--config", "ssl.key.password=cli-pw-4d2a",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "conf-pw-93b1" not in done.stdout + done.stderr
+        assert "cli-pw-4d2a" not in done.stdout + done.stderr
+        assert "sasl.users=[hidden]" in done.stdout
+        assert "ssl.key.password=[hidden]" in done.stdout
+        pid = int((data_dir / "broker.pid").read_text().split()[0])
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        assert "conf-pw-93b1" not in cmdline and "cli-pw-4d2a" not in cmdline
+
+        again = warehouse(
+            "--project", str(project), "broker", "start", "--data-dir", str(data_dir),
+            "--config", "ssl.key.password=cli-pw-4d2a",
+        )  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert "already running" in again.stdout
+        assert "conf-pw-93b1" not in again.stdout and "cli-pw-4d2a" not in again.stdout
+    finally:
+        stop_by_pid(data_dir)
