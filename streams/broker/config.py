@@ -31,6 +31,16 @@ __all__ = [
 # overlapping, and the client's receive buffer small enough to be reused.
 FETCH_MAX_BYTES = 4 * 1024 * 1024
 
+# Kafka's defaults of the settings that bound what clients make the broker hold: the largest
+# request (`socket.request.max.bytes`), the largest frame before SASL authentication has
+# completed (`sasl.server.max.receive.size`; Kafka's SaslServerAuthenticator), connections
+# in all and per client address (`max.connections`, `max.connections.per.ip`: Int.MaxValue),
+# and how long a connection may sit idle (`connections.max.idle.ms`, 10 minutes).
+SOCKET_REQUEST_MAX_BYTES = 100 * 1024 * 1024
+SASL_SERVER_MAX_RECEIVE_SIZE = 512 * 1024
+MAX_CONNECTIONS = 2**31 - 1
+CONNECTIONS_MAX_IDLE_MS = 600_000
+
 # Topic-level configs the storage understands; `log.<key>` is the broker-wide default.
 TOPIC_CONFIG_KEYS = frozenset(
     {
@@ -89,6 +99,11 @@ BROKER_CONFIG_KEYS = frozenset(
         "fetch.max.bytes",
         "fetch.max.wait.ms",
         "max.partitions.per.topic",
+        "sasl.server.max.receive.size",
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        "connections.max.idle.ms",
         # the coordinator's (streams.broker.coordinator)
         "group.initial.rebalance.delay.ms",
         "group.min.session.timeout.ms",
@@ -142,6 +157,19 @@ def _int(raw: Mapping[str, str], key: str, default: int, *, minimum: int = 0) ->
     return number
 
 
+def _overrides(raw: Mapping[str, str], key: str) -> dict[str, int]:
+    """Kafka's `host:count,host:count` map (`max.connections.per.ip.overrides`)."""
+    out: dict[str, int] = {}
+    for item in filter(None, (s.strip() for s in raw.get(key, "").split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip() or not count.strip().isdigit():
+            raise ConfigError(
+                key, raw[key], "`host:count` pairs, e.g. `127.0.0.1:10,client.example:5`"
+            )
+        out[host.strip()] = int(count)
+    return out
+
+
 def _bool(raw: Mapping[str, str], key: str, default: bool) -> bool:
     value = raw.get(key)
     if value is None:
@@ -165,7 +193,12 @@ class BrokerConfig:
     advertised_host: str | None = None
     auto_create_topics: bool = True
     num_partitions: int = 1
-    socket_request_max_bytes: int = 100 * 1024 * 1024
+    socket_request_max_bytes: int = SOCKET_REQUEST_MAX_BYTES
+    sasl_server_max_receive_size: int = SASL_SERVER_MAX_RECEIVE_SIZE
+    max_connections: int = MAX_CONNECTIONS
+    max_connections_per_ip: int = MAX_CONNECTIONS
+    max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
+    connections_max_idle_ms: int = CONNECTIONS_MAX_IDLE_MS
     retention_check_interval_ms: int = 300_000
     compaction_interval_ms: int = 15_000
     flush_interval_ms: int = 1_000
@@ -201,7 +234,16 @@ class BrokerConfig:
             auto_create_topics=_bool(raw, "auto.create.topics.enable", True),
             num_partitions=num_partitions,
             socket_request_max_bytes=_int(
-                raw, "socket.request.max.bytes", 100 * 1024 * 1024, minimum=1024
+                raw, "socket.request.max.bytes", SOCKET_REQUEST_MAX_BYTES, minimum=1024
+            ),
+            sasl_server_max_receive_size=_int(
+                raw, "sasl.server.max.receive.size", SASL_SERVER_MAX_RECEIVE_SIZE, minimum=1
+            ),
+            max_connections=_int(raw, "max.connections", MAX_CONNECTIONS),
+            max_connections_per_ip=_int(raw, "max.connections.per.ip", MAX_CONNECTIONS),
+            max_connections_per_ip_overrides=_overrides(raw, "max.connections.per.ip.overrides"),
+            connections_max_idle_ms=_int(
+                raw, "connections.max.idle.ms", CONNECTIONS_MAX_IDLE_MS, minimum=-1
             ),
             retention_check_interval_ms=_int(
                 raw, "log.retention.check.interval.ms", 300_000, minimum=10

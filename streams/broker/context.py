@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from streams.broker.config import BrokerConfig
+from streams.broker.connection_quotas import ConnectionQuotas
 from streams.broker.extension import BrokerExtension, Connection
 from streams.broker.storage import LogManager
 from streams.broker.waiting import AppendNotifier, GroupFlusher
@@ -50,6 +51,11 @@ class BrokerContext(Protocol):
     @property
     def flusher(self) -> GroupFlusher:
         """One shared fsync for produces waiting on durability=sync."""
+        ...
+
+    @property
+    def connection_quotas(self) -> ConnectionQuotas:
+        """Open connections by client address, against `max.connections(.per.ip)`."""
         ...
 
     @property

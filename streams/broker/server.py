@@ -28,6 +28,7 @@ from kio.index import UnknownAPIKey, UnknownEntity
 from streams.broker import handlers as core_handlers
 from streams.broker.config import BrokerConfig
 from streams.broker.connection import ClientConnection
+from streams.broker.connection_quotas import ConnectionQuotas
 from streams.broker.context import Handler, RequestContext
 from streams.broker.errors import BrokerError
 from streams.broker.extension import BrokerExtension, Connection
@@ -78,6 +79,11 @@ class Broker:
             self.handlers[key] = handler
             self.api_versions[key] = (extra_versions or {})[key]
         self.notifier = AppendNotifier()
+        self.connection_quotas = ConnectionQuotas(
+            max_connections=config.max_connections,
+            max_connections_per_ip=config.max_connections_per_ip,
+            overrides=config.max_connections_per_ip_overrides,
+        )
         self.flusher = GroupFlusher(self.logs.flush_dirty, on_flushed=self.notifier.notify_all)
         self.port: int = config.port
         self._server: asyncio.base_events.Server | None = None
