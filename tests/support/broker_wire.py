@@ -228,3 +228,98 @@ def fetch_request(
             ),
         ),
     )
+
+
+# -- transactions, as a transactional producer drives them (for cases a client library
+# -- would never send, such as a transactional batch outside its transaction) -------------
+
+
+def init_transactional_producer(
+    wire: Wire, transactional_id: str, *, timeout_s: float = 60
+) -> tuple[int, int]:
+    """(producer id, epoch) from InitProducerId v4 for `transactional_id`, sent on `wire`
+    (which must reach the transaction coordinator: on one node, any connection). Retries
+    while the coordinator is not ready: Apache Kafka creates `__transaction_state` on the
+    first FindCoordinator for a transactional id and loads it before answering."""
+    from kio.schema.errors import ErrorCode
+    from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+    from kio.schema.find_coordinator.v3.response import FindCoordinatorResponse
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+    from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = wire.call(
+            FindCoordinatorRequest(key=transactional_id, key_type=i8(1)), FindCoordinatorResponse
+        )
+        if found.error_code == ErrorCode.none:
+            answer = wire.call(
+                InitProducerIdRequest(
+                    transactional_id=transactional_id, transaction_timeout=timedelta(seconds=60)
+                ),
+                InitProducerIdResponse,
+            )
+            if answer.error_code == ErrorCode.none:
+                return int(answer.producer_id), int(answer.producer_epoch)
+            error = answer.error_code
+        else:
+            error = found.error_code
+        if not error.retriable or time.monotonic() > deadline:
+            raise AssertionError(f"InitProducerId for `{transactional_id}`: {error.name}")
+        time.sleep(0.2)
+
+
+def add_partitions_to_txn(
+    wire: Wire, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
+) -> Any:
+    """AddPartitionsToTxn v3 of one partition; the partition's error code."""
+    from kio.schema.add_partitions_to_txn.v3 import request as add_req
+    from kio.schema.add_partitions_to_txn.v3.response import AddPartitionsToTxnResponse
+
+    answer = wire.call(
+        add_req.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=transactional_id,
+            v3_and_below_producer_id=i64(producer_id),
+            v3_and_below_producer_epoch=i16(epoch),
+            v3_and_below_topics=(
+                add_req.AddPartitionsToTxnTopic(name=topic, partitions=(i32(partition),)),
+            ),
+        ),
+        AddPartitionsToTxnResponse,
+    )
+    return answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+
+
+def end_txn(wire: Wire, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> Any:
+    """EndTxn v3; its error code."""
+    from kio.schema.end_txn.v3.request import EndTxnRequest
+    from kio.schema.end_txn.v3.response import EndTxnResponse
+
+    request = EndTxnRequest(
+        transactional_id=transactional_id,
+        producer_id=i64(producer_id),
+        producer_epoch=i16(epoch),
+        committed=commit,
+    )
+    return wire.call(request, EndTxnResponse).error_code
+
+
+def transactional_produce(
+    wire: Wire,
+    topic: str,
+    partition: int,
+    batch: bytes,
+    *,
+    transactional_id: str | None,
+) -> Any:
+    """Produce v9 (acks=all) of `batch` with the request's `transactional_id`; the
+    partition's response (error code, base offset, error message)."""
+    from dataclasses import replace
+
+    from kio.schema.produce.v9.response import ProduceResponse
+
+    request = replace(
+        produce_request(topic, partition, batch, acks=-1), transactional_id=transactional_id
+    )
+    answer = wire.call(request, ProduceResponse)
+    return answer.responses[0].partition_responses[0]

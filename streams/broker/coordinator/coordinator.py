@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from streams.broker.config import ConfigError
 from streams.broker.context import BrokerContext
 from streams.broker.coordinator.groups import GroupCoordinator
@@ -38,12 +40,28 @@ from streams.broker.errors import BrokerError
 from streams.broker.extension import BrokerExtension, Connection
 from streams.broker.extension import Duplicate as ProduceDuplicate
 from streams.broker.extension import Reject as ProduceReject
+from streams.broker.storage.producer_state import iter_headers
 
 logger = logging.getLogger(__name__)
 
 # What an earlier version kept producer state in at a clean shutdown; each partition
 # now has its own `<offset>.snapshot` files, and this one is removed when found.
 LEGACY_PRODUCER_SNAPSHOT_FILE = "producer-state.snapshot.json"
+
+# The transaction coordinator's verification answers as Kafka's ReplicaManager and
+# AddPartitionsToTxnManager hand them to a producer of Produce v3-v9 (code, message).
+_PRODUCE_VERIFY_ERRORS: dict[ErrorCode, tuple[ErrorCode, str | None]] = {
+    ErrorCode.producer_fenced: (ErrorCode.invalid_producer_epoch, None),
+    ErrorCode.transaction_abortable: (
+        ErrorCode.invalid_txn_state,
+        "Partition was not added to the transaction",
+    ),
+    ErrorCode.concurrent_transactions: (
+        ErrorCode.not_enough_replicas,
+        "Unable to verify the partition has been added to the transaction. "
+        "Underlying error: CONCURRENT_TRANSACTIONS",
+    ),
+}
 
 
 def _int(raw: dict[str, str], key: str, default: int) -> int:
@@ -166,11 +184,63 @@ class Coordinator(BrokerExtension):
         acks: int,
     ) -> ProduceDuplicate | ProduceReject | None:
         assert self.producers is not None
+        unverified = self._verify_transaction(topic, partition, records, transactional_id)
+        if unverified is not None:
+            return unverified
         verdict = self.producers.check(topic, partition, records)
         if isinstance(verdict, Duplicate):
             return ProduceDuplicate(verdict.base_offset)
         if isinstance(verdict, Rejected):
             return ProduceReject(int(verdict.error.value), verdict.message)
+        return None
+
+    def _verify_transaction(
+        self, topic: str, partition: int, records: memoryview, transactional_id: str | None
+    ) -> ProduceReject | None:
+        """Refuse a transactional batch unless the ongoing transaction of the request's
+        transactional id, by the batch's producer id and epoch, added this partition.
+
+        Kafka's transaction verification (KIP-890, on by default since 3.6): a partition
+        without an open transaction of the producer asks the transaction coordinator
+        before the first batch; later batches of that transaction find it open in the
+        partition's producer state, where the epoch check fences a stale producer. Without
+        it any client could open a transaction nobody ends and hold back every
+        read_committed reader of the partition for good, across restarts. The coordinator's
+        answers reach the producer as Kafka's produce path translates them for clients of
+        Produce v3-v9: PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, a partition not in the
+        transaction as INVALID_TXN_STATE, a transaction being ended as NOT_ENOUGH_REPLICAS
+        (retriable). A request without a transactional id was refused as a whole already.
+        """
+        assert self.producers is not None and self.txns is not None
+        if transactional_id is None:
+            return None
+        state = None
+        for batch in iter_headers(records):
+            if not batch.is_transactional or batch.is_control or batch.producer_id < 0:
+                continue
+            if state is None:
+                state = self.producers.partition(topic, partition)
+            entry = state.entries.get(batch.producer_id)
+            if entry is not None and entry.txn_first_offset is not None:
+                continue  # its transaction is open here: the epoch check is the log's
+            error = self.txns.verify_partition(
+                transactional_id, batch.producer_id, batch.producer_epoch, (topic, partition)
+            )
+            if error is ErrorCode.none:
+                continue
+            code, message = _PRODUCE_VERIFY_ERRORS.get(error, (error, None))
+            logger.warning(
+                "%s-%d: refused a transactional batch of producer %d epoch %d (transactional "
+                "id %s): %s, answered %s",
+                topic,
+                partition,
+                batch.producer_id,
+                batch.producer_epoch,
+                transactional_id,
+                error.name,
+                code.name,
+            )
+            return ProduceReject(int(code.value), message)
         return None
 
     def last_stable_offset(self, topic: str, partition: int, high_watermark: int) -> int:

@@ -175,6 +175,23 @@ class TransactionCoordinator:
             return ErrorCode.concurrent_transactions
         return txn
 
+    def verify_partition(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: tuple[str, int]
+    ) -> ErrorCode:
+        """Whether the ongoing transaction of `transactional_id` (by this producer id and
+        epoch) added partition `tp`: what the partition asks before it appends the
+        transaction's first batch (Kafka's `handleVerifyPartitionsInTransaction`)."""
+        txn = self.txns.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if txn.epoch != producer_epoch:
+            return ErrorCode.producer_fenced
+        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return ErrorCode.concurrent_transactions
+        if txn.state is not TxnState.ONGOING or tp not in txn.partitions:
+            return ErrorCode.transaction_abortable
+        return ErrorCode.none
+
     def _begin(self, txn: TxnMetadata, now_ms: int) -> None:
         if txn.state is not TxnState.ONGOING:
             txn.state = TxnState.ONGOING
@@ -287,7 +304,15 @@ class TransactionCoordinator:
         txn.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         self._persist(txn)
         for topic, partition in sorted(txn.partitions):
-            self._write_marker(txn, topic, partition, commit=commit, now_ms=now_ms)
+            self.write_marker(
+                txn.producer_id,
+                txn.epoch,
+                topic,
+                partition,
+                commit=commit,
+                now_ms=now_ms,
+                owner=f"transaction {txn.transactional_id}",
+            )
         if commit:
             for group_id, offsets in txn.pending_offsets.items():
                 self._groups.commit_offsets(group_id, offsets, now_ms=now_ms)
@@ -307,37 +332,40 @@ class TransactionCoordinator:
         # start_ms stays: Kafka describes a completed transaction with its start time.
         self._persist(txn)
 
-    def _write_marker(
-        self, txn: TxnMetadata, topic: str, partition: int, *, commit: bool, now_ms: int
+    def write_marker(
+        self,
+        producer_id: int,
+        epoch: int,
+        topic: str,
+        partition: int,
+        *,
+        commit: bool,
+        now_ms: int,
+        coordinator_epoch: int = 0,
+        owner: str,
     ) -> None:
+        """Write `producer_id`'s commit or abort marker to a partition, which closes its open
+        transaction there (an abort is indexed for read_committed readers): for this
+        coordinator's own transactions, and for WriteTxnMarkers (an administrator aborting
+        a hanging transaction with `kafka-transactions abort`). `owner` names who asked,
+        for the log."""
         if self._log_manager is None:
             return
         try:
             log = self._log_manager.get_log(topic, partition)
         except (BrokerError, OSError) as e:  # the topic was deleted while the txn was open
-            logger.warning(
-                "transaction %s: no log %s-%d for its marker: %s",
-                txn.transactional_id,
-                topic,
-                partition,
-                e,
-            )
+            logger.warning("%s: no log %s-%d for its marker: %s", owner, topic, partition, e)
             return
         if log is None:
             return
         # the log ends the producer's transaction in its state and, for an abort, indexes
         # the transaction with the marker in one step
-        log.append_control(txn.producer_id, txn.epoch, commit, now_ms)
+        log.append_control(producer_id, epoch, commit, now_ms, coordinator_epoch=coordinator_epoch)
         if self._on_marker is not None:
             try:
                 self._on_marker(topic, partition)
             except Exception:  # waking fetches is best effort; the marker is written
-                logger.exception(
-                    "transaction %s: after-marker hook failed for %s-%d",
-                    txn.transactional_id,
-                    topic,
-                    partition,
-                )
+                logger.exception("%s: after-marker hook failed for %s-%d", owner, topic, partition)
 
     def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
         """Partitions of ``group_id`` with a transactional offset commit not yet ended."""

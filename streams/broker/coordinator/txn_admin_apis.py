@@ -1,7 +1,21 @@
-"""Transaction admin APIs, as `kafka-transactions list|describe` use them:
-DescribeTransactions (65) v0 and ListTransactions (66) v0–v2.
+"""Transaction admin APIs, as `kafka-transactions list|describe|describe-producers|abort`
+use them: DescribeTransactions (65) v0, ListTransactions (66) v0–v2, DescribeProducers
+(61) v0 and WriteTxnMarkers (27) v1.
 
-Both read the coordinator's `TxnMetadata`; neither changes anything. State names are
+DescribeProducers lists a partition's producers from its producer state (epoch, last
+sequence and timestamp, the first offset of its open transaction; the coordinator epoch
+is always -1, see `_NO_COORDINATOR_EPOCH`), as Kafka's `UnifiedLog.activeProducers` does. WriteTxnMarkers writes a producer's commit
+or abort marker to partitions, as Kafka's does for the transaction coordinator and for
+`Admin.abortTransaction`, which `kafka-transactions abort` calls to end a hanging
+transaction (one its coordinator no longer knows, which otherwise holds back
+read_committed readers for good): a marker of an epoch older than the producer's is
+INVALID_PRODUCER_EPOCH, as Kafka's `ProducerAppendInfo` answers. Kafka
+checks CLUSTER_ACTION first; this broker has no authorizer (with SASL on, only an
+authenticated client gets here). The coordinator's own topics take no markers from
+clients (INVALID_TOPIC_EXCEPTION): their transactions live in the coordinator.
+
+DescribeTransactions and ListTransactions read the coordinator's `TxnMetadata`; neither
+changes anything. State names are
 Kafka's (`Empty`, `Ongoing`, `PrepareCommit`, ...). ListTransactions filters as Kafka's
 TransactionStateManager does: by state (names it does not know are returned in
 `unknown_state_filters` and match nothing), by producer id, from v1 by how long an open
@@ -11,6 +25,7 @@ expression the whole transactional id must match.
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,8 +35,18 @@ from kio.schema.errors import ErrorCode
 from streams.broker.context import RequestContext
 from streams.broker.coordinator.coordinator import Coordinator
 from streams.broker.coordinator.txn_metadata import TxnMetadata, TxnState
+from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
 
+logger = logging.getLogger(__name__)
+
+# The partition's producer state does not keep the coordinator epoch of a producer's
+# latest marker: one coordinator writes them all, so there is no older coordinator to
+# fence. DescribeProducers says so as Kafka does for a producer without a marker (-1).
+_NO_COORDINATOR_EPOCH = -1
+
+WRITE_TXN_MARKERS = 27
+DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
 _ZERO = timedelta(0)
@@ -133,7 +158,127 @@ async def list_transactions(ctx: RequestContext, request: Any) -> Any:
     )
 
 
+def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    return 0 <= partition < (catalog.partition_count(ctx.broker, topic) or 0)
+
+
+async def describe_producers(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(DESCRIBE_PRODUCERS, ctx.api_version)
+    coord = _coord(ctx)
+    assert coord.producers is not None
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partition_indexes:
+            if not _partition_exists(ctx, t.name, int(p)):
+                partitions.append(
+                    make(
+                        module.PartitionResponse,
+                        partition_index=p,
+                        error_code=ErrorCode.unknown_topic_or_partition,
+                        error_message=None,
+                        active_producers=(),
+                    )
+                )
+                continue
+            state = coord.producers.partition(t.name, int(p))
+            producers = tuple(
+                make(
+                    module.ProducerState,
+                    producer_id=pid,
+                    producer_epoch=entry.epoch,
+                    last_sequence=entry.last_sequence,
+                    last_timestamp=entry.last_timestamp_ms,
+                    coordinator_epoch=_NO_COORDINATOR_EPOCH,
+                    current_txn_start_offset=(
+                        -1 if entry.txn_first_offset is None else entry.txn_first_offset
+                    ),
+                )
+                for pid, entry in sorted(state.entries.items())
+            )
+            partitions.append(
+                make(
+                    module.PartitionResponse,
+                    partition_index=p,
+                    error_code=ErrorCode.none,
+                    error_message=None,
+                    active_producers=producers,
+                )
+            )
+        topics.append(make(module.TopicResponse, name=t.name, partitions=tuple(partitions)))
+    return make(module.DescribeProducersResponse, throttle_time=_ZERO, topics=tuple(topics))
+
+
+def _write_marker(
+    ctx: RequestContext, marker: Any, topic: str, partition: int, now_ms: int
+) -> ErrorCode:
+    """Write one producer's marker to one partition; its error code."""
+    coord = _coord(ctx)
+    assert coord.producers is not None and coord.txns is not None
+    if not _partition_exists(ctx, topic, partition):
+        return ErrorCode.unknown_topic_or_partition
+    if catalog.is_internal(ctx.broker, topic):
+        return ErrorCode.invalid_topic_exception
+    pid, epoch = int(marker.producer_id), int(marker.producer_epoch)
+    entry = coord.producers.partition(topic, partition).entries.get(pid)
+    if entry is not None and epoch < entry.epoch:
+        return ErrorCode.invalid_producer_epoch
+    outcome = "commit" if marker.transaction_result else "abort"
+    coord.txns.write_marker(
+        pid,
+        epoch,
+        topic,
+        partition,
+        commit=bool(marker.transaction_result),
+        now_ms=now_ms,
+        coordinator_epoch=int(marker.coordinator_epoch),
+        owner=f"WriteTxnMarkers from {ctx.connection.peer}",
+    )
+    logger.info(
+        "%s-%d: wrote the %s marker of producer %d epoch %d (WriteTxnMarkers from %s; open "
+        "transaction from offset %s)",
+        topic,
+        partition,
+        outcome,
+        pid,
+        epoch,
+        ctx.connection.peer,
+        None if entry is None else entry.txn_first_offset,
+    )
+    return ErrorCode.none
+
+
+async def write_txn_markers(ctx: RequestContext, request: Any) -> Any:
+    module = response_module(WRITE_TXN_MARKERS, ctx.api_version)
+    now = _coord(ctx).now_ms()
+    markers = []
+    for marker in request.markers:
+        topics = []
+        for t in marker.topics:
+            partitions = tuple(
+                make(
+                    module.WritableTxnMarkerPartitionResult,
+                    partition_index=p,
+                    error_code=_write_marker(ctx, marker, t.name, int(p), now),
+                )
+                for p in t.partition_indexes
+            )
+            topics.append(
+                make(module.WritableTxnMarkerTopicResult, name=t.name, partitions=partitions)
+            )
+        markers.append(
+            make(
+                module.WritableTxnMarkerResult,
+                producer_id=marker.producer_id,
+                topics=tuple(topics),
+            )
+        )
+    return make(module.WriteTxnMarkersResponse, markers=tuple(markers))
+
+
 APIS = [
+    (WRITE_TXN_MARKERS, (1, 1), write_txn_markers),
+    (DESCRIBE_PRODUCERS, (0, 0), describe_producers),
     (DESCRIBE_TRANSACTIONS, (0, 0), describe_transactions),
     (LIST_TRANSACTIONS, (0, 2), list_transactions),
 ]

@@ -11,6 +11,13 @@ Kafka's LogValidator does (batches whose codec this Python cannot read are kept
 unchecked). With acks=all and a flush policy of fsync-per-batch the response
 waits for the group flusher, so all produce requests arriving in the same
 interval share one fsync.
+
+Transactional batches are checked first, as Kafka's `KafkaApis.handleProduceRequest` and
+`ReplicaManager.handleProduceAppend` do for the whole request: transactional records in a
+request without a transactional id are TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and
+transactional records of more than one producer id INVALID_PRODUCER_ID_MAPPING, for every
+partition of it. Whether each batch belongs to an ongoing transaction that added its
+partition is the coordinator's check (`BrokerExtension.check_produce`).
 """
 
 from __future__ import annotations
@@ -218,6 +225,60 @@ def _append(
     )
 
 
+def _transactional_producers(request: Any) -> tuple[bool, set[int]]:
+    """Whether any partition's records hold a transactional batch, and the producer ids of
+    those batches (Kafka's `RequestUtils.hasTransactionalRecords`). Records that do not
+    parse are left to each partition's own checks."""
+    found, producer_ids = False, set()
+    for topic_data in request.topic_data:
+        for pdata in topic_data.partition_data:
+            try:
+                for header in storage.iter_batches(pdata.records or b""):
+                    if header.is_transactional:
+                        found = True
+                        if header.producer_id >= 0:
+                            producer_ids.add(header.producer_id)
+            except catalog.CORRUPT_ERRORS:
+                continue
+    return found, producer_ids
+
+
+def _refuse_all(module: Any, request: Any, error: ErrorCode, message: str) -> Any:
+    topics = tuple(
+        make(
+            module.TopicProduceResponse,
+            name=t.name,
+            partition_responses=tuple(
+                _partition_response(module, p.index, _Appended(error, message=message))
+                for p in t.partition_data
+            ),
+        )
+        for t in request.topic_data
+    )
+    return make(module.ProduceResponse, responses=topics, throttle_time=timedelta(0))
+
+
+def _refuse_transactional(ctx: RequestContext, request: Any, module: Any) -> Any | None:
+    """The answer to a request whose transactional records Kafka refuses as a whole."""
+    transactional, producer_ids = _transactional_producers(request)
+    if not transactional:
+        return None
+    if request.transactional_id is None:
+        message = (
+            "Transactional records need the producer's transactional id in the request; "
+            "this one has none."
+        )
+        error = ErrorCode.transactional_id_authorization_failed
+    elif len(producer_ids) > 1:
+        shown = ", ".join(f"`{pid}`" for pid in sorted(producer_ids))
+        message = f"Transactional records contained more than one producer id: {shown}."
+        error = ErrorCode.invalid_producer_id_mapping
+    else:
+        return None
+    logger.warning("refused a produce from %s: %s", ctx.connection.peer, message)
+    return _refuse_all(module, request, error, message)
+
+
 def _fail_all(module: Any, responses: list[Any], error: ErrorCode) -> list[Any]:
     return [
         make(
@@ -240,6 +301,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     module = response_module(API_KEY, ctx.api_version)
     acks = int(request.acks)
     txn = request.transactional_id
+    refused = _refuse_transactional(ctx, request, module)
+    if refused is not None:
+        return None if acks == 0 else refused
     responses = []
     sync_appends = False
     for topic_data in request.topic_data:

@@ -10,6 +10,10 @@ What the normalization removes, and why it legitimately differs between the two:
   broker is node 0 on its own port, the Apache Kafka fixture node 1 on another;
 - `min.insync.replicas=1` in `kafka-topics --describe`'s `Configs`: the fixture sets it in
   its `server.properties`, so Kafka lists it as a non-default (static broker) config;
+- `LatestCoordinatorEpoch` in `kafka-transactions describe-producers`: the bundled broker's
+  producer state does not keep the coordinator epoch of a producer's latest marker (one
+  coordinator writes them all), so it reports -1 where Kafka reports its epoch once a
+  marker was written;
 - error messages: each broker words them itself (the bundled one names values in
   backticks); the exception class the tool reports, which is the error code, is compared.
 """
@@ -317,4 +321,71 @@ def test_kafka_transactions(brokers: dict[str, str]) -> None:
     assert [r["TransactionState"] for r in on_kafka["list"]] == ["CompleteCommit", "Ongoing"]
     assert on_kafka["<open>"][0]["TopicPartitions"] == "<topic>-0,<topic>-1"
     assert on_kafka["unknown"] == 1
+    assert on_bundled == on_kafka
+
+
+def _ends(bootstrap: str, topic: str) -> tuple[int, int]:
+    """(last stable offset, high watermark) of partition 0."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    ends = []
+    for isolation in ("read_committed", "read_uncommitted"):
+        c = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "ends", "isolation.level": isolation}
+        )
+        try:
+            ends.append(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+        finally:
+            c.close()
+    return ends[0], ends[1]
+
+
+def _producers(result: ToolResult) -> list[dict[str, str]]:
+    """`describe-producers` rows; the producer id and its last timestamp vary by run, and
+    the bundled broker always reports -1 as `LatestCoordinatorEpoch` (see the module
+    docstring)."""
+    rows = []
+    for row in table(_ok(result).stdout):
+        row.pop("", None)
+        row["ProducerId"], row["LastTimestamp"] = "<id>", "<time>"
+        row["LatestCoordinatorEpoch"] = "<epoch>"
+        rows.append(row)
+    return rows
+
+
+def abort_scenario(bootstrap: str) -> dict[str, Any]:
+    """kafka-transactions describe-producers and abort: an administrator ends a producer's
+    open transaction at its start offset; read_committed readers go past it, and the
+    producer's own abort afterwards is answered as on Kafka."""
+    from confluent_kafka import Producer
+
+    topic = unique("tools-abort")
+    names = {topic: "<topic>"}
+    _ok(run("kafka-topics", ["--create", "--topic", topic, "--partitions", "1"], bootstrap))
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("tools-tid")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"a", partition=0)
+    producer.produce(topic, b"b", partition=0)
+    producer.flush(30)
+    where = ["--topic", topic, "--partition", "0"]
+    out: dict[str, Any] = {"open": _ends(bootstrap, topic)}
+    out["producers"] = _producers(
+        run("kafka-transactions", ["describe-producers", *where], bootstrap)
+    )
+    aborted = run("kafka-transactions", ["abort", *where, "--start-offset", "0"], bootstrap)
+    out["abort"] = (aborted.code, _names(aborted.stdout, names))
+    out["aborted"] = _ends(bootstrap, topic)
+    out["after"] = _producers(run("kafka-transactions", ["describe-producers", *where], bootstrap))
+    wrong = run("kafka-transactions", ["abort", *where, "--start-offset", "1"], bootstrap)
+    out["no such transaction"] = _outcome(wrong)
+    producer.abort_transaction(30)
+    return out
+
+
+def test_kafka_transactions_abort(brokers: dict[str, str]) -> None:
+    on_bundled, on_kafka = on_both(brokers, abort_scenario)
+    assert on_kafka["open"] == (0, 2)
+    assert on_kafka["producers"][0]["CurrentTransactionStartOffset"] == "0"
+    assert on_kafka["abort"][0] == 0 and on_kafka["aborted"] == (3, 3)
     assert on_bundled == on_kafka

@@ -18,6 +18,14 @@ from tests.integration.oracle.clients import (
     read_to_end,
 )
 from tests.integration.oracle.differential import on_both, unique
+from tests.support.broker_wire import (
+    Wire,
+    add_partitions_to_txn,
+    end_txn,
+    init_transactional_producer,
+    producer_batch,
+    transactional_produce,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -166,4 +174,70 @@ def fenced_producer(bootstrap: str) -> dict[str, Any]:
 def test_fenced_producer(brokers: dict[str, str]) -> None:
     on_bundled, on_kafka = on_both(brokers, fenced_producer)
     assert on_kafka["first_commit"] is not None
+    assert on_bundled == on_kafka
+
+
+def _stable_and_high(bootstrap: str, topic: str) -> tuple[int, int]:
+    """(last stable offset, high watermark) of partition 0."""
+    tp = TopicPartition(topic, 0)
+    committed = consumer(bootstrap, **{"isolation.level": "read_committed"})
+    uncommitted = consumer(bootstrap, **{"isolation.level": "read_uncommitted"})
+    try:
+        stable = committed.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+        high = uncommitted.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+        return stable, high
+    finally:
+        committed.close()
+        uncommitted.close()
+
+
+def transactional_batches_outside_a_transaction(bootstrap: str) -> dict[str, Any]:
+    """Transactional record batches a client library would never send, on the wire: no
+    transactional id, one nobody initialised, a producer id or epoch that is not the
+    transactional id's, a partition not added to the transaction. Each is refused and
+    leaves the partition's last stable offset alone; the partition once added is written."""
+    topic, txn_id = unique("verify"), unique("txn-id")
+    create_topic(bootstrap, topic, 1)
+    codes: dict[str, Any] = {}
+
+    def produce(name: str, pid: int, epoch: int, tid: str | None) -> Any:
+        """The answer a producer ends with: retriable ones (Kafka's coordinator still
+        loading a partition of its topic) are retried for up to 10 s."""
+        batch = producer_batch(pid, epoch, 0, [name.encode()], transactional=True)
+        deadline = time.monotonic() + 10
+        while True:
+            answer = transactional_produce(wire, topic, 0, batch, transactional_id=tid)
+            if not answer.error_code.retriable or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        codes[name] = answer.error_code.name
+        return answer
+
+    with Wire(bootstrap) as wire:
+        # first: Kafka creates its transaction coordinator's topic on first use, and
+        # cannot verify anything before (NOT_LEADER_OR_FOLLOWER)
+        pid, epoch = init_transactional_producer(wire, txn_id)
+        produce("no transactional id", 4_242_424, 0, None)
+        produce("unknown transactional id", 4_242_424, 0, unique("nobody"))
+        produce("another producer id", pid + 1, epoch, txn_id)
+        produce("newer epoch", pid, epoch + 1, txn_id)
+        produce("partition not added", pid, epoch, txn_id)
+        codes["refused: stable, high"] = _stable_and_high(bootstrap, topic)
+        codes["add partition"] = add_partitions_to_txn(wire, txn_id, pid, epoch, topic, 0).name
+        added = produce("partition added", pid, epoch, txn_id)
+        codes["added at"] = added.base_offset
+        codes["open: stable, high"] = _stable_and_high(bootstrap, topic)
+        codes["abort"] = end_txn(wire, txn_id, pid, epoch, commit=False).name
+    _settled(bootstrap, topic)
+    codes["aborted: stable, high"] = _stable_and_high(bootstrap, topic)
+    return codes
+
+
+def test_transactional_batches_outside_a_transaction(brokers: dict[str, str]) -> None:
+    on_bundled, on_kafka = on_both(brokers, transactional_batches_outside_a_transaction)
+    assert on_kafka["no transactional id"] == "transactional_id_authorization_failed"
+    assert on_kafka["partition not added"] == "invalid_txn_state"
+    assert on_kafka["unknown transactional id"] == "invalid_producer_id_mapping"
+    assert on_kafka["refused: stable, high"] == (0, 0)
+    assert on_kafka["aborted: stable, high"] == (2, 2)
     assert on_bundled == on_kafka

@@ -255,3 +255,49 @@ def test_init_producer_id_finishes_a_half_done_abort_before_bumping(tmp_path):
     assert logs.get_log("t", 0).aborted_transactions(0, 2) == [(pid, 0)]
     assert producers.first_unstable_offset("t", 0) is None
     logs.close()
+
+
+def test_a_partition_is_verified_only_inside_the_transaction_that_added_it(tmp_path):
+    """Kafka's verification order: the transactional id's producer id, its epoch, a
+    transaction being ended, then the partition among those the transaction added."""
+    logs = open_logs(tmp_path)
+    logs.create_topic("t", 2, {})
+    _, _, txns = make(logs)
+    _, pid, epoch = txns.init_producer_id("tx", 60_000, now_ms=1_000)
+    tp = ("t", 0)
+    assert txns.verify_partition("nobody", pid, epoch, tp) is ErrorCode.invalid_producer_id_mapping
+    assert txns.verify_partition("tx", pid + 1, epoch, tp) is ErrorCode.invalid_producer_id_mapping
+    assert txns.verify_partition("tx", pid, epoch + 1, tp) is ErrorCode.producer_fenced
+    assert txns.verify_partition("tx", pid, epoch, tp) is ErrorCode.transaction_abortable
+    txns.add_partitions("tx", pid, epoch, [tp], now_ms=1_001)
+    assert txns.verify_partition("tx", pid, epoch, tp) is ErrorCode.none
+    assert txns.verify_partition("tx", pid, epoch, ("t", 1)) is ErrorCode.transaction_abortable
+    txns.txns["tx"].state = TxnState.PREPARE_COMMIT  # an end half done
+    assert txns.verify_partition("tx", pid, epoch, tp) is ErrorCode.concurrent_transactions
+    txns.txns["tx"].state = TxnState.ONGOING
+    assert txns.end_txn("tx", pid, epoch, True, now_ms=1_002) is ErrorCode.none
+    assert txns.verify_partition("tx", pid, epoch, tp) is ErrorCode.transaction_abortable
+    logs.close()
+
+
+def test_an_administrators_marker_closes_a_hanging_transaction_and_survives_reopen(tmp_path):
+    """WriteTxnMarkers' path: the abort marker of a producer the coordinator never knew
+    is indexed, unpins the partition, and the rebuilt state after reopening agrees."""
+    logs = open_logs(tmp_path)
+    logs.create_topic("t", 1, {})
+    producers, _, txns = make(logs)
+    log = logs.get_log("t", 0)
+    log.append(batch(4242, 3, 0, 2, transactional=True))  # as before the check
+    assert producers.first_unstable_offset("t", 0) == 0
+    txns.write_marker(4242, 3, "t", 0, commit=False, now_ms=2_000, owner="test")
+    assert producers.first_unstable_offset("t", 0) is None
+    assert log.aborted_transactions(0, 3) == [(4242, 0)]
+    entry = producers.partition("t", 0).entries[4242]
+    assert (entry.epoch, entry.txn_first_offset) == (3, None)
+    logs.close()
+
+    logs = open_logs(tmp_path)
+    producers, _, _ = make(logs)
+    assert producers.first_unstable_offset("t", 0) is None
+    assert logs.get_log("t", 0).aborted_transactions(0, 3) == [(4242, 0)]
+    logs.close()
