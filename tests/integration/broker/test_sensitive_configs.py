@@ -71,3 +71,18 @@ def test_the_launcher_keeps_passwords_off_the_command_line(broker_factory) -> No
     assert admin.list_topics(timeout=30).topics is not None
     log = broker.log_file.read_text()
     assert ALICE not in log and BOB not in log
+
+
+def test_configs_on_stdin_that_do_not_parse_stop_the_broker_with_status_2(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    for text, expected in (("not json", "not a JSON object"), ('["a"]', "JSON `list`")):
+        done = subprocess.run(
+            [sys.executable, "-m", "streams.broker", "--data-dir", str(tmp_path / "d")]
+            + ["--port", "0", "--config-stdin"],
+            input=text, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert expected in done.stderr
+        assert "Traceback" not in done.stderr
