@@ -211,8 +211,11 @@ def test_a_bad_limit_is_refused_at_start_naming_it(tmp_path) -> None:
         ("max.connections", "-1"),
     ):
         proc = BrokerProcess(tmp_path / key, config={key: value})
-        with pytest.raises(BrokerStartError, match=key.replace(".", r"\.")):
-            proc.start(timeout=30)
+        try:
+            with pytest.raises(BrokerStartError, match=key.replace(".", r"\.")):
+                proc.start(timeout=30)
+        finally:
+            proc.stop()  # a broker that started after all is not left running
 
 
 def test_a_client_library_works_under_tight_limits(broker_factory, unique) -> None:
