@@ -55,7 +55,7 @@ from streams.broker.storage.files import (
 )
 from streams.broker.storage.log import PartitionLog
 from streams.broker.storage.offset_map import OffsetMap
-from streams.broker.storage.records import decode_records
+from streams.broker.storage.records import Record, decode_records
 from streams.broker.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -297,6 +297,30 @@ def _clean_group(
     return True
 
 
+def _kept_records(
+    h: BatchHeader,
+    records: list[Record],
+    offset_map: OffsetMap,
+    delete_horizon: int,
+    stats: CleanerStats,
+) -> list[Record]:
+    """The records of a batch that stay: each the last of its key, and a tombstone only
+    until its batch passes the delete horizon (the earliest expiry kept is noted)."""
+    expired = h.max_timestamp < delete_horizon
+    keep = []
+    for r in records:
+        if r.key is not None and offset_map.get(r.key) > r.offset:
+            continue  # a later record of the key is in the dirty range
+        if r.key is not None and r.value is None:
+            if expired:
+                continue
+            expiry = stats.next_tombstone_expiry_ms
+            if expiry is None or h.max_timestamp < expiry:
+                stats.next_tombstone_expiry_ms = h.max_timestamp
+        keep.append(r)
+    return keep
+
+
 def _clean_batch(
     h: BatchHeader,
     data: bytes,
@@ -319,18 +343,7 @@ def _clean_batch(
         records = decode_records(data)
     except UnsupportedCompressionTypeError:
         return data
-    expired = h.max_timestamp < delete_horizon
-    keep = []
-    for r in records:
-        if r.key is not None and offset_map.get(r.key) > r.offset:
-            continue  # a later record of the key is in the dirty range
-        if r.key is not None and r.value is None:
-            if expired:
-                continue
-            expiry = stats.next_tombstone_expiry_ms
-            if expiry is None or h.max_timestamp < expiry:
-                stats.next_tombstone_expiry_ms = h.max_timestamp
-        keep.append(r)
+    keep = _kept_records(h, records, offset_map, delete_horizon, stats)
     if len(keep) == len(records):
         return data
     if not keep:
