@@ -93,7 +93,7 @@ def test_progress_is_noted_once_per_batch_across_gaps_and_idle_reports(
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     stats = BatchStats()
-    cq = SimpleNamespace(batch=SimpleNamespace(stats=stats))  # what note_progress reads
+    cq = SimpleNamespace(writer=SimpleNamespace(stats=stats))  # what note_progress reads
 
     def arrive(name: str, n: int) -> None:
         (inbox / f"{name}.json").write_text("".join(f'{{"i": {i}}}\n' for i in range(n)))
