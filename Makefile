@@ -2,7 +2,8 @@
 # Each creates .venv when missing, installs the project with its locked
 # dependencies (constraints.txt) and its two optional C extensions (for which it
 # installs a C compiler and Python's headers on Debian as root), checks for Java >= 17,
-# resolves the native engines' jars (Spark's Kafka connector, delta-spark) once into
+# resolves the native engines' jars (Spark's Kafka connector, delta-spark) and the
+# object-storage jars (hadoop-aws, the AWS SDK bundle) once into
 # ~/.cache/spark-warehouse/jars (later runs find them there and need no network) and
 # makes a class archive of Spark for this Java that local sessions start with, then runs.
 
@@ -59,6 +60,7 @@ install: $(STAMP) java
 	@$(BIN)/warehouse jars fetch \
 	  || echo "native jars not resolved: sessions will run on the Python engines" >&2
 	@scripts/apache-kafka.sh || echo "Apache Kafka not cached (see above): the oracle tests in tests/integration/oracle will fail until scripts/apache-kafka.sh succeeds" >&2
+	@scripts/s3proxy.sh || echo "S3Proxy not cached (see above): the object-storage tests will fail until scripts/s3proxy.sh succeeds" >&2
 
 $(BIN)/python:
 	@test -n "$(PYTHON)" || { echo "Python >= 3.11 is required (python3.11 or newer on PATH)" >&2; exit 1; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # S3Proxy, the S3-API server the object-storage tests run against (tests/support/s3.py):
-# a real S3 protocol server over a local folder (its `filesystem` backend), one jar
-# with its dependencies, resolved from Maven Central once into
+# a real S3 protocol server over a local folder (its `filesystem` backend, with conditional
+# writes: docs/decisions/0031), one jar with its dependencies, resolved from Maven Central
+# once into
 #   ~/.cache/spark-warehouse/s3proxy/s3proxy-<version>-jar-with-dependencies.jar
 # Later runs find it there and need no network.
 #
@@ -9,7 +10,7 @@
 # the object-storage tests then fail and say what is missing.
 set -euo pipefail
 
-VERSION="${S3PROXY_VERSION:-2.6.0}"
+VERSION="${S3PROXY_VERSION:-4.1.0}"
 CACHE="${S3PROXY_CACHE:-$HOME/.cache/spark-warehouse/s3proxy}"
 JAR="$CACHE/s3proxy-$VERSION-jar-with-dependencies.jar"
 

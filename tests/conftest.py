@@ -37,9 +37,32 @@ os.environ.setdefault(
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# The S3 server of the object-storage tests, planned before any JVM starts: the standard
+# AWS variables that reach it are set in this process now, so that the shared session's
+# JVM and its Python workers inherit them as a user's would (tests/support/s3.py). It is
+# started by the first test that asks for it.
+from tests.support.s3 import S3Server, plan  # noqa: E402
+
+S3 = plan()
+
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    S3.stop()
+    shutil.rmtree(S3.folder, ignore_errors=True)
     shutil.rmtree(_JVM_TMP, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def s3() -> S3Server:
+    """The S3-API server (S3Proxy) of the run, started on first use; the test process's
+    AWS variables point at it."""
+    return S3.start()
+
+
+@pytest.fixture
+def s3_root(s3: S3Server, unique: Callable[[str], str]) -> str:
+    """A warehouse root in a new bucket of the S3 server: `s3a://<bucket>/wh`."""
+    return f"s3a://{s3.create_bucket(unique('wh'))}/wh"
 
 
 # Apache Kafka, the oracle of tests/integration/oracle: `apache_kafka`, `apache_kafka_cluster`.

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import streams.storage as storage
+from streams.storage import StorageConfigError
 from warehouse.runtime.pipeline import Pipeline
 from warehouse.spec.checks import check_project
 from warehouse.spec.errors import Problem, ProjectError
@@ -83,9 +85,18 @@ class Project(LoadedProject):
         unloaded = {p.table for p in found if p.table} - {d.name for d in definitions}
         checked = check_project(project_dir, definitions, payload, broken, unloaded=unloaded)
         problems += checked.problems
-        if problems or config is None:
+        settings = None
+        if config is not None:
+            try:
+                settings = config.storage_settings(env_vars)
+            except StorageConfigError as e:
+                problems.append(Problem(f"conf/{env}.yml", "storage", str(e)))
+        if problems or config is None or settings is None:
             problems.sort(key=lambda p: (p.path.startswith("<"), p.path, p.line or 0))
             raise ProjectError(problems, project=str(project_dir))
+        # Every location of the project is read and written with these settings, in this
+        # process and in those it starts (Spark's JVM and Python workers).
+        storage.configure(config.storage_overrides())
         logger.info("loaded project %s (env %s): %d tables", project_dir, env, len(checked.tables))
         return cls(
             path=project_dir,

@@ -13,7 +13,6 @@ file's Parquet footer). A file moved but never committed is an orphan like any o
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from pyspark.sql.types import (
     StringType,
 )
 
+import streams.storage as storage
 from streams.delta.files import CODEC, HIVE_NULL, STAGING_DIR, ZSTD_LEVEL, _Stats
 
 # Partition columns whose hive directory value *is* the Delta partition value. Others
@@ -92,23 +92,23 @@ def write_files(
         moved = [_move(root, stage, rel, schema, partition_by) for rel in _written(stage)]
         return [m for m in moved if m is not None]
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
-        try:
-            os.rmdir(os.path.dirname(stage))
-        except OSError:
-            pass  # another attempt's directory is still there
+        storage.remove(stage)
+        local = storage.local_path(os.path.dirname(stage))
+        if local is not None:
+            try:
+                os.rmdir(local)
+            except OSError:
+                pass  # another attempt's directory is still there
 
 
 def _written(stage: str) -> list[str]:
     """The data files of a finished write, relative to `stage`, in a stable order."""
-    found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(stage):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(("_", ".")))
-        rel_dir = os.path.relpath(dirpath, stage)
-        for name in sorted(filenames):
-            if name.endswith(".parquet") and not name.startswith(("_", ".")):
-                found.append(name if rel_dir == "." else f"{rel_dir}/{name}")
-    return found
+    return sorted(
+        rel
+        for rel in storage.walk_files(stage)
+        if rel.endswith(".parquet")
+        and not any(part.startswith(("_", ".")) for part in rel.split("/"))
+    )
 
 
 def _move(
@@ -123,15 +123,16 @@ def _move(
     missing = [c for c in partition_by if c not in values]
     if missing:
         raise RuntimeError(f"Spark wrote `{rel}` without partition directories for {missing}")
-    src = os.path.join(stage, rel)
-    meta = pq.read_metadata(src)
+    fs, src = storage.current().filesystem(storage.join(stage, rel))
+    meta = pq.read_metadata(src, filesystem=fs)
     if meta.num_rows == 0:
         return None
     stats = footer_stats(meta, schema)
-    dst = os.path.join(root, rel)
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    os.replace(src, dst)
-    return rel, os.stat(dst).st_size, values, stats, int(time.time() * 1000)
+    _, dst = storage.current().filesystem(storage.join(root, rel))
+    if storage.is_local(root):
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+    fs.move(src, dst)  # a rename on a local disk, a copy and a delete on object storage
+    return rel, fs.get_file_info(dst).size, values, stats, int(time.time() * 1000)
 
 
 def footer_stats(meta: pq.FileMetaData, schema: pa.Schema) -> str:

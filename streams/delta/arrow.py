@@ -20,6 +20,8 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from streams.delta.tables import open_table
+
 
 def _local_root(uri: str) -> str | None:
     """The directory of a table URI on the local filesystem, else None."""
@@ -36,7 +38,7 @@ def read_table(table: DeltaTable | str | Path, *, columns: Sequence[str] | None 
     `columns` when given."""
     import pyarrow.fs as pafs
 
-    dt = table if isinstance(table, DeltaTable) else DeltaTable(str(table))
+    dt = table if isinstance(table, DeltaTable) else open_table(str(table))
     cols = list(columns) if columns is not None else None
     root = _local_root(dt.table_uri)
     if root is not None:

@@ -3,7 +3,8 @@
 Layout (Spark's `OffsetSeqLog` / `StreamMetadata`): `<checkpoint>/metadata` is one JSON
 object with the query `id`; `<checkpoint>/offsets/<batch_id>` is `v1`, a line of batch
 metadata JSON, then one line per source: that source's end offset as JSON, or `-`
-when the source had none yet.
+when the source had none yet. The checkpoint is a local path or a URI; it is read
+through `streams.storage`.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import streams.storage as storage
+
 logger = logging.getLogger(__name__)
 
 
 def checkpoint_query_id(checkpoint_dir: str | Path) -> str | None:
     """The query `id` of the checkpoint (stable across restarts), or None if not started yet."""
-    meta = Path(checkpoint_dir) / "metadata"
-    try:
-        text = meta.read_text()
-    except FileNotFoundError:
+    text = storage.read_text(storage.join(str(checkpoint_dir), "metadata"))
+    if text is None:
         return None
     for line in text.splitlines():
         line = line.strip()
@@ -49,12 +50,12 @@ def batch_end_offsets(checkpoint_dir: str | Path, batch_id: int) -> dict | None:
     With several (stream-stream joins): `{"sources": [offset, ...]}` in the query's
     source order. None when Spark has not written the batch's offset file.
     """
-    path = Path(checkpoint_dir) / "offsets" / str(int(batch_id))
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
+    path = storage.join(str(checkpoint_dir), "offsets", str(int(batch_id)))
+    text = storage.read_text(path)
+    if text is None:
         logger.debug("no offset log entry %s", path)
         return None
+    lines = text.splitlines()
     if not lines or not lines[0].startswith("v"):
         logger.warning("offset log entry %s has no version line; ignoring it", path)
         return None
@@ -70,11 +71,11 @@ def delta_source_engines(checkpoint_dir: str | Path) -> set[str]:
     package's (`{"version": v, "table": id}`, or `{"version": v}` as first written);
     empty for a new checkpoint or one without a Delta source. Neither engine's source
     reads the other's offsets."""
-    folder = Path(checkpoint_dir) / "offsets"
-    batches = [int(f.name) for f in folder.iterdir() if f.name.isdigit()] if folder.is_dir() else []
+    folder = storage.join(str(checkpoint_dir), "offsets")
+    batches = [int(n) for n in storage.list_names(folder) if n.isdigit()]
     if not batches:
         return set()
-    lines = (folder / str(max(batches))).read_text().splitlines()
+    lines = (storage.read_text(storage.join(folder, str(max(batches)))) or "").splitlines()
     engines = set()
     for offset in (_parse_offset(line) for line in lines[2:]):
         if not isinstance(offset, dict):
@@ -89,7 +90,7 @@ def delta_source_engines(checkpoint_dir: str | Path) -> set[str]:
 _LOGS = ("offsets", "commits")
 
 
-def remove_interrupted_writes(checkpoint_dir: str | Path) -> list[Path]:
+def remove_interrupted_writes(checkpoint_dir: str | Path) -> list[str]:
     """Delete the temporary files a killed query left in its offset and commit logs; the
     paths removed.
 
@@ -99,20 +100,18 @@ def remove_interrupted_writes(checkpoint_dir: str | Path) -> list[Path]:
     (`STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY`): a SIGKILL during the very first offset
     write would leave the checkpoint unusable. Call only while no query runs on it.
     """
-    removed: list[Path] = []
+    removed: list[str] = []
     for log in _LOGS:
-        folder = Path(checkpoint_dir) / log
-        if not folder.is_dir():
-            continue
-        for f in folder.iterdir():
-            if f.name.startswith(".") and (f.name.endswith(".tmp") or f.name.endswith(".tmp.crc")):
-                f.unlink(missing_ok=True)
-                removed.append(f)
+        folder = storage.join(str(checkpoint_dir), log)
+        for name in storage.list_names(folder):
+            if name.startswith(".") and (name.endswith(".tmp") or name.endswith(".tmp.crc")):
+                storage.remove(storage.join(folder, name))
+                removed.append(storage.join(folder, name))
     if removed:
         logger.warning(
             "checkpoint %s: removed %d file(s) of an interrupted log write: %s",
             checkpoint_dir,
             len(removed),
-            ", ".join(f"{p.parent.name}/{p.name}" for p in removed),
+            ", ".join("/".join(r.rsplit("/", 2)[-2:]) for r in removed),
         )
     return removed

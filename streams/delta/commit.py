@@ -28,6 +28,7 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from streams.delta import schema as table_schema
 from streams.delta.errors import DeltaWriteError
 from streams.delta.faults import crash_point
+from streams.delta.tables import open_table, storage_options
 from streams.delta.target import (
     APP_KEY,
     BATCH_KEY,
@@ -47,7 +48,7 @@ FileEntry = tuple[str, int, dict[str, str | None], str, int]
 def load_table(path: str) -> DeltaTable | None:
     """The table at `path`, or None when there is none yet."""
     try:
-        return DeltaTable(path)
+        return open_table(path)
     except TableNotFoundError:
         return None
 
@@ -333,6 +334,7 @@ def create_table(
         mode="error",
         partition_by=partition_by or None,
         configuration=TABLE_CONFIGURATION,
+        storage_options=storage_options(path),
         commit_properties=props,
     )
 

@@ -48,6 +48,7 @@ from streams.delta.files import CODEC, ZSTD_LEVEL, _Stats
 from streams.delta.scd2 import ACTION
 from streams.delta.scd2_plan import IS_CURRENT, VALID_TO
 from streams.delta.sink import DELETE_FLAG
+from streams.delta.tables import open_table
 from streams.delta.target import DeltaTarget
 
 logger = logging.getLogger(__name__)
@@ -337,10 +338,9 @@ def merge_on_driver(
     committed; False when the transaction's version shows the batch is in already
     (nothing written); None when the rows could not be merged in Arrow (logged; nothing
     committed), for the caller to run delta-spark's MERGE instead."""
-    from deltalake import DeltaTable
 
     txn = _transaction(spark, target)
-    table = DeltaTable(target.path, version=txn.snapshot().version())
+    table = open_table(target.path, version=txn.snapshot().version())
     if already_committed(table, target, batch_id):
         return False
     return _apply(

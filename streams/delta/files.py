@@ -2,7 +2,8 @@
 
 `file_writer(...)` returns the function given to `DataFrame.mapInArrow`. Each task
 writes its rows (split by partition values into hive-style directories) under unique
-names and returns one row per file; the driver commits them. A file of an attempt
+names and returns one row per file; the driver commits them. `root` is a local path or
+a URI: the tasks write through `streams.storage`'s file systems. A file of an attempt
 that never commits is never referenced by the log (`remove_orphans` deletes it).
 """
 
@@ -19,6 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+import streams.storage as storage
 
 FILES_SCHEMA = (
     "path string, size long, partition_values string, stats string, modification_time long"
@@ -204,11 +207,13 @@ class _OpenFile:
         unique_columns: Sequence[str] = (),
     ):
         self.rel = rel
-        self.full = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(self.full), exist_ok=True)
+        fs, self.full = storage.current().filesystem(storage.join(root, rel))
+        if storage.is_local(root):
+            os.makedirs(os.path.dirname(self.full), exist_ok=True)
+        self.sink = fs.open_output_stream(self.full)
         self.values = values
         self.writer = pq.ParquetWriter(
-            self.full,
+            self.sink,
             schema,
             compression=CODEC,
             compression_level=ZSTD_LEVEL,
@@ -246,10 +251,11 @@ class _OpenFile:
     def close(self) -> tuple[str, int, str, str, int]:
         self.flush()
         self.writer.close()
-        st = os.stat(self.full)
+        size = self.sink.tell()
+        self.sink.close()
         return (
             self.rel,  # delta-rs URI-encodes the path it writes to the log
-            st.st_size,
+            size,
             json.dumps(self.values),
             self.stats.to_json(),
             int(time.time() * 1000),

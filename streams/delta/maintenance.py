@@ -24,6 +24,7 @@ from deltalake.exceptions import TableNotFoundError
 from streams.delta.adds import add_actions, file_bytes, file_rows
 from streams.delta.errors import DeltaTableNotFoundError
 from streams.delta.files import STAGING_DIR
+from streams.delta.tables import open_table
 from streams.delta.target import (
     BATCH_KEY,
     OFFSETS_KEY,
@@ -40,7 +41,7 @@ LOG_DIR = "_delta_log"
 
 def _open(path: str | Path, what: str) -> DeltaTable:
     try:
-        return DeltaTable(str(path))
+        return open_table(str(path))
     except TableNotFoundError as e:
         raise DeltaTableNotFoundError(
             f"No Delta table at `{path}` to {what}; run the table's query first "
@@ -146,7 +147,7 @@ def _referenced(root: Path) -> set[str]:
             for kind in ("add", "remove", "cdc"):
                 if kind in action:
                     seen.add(unquote(action[kind]["path"]))
-    dt = DeltaTable(str(root))
+    dt = open_table(str(root))
     adds = pa.table(dt.get_add_actions(flatten=False))
     seen.update(unquote(p) for p in adds.column("path").to_pylist())
     return seen

@@ -21,8 +21,8 @@ yields the change data feed (`load_cdf`) with `_change_type` (insert,
 update_preimage, update_postimage, delete), `_commit_version`, `_commit_timestamp`.
 
 Work is split per file (append) or per version (changes) so executors read in
-parallel. The reader reads the JSON commits in `_delta_log/`, so the python engine
-reads local (or mounted) tables.
+parallel. The reader reads the JSON commits in `_delta_log/` and the data files through
+`streams.storage`: local tables and tables on object storage alike.
 """
 
 from __future__ import annotations
@@ -54,11 +54,13 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
+import streams.storage as storage
 from streams._datasources import register_once
 from streams.delta.arrow import read_table
 from streams.delta.commit import KeptTable
 from streams.delta.errors import DeltaConfigError, DeltaReadError, DeltaTableNotFoundError
 from streams.delta.schema import normalize_arrow
+from streams.delta.tables import open_table
 
 logger = logging.getLogger(__name__)
 
@@ -74,12 +76,12 @@ _TARGET_PARTITION_BYTES = 64 << 20
 
 
 def _log_file(path: str, version: int) -> str:
-    return os.path.join(path, "_delta_log", f"{version:020d}.json")
+    return storage.join(path, "_delta_log", f"{version:020d}.json")
 
 
 def _table_schema(path: str, read: str) -> StructType:
     try:
-        dt = DeltaTable(path)
+        dt = open_table(path)
     except TableNotFoundError as e:
         raise DeltaTableNotFoundError(
             f"Cannot stream from `{path}`: there is no Delta table there yet. Run the "
@@ -142,7 +144,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _table(self) -> DeltaTable:
         table = self._kept.get()
-        return table if table is not None else DeltaTable(self.path)  # raises: no table
+        return table if table is not None else open_table(self.path)  # raises: no table
 
     def _latest(self) -> int:
         return self._table().version()
@@ -184,16 +186,15 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"version": table.version(), "table": str(table.metadata().id)}
 
     def _commit_actions(self, version: int) -> list[dict[str, Any]]:
-        try:
-            with open(_log_file(self.path, version)) as fh:
-                return [json.loads(line) for line in fh if line.strip()]
-        except FileNotFoundError as e:
+        text = storage.read_text(_log_file(self.path, version))
+        if text is None:
             raise DeltaReadError(
                 f"Cannot stream version {version} of `{self.path}`: its commit file is gone "
                 "(log cleaned up). Reset the downstream table to start it again.",
                 path=self.path,
                 version=version,
-            ) from e
+            )
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         first, last = int(start["version"]) + 1, int(end["version"])
@@ -236,7 +237,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, _Version):
-            dt = DeltaTable(self.path)
+            dt = open_table(self.path)
             cdf = pa.table(
                 dt.load_cdf(starting_version=partition.version, ending_version=partition.version)
             )
@@ -244,9 +245,9 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         assert isinstance(partition, _Files)
         for version, rel, values in partition.files:
-            full = os.path.join(self.path, unquote(rel))
+            fs, full = storage.current().filesystem(storage.join(self.path, unquote(rel)))
             try:
-                data = pq.read_table(full)
+                data = pq.read_table(full, filesystem=fs)
             except FileNotFoundError as e:
                 raise DeltaReadError(
                     f"File `{rel}` of version {version} of `{self.path}` is gone (vacuumed?). "
@@ -341,7 +342,7 @@ def read_snapshot_python(spark: SparkSession, path: str) -> DataFrame:
 def _registered(spark: SparkSession, path: str, read: str) -> str:
     """`path` made absolute, once it is known to hold a Delta table (failing here, naming
     the path, not deep inside Spark), with this module's data source registered."""
-    path = os.path.abspath(path)
+    path = storage.resolve(path, os.getcwd())
     _table_schema(path, read)
     register_once(spark, DeltaStreamDataSource)
     return path

@@ -34,6 +34,7 @@ from deltalake import write_deltalake
 
 from streams.delta.arrow import read_table
 from streams.delta.commit import kept_table
+from streams.delta.tables import storage_options
 from streams.delta.target import DeltaTarget
 
 if TYPE_CHECKING:
@@ -93,7 +94,13 @@ def record_tombstones(
         )
         rows = pa.Table.from_pylist(list(state.values()), schema=schema)
         # One small table rewritten whole: bounded by the deletes within the retention.
-        write_deltalake(path, rows, mode="overwrite", schema_mode="overwrite")
+        write_deltalake(
+            path,
+            rows,
+            mode="overwrite",
+            schema_mode="overwrite",
+            storage_options=storage_options(path),
+        )
         logger.info(
             "Delta table %s: %d tombstone(s) kept, %d expired (retention %ss)",
             target.name,

@@ -16,9 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from pathlib import Path
 
+import streams.storage as storage
 from streams.kafka.errors import KafkaConfigError
 from streams.kafka.offsets import from_json_dict, to_json_dict
 
@@ -31,20 +31,22 @@ class InitialOffsetsLog:
     """The initial offsets of one subscription (`topics` or `pattern` text) of a query.
 
     Concurrency: written once by Spark's planner (one thread per query); the write is a
-    rename, so a reader sees the whole file or none.
+    rename on a local disk and one put on object storage, so a reader sees the whole
+    file or none.
     """
 
     def __init__(self, checkpoint: str | Path, subscription: str) -> None:
         digest = hashlib.sha1(subscription.encode()).hexdigest()[:16]
         self.subscription = subscription
-        self.path = Path(checkpoint).joinpath(*FOLDER, f"{digest}.json")
+        self.path = storage.join(str(checkpoint), *FOLDER, f"{digest}.json")
 
     def read(self) -> dict[str, dict[str, int]] | None:
         """The offsets written earlier (`{"topic": {"0": 42}}`), or None if none were."""
         try:
-            data = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return None
+            text = storage.read_text(self.path)
+            if text is None:
+                return None
+            data = json.loads(text)
         except (OSError, json.JSONDecodeError) as e:
             raise KafkaConfigError(
                 f"The Kafka source's initial offsets at `{self.path}` cannot be read: {e}. "
@@ -55,13 +57,7 @@ class InitialOffsetsLog:
         return to_json_dict(from_json_dict(data.get("offsets")))
 
     def write(self, offsets: dict[str, dict[str, int]]) -> None:
-        """Record `offsets` as this subscription's initial offsets (fsync, then rename)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        """Record `offsets` as this subscription's initial offsets, whole."""
         body = json.dumps({"subscription": self.subscription, "offsets": offsets}, sort_keys=True)
-        with tmp.open("w") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        storage.write_text(self.path, body)
         logger.info("kafka source: initial offsets %s recorded in %s", offsets, self.path)

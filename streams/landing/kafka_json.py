@@ -40,9 +40,7 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import re
-import shutil
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -52,6 +50,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.types import StructField, StructType
 
+import streams.storage as storage
 from streams.delta import (
     STAGING_DIR,
     DeltaTarget,
@@ -191,7 +190,7 @@ def kafka_json_append(
         target,
         payload,
         rows_struct,
-        stage=os.path.join(target.path, STAGING_DIR, f"kafka-json-{uuid.uuid4().hex}"),
+        stage=storage.join(target.path, STAGING_DIR, f"kafka-json-{uuid.uuid4().hex}"),
         required=tuple(required),
         rules=rules,
         judge=judge,
@@ -330,7 +329,7 @@ class _Landing:
         """Release the fallback's persisted frames and the staged records."""
         for frame in reversed(self._cached):
             frame.unpersist()
-        shutil.rmtree(self.stage, ignore_errors=True)
+        storage.remove(self.stage)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+import streams.storage as storage
 from streams.delta import file_writer
 from streams.landing.rules import BadRecords, RowRules
 
@@ -47,20 +48,25 @@ class _Staged:
         self.path: str | None = None
         self.rows = 0
         self._writer: Any = None
+        self._sink: Any = None
 
     def write(self, batch: pa.RecordBatch, schema: pa.Schema) -> None:
         import pyarrow.parquet as pq
 
         if self._writer is None:
-            os.makedirs(self.stage, exist_ok=True)
-            self.path = os.path.join(self.stage, f"{uuid.uuid4().hex}.parquet")
-            self._writer = pq.ParquetWriter(self.path, schema)
+            self.path = storage.join(self.stage, f"{uuid.uuid4().hex}.parquet")
+            fs, path = storage.current().filesystem(self.path)
+            if storage.is_local(self.stage):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            self._sink = fs.open_output_stream(path)
+            self._writer = pq.ParquetWriter(self._sink, schema)
         self._writer.write_batch(batch)
         self.rows += batch.num_rows
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
+            self._sink.close()
             self._writer = None
 
 

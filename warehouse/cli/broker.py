@@ -59,7 +59,7 @@ def load_settings(project: str, env: str) -> tuple[Path, WarehouseConfig]:
 
 
 def _data_dir(project_dir: Path, config: WarehouseConfig) -> Path:
-    root = config.root_path(project_dir).resolve()
+    root = config.root_location(project_dir)
     return broker_dir(project_dir, root, config.kafka.embedded.data_dir)
 
 

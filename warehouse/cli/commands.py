@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import streams.storage as storage
 from warehouse.cli.errors import UsageError
 
 if TYPE_CHECKING:
@@ -102,7 +103,9 @@ def cmd_reset(args: argparse.Namespace) -> int:
     removed = reset(project, args.table)
     _out(f"{args.table}: removed " + (", ".join(removed) if removed else "nothing (already empty)"))
     readers = [
-        r for r in project.graph.stream_readers(args.table) if project.checkpoint_path(r).exists()
+        r
+        for r in project.graph.stream_readers(args.table)
+        if storage.exists(project.checkpoint_path(r))
     ]
     if removed and readers:
         names = ", ".join(f"`{r}`" for r in readers)
@@ -343,6 +346,7 @@ def cmd_jars(args: argparse.Namespace) -> int:
         _out("cached: " + ("no" if jars is None else f"{len(jars.files)} jar(s)"))
         _out("class archive: " + _class_archive_line())
         _out(f"local file system: {_local_fs_line(cache)}")
+        _out(f"object storage: {_storage_jars_line(cache)}")
         return 0 if jars is not None else 1
     if cached_jars(cache, packages) is None:
         _out(f"resolving {', '.join(packages.coordinates)} from Maven (once) ...")
@@ -351,10 +355,42 @@ def cmd_jars(args: argparse.Namespace) -> int:
         f"native jars: {len(jars.files)} file(s), kafka={jars.kafka}, delta={jars.delta} "
         f"({manifest_path(cache, packages)})"
     )
+    _fetch_storage_jars(cache)
     _build_local_fs(cache)
     if not args.no_class_archive:
         _fetch_class_archive()
     return 0
+
+
+def _storage_jars_line(cache: Path) -> str:
+    from warehouse.runtime.jars import cached_storage_jars, installed_storage_packages
+
+    packages = installed_storage_packages()
+    files = cached_storage_jars(cache, packages)
+    if packages is None or files is None:
+        return "not cached (`warehouse jars fetch` caches `hadoop-aws` and the AWS SDK)"
+    return f"{', '.join(packages.coordinates)}: {len(files)} jar(s)"
+
+
+def _fetch_storage_jars(cache: Path) -> None:
+    """Cache `hadoop-aws` and its AWS SDK; without them sessions use local paths only,
+    so a failure is said and the fetch goes on."""
+    from warehouse.runtime.errors import JarsError
+    from warehouse.runtime.jars import (
+        cached_storage_jars,
+        fetch_storage_jars,
+        installed_storage_packages,
+    )
+
+    packages = installed_storage_packages()
+    if packages is not None and cached_storage_jars(cache, packages) is None:
+        _out(f"resolving {', '.join(packages.coordinates)} from Maven (once; about 700 MB) ...")
+    try:
+        files = fetch_storage_jars(cache, packages)
+    except JarsError as e:
+        _err(f"object-storage jars not cached ({e}); sessions will use local paths only")
+        return
+    _out(f"object-storage jars: {len(files)} file(s)")
 
 
 def _build_local_fs(cache: Path) -> None:

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import streams.storage as storage
 from warehouse.compile.errors import CompileError
 from warehouse.spec.paths import checkpoint_is_new, recover_file
 from warehouse.spec.table import KafkaSource, Scd2Sink, TableSource, UpsertSink
@@ -223,9 +224,9 @@ def table_input(project: LoadedProject, source: TableSource) -> TableInput:
 
 def starting_offsets(table: str, checkpoint: str, configured: Any) -> Any:
     """The configured start, unless `recover` left offsets for this (new) checkpoint."""
-    f = recover_file(checkpoint)
-    if f.is_file() and checkpoint_is_new(checkpoint):
-        data = json.loads(f.read_text())
+    text = storage.read_text(recover_file(checkpoint))
+    if text is not None and checkpoint_is_new(checkpoint):
+        data = json.loads(text)
         logger.info("table %s: starting from recovered offsets %s", table, data["starting_offsets"])
         return data["starting_offsets"]
     return configured

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import streams.storage as storage
 from warehouse.compile.errors import SelectionError
 from warehouse.spec.paths import checkpoint_is_new, recover_file
 from warehouse.spec.table import (
@@ -89,7 +90,7 @@ def source_text(defn: TableDefinition, *, checkpoint: str | Path | None = None) 
         start = k.starting_offsets if isinstance(k.starting_offsets, str) else "explicit offsets"
         if checkpoint is not None and not checkpoint_is_new(checkpoint):
             start = "its checkpoint"
-        elif checkpoint is not None and recover_file(checkpoint).is_file():
+        elif checkpoint is not None and storage.is_file(recover_file(checkpoint)):
             start = "the offsets `warehouse recover` recorded"
         return f"kafka {where} as {fmt} from {start}"
     text = f"table `{src.table}` ({src.read})"

@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from warehouse.demo.run import (
@@ -40,6 +39,7 @@ from warehouse.demo.run import (
     run_once,
 )
 from warehouse.generate import ProduceStats, Record, ShopGenerator, ensure_topics, produce_records
+from warehouse.spec.paths import table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -142,8 +142,8 @@ class Display(threading.Thread):
         counts = []
         for name in self.project.tables:
             path = self.project.table_path(name)
-            if (Path(path) / "_delta_log").is_dir():
-                counts.append(f"{name} {table_info(str(path)).get('rows') or 0}")
+            if table_exists(path):
+                counts.append(f"{name} {table_info(path).get('rows') or 0}")
         lines.append("rows: " + ", ".join(counts))
         lines.append(f"queries running: {len(self.running)} of {len(self.project.tables)}")
         lines += [f"  {line}" for line in list(self.events)]

@@ -8,16 +8,15 @@ in dependency order, run the checks, then print the ADS tables and a summary.
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import streams.storage as storage
 from warehouse.errors import WarehouseError
 from warehouse.generate import TOPICS, ProduceStats, ensure_topics, generate, produce_records
-from warehouse.spec.paths import events_path, reports_dir
+from warehouse.spec.paths import events_path, reports_dir, table_exists
 from warehouse.spec.table import LAYERS
 
 if TYPE_CHECKING:
@@ -98,9 +97,7 @@ def reset_state(project: Project, *, bootstrap: str | None, out: Out) -> None:
     with holding(project, project.tables, doing="reset"):
         for name in project.tables:
             removed += len(reset(project, name))
-    events = events_path(project.root)
-    if events.is_dir():
-        shutil.rmtree(events)
+    if storage.remove(events_path(project.root)):
         removed += 1
     if removed:
         out(f"removed the previous demo's tables and checkpoints under {project.root}")
@@ -169,7 +166,7 @@ def run_demo(
         from warehouse.quality.check import run_checks
 
         out("running the checks ...")
-        report = run_checks(project, report_dir=reports_dir(project.root) / "demo")
+        report = run_checks(project, report_dir=storage.join(reports_dir(project.root), "demo"))
         result.checks_exit = int(report.exit_code)
         out(report.summary_text())
     collect_summary(project, result, client_config=client)
@@ -216,7 +213,7 @@ def ads_rows(project: Project, name: str) -> list[dict[str, Any]]:
     from streams.delta import read_table
 
     path = project.table_path(name)
-    if not (Path(path) / "_delta_log").is_dir():
+    if not table_exists(path):
         return []
     rows = read_table(path).to_pylist()
     column, desc = ADS_ORDER.get(name, (None, False))
@@ -237,8 +234,8 @@ def collect_summary(
             (project.table_path(name), result.rows),
             (project.quarantine_path(name), result.quarantined),
         ):
-            if (Path(path) / "_delta_log").is_dir():
-                into[name] = int(table_info(str(path)).get("rows") or 0)
+            if table_exists(path):
+                into[name] = int(table_info(path).get("rows") or 0)
     for defn in project.tables.values():
         if defn.spec.publish is not None:
             topic = defn.spec.publish.kafka.topic

@@ -19,11 +19,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import streams.storage as storage
 from warehouse.quality.errors import CheckSetupError
 from warehouse.quality.gx_suite import GxRun, gx_evaluated, plain
 from warehouse.quality.report import CheckReport, TableResult
@@ -73,11 +76,12 @@ def _graph_order(project: Any, tables: dict[str, TableDefinition]) -> list[str]:
     )
 
 
-def _load_state(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {"tables": {}}
+def _load_state(path: str) -> dict[str, Any]:
     try:
-        state = json.loads(path.read_text())
+        text = storage.read_text(path)
+        if text is None:
+            return {"tables": {}}
+        state = json.loads(text)
     except (OSError, ValueError) as e:
         raise CheckSetupError(
             f"cannot read the incremental check state `{path}`: {e}. Delete the file to "
@@ -102,14 +106,14 @@ def _referenced_columns(expectations: Sequence[Expectation]) -> list[str] | None
 
 
 def _read_rows(
-    path: Path, *, since: int | None, columns: list[str] | None = None
+    path: str, *, since: int | None, columns: list[str] | None = None
 ) -> tuple[pa.Table | None, int, int | None]:
     """(rows, current version, first version read); rows is None when there is nothing new."""
     from deltalake import DeltaTable
 
     from streams.delta import read_table
 
-    dt = DeltaTable(str(path))
+    dt = DeltaTable(path, storage_options=storage.current().object_store_options(path))
     version = dt.version()
     if since is None or since > version:
         if columns is not None:
@@ -228,7 +232,7 @@ def _warehouse_result(exp: Expectation, rows: pa.Table, *, now: datetime) -> dic
 
 def _check_table(
     defn: TableDefinition,
-    path: Path,
+    path: str,
     gx_run: GxRun | None,
     *,
     since: int | None,
@@ -236,8 +240,9 @@ def _check_table(
 ) -> TableResult:
     from deltalake import DeltaTable
 
-    result = TableResult(table=defn.name, layer=defn.layer, path=str(path), status="failed")
-    if not DeltaTable.is_deltatable(str(path)):
+    result = TableResult(table=defn.name, layer=defn.layer, path=path, status="failed")
+    options = storage.current().object_store_options(path)
+    if not DeltaTable.is_deltatable(path, storage_options=options):
         result.status = "not_built"
         result.message = (
             f"table `{defn.name}` is not built yet (no Delta table at {path}); run "
@@ -297,12 +302,14 @@ def run_checks(
     failed or not: an increment's failure is reported by the run that saw it).
     """
     started = now or datetime.now(UTC)
-    root = Path(project.root)
-    out_dir = (
-        Path(report_dir)
+    root = str(project.root)
+    target = (
+        str(report_dir)
         if report_dir is not None
-        else reports_dir(root) / f"check-{started.strftime('%Y%m%dT%H%M%S%fZ')}"
+        else storage.join(reports_dir(root), f"check-{started.strftime('%Y%m%dT%H%M%S%fZ')}")
     )
+    local = storage.local_path(target)
+    out_dir = Path(local) if local is not None else Path(tempfile.mkdtemp(prefix="wh-check-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     selected = _select(project, layer, table)
     state_path = quality_state_path(root)
@@ -330,9 +337,21 @@ def run_checks(
     report = CheckReport(tables=results, report_dir=out_dir, started_at=started,
                          incremental=incremental)  # fmt: skip
     if incremental:
-        state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = state_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
-        tmp.replace(state_path)
+        storage.write_text(state_path, json.dumps(state, indent=2, sort_keys=True))
+    if local is None:
+        report.location, report.docs_published = target, report.data_docs_index.exists()
     report.results_path.write_text(json.dumps(report.to_dict(), indent=2, default=str))
+    if local is None:
+        _publish(out_dir, target)
     return report
+
+
+def _publish(folder: Path, location: str) -> None:
+    """Copy the report written in the local `folder` to `location`, then remove `folder`."""
+    try:
+        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+            storage.write_bytes(
+                storage.join(location, f.relative_to(folder).as_posix()), f.read_bytes()
+            )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

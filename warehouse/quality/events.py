@@ -14,6 +14,7 @@ threads), and a commit that lost a race with another process is retried.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+import streams.storage as storage
 from warehouse.spec.paths import EVENTS_TABLE, events_path
 
 if TYPE_CHECKING:
@@ -38,7 +40,7 @@ _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 
-def _lock_for(path: Path) -> threading.Lock:
+def _lock_for(path: str) -> threading.Lock:
     """The lock of an events table in this process: every batch of every checked table
     appends to it, through the table kept open for them (`kept_table`)."""
     with _locks_guard:
@@ -127,7 +129,7 @@ def write_quality_events(
 
 
 def _append(
-    path: Path, kept: KeptTable, data: pa.Table, *, app_id: str, batch_id: int
+    path: str, kept: KeptTable, data: pa.Table, *, app_id: str, batch_id: int
 ) -> int | None:
     from deltalake import CommitProperties, Transaction, write_deltalake
 
@@ -140,12 +142,16 @@ def _append(
                 path, batch_id, app_id,
             )  # fmt: skip
             return None
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if storage.is_local(path):
+        os.makedirs(storage.parent(path), exist_ok=True)
     try:
         write_deltalake(
-            table if table is not None else str(path),
+            table if table is not None else path,
             data,
             mode="append",
+            storage_options=None
+            if table is not None
+            else storage.current().object_store_options(path),
             commit_properties=CommitProperties(
                 app_transactions=[Transaction(app_id, int(batch_id))],
                 custom_metadata={
@@ -171,7 +177,9 @@ def read_quality_events(root: str | Path, *, table: str | None = None) -> pa.Tab
     from deltalake import DeltaTable
 
     path = events_path(root)
-    if not DeltaTable.is_deltatable(str(path)):
+    if not DeltaTable.is_deltatable(
+        path, storage_options=storage.current().object_store_options(path)
+    ):
         return None
     from streams.delta import read_table
 

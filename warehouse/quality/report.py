@@ -31,8 +31,13 @@ class CheckReport:
 
     tables: list[TableResult]
     report_dir: Path
+    """The local folder the report was written in."""
     started_at: datetime
     incremental: bool = False
+    location: str | None = None
+    """Where the report was published when not in `report_dir` (object storage: the
+    local folder is a temporary one, removed once published)."""
+    docs_published: bool = False
 
     @property
     def success(self) -> bool:
@@ -56,8 +61,8 @@ class CheckReport:
             "success": self.success,
             "started_at": self.started_at.isoformat(),
             "incremental": self.incremental,
-            "report_dir": str(self.report_dir),
-            "data_docs": str(self.data_docs_index) if self.data_docs_index.exists() else None,
+            "report_dir": self.location or str(self.report_dir),
+            "data_docs": self._docs(),
             "statistics": {
                 "tables": len(self.tables),
                 "tables_failed": sum(not t.success for t in self.tables),
@@ -102,5 +107,11 @@ class CheckReport:
         if not self.tables:
             verdict = "no table with expectations selected"
         lines.append("")
-        lines.append(f"{verdict}; report: {self.results_path}")
+        results = f"{self.location}/results.json" if self.location else self.results_path
+        lines.append(f"{verdict}; report: {results}")
         return "\n".join(line.rstrip() for line in lines)
+
+    def _docs(self) -> str | None:
+        if self.location is not None:
+            return f"{self.location}/data_docs/index.html" if self.docs_published else None
+        return str(self.data_docs_index) if self.data_docs_index.exists() else None

@@ -10,6 +10,11 @@ with no network. `make install` runs `warehouse jars fetch`.
 Jars that pyspark already ships (Hadoop, Parquet, Jackson, ...) are left out of the
 manifest: Spark's class loaders look in Spark's own jars first, so a second copy would
 only be dead weight on every executor.
+
+Object storage has jars of its own, cached the same way under a manifest of their own
+(keyed by the Hadoop version pyspark ships): Hadoop's S3 connector `hadoop-aws` and the
+AWS SDK bundle it needs (`fetch_storage_jars`). Sessions the framework starts put them
+on the class path whatever the engines: Spark writes every checkpoint through Hadoop.
 """
 
 from __future__ import annotations
@@ -99,11 +104,9 @@ class NativeJars:
         return conf
 
 
-def cached_jars(cache_dir: Path, packages: NativePackages | None = None) -> NativeJars | None:
-    """The cached jars for the installed pyspark/delta-spark, or None when `fetch_jars`
-    has not run for them (or a recorded file is gone)."""
-    packages = packages or installed_packages()
-    path = manifest_path(cache_dir, packages)
+def _read_manifest(path: Path) -> tuple[tuple[Path, ...], dict] | None:
+    """The files a manifest records and the manifest itself, or None when it is absent,
+    unreadable or stale (a recorded file is gone)."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -120,6 +123,23 @@ def cached_jars(cache_dir: Path, packages: NativePackages | None = None) -> Nati
             len(missing),
         )
         return None
+    return files, data
+
+
+def _write_manifest(path: Path, manifest: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def cached_jars(cache_dir: Path, packages: NativePackages | None = None) -> NativeJars | None:
+    """The cached jars for the installed pyspark/delta-spark, or None when `fetch_jars`
+    has not run for them (or a recorded file is gone)."""
+    packages = packages or installed_packages()
+    found = _read_manifest(manifest_path(cache_dir, packages))
+    if found is None:
+        return None
+    files, data = found
     return NativeJars(files=files, kafka=bool(data.get("kafka")), delta=bool(data.get("delta")))
 
 
@@ -195,8 +215,76 @@ def fetch_jars(cache_dir: Path, packages: NativePackages | None = None) -> Nativ
         "kafka": jars.kafka,
         "delta": jars.delta,
     }
-    path = manifest_path(cache_dir, packages)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    tmp.replace(path)
+    _write_manifest(manifest_path(cache_dir, packages), manifest)
     return jars
+
+
+@dataclass(frozen=True)
+class StoragePackages:
+    """Hadoop's S3 connector for the Hadoop version pyspark ships (its AWS SDK bundle
+    comes with it)."""
+
+    hadoop_version: str
+
+    @property
+    def coordinates(self) -> list[str]:
+        return [f"org.apache.hadoop:hadoop-aws:{self.hadoop_version}"]
+
+    @property
+    def key(self) -> str:
+        return f"hadoop-{self.hadoop_version}_storage"
+
+
+_HADOOP_CLIENT = re.compile(r"^hadoop-client-api-(?P<version>\d+(\.\d+)+)\.jar$")
+
+
+def installed_storage_packages() -> StoragePackages | None:
+    """The storage coordinates for the Hadoop client pyspark ships (None: none found)."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    for jar in sorted(jars.glob("hadoop-client-api-*.jar")):
+        m = _HADOOP_CLIENT.match(jar.name)
+        if m:
+            return StoragePackages(hadoop_version=m.group("version"))
+    return None
+
+
+def cached_storage_jars(
+    cache_dir: Path, packages: StoragePackages | None = None
+) -> tuple[Path, ...] | None:
+    """The cached object-storage jars, or None when `fetch_storage_jars` has not run."""
+    packages = packages or installed_storage_packages()
+    if packages is None:
+        return None
+    found = _read_manifest(cache_dir / f"{packages.key}.json")
+    return None if found is None else found[0]
+
+
+def fetch_storage_jars(
+    cache_dir: Path, packages: StoragePackages | None = None
+) -> tuple[Path, ...]:
+    """Resolve the object-storage jars into `cache_dir` (Maven, once) and write their
+    manifest; offline when they are already there."""
+    packages = packages or installed_storage_packages()
+    if packages is None:
+        raise JarsError(
+            "pyspark ships no `hadoop-client-api` jar, so the version of `hadoop-aws` to "
+            "fetch is unknown; put `hadoop-aws` and the AWS SDK bundle of your Hadoop on "
+            "the class path yourself (`spark.jars`)."
+        )
+    found = cached_storage_jars(cache_dir, packages)
+    if found is not None:
+        return found
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    logger.info("resolving %s (once; later starts use the cache)", ", ".join(packages.coordinates))
+    resolved = _resolve_in_child(packages.coordinates, cache_dir / "ivy")
+    own = spark_own_artifacts()
+    files = tuple(f for f in resolved if artifact_name(f.name, grouped=True) not in own)
+    manifest = {
+        "version": MANIFEST_VERSION,
+        "coordinates": packages.coordinates,
+        "files": [str(f) for f in files],
+    }
+    _write_manifest(cache_dir / f"{packages.key}.json", manifest)
+    return files

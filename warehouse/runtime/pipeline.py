@@ -33,6 +33,7 @@ from warehouse.runtime.locks import holding
 from warehouse.runtime.query import TableQuery, build_query
 from warehouse.runtime.results import RunResult, add_results, result_of, warned_text
 from warehouse.runtime.writer import BatchWriter
+from warehouse.spec import paths
 from warehouse.spec.paths import table_exists
 from warehouse.spec.table import TopicSource
 
@@ -281,7 +282,7 @@ class Pipeline:
         """Run the selected tables; returns one `RunResult` per table, in run order.
         Another process running (or resetting) one of them fails the run before any query
         starts (`TableBusyError`)."""
-        with holding(self.project, self.names, doing="run"):
+        with holding(self.project, self.names, doing="run", on_lost=self._lease_lost):
             self._check_checkpoint_engines(self.engines.delta.name)
             if once:
                 return self._run_once()
@@ -348,7 +349,7 @@ class Pipeline:
             which = (
                 "Tables "
                 + ", ".join(f"`{n}` ({self.project.tables[n].path})" for n in names)
-                + f": their checkpoints (under {self.project.checkpoint_path(names[0]).parent}) were"
+                + f": their checkpoints (under {paths.join(self.project.root, paths.CHECKPOINTS_DIR)}) were"
             )
             reset = "`warehouse reset --table T --yes` for each, then run them: they read"
         raise RuntimeConfigError(
@@ -427,6 +428,11 @@ class Pipeline:
     def request_stop(self) -> None:
         """Ask a continuous run to stop (what SIGINT/SIGTERM do)."""
         self._stop.set()
+
+    def _lease_lost(self, error: Exception) -> None:
+        """A table's lease on object storage went to another process: stop the run
+        (the lease logged why)."""
+        self.request_stop()
 
     def _run_continuous(self) -> list[RunResult]:
         """Start the queries one at a time in dependency order, each once the previous one

@@ -1,9 +1,13 @@
 """`warehouse recover` and `warehouse reset`: rebuild or drop a table's position.
 
 Recover starts a new checkpoint from the source offsets the table's own Delta
-log recorded with its last batch (docs/architecture.md, "Exactly-once"). The old checkpoint is moved
-aside first and deleted only once the recovery file is written, so a crash in
-between leaves either the old checkpoint or the new start position.
+log recorded with its last batch (docs/architecture.md, "Exactly-once"). On a local
+disk the old checkpoint is moved aside first and deleted only once the recovery file is
+written, so a crash in between leaves either the old checkpoint or the new start
+position. Object storage renames nothing whole: there the recovery file is written
+first and the checkpoint deleted after, so a crash in between leaves the old checkpoint
+(which the next run resumes, ignoring the file while the checkpoint has offsets) and
+`warehouse recover` can be run again.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import streams.storage as storage
 from warehouse.runtime.errors import RecoverError
 from warehouse.runtime.locks import holding
 from warehouse.spec.paths import recover_file, table_exists
@@ -53,8 +58,8 @@ def _recover(project: LoadedProject, table: str) -> dict[str, Any]:
     from streams.delta import recorded_offsets
 
     defn = project.tables[table]
-    path = str(project.table_path(table))
-    ckpt = Path(project.checkpoint_path(table))
+    path = project.table_path(table)
+    ckpt = project.checkpoint_path(table)
     src = defn.spec.source
     if isinstance(src, TableSource):
         raise RecoverError(
@@ -77,20 +82,27 @@ def _recover(project: LoadedProject, table: str) -> dict[str, Any]:
             f"{table} --yes` to reprocess from the configured start.",
             table=table,
         )
+    data = {"table": table, "starting_offsets": offsets, "recovered_from": path}
+    if storage.is_local(ckpt):
+        removed = _replace_local(Path(ckpt), data)
+    else:
+        storage.write_text(recover_file(ckpt), json.dumps(data, indent=2))
+        removed = storage.remove(ckpt)
+    logger.info("table %s: checkpoint %s replaced; next run starts at %s", table, ckpt, offsets)
+    return {**data, "checkpoint": ckpt, "old_checkpoint_removed": removed}
+
+
+def _replace_local(ckpt: Path, data: dict[str, Any]) -> bool:
+    """Move the checkpoint aside, write the recovery file, delete the old checkpoint;
+    whether there was one."""
     moved = None
     if ckpt.exists():
         moved = ckpt.with_name(f"{ckpt.name}.old-{int(time.time() * 1000)}")
         ckpt.rename(moved)
-    marker = recover_file(ckpt)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    data = {"table": table, "starting_offsets": offsets, "recovered_from": path}
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(marker)
+    storage.write_text(recover_file(ckpt), json.dumps(data, indent=2))
     if moved is not None:
         shutil.rmtree(moved)
-    logger.info("table %s: checkpoint %s replaced; next run starts at %s", table, ckpt, offsets)
-    return {**data, "checkpoint": str(ckpt), "old_checkpoint_removed": moved is not None}
+    return moved is not None
 
 
 def reset(project: LoadedProject, table: str) -> list[str]:
@@ -104,20 +116,17 @@ def reset(project: LoadedProject, table: str) -> list[str]:
 def _reset(project: LoadedProject, table: str) -> list[str]:
     from streams.delta import tombstone_path  # imports pyspark: only when resetting
 
-    removed = []
-    ckpt = Path(project.checkpoint_path(table))
-    for p in (
-        Path(project.table_path(table)),
-        Path(project.quarantine_path(table)),
-        Path(tombstone_path(str(project.table_path(table)))),
-        ckpt,
-        recover_file(ckpt),
-    ):
-        if p.is_dir():
-            shutil.rmtree(p)
-            removed.append(str(p))
-        elif p.exists():
-            p.unlink()
-            removed.append(str(p))
+    ckpt = project.checkpoint_path(table)
+    removed = [
+        p
+        for p in (
+            project.table_path(table),
+            project.quarantine_path(table),
+            tombstone_path(project.table_path(table)),
+            ckpt,
+            recover_file(ckpt),
+        )
+        if storage.remove(p)
+    ]
     logger.info("table %s: reset, removed %s", table, removed)
     return removed

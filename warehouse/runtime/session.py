@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import streams.storage as storage
 from warehouse.errors import root_cause_line
 from warehouse.runtime import local_fs
 from warehouse.runtime.class_archive import (
@@ -25,7 +26,7 @@ from warehouse.runtime.class_archive import (
     launch_archive,
 )
 from warehouse.runtime.errors import SessionStartError
-from warehouse.runtime.jars import cached_jars, default_cache_dir
+from warehouse.runtime.jars import cached_jars, cached_storage_jars, default_cache_dir
 from warehouse.runtime.spark_home import DRIVER_OPTIONS, launching, with_driver_options
 from warehouse.runtime.spark_home import default_cache_dir as spark_cache_dir
 from warehouse.spec.config import SparkSettings
@@ -91,6 +92,9 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
     conf = {**LOCAL_DEFAULTS, **_local_conf(config.master)}
     conf = {**conf, **_native_jars_conf(config), **config.conf}
     if not _submitted():
+        extra = _storage_conf(config, conf)
+        jars = {"spark.jars": extra["spark.jars"]} if "spark.jars" in extra else {}
+        conf = {**extra, **conf, **jars}
         conf = _with_region_size(_with_log_config(conf), config.master)
         if local_cores(config.master) is not None:
             jars_cache = Path(config.jars_cache) if config.jars_cache else default_cache_dir()
@@ -303,6 +307,29 @@ def _native_jars_conf(config: SparkSettings) -> dict[str, str]:
         )
         return {}
     return jars.spark_conf()
+
+
+def _storage_conf(config: SparkSettings, conf: dict[str, str]) -> dict[str, str]:
+    """Hadoop's settings for object storage (`streams.storage`: the endpoint, region and
+    addressing of the standard variables and the project's `storage:` section, `s3://`
+    as `s3a://`), and the cached `hadoop-aws` with its AWS SDK on the class path after the
+    native jars, unless the environment names jars or packages of its own. Settings in
+    `spark.conf` win."""
+    out = storage.current().hadoop_conf()
+    if {"spark.jars", "spark.jars.packages"} & set(config.conf):
+        return out
+    cache = Path(config.jars_cache) if config.jars_cache else default_cache_dir()
+    files = cached_storage_jars(cache)
+    if files is None:
+        logger.info(
+            "no object-storage jars cached in %s (`warehouse jars fetch` caches them): "
+            "this session reads and writes local paths only",
+            cache,
+        )
+        return out
+    jars = [j for j in conf.get("spark.jars", "").split(",") if j]
+    out["spark.jars"] = ",".join([*jars, *(str(f) for f in files)])
+    return out
 
 
 def _submitted() -> bool:

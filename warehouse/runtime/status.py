@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import socket
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import streams.storage as storage
 from warehouse.compile.plan import select_tables
 from warehouse.spec.paths import recover_file, table_exists
 from warehouse.spec.table import TopicSource
@@ -52,9 +52,9 @@ def table_status(project: LoadedProject, name: str, *, bootstrap: str | None) ->
     from streams.delta import table_info
 
     defn = project.tables[name]
-    path = str(project.table_path(name))
-    qpath = str(project.quarantine_path(name))
-    ckpt = Path(project.checkpoint_path(name))
+    path = project.table_path(name)
+    qpath = project.quarantine_path(name)
+    ckpt = project.checkpoint_path(name)
     row: dict[str, Any] = {
         "table": name,
         "layer": defn.layer,
@@ -67,9 +67,9 @@ def table_status(project: LoadedProject, name: str, *, bootstrap: str | None) ->
         "committed_offsets": None,
         "lag": None,
         "quarantine_rows": 0,
-        "checkpoint": str(ckpt),
-        "checkpoint_exists": ckpt.is_dir(),
-        "recover_pending": recover_file(ckpt).is_file(),
+        "checkpoint": ckpt,
+        "checkpoint_exists": storage.is_dir(ckpt),
+        "recover_pending": storage.is_file(recover_file(ckpt)),
     }
     if row["exists"]:
         info = table_info(path)

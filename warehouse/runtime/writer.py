@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+import streams.storage as storage
 from warehouse.errors import known_errors
 from warehouse.runtime.gate import BatchGate, GateClosed
 from warehouse.spec.paths import recover_file
@@ -284,9 +284,9 @@ class BatchWriter:
             self.stopping = True
             last = self.stats.last_batch
             if last is not None:
-                marker = Path(self.program.plan.checkpoint_path) / "commits" / str(last)
+                marker = storage.join(self.program.plan.checkpoint_path, "commits", str(last))
                 deadline = time.monotonic() + timeout
-                while not marker.exists() and query.isActive and time.monotonic() < deadline:
+                while not storage.exists(marker) and query.isActive and time.monotonic() < deadline:
                     time.sleep(0.1)
         stop_between_calls(query, self.refused, timeout=_PLANNING_WAIT)
         logger.info("table %s: query stopped after batch %s", self.program.name, last)
@@ -300,9 +300,8 @@ class BatchWriter:
             name, out = self._write(batch)
             if self.program.publish is not None:
                 self._publish(batch_id)
-            f = recover_file(self.program.plan.checkpoint_path)
-            if f.exists():
-                f.unlink()  # the new checkpoint now owns the position
+            # the new checkpoint now owns the position
+            storage.remove(recover_file(self.program.plan.checkpoint_path))
         finally:
             batch.close()
         self._count(batch_id, name, out, batch.warned, time.monotonic() - started)

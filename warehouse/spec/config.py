@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 
+from streams.storage import DEFAULT_LEASE_SECONDS, StorageSettings
+
 Engine = Literal["auto", "native", "python"]
 
 ENV_PREFIX = "WAREHOUSE__"
@@ -122,17 +124,81 @@ class SparkSettings(Settings):
     cores of a local master, no limit on any other; 0: no limit."""
 
 
+Secrets = dict[str, Annotated[SecretStr, BeforeValidator(_property_text)]]
+"""A map of property names to values that may be secrets: printed as `**********`."""
+
+
+class StorageSection(Settings):
+    """What the standard variables (`AWS_*`, ...) cannot say about where the tables live
+    (docs/cluster.md). Every field is optional: with a root on S3, the AWS variables alone
+    are enough."""
+
+    endpoint: str | None = None
+    """An S3-compatible endpoint (`http://host:9000`); default `AWS_ENDPOINT_URL`."""
+    region: str | None = None
+    """Default `AWS_REGION`."""
+    path_style: bool | None = None
+    """Path-style addressing; default: on with a custom endpoint, off on AWS."""
+    options: Secrets = Field(default_factory=dict)
+    """More object-store options for the Python side (delta-rs and obstore keys:
+    `aws_*`, `azure_*`, `google_*`)."""
+    hadoop: Secrets = Field(default_factory=dict)
+    """More Hadoop properties for sessions the framework starts (`fs.s3a.*`,
+    `fs.azure.*`, `fs.gs.*`)."""
+    lease_seconds: float = Field(default=DEFAULT_LEASE_SECONDS, gt=2)
+    """How long a table's lease on object storage holds without renewal: after its
+    holder dies, the next process waits at most this long."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_is_unset(cls, data: Any) -> Any:
+        # `endpoint: ${S3_ENDPOINT:-}` in a shared conf file means "not set" when absent.
+        if isinstance(data, dict):
+            return {k: (None if v == "" else v) for k, v in data.items()}
+        return data
+
+
 class WarehouseConfig(Settings):
     """The one root settings object of a project environment."""
 
     warehouse_root: str = ".warehouse"
+    """A local path (relative to the project folder) or a URI: `s3a://bucket/wh`,
+    `s3://...`, `abfss://...`, `gs://...`, `hdfs://...`."""
+    storage: StorageSection = Field(default_factory=StorageSection)
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     engines: Engines = Field(default_factory=Engines)
     spark: SparkSettings = Field(default_factory=SparkSettings)
 
-    def root_path(self, project_dir: Path) -> Path:
-        root = Path(self.warehouse_root)
-        return root if root.is_absolute() else (project_dir / root)
+    def storage_overrides(self) -> dict[str, Any]:
+        """The `storage:` section as `StorageSettings.from_environ`'s keywords: only the
+        fields it sets (secrets revealed here only)."""
+        s = self.storage
+        out: dict[str, Any] = {
+            k: v for k, v in (("endpoint", s.endpoint), ("region", s.region)) if v is not None
+        }
+        if s.path_style is not None:
+            out["path_style"] = s.path_style
+        if s.options:
+            out["options"] = {k: v.get_secret_value() for k, v in s.options.items()}
+        if s.hadoop:
+            out["hadoop"] = {k: v.get_secret_value() for k, v in s.hadoop.items()}
+        if s.lease_seconds != DEFAULT_LEASE_SECONDS:
+            out["lease_seconds"] = s.lease_seconds
+        return out
+
+    def storage_settings(self, environ: Mapping[str, str]) -> StorageSettings:
+        """How this environment reaches its storage: the standard variables of `environ`
+        with the `storage:` section over them (raises `StorageConfigError`)."""
+        return StorageSettings.from_environ(environ, **self.storage_overrides())
+
+    def root_location(self, project_dir: Path) -> str:
+        """`warehouse_root` as an absolute location: a URI as written (no trailing `/`),
+        a path resolved against the project folder."""
+        root = self.warehouse_root
+        if "://" in root and not root.startswith("file://"):
+            return root.rstrip("/")
+        path = Path(root.removeprefix("file://")).expanduser()
+        return str((path if path.is_absolute() else project_dir / path).resolve())
 
 
 def interpolate(value: Any, environ: Mapping[str, str]) -> Any:

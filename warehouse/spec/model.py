@@ -33,11 +33,11 @@ class LoadedProject:
     graph: TableGraph
     schemas: dict[str, Columns]
     payload_schemas: dict[str, Columns]
-    root: Path = field(init=False)
-    """`warehouse_root` as an absolute path."""
+    root: str = field(init=False)
+    """`warehouse_root` as an absolute location: a local path or a URI (`s3a://b/wh`)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "root", self.config.root_path(self.path).resolve())
+        object.__setattr__(self, "root", self.config.root_location(self.path))
 
     def table(self, name: str) -> TableDefinition:
         try:
@@ -45,13 +45,13 @@ class LoadedProject:
         except KeyError:
             raise UnknownTableError(name, self.tables) from None
 
-    def table_path(self, name: str) -> Path:
+    def table_path(self, name: str) -> str:
         return paths.table_path(self.root, name)
 
-    def checkpoint_path(self, name: str) -> Path:
+    def checkpoint_path(self, name: str) -> str:
         return paths.checkpoint_path(self.root, name)
 
-    def quarantine_path(self, name: str) -> Path:
+    def quarantine_path(self, name: str) -> str:
         return paths.quarantine_path(self.root, name)
 
     def broker_dir(self) -> Path:

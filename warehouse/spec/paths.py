@@ -5,16 +5,20 @@
     <root>/tables/_quality_events        per-batch expectation metrics
     <root>/checkpoints/<table>           Spark checkpoint
     <root>/checkpoints/<table>.recover.json   offsets left by `warehouse recover`
-    <root>/checkpoints/<table>.lock      locked while a process runs, resets or recovers it
+    <root>/checkpoints/<table>.lock      held while a process runs, resets or recovers it
     <root>/broker                        embedded broker data (unless configured)
     <root>/reports/, <root>/quality/     `warehouse check` reports and state
 
-Plain path arithmetic and two existence probes; no Spark.
+The root is a local path or a URI (`s3a://bucket/wh`, docs/cluster.md), and so is every
+location here: strings joined with `/`. No Spark; the two existence probes at the end
+go through `streams.storage`, which reads and writes these locations.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import streams.storage as storage
 
 TABLES_DIR = "tables"
 CHECKPOINTS_DIR = "checkpoints"
@@ -27,58 +31,73 @@ LOCK_SUFFIX = ".lock"
 QUALITY_STATE = ("quality", "state.json")
 
 
-def table_path(root: str | Path, name: str) -> Path:
-    return Path(root) / TABLES_DIR / name
+def join(root: str | Path, *parts: str) -> str:
+    """`root` with `parts` appended, `/`-separated: a path stays a path, a URI a URI."""
+    out = str(root)
+    for p in parts:
+        out = f"{out.rstrip('/')}/{p.strip('/')}" if out != "/" else f"/{p.strip('/')}"
+    return out
 
 
-def quarantine_path(root: str | Path, name: str) -> Path:
-    return Path(root) / TABLES_DIR / f"{name}{QUARANTINE_SUFFIX}"
+def table_path(root: str | Path, name: str) -> str:
+    return join(root, TABLES_DIR, name)
 
 
-def checkpoint_path(root: str | Path, name: str) -> Path:
-    return Path(root) / CHECKPOINTS_DIR / name
+def quarantine_path(root: str | Path, name: str) -> str:
+    return join(root, TABLES_DIR, f"{name}{QUARANTINE_SUFFIX}")
 
 
-def events_path(root: str | Path) -> Path:
+def checkpoint_path(root: str | Path, name: str) -> str:
+    return join(root, CHECKPOINTS_DIR, name)
+
+
+def events_path(root: str | Path) -> str:
     """The Delta table of per-batch expectation metrics."""
-    return Path(root) / TABLES_DIR / EVENTS_TABLE
+    return join(root, TABLES_DIR, EVENTS_TABLE)
 
 
-def reports_dir(root: str | Path) -> Path:
-    return Path(root) / REPORTS_DIR
+def reports_dir(root: str | Path) -> str:
+    return join(root, REPORTS_DIR)
 
 
-def quality_state_path(root: str | Path) -> Path:
+def quality_state_path(root: str | Path) -> str:
     """Where an incremental `warehouse check` keeps the last checked version per table."""
-    return Path(root).joinpath(*QUALITY_STATE)
+    return join(root, *QUALITY_STATE)
+
+
+def is_uri(location: str | Path) -> bool:
+    """Whether `location` is a URI (`s3a://...`) rather than a local path."""
+    return "://" in str(location) and not str(location).startswith("file://")
 
 
 def broker_dir(project_dir: str | Path, root: str | Path, configured: str | None) -> Path:
     """Data folder of the embedded broker: `configured` (relative to the project folder)
-    or `<root>/broker`."""
+    or `<root>/broker` for a local root; with the root on object storage, the project's
+    `.warehouse/broker` (a broker keeps its log on a local disk)."""
     if configured:
         p = Path(configured)
         return p if p.is_absolute() else Path(project_dir) / p
+    if is_uri(root):
+        return Path(project_dir) / ".warehouse" / BROKER_DIR
     return Path(root) / BROKER_DIR
 
 
-def recover_file(checkpoint: str | Path) -> Path:
+def recover_file(checkpoint: str | Path) -> str:
     """Where `warehouse recover` leaves the starting offsets for a new checkpoint."""
-    return Path(str(checkpoint).rstrip("/") + RECOVER_SUFFIX)
+    return str(checkpoint).rstrip("/") + RECOVER_SUFFIX
 
 
-def lock_file(checkpoint: str | Path) -> Path:
-    """The file a process locks while it runs, resets or recovers the checkpoint's table."""
-    return Path(str(checkpoint).rstrip("/") + LOCK_SUFFIX)
+def lock_file(checkpoint: str | Path) -> str:
+    """Where a process holds the checkpoint's table while it runs, resets or recovers it:
+    a lock file on a local disk, a lease on object storage (`warehouse.runtime.locks`)."""
+    return str(checkpoint).rstrip("/") + LOCK_SUFFIX
 
 
 def checkpoint_is_new(checkpoint: str | Path) -> bool:
     """Whether the checkpoint has no offsets yet (no batch was planned in it)."""
-    offsets = Path(checkpoint) / "offsets"
-    return not offsets.is_dir() or not any(offsets.iterdir())
+    return not storage.list_names(join(checkpoint, "offsets"))
 
 
 def table_exists(path: str | Path) -> bool:
     """Whether a Delta table has at least one commit at `path`."""
-    log = Path(path) / "_delta_log"
-    return log.is_dir() and any(log.glob("*.json"))
+    return any(n.endswith(".json") for n in storage.list_names(join(path, "_delta_log")))

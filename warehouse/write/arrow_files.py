@@ -14,10 +14,10 @@ pyarrow and pyspark are imported inside functions.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import streams.storage as storage
 from warehouse.write.context import BatchContext, union
 
 if TYPE_CHECKING:
@@ -52,9 +52,9 @@ def held_quarantine_files(
     from warehouse.quality.quarantine import java_doubles
 
     doubles = java_doubles(spark)
-    if doubles is None or not all(os.path.exists(p) for p in staged):
+    if doubles is None or not all(storage.is_file(p) for p in staged):
         return None
-    files = [pq.ParquetFile(p) for p in staged]
+    files = [pq.ParquetFile(_open_input(p)) for p in staged]
     names = [f.name for f in payload.fields]
 
     def blocks(columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
@@ -137,3 +137,9 @@ def commit_quarantine(
 
     append_files(target, batch.batch_id, schema, write, commit_info=batch.info)
     return rows[0]
+
+
+def _open_input(location: str) -> Any:
+    """A random-access reader of the staged file at `location` (local or remote)."""
+    fs, path = storage.current().filesystem(location)
+    return fs.open_input_file(path)

@@ -60,7 +60,7 @@ def test_only_the_temporary_files_of_interrupted_writes_go(tmp_path: Path) -> No
     ]
     for f in partial:
         f.write_text("")
-    assert sorted(remove_interrupted_writes(ckpt)) == sorted(partial)
+    assert sorted(remove_interrupted_writes(ckpt)) == sorted(str(f) for f in partial)
     assert all(f.exists() for f in kept)
     assert not any(f.exists() for f in partial)
     assert remove_interrupted_writes(ckpt) == []

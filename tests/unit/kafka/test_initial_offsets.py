@@ -19,13 +19,14 @@ def test_recorded_offsets_read_back_per_subscription(tmp_path: Path) -> None:
     log.write({"a": {"0": 5, "1": 7}})
     assert InitialOffsetsLog(tmp_path, "topics=a").read() == {"a": {"0": 5, "1": 7}}
     assert InitialOffsetsLog(tmp_path, "topics=b").read() is None
-    assert log.path.parent == tmp_path / "sources" / "warehouse_kafka"
-    assert [p.name for p in log.path.parent.iterdir()] == [log.path.name]  # no temp file left
+    path = Path(log.path)
+    assert path.parent == tmp_path / "sources" / "warehouse_kafka"
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left
 
 
 def test_unreadable_record_names_the_file(tmp_path: Path) -> None:
     log = InitialOffsetsLog(tmp_path, "topics=a")
-    log.path.parent.mkdir(parents=True)
-    log.path.write_text("{not json")
+    Path(log.path).parent.mkdir(parents=True)
+    Path(log.path).write_text("{not json")
     with pytest.raises(KafkaConfigError, match="initial offsets at `.*json`"):
         log.read()

@@ -163,7 +163,7 @@ def test_checkpoints_of_the_other_delta_engine_are_named_all_at_once(project: Pr
         ("dwd_events", native),
         ("ads_event_totals", native),
     ):
-        offsets = project.checkpoint_path(name) / "offsets"
+        offsets = Path(project.checkpoint_path(name)) / "offsets"
         offsets.mkdir(parents=True)
         (offsets / "0").write_text(f'v1\n{{"batchWatermarkMs":0}}\n{offset}')
 
@@ -173,7 +173,7 @@ def test_checkpoints_of_the_other_delta_engine_are_named_all_at_once(project: Pr
     assert message.startswith(
         f"Tables `dwd_events` ({project.tables['dwd_events'].path}), `ads_event_totals` "
         f"({project.tables['ads_event_totals'].path}): their checkpoints (under "
-        f"{project.checkpoint_path('dwd_events').parent}) were written by delta-spark's"
+        f"{Path(project.checkpoint_path('dwd_events')).parent}) were written by delta-spark's"
     )
     assert "`engines.delta` resolved to `python`" in message
     assert "`engines: {delta: native}`" in message

@@ -106,10 +106,10 @@ def test_the_lock_goes_with_its_process_however_it_ends(tmp_path: Path) -> None:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(30)
         with holding(project, ["ods_orders"], doing="run"):
-            record = json.loads(lock_file(project.checkpoint_path("ods_orders")).read_text())
+            record = json.loads(Path(lock_file(project.checkpoint_path("ods_orders"))).read_text())
             assert record["pid"] == os.getpid() and record["doing"] == "run"
             assert try_elsewhere(proj, "ods_orders").returncode == 2
-        assert lock_file(project.checkpoint_path("ods_orders")).read_text() == ""
+        assert Path(lock_file(project.checkpoint_path("ods_orders"))).read_text() == ""
         assert try_elsewhere(proj, "ods_orders").returncode == 0
 
 

@@ -22,7 +22,7 @@ def test_plan_is_in_dependency_order_with_paths_modes_and_operators(project: Pro
     plans = build_plan(project)
     assert [p.name for p in plans] == ["ods_orders", "dwd_orders"]
     ods, dwd = plans
-    root = project.root
+    root = Path(project.root)
     assert (ods.source_kind, ods.topics, ods.upstreams) == ("kafka", ["shop.orders"], [])
     assert ods.table_path == str(root / "tables" / "ods_orders")
     assert ods.checkpoint_path == str(root / "checkpoints" / "ods_orders")
@@ -49,7 +49,7 @@ def test_text_plan_lists_tables_in_order(project: Project) -> None:
     text = render(build_plan(project), "text")
     assert text.index("1. ods_orders") < text.index("2. dwd_orders")
     assert "kafka `shop.orders` as json (orders) from earliest" in text
-    assert f"checkpoint:  {project.root / 'checkpoints' / 'dwd_orders'}" in text
+    assert f"checkpoint:  {Path(project.root) / 'checkpoints' / 'dwd_orders'}" in text
 
 
 def test_a_plan_says_how_a_table_reads_its_snapshots(tmp_path: Path) -> None:

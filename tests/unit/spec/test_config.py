@@ -49,13 +49,13 @@ def test_environment_keeps_the_case_of_spark_property_names(tmp_path: Path) -> N
 
 def test_root_is_resolved_against_the_project_folder(tmp_path: Path) -> None:
     loaded = Project.load(project(tmp_path, CONF), environ={"PW": "pw"})
-    assert loaded.root == tmp_path.resolve() / "from-file"
+    assert loaded.root == str(tmp_path.resolve() / "from-file")
 
 
 def test_no_conf_file_for_local_means_defaults(tmp_path: Path) -> None:
     loaded = Project.load(project(tmp_path, None), environ={})
     assert loaded.config.kafka.bootstrap == "embedded"
-    assert loaded.root == tmp_path.resolve() / ".warehouse"
+    assert loaded.root == str(tmp_path.resolve() / ".warehouse")
 
 
 def test_secrets_never_print(tmp_path: Path) -> None:

@@ -144,12 +144,12 @@ def test_python_transform_makes_columns_opaque_and_downstream_unchecked(shop: Pr
 
 def test_paths_are_deterministic_under_the_root(shop: Project, tmp_path) -> None:
     root = PROJECTS / "shop" / ".warehouse"
-    assert shop.root == root
-    assert shop.table_path("dwd_orders") == root / "tables" / "dwd_orders"
-    assert shop.checkpoint_path("dwd_orders") == root / "checkpoints" / "dwd_orders"
-    assert shop.quarantine_path("ods_orders") == root / "tables" / "ods_orders__quarantine"
+    assert shop.root == str(root)
+    assert shop.table_path("dwd_orders") == str(root / "tables" / "dwd_orders")
+    assert shop.checkpoint_path("dwd_orders") == str(root / "checkpoints" / "dwd_orders")
+    assert shop.quarantine_path("ods_orders") == str(root / "tables" / "ods_orders__quarantine")
     moved = Project.load(PROJECTS / "shop", environ={}, warehouse_root=str(tmp_path))
-    assert moved.table_path("x") == tmp_path / "tables" / "x"
+    assert moved.table_path("x") == str(tmp_path / "tables" / "x")
 
 
 def test_unknown_table_names_the_known_ones(shop: Project) -> None:

@@ -1,0 +1,160 @@
+"""`streams.storage` against a real S3-API server (S3Proxy, tests/support/s3.py): files,
+the lease that keeps one process per table, and the conditional put under delta-rs's
+commits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+from deltalake import CommitProperties, write_deltalake
+
+import streams.storage as storage
+from streams.delta import read_table
+from streams.delta.tables import open_table, storage_options
+from tests.conftest import REPO_ROOT
+
+pytestmark = [pytest.mark.s3]
+
+
+def test_small_files_and_folders_round_trip(s3_root: str) -> None:
+    base = storage.join(s3_root, "checkpoints", "t")
+    assert storage.read_text(storage.join(base, "metadata")) is None
+    assert storage.list_names(base) == [] and not storage.exists(base)
+    storage.write_text(storage.join(base, "metadata"), '{"id": "q"}')
+    storage.write_text(storage.join(base, "offsets", "0"), "v1\n{}\n")
+    assert storage.read_text(storage.join(base, "metadata")) == '{"id": "q"}'
+    assert storage.list_names(base) == ["metadata", "offsets"]
+    assert storage.is_dir(base) and storage.is_file(storage.join(base, "metadata"))
+    assert sorted(storage.walk_files(base)) == ["metadata", "offsets/0"]
+    # s3:// and s3a:// name the same objects
+    assert storage.read_text(storage.join(base.replace("s3a://", "s3://"), "metadata"))
+    assert storage.remove(base) and not storage.exists(base) and not storage.remove(base)
+
+
+def _settings(seconds: float) -> storage.StorageSettings:
+    return storage.StorageSettings.from_environ(os.environ, lease_seconds=seconds)
+
+
+HOLDER = """
+import os, sys, time
+import streams.storage as storage
+lease = storage.Lease(sys.argv[1], {"pid": os.getpid(), "host": "h", "command": "holder",
+                      "doing": "run", "since": "now"},
+                      settings=storage.StorageSettings.from_environ(os.environ, lease_seconds=4))
+assert lease.acquire() is None
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_lease_holds_while_renewed_and_expires_when_its_holder_dies(s3_root: str) -> None:
+    where = storage.join(s3_root, "checkpoints", "t.lock")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, where],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        mine = storage.Lease(where, {"pid": os.getpid()}, settings=_settings(4))
+        time.sleep(5)  # longer than the lease: the holder renews it
+        busy = mine.acquire()
+        assert busy is not None and busy["pid"] == holder.pid and busy["command"] == "holder"
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(30)
+        killed = time.monotonic()
+        while (busy := mine.acquire()) is not None:
+            assert busy["pid"] == holder.pid
+            assert time.monotonic() - killed < 4 + 3, "the dead holder's lease did not expire"
+            time.sleep(0.5)
+        assert time.monotonic() - killed >= 4 - 1.5  # not before its lease time
+        other = storage.Lease(where, {"pid": 1}, settings=_settings(4))
+        assert other.acquire()["pid"] == os.getpid()
+        mine.release()
+        assert other.acquire() is None  # released: taken at once
+        other.release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(30)
+
+
+def test_a_holder_learns_when_its_lease_was_taken_over(s3_root: str) -> None:
+    where = storage.join(s3_root, "checkpoints", "u.lock")
+    lost: list[Exception] = []
+    held = storage.Lease(where, {"pid": 1}, settings=_settings(4), on_lost=lost.append)
+    assert held.acquire() is None
+    # What a process that found the lease expired does: create the next generation.
+    newest = held.generations()[-1]
+    storage.write_text(
+        storage.join(where, f"{newest.number + 1:012d}.json"), json.dumps({"pid": 2})
+    )
+    deadline = time.monotonic() + 5
+    while not lost and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert held.lost and isinstance(lost[0], storage.LeaseLostError)
+    assert "another process took it" in str(lost[0])
+    held.release()
+
+
+def test_two_processes_racing_for_a_lease_get_it_once(s3_root: str) -> None:
+    where = storage.join(s3_root, "checkpoints", "v.lock")
+    leases = [storage.Lease(where, {"pid": i}, settings=_settings(30)) for i in range(6)]
+    barrier = threading.Barrier(len(leases))
+    got: list[object] = [None] * len(leases)
+
+    def take(i: int) -> None:
+        barrier.wait()
+        got[i] = leases[i].acquire()
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(len(leases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(g is None for g in got) == 1
+    for lease, g in zip(leases, got, strict=True):
+        if g is None:
+            lease.release()
+
+
+def test_two_commits_of_one_version_on_s3_cannot_both_succeed(s3_root: str) -> None:
+    """delta-rs commits on S3 with a conditional put of the next log entry: of writers
+    racing for one version, exactly one commits (docs/decisions/0031)."""
+    path = storage.join(s3_root, "tables", "race")
+    write_deltalake(path, pa.table({"a": [0]}), storage_options=storage_options(path))
+    barrier = threading.Barrier(6)
+    outcomes: list[str] = []
+
+    def append(i: int) -> None:
+        table = open_table(path)
+        barrier.wait()
+        try:
+            write_deltalake(
+                table,
+                pa.table({"a": [i + 1]}),
+                mode="append",
+                commit_properties=CommitProperties(max_commit_retries=0),
+            )
+            outcomes.append("committed")
+        except Exception as e:  # noqa: BLE001  # delta-rs's CommitFailedError, counted
+            outcomes.append(type(e).__name__)
+
+    threads = [threading.Thread(target=append, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count("committed") == 1, outcomes
+    assert open_table(path).version() == 1
+    assert read_table(path).num_rows == 2
