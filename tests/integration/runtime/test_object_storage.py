@@ -1,0 +1,97 @@
+"""A project whose `warehouse_root` is on S3 (`s3a://bucket/wh`, a real S3-API server),
+reached with the standard AWS variables alone, on both engines: `run --layer all --once`,
+`status`, `check`, `recover` and `reset` with exactly the right rows, and nothing of the
+tables on the local disk."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+import streams.storage as storage
+from streams.kafka.admin import produce
+from tests.integration.runtime.helpers import at, order, orders_project, rows
+from warehouse.project import Project
+from warehouse.quality.check import run_checks
+from warehouse.runtime.pipeline import Pipeline
+from warehouse.runtime.recover import recover, reset
+from warehouse.runtime.status import status
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.s3]
+
+DWD = ["order_id", "user_id", "amount", "event_time"]
+
+
+def _run(project: Project, spark) -> dict[str, tuple[int, int, int]]:
+    results = Pipeline(project, spark, layer="all", progress=lambda _: None).run(once=True)
+    return {r.table: (r.rows_read, r.rows_written, r.quarantined) for r in results}
+
+
+def test_a_project_on_s3_runs_checks_recovers_and_resets(
+    spark, broker, unique, tmp_path: Path, s3_root: str, engine: str
+) -> None:
+    topic, proj = orders_project(
+        tmp_path / "proj", broker.bootstrap, unique, partitions=2, engine=engine,
+        warehouse_root=s3_root,
+    )  # fmt: skip
+    produce(
+        broker.bootstrap,
+        topic,
+        [
+            ("a", order("o1", "u1", 10.5, 0)),
+            ("b", order("o2", "u2", 20.0, 1)),
+            ("a", order("o1", "u1", 10.5, 0)),
+            ("c", order(None, "u3", 1.0, 2)),
+            ("x", "{not json"),
+        ],
+    )
+    project = Project.load(proj)
+    assert project.root == s3_root
+    ods, dwd = project.table_path("ods_orders"), project.table_path("dwd_orders")
+    assert ods == f"{s3_root}/tables/ods_orders"
+
+    counts = _run(project, spark)
+    assert counts["ods_orders"][0] == 5 and counts["ods_orders"][2] == 2
+    assert rows(ods, ["order_id", "amount"]) == [("o1", 10.5), ("o1", 10.5), ("o2", 20.0)]
+    assert rows(dwd, DWD) == [
+        ("o1", "u1", Decimal("10.50"), at(0)),
+        ("o2", "u2", Decimal("20.00"), at(1)),
+    ]
+    assert len(rows(project.quarantine_path("ods_orders"), ["reason"])) == 2
+
+    st = {r["table"]: r for r in status(project, bootstrap=broker.bootstrap)}
+    o = st["ods_orders"]
+    assert (o["exists"], o["rows"], o["quarantine_rows"], o["checkpoint_exists"]) == (
+        True, 3, 2, True,
+    )  # fmt: skip
+    assert sum(int(n) for n in o["committed_offsets"][topic].values()) == 5
+    assert o["lag"]["total"] == 0
+    assert o["quality"]["totals"]  # the quality events table on S3
+    assert st["dwd_orders"]["rows"] == 2
+
+    report = run_checks(project, table="ods_orders")
+    assert report.location is not None and report.location.startswith(f"{s3_root}/reports/")
+    published = json.loads(storage.read_text(f"{report.location}/results.json") or "{}")
+    assert published["tables"]["ods_orders"]["rows"] == 3
+    assert not report.report_dir.exists()  # written locally, published, removed
+
+    done = recover(project, "ods_orders")
+    assert done["old_checkpoint_removed"]
+    assert not storage.exists(project.checkpoint_path("ods_orders"))
+    assert storage.is_file(f"{project.checkpoint_path('ods_orders')}.recover.json")
+    produce(broker.bootstrap, topic, [("d", order("o3", "u1", 5.0, 3))])
+    counts = _run(project, spark)
+    assert counts["ods_orders"][:2] == (1, 1)  # from the recorded offsets: nothing again
+    assert rows(ods, ["order_id"]) == [("o1",), ("o1",), ("o2",), ("o3",)]
+    assert not storage.exists(f"{project.checkpoint_path('ods_orders')}.recover.json")
+
+    removed = reset(project, "dwd_orders")
+    assert dwd in removed and project.checkpoint_path("dwd_orders") in removed
+    assert not storage.exists(dwd)
+    _run(project, spark)
+    assert [r[0] for r in rows(dwd, DWD)] == ["o1", "o2", "o3"]
+
+    assert not (proj / ".warehouse").exists()  # nothing of the tables on the local disk
