@@ -12,7 +12,12 @@ Callers import from this package only. docs/cluster.md says what users set.
 
 from __future__ import annotations
 
-from streams.storage.errors import LeaseLostError, StorageConfigError, StorageError
+from streams.storage.errors import (
+    LeaseLostError,
+    LeaseUnsupportedError,
+    StorageConfigError,
+    StorageError,
+)
 from streams.storage.files import (
     exists,
     is_dir,
@@ -48,6 +53,7 @@ __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "Lease",
     "LeaseLostError",
+    "LeaseUnsupportedError",
     "StorageConfigError",
     "StorageError",
     "StorageSettings",

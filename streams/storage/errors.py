@@ -18,3 +18,7 @@ class StorageConfigError(StorageError):
 class LeaseLostError(StorageError):
     """A lease this process held was taken over by another process or could not be
     renewed in time: the work it guarded must stop."""
+
+
+class LeaseUnsupportedError(StorageConfigError):
+    """The store refuses conditional writes, so a lease cannot be held there."""

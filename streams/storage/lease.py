@@ -39,7 +39,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from streams.storage.errors import LeaseLostError, StorageConfigError
+from streams.storage.errors import (
+    LeaseLostError,
+    LeaseUnsupportedError,
+    StorageConfigError,
+    StorageError,
+)
 from streams.storage.location import S3_SCHEMES, bucket_key, scheme
 from streams.storage.settings import StorageSettings, current
 
@@ -135,7 +140,32 @@ class Lease:
 
     def acquire(self) -> dict[str, Any] | None:
         """Take the lease and start renewing it: None when taken, else the record of the
-        process that holds it (with `renewed_seconds_ago`)."""
+        process that holds it (with `renewed_seconds_ago`). Raises `LeaseUnsupportedError`
+        where the store refuses conditional writes, `StorageError` where it cannot be
+        reached."""
+        from obstore.exceptions import BaseError, NotSupportedError
+
+        try:
+            return self._acquire()
+        except NotSupportedError as e:
+            raise self._unsupported(e) from e
+        except BaseError as e:
+            if "501" in str(e) or "NotImplemented" in str(e):
+                raise self._unsupported(e) from e
+            raise StorageError(
+                f"Cannot take the lease at `{self.location}`: {e}. Check that the bucket "
+                "exists and the credentials (`AWS_ACCESS_KEY_ID`, ...) may write it.",
+                location=self.location,
+            ) from e
+
+    def _unsupported(self, e: Exception) -> LeaseUnsupportedError:
+        return LeaseUnsupportedError(
+            f"The store of `{self.location}` refuses conditional writes ({e}), so no "
+            "lease can keep a second process off this table.",
+            location=self.location,
+        )
+
+    def _acquire(self) -> dict[str, Any] | None:
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
@@ -169,6 +199,8 @@ class Lease:
         return json.dumps({**self.record, "renewed": renewed}).encode()
 
     def _renew_loop(self) -> None:
+        from obstore.exceptions import BaseError
+
         last_ok = time.monotonic()
         while not self._stop.wait(self.seconds / 4):
             try:
@@ -178,7 +210,7 @@ class Lease:
                     return
                 self._write_mine()
                 last_ok = time.monotonic()
-            except OSError as e:  # obstore's errors are OSErrors; the store may be away
+            except BaseError as e:  # the store may be away for a while
                 logger.warning("lease %s: renewal failed (%s); retrying", self.location, e)
                 if time.monotonic() - last_ok >= self.seconds:
                     self._lose(f"not renewed for {self.seconds:g} s ({e})")
@@ -203,10 +235,14 @@ class Lease:
     def release(self) -> None:
         """Stop renewing and give the lease up."""
         import obstore
+        from obstore.exceptions import BaseError
 
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         if self._mine is not None and not self.lost:
-            obstore.delete(self._store, self._mine.key)
+            try:
+                obstore.delete(self._store, self._mine.key)
+            except BaseError as e:  # it expires by itself
+                logger.warning("lease %s: not released (%s); it expires", self.location, e)
         self._mine = None

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
 import streams.storage as storage
-from warehouse.runtime.errors import TableBusyError
+from warehouse.runtime.errors import RuntimeConfigError, TableBusyError
 from warehouse.spec.paths import lock_file
 
 if TYPE_CHECKING:
@@ -137,14 +137,11 @@ def _lease(location: str, doing: Doing) -> _Held | str:
     lease = storage.Lease(location, _record(doing), on_lost=held.lost)
     try:
         holder = lease.acquire()
-    except storage.StorageError as e:
-        logger.warning(
-            "cannot take the lease %s (%s): another process could work on this table at "
-            "the same time",
-            location,
-            e,
-        )
+    except storage.LeaseUnsupportedError as e:
+        logger.warning("%s Another process could work on this table at the same time.", e)
         return held
+    except storage.StorageError as e:
+        raise RuntimeConfigError(str(e)) from e
     if holder is not None:
         ago = holder.get("renewed_seconds_ago")
         return _describe(json.dumps(holder)) + (
