@@ -65,6 +65,15 @@ def s3_root(s3: S3Server, unique: Callable[[str], str]) -> str:
     return f"s3a://{s3.create_bucket(unique('wh'))}/wh"
 
 
+@pytest.fixture(params=["local", "s3"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a storage test's tables go: `tmp_path`, or a new bucket of the S3 server
+    (`s3a://<bucket>/wh`): the tests about storage run on both."""
+    if request.param == "s3":
+        return request.getfixturevalue("s3_root")
+    return str(tmp_path)
+
+
 # Apache Kafka, the oracle of tests/integration/oracle: `apache_kafka`, `apache_kafka_cluster`.
 pytest_plugins = ["tests.support.apache_kafka"]
 

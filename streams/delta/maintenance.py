@@ -21,6 +21,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+import streams.storage as storage
 from streams.delta.adds import add_actions, file_bytes, file_rows
 from streams.delta.errors import DeltaTableNotFoundError
 from streams.delta.files import STAGING_DIR
@@ -115,16 +116,13 @@ def vacuum(path: str | Path, retention_hours: int = 168, *, dry_run: bool = Fals
     """
     dt = _open(path, "vacuum")
     # delta-rs names every file the log's tombstones hold, deleted by an earlier vacuum or
-    # not (a dry run relative to the table, a real one absolute); on a local table only the
-    # ones still on disk are what this call deletes.
+    # not (a dry run relative to the table, a real one absolute); only the ones still there
+    # are what this call deletes.
     candidates = dt.vacuum(
         retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False
     )
-    if "://" in str(path):
-        removed = list(candidates)
-    else:
-        found = (os.path.join(str(path), f) for f in candidates)  # an absolute f stays
-        removed = [f for f in found if os.path.exists(f)]
+    found = (f if "://" in f else os.path.join(str(path), f) for f in candidates)
+    removed = [f for f in found if storage.exists(f)]  # an absolute f stays
     if removed and not dry_run:
         dt.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
     logger.info(
@@ -136,18 +134,21 @@ def vacuum(path: str | Path, retention_hours: int = 168, *, dry_run: bool = Fals
     return removed
 
 
-def _referenced(root: Path) -> set[str]:
+def _referenced(root: str) -> set[str]:
     """Every data file path any commit still in the log mentions, plus the snapshot's."""
     seen: set[str] = set()
-    for entry in sorted((root / LOG_DIR).glob("*.json")):
-        for line in entry.read_text().splitlines():
+    log = storage.join(root, LOG_DIR)
+    for name in storage.list_names(log):
+        if not name.endswith(".json"):
+            continue
+        for line in (storage.read_text(storage.join(log, name)) or "").splitlines():
             if not line.strip():
                 continue
             action = json.loads(line)
             for kind in ("add", "remove", "cdc"):
                 if kind in action:
                     seen.add(unquote(action[kind]["path"]))
-    dt = open_table(str(root))
+    dt = open_table(root)
     adds = pa.table(dt.get_add_actions(flatten=False))
     seen.update(unquote(p) for p in adds.column("path").to_pylist())
     return seen
@@ -159,12 +160,51 @@ def remove_orphans(
     """Delete data files no commit references (left by attempts that died before
     committing) once they are older than the grace period; returns their paths.
 
-    The grace period protects the files of a batch being written right now.
+    The grace period protects the files of a batch being written right now: on a local
+    disk by the files' and the staging folders' modification times, on object storage by
+    when the objects were written (a staging folder's newest).
     """
-    root = Path(path)
-    _open(root, "clean up")
-    referenced = _referenced(root)
+    path = str(path)
+    _open(path, "clean up")
+    referenced = _referenced(path)
     cutoff = time.time() - older_than_hours * 3600
+    local = storage.local_path(path)
+    if local is not None:
+        orphans = _local_orphans(Path(local), referenced, cutoff, dry_run=dry_run)
+    else:
+        orphans = _remote_orphans(path, referenced, cutoff, dry_run=dry_run)
+    logger.info(
+        "Delta table %s: %s %d orphan files",
+        path,
+        "found" if dry_run else "removed",
+        len(orphans),
+    )
+    return orphans
+
+
+def _remote_orphans(path: str, referenced: set[str], cutoff: float, *, dry_run: bool) -> list[str]:
+    orphans: list[str] = []
+    stages: dict[str, float] = {}
+    for rel, mtime in storage.walk_file_times(path):
+        parts = rel.split("/")
+        if parts[0] == LOG_DIR:
+            continue
+        if parts[0] == STAGING_DIR:
+            if len(parts) > 2:
+                stages[parts[1]] = max(stages.get(parts[1], 0.0), mtime)
+            continue
+        if rel.endswith(".parquet") and rel not in referenced and mtime <= cutoff:
+            orphans.append(rel)
+    stale = [
+        f"{STAGING_DIR}/{name}/" for name, newest in sorted(stages.items()) if newest <= cutoff
+    ]
+    if not dry_run:
+        for rel in orphans + stale:
+            storage.remove(storage.join(path, rel))
+    return orphans + stale
+
+
+def _local_orphans(root: Path, referenced: set[str], cutoff: float, *, dry_run: bool) -> list[str]:
     orphans: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = Path(dirpath).relative_to(root)
@@ -192,10 +232,4 @@ def remove_orphans(
             orphans.append(rel)
             if not dry_run:
                 full.unlink()
-    logger.info(
-        "Delta table %s: %s %d orphan files",
-        path,
-        "found" if dry_run else "removed",
-        len(orphans),
-    )
     return orphans

@@ -45,6 +45,7 @@ from streams.delta.scd2_plan import (
     plan_scd2,
     time_like,
 )
+from streams.delta.tables import storage_options
 from streams.delta.target import (
     INTERNAL_COLUMNS,
     TABLE_CONFIGURATION,
@@ -159,6 +160,7 @@ def _open_table(target: DeltaTarget, stored: pa.Schema) -> DeltaTable:
             Schema.from_arrow(stored),
             partition_by=list(target.partition_by) or None,
             configuration=TABLE_CONFIGURATION,
+            storage_options=storage_options(target.path),
         )
         return current_table(target.path)
     table_schema.check_partitioning(table, target.partition_by, path=target.path)

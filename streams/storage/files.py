@@ -106,6 +106,15 @@ def list_names(location: str, *, settings: StorageSettings | None = None) -> lis
 
 def walk_files(location: str, *, settings: StorageSettings | None = None) -> Iterator[str]:
     """Every file below the folder at `location`, as paths relative to it (`/`-separated)."""
+    for rel, _ in walk_file_times(location, settings=settings):
+        yield rel
+
+
+def walk_file_times(
+    location: str, *, settings: StorageSettings | None = None
+) -> Iterator[tuple[str, float]]:
+    """Every file below the folder at `location` with its modification time (seconds
+    since the epoch; on object storage, when the object was written)."""
     import pyarrow.fs as pafs
 
     fs, path = _fs(location, settings)
@@ -113,7 +122,8 @@ def walk_files(location: str, *, settings: StorageSettings | None = None) -> Ite
     base = path.rstrip("/") + "/"
     for info in fs.get_file_info(selector):
         if info.type == pafs.FileType.File and info.path.startswith(base):
-            yield info.path[len(base) :]
+            mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
+            yield info.path[len(base) :], mtime
 
 
 def remove(location: str, *, settings: StorageSettings | None = None) -> bool:

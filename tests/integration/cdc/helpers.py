@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from streams.delta.arrow import read_table as read_arrow
+from streams.delta.tables import open_table
 
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp"
@@ -105,7 +105,7 @@ def snapshot(path: str, version: int, keys: Sequence[str]) -> dict[str, dict[str
     """The table at `version` as `{key JSON: row}` (rows in published JSON form)."""
     from streams.cdc.changelog import encode_json
 
-    rows = read_arrow(DeltaTable(str(path), version=version)).to_pylist()
+    rows = read_arrow(open_table(str(path), version=version)).to_pylist()
     return {encode_json({k: r[k] for k in keys}).decode(): json.loads(encode_json(r)) for r in rows}
 
 

@@ -9,6 +9,8 @@ from collections.abc import Iterable
 import pyarrow as pa
 from deltalake import DeltaTable, Schema
 
+from streams.delta.tables import open_table, storage_options
+
 SCHEMA = pa.schema(
     [
         ("user_id", pa.int64()),
@@ -22,7 +24,10 @@ KEYS = ["user_id"]
 
 def create(path: str) -> None:
     DeltaTable.create(
-        path, Schema.from_arrow(SCHEMA), configuration={"delta.enableChangeDataFeed": "true"}
+        path,
+        Schema.from_arrow(SCHEMA),
+        configuration={"delta.enableChangeDataFeed": "true"},
+        storage_options=storage_options(path),
     )
 
 
@@ -38,15 +43,15 @@ def row(user_id: int, name: str, cents: int) -> dict:
 def upsert(path: str, rows: Iterable[dict]) -> int:
     data = pa.Table.from_pylist(list(rows), schema=SCHEMA)
     (
-        DeltaTable(path)
+        open_table(path)
         .merge(data, "t.user_id = s.user_id", source_alias="s", target_alias="t")
         .when_matched_update_all()
         .when_not_matched_insert_all()
         .execute()
     )
-    return DeltaTable(path).version()
+    return open_table(path).version()
 
 
 def delete(path: str, ids: Iterable[int]) -> int:
-    DeltaTable(path).delete("user_id IN (" + ", ".join(str(int(i)) for i in ids) + ")")
-    return DeltaTable(path).version()
+    open_table(path).delete("user_id IN (" + ", ".join(str(int(i)) for i in ids) + ")")
+    return open_table(path).version()

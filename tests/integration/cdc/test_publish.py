@@ -39,8 +39,8 @@ def _ktable_rows(bootstrap: str, topic: str) -> dict[str, dict]:
     return {encode_json({"user_id": r["user_id"]}).decode(): r for r in got.to_pylist()}
 
 
-def test_publish_upserts_and_tombstones_once_per_version(broker, tmp_path: Path, unique) -> None:
-    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+def test_publish_upserts_and_tombstones_once_per_version(broker, where: str, unique) -> None:
+    path, topic, name = f"{where}/users", unique("mv.users"), unique("ads_users")
     tables.create(path)
     tables.upsert(path, [tables.row(i, f"u{i}", 100 * i) for i in (1, 2, 3)])
     first = publish_changes(

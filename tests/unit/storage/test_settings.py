@@ -88,3 +88,16 @@ def test_the_storage_section_says_what_the_variables_cannot(tmp_path) -> None:
 def test_an_endpoint_without_a_scheme_is_refused() -> None:
     with pytest.raises(StorageConfigError, match="`minio:9000` has no scheme"):
         StorageSettings.from_environ({"AWS_ENDPOINT_URL": "minio:9000"})
+
+
+def test_the_layout_under_a_uri_root_stays_a_uri(tmp_path) -> None:
+    from warehouse.spec import paths
+
+    root = "s3a://bucket/wh"
+    assert paths.table_path(root, "t") == "s3a://bucket/wh/tables/t"
+    assert paths.checkpoint_path(root, "t") == "s3a://bucket/wh/checkpoints/t"
+    assert paths.lock_file(paths.checkpoint_path(root, "t")) == "s3a://bucket/wh/checkpoints/t.lock"
+    assert paths.quality_state_path(root) == "s3a://bucket/wh/quality/state.json"
+    # The embedded broker keeps its log on a local disk, in the project's folder.
+    assert paths.broker_dir(tmp_path, root, None) == tmp_path / ".warehouse" / "broker"
+    assert paths.broker_dir(tmp_path, str(tmp_path / "w"), None) == tmp_path / "w" / "broker"
