@@ -95,7 +95,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         "spark.driver.extraJavaOptions": "-Dderby.system.home=" + str(warehouse_dir),
         "warehouse.logLevel": "WARN",
     }
-    session = get_session(SparkSettings(master="local[2]", conf=conf), app_name="warehouse-tests")
+    # One session for the tests on local paths and on S3: it carries the object-storage
+    # jars, and Hadoop's settings for the S3 server `plan` chose.
+    session = get_session(
+        SparkSettings(master="local[2]", conf=conf), app_name="warehouse-tests", object_storage=True
+    )
     yield session
     session.stop()
 

@@ -42,7 +42,7 @@ def _bootstrap(project: Project) -> str:
 def _session(project: Project) -> Any:
     from warehouse.runtime.session import get_session
 
-    return get_session(project.config.spark)
+    return get_session(project.config.spark, object_storage=not storage.is_local(project.root))
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -216,7 +216,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     with demo_broker(project) as (bootstrap, embedded):
         _out("starting Spark ...")
-        spark = get_session(project.config.spark, app_name="warehouse-demo")
+        spark = get_session(
+            project.config.spark,
+            app_name="warehouse-demo",
+            object_storage=not storage.is_local(project.root),
+        )
         spark.sparkContext.setLogLevel("FATAL")  # the demo prints its own progress and errors
         if args.continuous:
             from warehouse.demo.continuous import run_continuous

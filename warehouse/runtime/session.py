@@ -73,13 +73,18 @@ def existing_session() -> SparkSession | None:
     return session
 
 
-def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkSession:
+def get_session(
+    config: SparkSettings, *, app_name: str | None = None, object_storage: bool = False
+) -> SparkSession:
     """Return the running SparkSession if there is one, else build one from `config`.
 
     When building, `config.master` and `config.conf` are applied over
     `LOCAL_DEFAULTS` (UI off unless `spark.ui.enabled` is set, UTC session
     time zone). `PYSPARK_PYTHON` / `PYSPARK_DRIVER_PYTHON` default to the
     running interpreter so that Python workers see the same packages.
+    `object_storage`: the session reads or writes object storage (a project whose root
+    is a URI), so it gets the cached `hadoop-aws` and AWS SDK on its class path; every
+    session gets Hadoop's `s3a` settings.
     """
     session = existing_session()
     if session is not None:
@@ -92,7 +97,7 @@ def get_session(config: SparkSettings, *, app_name: str | None = None) -> SparkS
     conf = {**LOCAL_DEFAULTS, **_local_conf(config.master)}
     conf = {**conf, **_native_jars_conf(config), **config.conf}
     if not _submitted():
-        extra = _storage_conf(config, conf)
+        extra = _storage_conf(config, conf, jars=object_storage)
         jars = {"spark.jars": extra["spark.jars"]} if "spark.jars" in extra else {}
         conf = {**extra, **conf, **jars}
         conf = _with_region_size(_with_log_config(conf), config.master)
@@ -309,14 +314,15 @@ def _native_jars_conf(config: SparkSettings) -> dict[str, str]:
     return jars.spark_conf()
 
 
-def _storage_conf(config: SparkSettings, conf: dict[str, str]) -> dict[str, str]:
+def _storage_conf(config: SparkSettings, conf: dict[str, str], *, jars: bool) -> dict[str, str]:
     """Hadoop's settings for object storage (`streams.storage`: the endpoint, region and
     addressing of the standard variables and the project's `storage:` section, `s3://`
-    as `s3a://`), and the cached `hadoop-aws` with its AWS SDK on the class path after the
-    native jars, unless the environment names jars or packages of its own. Settings in
-    `spark.conf` win."""
+    as `s3a://`), and with `jars` the cached `hadoop-aws` with its AWS SDK on the class
+    path after the native jars, unless the environment names jars or packages of its
+    own. Settings in `spark.conf` win. The SDK bundle (about 700 MB) stays off sessions
+    that use local paths only."""
     out = storage.current().hadoop_conf()
-    if {"spark.jars", "spark.jars.packages"} & set(config.conf):
+    if not jars or {"spark.jars", "spark.jars.packages"} & set(config.conf):
         return out
     cache = Path(config.jars_cache) if config.jars_cache else default_cache_dir()
     files = cached_storage_jars(cache)

@@ -53,7 +53,11 @@ def main(params: dict) -> None:
         "spark.default.parallelism": "2",
         "warehouse.logLevel": "ERROR",
     }
-    spark = get_session(SparkSettings(master="local[2]", conf=conf), app_name="crash-child")
+    spark = get_session(
+        SparkSettings(master="local[2]", conf=conf),
+        app_name="crash-child",
+        object_storage="://" in params["checkpoint"],
+    )
     log.info("SparkSession ready")
     ckpt = params["checkpoint"]
     engine = params["engine"]

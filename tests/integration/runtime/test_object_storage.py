@@ -77,6 +77,11 @@ def test_a_project_on_s3_runs_checks_recovers_and_resets(
     published = json.loads(storage.read_text(f"{report.location}/results.json") or "{}")
     assert published["tables"]["ods_orders"]["rows"] == 3
     assert not report.report_dir.exists()  # written locally, published, removed
+    run_checks(project, table="ods_orders", incremental=True)
+    state = json.loads(storage.read_text(f"{s3_root}/quality/state.json") or "{}")
+    assert state["tables"]["ods_orders"]["version"] == o["version"]
+    again = run_checks(project, table="ods_orders", incremental=True)
+    assert again.tables[0].status == "no_new_rows"
 
     done = recover(project, "ods_orders")
     assert done["old_checkpoint_removed"]
