@@ -109,7 +109,7 @@ def test_an_empty_topic_fails_the_start_naming_the_table(
     assert "Table `dim_users` (layers/dwd/users.yml)" in message
     assert f"`{topic}` has no record with a value yet" in message
     assert "`schema: NAME`" in message
-    assert not project.table_path("dim_users").exists()
+    assert not Path(project.table_path("dim_users")).exists()
 
 
 def test_records_without_their_schema_fail_the_start_naming_the_table(

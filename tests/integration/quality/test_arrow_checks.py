@@ -200,7 +200,7 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
     assert [r["ods_arrow"].warned for r in results] == [{in_set: n} for n in failed]
     assert [r["ods_spark"].warned for r in results] == [{in_set: n} for n in failed]
     assert all(failed)
-    assert not list(arrow.glob("_warehouse_staging/*")), "staged records left behind"
+    assert not list(Path(arrow).glob("_warehouse_staging/*")), "staged records left behind"
 
     # Spark forgets it finished the last batch (as after a crash between the commits and
     # its commit log): the replay finds the batch in the table, the quarantine and the

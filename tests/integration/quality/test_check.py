@@ -173,7 +173,7 @@ def test_incremental_checks_only_rows_added_since_the_last_check(project, tmp_pa
     first = run_checks(project, table="ods_orders", incremental=True,
                        report_dir=tmp_path / "r1", now=NOW)  # fmt: skip
     assert first.exit_code == 1  # `b` twice
-    state = json.loads((project.root / "quality" / "state.json").read_text())
+    state = json.loads((Path(project.root) / "quality" / "state.json").read_text())
     assert state["tables"]["ods_orders"]["version"] == 0
 
     write(project, "ods_orders", orders(["c", "d"], [4, 5], age=timedelta(0)), mode="append")

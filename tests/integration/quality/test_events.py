@@ -94,7 +94,7 @@ def test_appends_see_commits_of_another_writer_and_a_replaced_table(tmp_path):
     assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=5) is None
     assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=6) == 2
     # The table removed and written again starts at version 0, not after the old one.
-    shutil.rmtree(events_path(tmp_path))
+    shutil.rmtree(events_path(tmp_path))  # a path under a local root
     assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=7) == 0
     assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=8) == 1
     assert read_table(str(events_path(tmp_path))).num_rows == 2

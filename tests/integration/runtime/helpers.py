@@ -32,14 +32,15 @@ def rows(path: Path, columns: list[str]) -> list[tuple[Any, ...]]:
     return sorted(tuple(r[c] for c in columns) for r in table.to_pylist())
 
 
-def version(path: Path) -> int | None:
+def version(path: Path | str) -> int | None:
+    path = Path(path)
     return DeltaTable(str(path)).version() if (path / "_delta_log").is_dir() else None
 
 
-def forget_last_batch(checkpoint: Path) -> None:
+def forget_last_batch(checkpoint: Path | str) -> None:
     """Make Spark forget it finished the last batch, as after a crash between the
     Delta commit and its commit log: the next run replays that batch."""
-    commits = checkpoint / "commits"
+    commits = Path(checkpoint) / "commits"
     last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
     (commits / str(last)).unlink()
     (commits / f".{last}.crc").unlink(missing_ok=True)

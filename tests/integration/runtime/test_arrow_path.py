@@ -167,7 +167,7 @@ def test_arrow_path_equals_spark_parse_and_replays_nothing(
     lines = [r.getMessage() for r in caplog.records if "rows in" in r.getMessage()]
     assert sum("ods_arrow: batch" in m and "(Arrow)" in m for m in lines) == 2
     assert not any("ods_spark: batch" in m and "(Arrow)" in m for m in lines)
-    assert not list(arrow.glob("_warehouse_staging/*")), "staged records left behind"
+    assert not list(Path(arrow).glob("_warehouse_staging/*")), "staged records left behind"
 
     # Spark forgets it finished the last batch (as after a crash between the Delta commit
     # and its commit log): the replay finds the batch in the table and writes nothing.
@@ -249,7 +249,7 @@ def test_a_crash_between_the_commits_quarantines_each_record_once(
     produce(broker.bootstrap, topic, _records(0, 300))
     log = tmp_path / "run.log"
     assert _run_once(tmp_path / "proj", log, "after_commit") == -9, log.read_text()[-4000:]
-    table, quarantine = project.table_path("ods_arrow"), project.quarantine_path("ods_arrow")
+    table, quarantine = project.table_path("ods_arrow"), Path(project.quarantine_path("ods_arrow"))
     assert len(rows(table, ["_offset"])) == 307
     assert not (quarantine / "_delta_log").exists()
     assert list(quarantine.glob("*.parquet")), "the tasks wrote no quarantine files"

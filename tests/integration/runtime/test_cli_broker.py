@@ -45,7 +45,7 @@ def test_embedded_bootstrap_starts_the_broker_on_demand_and_reuses_it(tmp_path: 
 
     project = Project.load(write_project(tmp_path / "proj"))  # bootstrap: embedded, port 0
     data = project.broker_dir()
-    assert data == project.root / "broker"
+    assert data == Path(project.root) / "broker"
     try:
         assert resolve_bootstrap(project, start=False) is None  # status never starts one
         assert not data.exists() or broker_status(data) is None

@@ -1,7 +1,7 @@
-"""A project whose `warehouse_root` is on S3 (`s3a://bucket/wh`, a real S3-API server),
-reached with the standard AWS variables alone, on both engines: `run --layer all --once`,
-`status`, `check`, `recover` and `reset` with exactly the right rows, and nothing of the
-tables on the local disk."""
+"""A project whose `warehouse_root` is on S3 (`s3a://bucket/wh`, or `s3://`: a real
+S3-API server), reached with the standard AWS variables alone, on both engines: `run
+--layer all --once`, `status`, `check`, `recover` and `reset` with exactly the right rows,
+and nothing of the tables on the local disk."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ def _run(project: Project, spark) -> dict[str, tuple[int, int, int]]:
 def test_a_project_on_s3_runs_checks_recovers_and_resets(
     spark, broker, unique, tmp_path: Path, s3_root: str, engine: str
 ) -> None:
+    # `s3://` and `s3a://` mean the same: one of each, Spark's checkpoints included.
+    if engine == "native":
+        s3_root = s3_root.replace("s3a://", "s3://", 1)
     topic, proj = orders_project(
         tmp_path / "proj", broker.bootstrap, unique, partitions=2, engine=engine,
         warehouse_root=s3_root,

@@ -96,9 +96,9 @@ def test_once_rerun_new_records_recover_and_status(
     # Recover (a new checkpoint from the offsets the table recorded), and new records
     # meanwhile: the next run appends exactly those; the duplicate o2 stays out of DWD.
     done = recover(project, "ods_orders")
-    ckpt = project.checkpoint_path("ods_orders")
+    ckpt = Path(project.checkpoint_path("ods_orders"))
     assert done["starting_offsets"] == {topic: {"0": 6}}
-    assert not ckpt.exists() and recover_file(ckpt).is_file()
+    assert not ckpt.exists() and Path(recover_file(ckpt)).is_file()
     produce(
         broker.bootstrap,
         topic,
@@ -106,7 +106,7 @@ def test_once_rerun_new_records_recover_and_status(
     )
     assert status(project)[0]["lag"] == {"total": 2, "topics": {topic: 2}}
     third = run()
-    assert not recover_file(ckpt).exists()
+    assert not Path(recover_file(ckpt)).exists()
     assert started_from()[-1] == "the offsets `warehouse recover` recorded"
     assert (third["ods_orders"].rows_read, third["ods_orders"].rows_written) == (2, 2)
     assert rows(ods, ODS_COLS) == [
@@ -139,8 +139,8 @@ def test_a_topic_that_does_not_exist_fails_the_run_before_any_query_naming_it(
         f"`{topic}`, which does not exist on `{broker.bootstrap}`."
     )
     assert "`source.kafka.topic`" in str(failed.value)
-    assert not project.table_path("ods_orders").exists()
-    assert not project.checkpoint_path("ods_orders").exists()
+    assert not Path(project.table_path("ods_orders")).exists()
+    assert not Path(project.checkpoint_path("ods_orders")).exists()
 
 
 def test_a_kafka_table_whose_query_cannot_be_built_names_the_table_and_its_topic(
@@ -167,7 +167,7 @@ def test_a_kafka_table_whose_query_cannot_be_built_names_the_table_and_its_topic
         f"; its inputs: topic `{topic}`. Repair or rebuild what the cause names (`warehouse "
         "status` shows each table), then run again; nothing was written."
     )
-    assert not project.table_path("ods_orders").exists()
+    assert not Path(project.table_path("ods_orders")).exists()
 
 
 def ran_then_edited(
