@@ -20,8 +20,8 @@ On object storage (a root such as `s3a://bucket/wh`) it is a lease
 conditional put and renewed while held. A holder that dies stops renewing, and its
 lease expires after `storage.lease_seconds` (60 s by default): until then the table is
 refused as in use, naming the holder and when it last renewed. A holder whose lease is
-taken over (it stalled for longer than that) is told through `on_lost`; a run then
-stops. A store that cannot write conditionally leaves the table unlocked, with a
+taken over (it stalled for longer than that) is told through `on_lost`; a continuous
+run then stops. A store that cannot write conditionally leaves the table unlocked, with a
 warning, as a file system without `flock` does.
 
 Concurrency: `holding` may be called from any thread. Within one process it is
