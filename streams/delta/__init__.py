@@ -23,6 +23,7 @@ from streams.delta.checkpoint import (
     checkpoint_query_id,
     delta_source_engines,
     remove_interrupted_writes,
+    write_replay_checkpoint,
 )
 from streams.delta.commit import (
     FileEntry,
@@ -51,7 +52,9 @@ from streams.delta.errors import (
 from streams.delta.faults import crash_point
 from streams.delta.files import STAGING_DIR, file_writer
 from streams.delta.maintenance import (
+    RecordedBatch,
     optimize,
+    recorded_batch,
     recorded_offsets,
     remove_orphans,
     table_info,
@@ -79,6 +82,7 @@ __all__ = [
     "FileEntry",
     "KeptTable",
     "NativeEngineUnavailableError",
+    "RecordedBatch",
     "append_files",
     "arrow_schema",
     "batch_end_offsets",
@@ -97,6 +101,7 @@ __all__ = [
     "optimize",
     "read_delta_stream",
     "read_table",
+    "recorded_batch",
     "recorded_offsets",
     "remove_interrupted_writes",
     "remove_orphans",
@@ -104,4 +109,5 @@ __all__ = [
     "vacuum",
     "write_batch",
     "write_files",
+    "write_replay_checkpoint",
 ]

@@ -1,8 +1,8 @@
 """Maintenance and introspection of sink tables: compaction, vacuum, orphans, status.
 
-`recorded_offsets` and `table_info` read the commit info the sink writes
-(`warehouse.sourceOffsets`, `warehouse.batchId`, `warehouse.table`), so status and
-recovery need only the table itself.
+`recorded_offsets`, `recorded_batch` and `table_info` read the commit info the sink
+writes (`warehouse.sourceOffsets`, `warehouse.startOffsets`, `warehouse.batchId`,
+`warehouse.table`, `warehouse.appId`), so status and recovery need only the table itself.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -25,8 +26,10 @@ from streams.delta.adds import add_actions, file_bytes, file_rows
 from streams.delta.errors import DeltaTableNotFoundError
 from streams.delta.files import STAGING_DIR
 from streams.delta.target import (
+    APP_KEY,
     BATCH_KEY,
     OFFSETS_KEY,
+    START_KEY,
     TABLE_KEY,
     newest_recorded,
     recorded_info,
@@ -49,17 +52,41 @@ def _open(path: str | Path, what: str) -> DeltaTable:
         ) from e
 
 
-def recorded_offsets(path: str | Path, table: str | None = None) -> dict | None:
-    """The source end offsets of the newest commit that recorded them (and, if `table` is
-    given, was written for that table); None when no commit has them."""
+@dataclass(frozen=True)
+class RecordedBatch:
+    """A batch as its commit recorded it: its writer (`app_id`), its id, the source
+    offsets it started from (None in a commit that did not record them) and ended at."""
+
+    app_id: str | None
+    batch_id: int | None
+    start: dict | None
+    end: dict
+
+
+def recorded_batch(path: str | Path, table: str | None = None) -> RecordedBatch | None:
+    """The newest commit that recorded source offsets (and, if `table` is given, was
+    written for that table) as a `RecordedBatch`; None when no commit has them."""
     dt = _open(path, "read recorded offsets from")
     for info in newest_recorded(dt, (64 * 4**i for i in itertools.count())):
         if OFFSETS_KEY not in info:
             continue
         if table is not None and info.get(TABLE_KEY) not in (None, table):
             continue
-        return recorded_value(info[OFFSETS_KEY])
+        batch = recorded_value(info[BATCH_KEY]) if BATCH_KEY in info else None
+        return RecordedBatch(
+            app_id=info.get(APP_KEY),
+            batch_id=None if batch is None else int(batch),
+            start=recorded_value(info[START_KEY]) if START_KEY in info else None,
+            end=recorded_value(info[OFFSETS_KEY]),
+        )
     return None
+
+
+def recorded_offsets(path: str | Path, table: str | None = None) -> dict | None:
+    """The source end offsets of the newest commit that recorded them (and, if `table` is
+    given, was written for that table); None when no commit has them."""
+    batch = recorded_batch(path, table)
+    return None if batch is None else batch.end
 
 
 def table_info(path: str | Path) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 )
 
 from streams.kafka.errors import DataLossError, KafkaConfigError
-from streams.kafka.initial_offsets import InitialOffsetsLog
+from streams.kafka.initial_offsets import InitialOffsetsLog, subscription_text
 from streams.kafka.offsets import (
     OffsetRange,
     Offsets,
@@ -230,7 +230,7 @@ class _Options:
                 client[k[len(_CLIENT_PREFIX) :]] = v
         self.client_config = client
         ckpt = opts.get("checkpoint_location")
-        subscription = f"topics={','.join(self.topics)}" if self.topics else f"pattern={pattern}"
+        subscription = subscription_text(self.topics, pattern)
         self.initial_log = InitialOffsetsLog(ckpt, subscription) if ckpt else None
 
     def matches(self, topic: str) -> bool:

@@ -83,9 +83,17 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
     project = load_project(args)
     done = recover(project, args.table)
+    first = (
+        f"replays its newest batch ({done['batch_id']}, from "
+        f"{json.dumps(done['starting_offsets'])}: what the table has is kept, what the batch "
+        "had not finished is written) and goes on from "
+        if done["replays"]
+        else "starts from "
+    )
     _out(
-        f"{args.table}: new checkpoint at {done['checkpoint']} will start from "
-        f"{json.dumps(done['starting_offsets'])}; run `warehouse run --table {args.table}`."
+        f"{args.table}: checkpoint {done['checkpoint']} rebuilt from the table's log; the "
+        f"next run {first}{json.dumps(done['ending_offsets'])}. Run `warehouse run --table "
+        f"{args.table}`."
     )
     return 0
 

@@ -85,14 +85,33 @@ class Targets:
         return self._query_id
 
     def commit_info(self, batch_id: int) -> dict[str, Any]:
-        """What each commit of batch `batch_id` records: its source end offsets, batch, table."""
+        """What each commit of batch `batch_id` records: its source end offsets, the offsets
+        it started from, batch, table. `warehouse recover` rebuilds a checkpoint that
+        replays the table's newest batch from these two."""
         from streams.delta import batch_end_offsets
 
-        return {
+        info = {
             "warehouse.sourceOffsets": batch_end_offsets(self.checkpoint, batch_id),
             "warehouse.batchId": batch_id,
             "warehouse.table": self.table,
         }
+        start = self._start_offsets(batch_id)
+        if start is not None:
+            info["warehouse.startOffsets"] = start
+        return info
+
+    def _start_offsets(self, batch_id: int) -> dict[str, Any] | None:
+        """Where batch `batch_id` started: the end of the batch before it, or for batch 0
+        the initial offsets a Kafka source recorded in the checkpoint."""
+        from streams.delta import batch_end_offsets
+
+        if batch_id > 0:
+            return batch_end_offsets(self.checkpoint, batch_id - 1)
+        if not self.from_kafka:
+            return None
+        from streams.kafka import recorded_initial_offsets
+
+        return recorded_initial_offsets(self.checkpoint)
 
     @property
     def unique_columns(self) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ __all__ = [
     "CheckpointError",
     "ClassArchiveError",
     "JarsError",
+    "NewCheckpointError",
     "QueryFailedError",
     "RecoverError",
     "RuntimeConfigError",
@@ -44,6 +45,16 @@ class QueryFailedError(WarehouseError):
 class TableBusyError(RuntimeConfigError):
     """Another process is running, resetting or recovering a table this process asked for;
     `table` names the first such table."""
+
+
+class NewCheckpointError(RuntimeConfigError):
+    """A table's checkpoint is new while its Delta table already holds batches: a run would
+    read the input again from its start. `table` names the first such table and `path`
+    its checkpoint."""
+
+    def __init__(self, message: str, *, table: str, path: str) -> None:
+        super().__init__(message, table=table)
+        self.path = path
 
 
 class RecoverError(WarehouseError):
