@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 _ASIDE = (".old-", ".recovering-")
 """Suffixes of the checkpoints a recover moves aside or writes before its rename."""
+_DELETING = ".deleting-"
+"""What a reset renames a folder to (hidden: `.<name>.deleting-<ms>`) before deleting it."""
 
 
 def _known(project: LoadedProject, table: str) -> None:
@@ -163,29 +165,38 @@ def _remove_aside(ckpt: Path) -> None:
 
 
 def reset(project: LoadedProject, table: str) -> list[str]:
-    """Delete the table, its quarantine, its tombstones and its checkpoint; returns what
-    was removed."""
+    """Delete the table's checkpoint, then its tombstones, its quarantine and the table
+    itself; returns what was removed.
+
+    The checkpoint goes first: a reset cut short leaves a new checkpoint over what is left
+    of the table, which the next run refuses (naming `reset`), never an old checkpoint
+    over an empty table, which would go on from the old position and lose everything
+    before it. Each table is renamed aside before it is deleted, so it is there whole or
+    not at all."""
     _known(project, table)
     with holding(project, [table], doing="reset"):
         return _reset(project, table)
 
 
 def _reset(project: LoadedProject, table: str) -> list[str]:
-    from streams.delta import tombstone_path  # imports pyspark: only when resetting
+    from streams.delta import crash_point, tombstone_path  # imports pyspark: only here
 
     removed = []
     ckpt = Path(project.checkpoint_path(table))
+    _remove_aside(ckpt)
     for p in (
-        Path(project.table_path(table)),
-        Path(project.quarantine_path(table)),
-        Path(tombstone_path(str(project.table_path(table)))),
         ckpt,
+        Path(tombstone_path(str(project.table_path(table)))),
+        Path(project.quarantine_path(table)),
+        Path(project.table_path(table)),
     ):
+        for left in p.parent.glob(f".{p.name}{_DELETING}*"):
+            shutil.rmtree(left)
         if p.is_dir():
-            shutil.rmtree(p)
+            doomed = p.with_name(f".{p.name}{_DELETING}{int(time.time() * 1000)}")
+            p.rename(doomed)
             removed.append(str(p))
-        elif p.exists():
-            p.unlink()
-            removed.append(str(p))
+            crash_point("reset")
+            shutil.rmtree(doomed)
     logger.info("table %s: reset, removed %s", table, removed)
     return removed

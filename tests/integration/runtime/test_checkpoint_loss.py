@@ -28,9 +28,13 @@ QUARANTINED = ["source_partition", "source_offset"]
 
 def killed_run(project: Path, point: str) -> subprocess.CompletedProcess[str]:
     """`warehouse run --table ods_orders --once` that SIGKILLs itself at the crash point."""
+    return killed(project, point, "run", "--table", "ods_orders", "--once")
+
+
+def killed(project: Path, point: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`warehouse ARGS...` that SIGKILLs itself at the crash point `point`."""
     return subprocess.run(
-        [sys.executable, "-m", "warehouse", "--project", str(project)]
-        + ["run", "--table", "ods_orders", "--once"],
+        [sys.executable, "-m", "warehouse", "--project", str(project), *args],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -107,3 +111,32 @@ def test_recover_after_a_crash_between_the_table_and_its_quarantine_loses_neithe
     assert len(landed) == len(set(landed)) == 40
     assert len(held) == len(set(held)) == 5
     assert "replays its newest batch (1, from" in recovered.stdout
+
+
+def test_a_reset_cut_short_never_leaves_an_old_checkpoint_over_an_empty_table(
+    broker, unique, tmp_path: Path
+) -> None:
+    """`reset` killed after its first removal: the next run either rebuilds the whole
+    table or is refused, naming `reset`; it never goes on from the old checkpoint's
+    position over a table that lost its rows. A second reset finishes the first."""
+    topic, proj = orders_project(
+        tmp_path / "proj", broker.bootstrap, unique, partitions=2, engine="python", dwd=False
+    )
+    ods = proj / ".warehouse" / "tables" / "ods_orders"
+    produce(broker.bootstrap, topic, batch(0, 30, 0))
+    first = cli(proj, "run", "--table", "ods_orders", "--once")
+    assert first.returncode == 0, first.stderr[-3000:]
+
+    cut = killed(proj, "reset", "reset", "--table", "ods_orders", "--yes")
+    assert cut.returncode == -9, cut.stdout + cut.stderr[-3000:]
+    after = cli(proj, "run", "--table", "ods_orders", "--once")
+    assert after.returncode == 2, after.stdout + after.stderr[-3000:]
+    assert "`warehouse reset --table ods_orders --yes`" in after.stderr
+    assert len(rows(ods, COORDINATES)) == 30
+
+    again = cli(proj, "reset", "--table", "ods_orders", "--yes")
+    assert again.returncode == 0, again.stderr[-3000:]
+    rebuilt = cli(proj, "run", "--table", "ods_orders", "--once")
+    assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
+    landed = rows(ods, COORDINATES)
+    assert len(landed) == len(set(landed)) == 30
