@@ -23,7 +23,7 @@ from streams.kafka.errors import (
 )
 from streams.kafka.fetch import consumer_config, read_range
 from streams.kafka.initial_offsets import record_initial_offsets, recorded_initial_offsets
-from streams.kafka.offsets import OffsetRange
+from streams.kafka.offsets import OffsetRange, rewound
 from streams.kafka.parse import as_struct, parse_kafka, required_fields
 from streams.kafka.parse_connect import sample_connect_struct
 from streams.kafka.parse_frames import (
@@ -86,5 +86,6 @@ __all__ = [
     "recorded_initial_offsets",
     "register_source",
     "required_fields",
+    "rewound",
     "sample_connect_struct",
 ]
