@@ -22,6 +22,7 @@ from streams.delta.checkpoint import (
     batch_end_offsets,
     checkpoint_query_id,
     delta_source_engines,
+    delta_source_position,
     remove_interrupted_writes,
     write_replay_checkpoint,
 )
@@ -53,10 +54,13 @@ from streams.delta.faults import crash_point
 from streams.delta.files import STAGING_DIR, file_writer
 from streams.delta.maintenance import (
     RecordedBatch,
+    commit_time,
+    deleted_file_retention,
     optimize,
     recorded_batch,
     recorded_offsets,
     remove_orphans,
+    table_id,
     table_info,
     vacuum,
 )
@@ -88,10 +92,13 @@ __all__ = [
     "batch_end_offsets",
     "checkpoint_query_id",
     "commit_properties",
+    "commit_time",
     "committed",
     "crash_point",
     "delta_engine",
+    "deleted_file_retention",
     "delta_source_engines",
+    "delta_source_position",
     "file_entry",
     "file_writer",
     "kept_table",
@@ -105,6 +112,7 @@ __all__ = [
     "recorded_offsets",
     "remove_interrupted_writes",
     "remove_orphans",
+    "table_id",
     "table_info",
     "vacuum",
     "write_batch",

@@ -92,6 +92,41 @@ def delta_source_engines(checkpoint_dir: str | Path) -> set[str]:
     return engines
 
 
+def delta_source_position(checkpoint_dir: str | Path, table_id: str) -> int | None:
+    """The first version of the Delta table with id `table_id` that the checkpoint's query
+    still reads (its next batch's, or its planned batch 0's), by either engine's source;
+    None when it has no position in that table (no batch planned over it).
+
+    The next batch starts at the newest committed batch's end: the Python source's
+    `{"version": v}` is the last version read (it reads from `v + 1`), delta-spark's
+    `{"reservoirVersion": v, "index": i}` a place in version `v`. A batch 0 planned and not
+    committed reads from the start: version 0 for the Python source (it replays the table
+    from its first version), the snapshot at `reservoirVersion` for delta-spark's."""
+    folder = Path(checkpoint_dir)
+    committed = _batch_ids(folder / "commits")
+    planned = _batch_ids(folder / "offsets")
+    if not planned:
+        return None
+    batch = max(committed) if committed else min(planned)
+    try:
+        lines = (folder / "offsets" / str(batch)).read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    found = []
+    for offset in (_parse_offset(line) for line in lines[2:]):
+        if not isinstance(offset, dict):
+            continue
+        if offset.get("reservoirId") == table_id and "reservoirVersion" in offset:
+            found.append(int(offset["reservoirVersion"]))
+        elif offset.get("table") == table_id and isinstance(offset.get("version"), int):
+            found.append(int(offset["version"]) + 1 if committed else 0)
+    return min(found) if found else None
+
+
+def _batch_ids(folder: Path) -> list[int]:
+    return [int(f.name) for f in folder.iterdir() if f.name.isdigit()] if folder.is_dir() else []
+
+
 _LOGS = ("offsets", "commits")
 
 

@@ -188,10 +188,23 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
+    from warehouse.runtime.maintenance import vacuum
+
     project, path = _one_table_path(args)
-    engine, spark = _maintenance_engine(project)
-    removed = engine.vacuum(spark, path, args.retention_hours)
-    _out(f"{args.table}: vacuum removed {len(removed)} file(s) from {path} ({engine.name})")
+    used: list[Any] = []
+
+    def engine() -> tuple[Any, Any]:
+        used[:] = _maintenance_engine(project)
+        return used[0], used[1]
+
+    removed = vacuum(
+        project,
+        args.table,
+        retention_hours=args.retention_hours,
+        force=args.force,
+        engine=engine,
+    )
+    _out(f"{args.table}: vacuum removed {len(removed)} file(s) from {path} ({used[0].name})")
     return 0
 
 

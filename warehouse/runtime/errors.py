@@ -15,6 +15,7 @@ __all__ = [
     "RuntimeConfigError",
     "SessionStartError",
     "TableBusyError",
+    "VacuumRetentionError",
 ]
 
 
@@ -68,3 +69,17 @@ class JarsError(WarehouseError):
 class ClassArchiveError(WarehouseError):
     """A class archive for local sessions could not be made (no `java`, the child JVM
     failed); sessions then start without one."""
+
+
+class VacuumRetentionError(WarehouseError):
+    """A vacuum's retention (`retention_hours`) is below what the table must keep
+    (`minimum_hours`: Delta's minimum, or what a stream reader still needs)."""
+
+    exit_code = 2
+
+    def __init__(
+        self, message: str, *, table: str, retention_hours: float, minimum_hours: float
+    ) -> None:
+        super().__init__(message, table=table)
+        self.retention_hours = retention_hours
+        self.minimum_hours = minimum_hours
