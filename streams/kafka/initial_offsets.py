@@ -9,6 +9,10 @@ new start and skip (or repeat) records. Spark's own Kafka source writes the firs
 resolution to `<checkpoint>/sources/<n>/0` and reuses it; this log does the same
 for the Python source at `<checkpoint>/sources/warehouse_kafka/<subscription>.json`,
 one file per subscription (topics or pattern), written once, atomically.
+
+`record_initial_offsets` writes both engines' files for a checkpoint rebuilt by
+`warehouse recover` whose batch 0 is to be replayed, and `recorded_initial_offsets`
+reads back whichever the query's source wrote (batch 0's start, for its commit info).
 """
 
 from __future__ import annotations
@@ -25,6 +29,59 @@ from streams.kafka.offsets import from_json_dict, to_json_dict
 logger = logging.getLogger(__name__)
 
 FOLDER = ("sources", "warehouse_kafka")
+SPARK_LOG = ("sources", "0", "0")
+"""Spark's Kafka source's initial offsets (its `KafkaSourceInitialOffsetWriter`, the only
+source of a query: index 0): a zero byte, `v1`, a newline, the offsets' JSON."""
+
+
+def subscription_text(topics: list[str] | None, pattern: str | None) -> str:
+    """What the Python source keys its initial offsets by: `topics=a,b` or `pattern=...`."""
+    return f"topics={','.join(topics)}" if topics else f"pattern={pattern}"
+
+
+def record_initial_offsets(
+    checkpoint: str | Path,
+    offsets: dict[str, dict[str, int]],
+    *,
+    topics: list[str] | None,
+    pattern: str | None,
+) -> None:
+    """Record `offsets` as the initial offsets of the query's Kafka source on either
+    engine: the Python source's log and Spark's `sources/0/0`, each read only by its own
+    source when batch 0 is planned or replayed."""
+    InitialOffsetsLog(checkpoint, subscription_text(topics, pattern)).write(offsets)
+    spark_log = Path(checkpoint).joinpath(*SPARK_LOG)
+    spark_log.parent.mkdir(parents=True, exist_ok=True)
+    body = json.dumps(to_json_dict(from_json_dict(offsets)), separators=(",", ":"))
+    _write_atomically(spark_log, b"\x00v1\n" + body.encode())
+
+
+def recorded_initial_offsets(checkpoint: str | Path) -> dict[str, dict[str, int]] | None:
+    """The initial offsets the query's Kafka source recorded under `checkpoint` (the Python
+    source's log, else Spark's), or None when it recorded none (a checkpoint of a query
+    that read no Kafka topic, or that has not planned batch 0)."""
+    # One file per subscription the query has had: the newest is the one it reads.
+    ours = sorted(Path(checkpoint).joinpath(*FOLDER).glob("*.json"), key=os.path.getmtime)
+    if ours:
+        data = json.loads(ours[-1].read_text())
+        return to_json_dict(from_json_dict(data.get("offsets")))
+    try:
+        text = Path(checkpoint).joinpath(*SPARK_LOG).read_bytes().lstrip(b"\x00").decode()
+    except FileNotFoundError:
+        return None
+    version, _, body = text.partition("\n")
+    if version != "v1" or not body.startswith("{"):
+        return None
+    return to_json_dict(from_json_dict(json.loads(body)))
+
+
+def _write_atomically(path: Path, body: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("wb") as f:
+        f.write(body)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 class InitialOffsetsLog:
@@ -57,11 +114,6 @@ class InitialOffsetsLog:
     def write(self, offsets: dict[str, dict[str, int]]) -> None:
         """Record `offsets` as this subscription's initial offsets (fsync, then rename)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         body = json.dumps({"subscription": self.subscription, "offsets": offsets}, sort_keys=True)
-        with tmp.open("w") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        _write_atomically(self.path, body.encode())
         logger.info("kafka source: initial offsets %s recorded in %s", offsets, self.path)

@@ -7,13 +7,11 @@ them. No Spark import at module import.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from warehouse.compile.errors import CompileError
-from warehouse.spec.paths import checkpoint_is_new, recover_file
 from warehouse.spec.table import KafkaSource, Scd2Sink, TableSource, UpsertSink
 
 if TYPE_CHECKING:
@@ -92,7 +90,7 @@ class KafkaInput:
             bootstrap=self.bootstrap,
             topics=k.topic_list or None,
             pattern=k.pattern,
-            starting_offsets=starting_offsets(self.table, checkpoint, k.starting_offsets),
+            starting_offsets=k.starting_offsets,
             max_offsets_per_trigger=k.max_offsets_per_trigger,
             on_data_loss=k.on_data_loss,
             client_config=self.client_config,
@@ -219,13 +217,3 @@ def table_input(project: LoadedProject, source: TableSource) -> TableInput:
         path=str(project.table_path(source.table)),
         join_paths={j.table: str(project.table_path(j.table)) for j in source.join_streams},
     )
-
-
-def starting_offsets(table: str, checkpoint: str, configured: Any) -> Any:
-    """The configured start, unless `recover` left offsets for this (new) checkpoint."""
-    f = recover_file(checkpoint)
-    if f.is_file() and checkpoint_is_new(checkpoint):
-        data = json.loads(f.read_text())
-        logger.info("table %s: starting from recovered offsets %s", table, data["starting_offsets"])
-        return data["starting_offsets"]
-    return configured

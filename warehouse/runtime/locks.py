@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Doing = Literal["run", "reset", "recover"]
+Doing = Literal["run", "reset", "recover", "vacuum"]
 
 
 @dataclass
@@ -174,6 +174,7 @@ def _busy_error(project: LoadedProject, busy: dict[str, str], doing: Doing) -> T
         "once, and Spark would fail one of them at the first batch they share",
         "reset": "Reset deletes the table and the checkpoint that process writes",
         "recover": "Recover replaces the checkpoint that process writes",
+        "vacuum": "Vacuum would delete files a running batch has written and not yet committed",
     }[doing]
     one = len(busy) == 1
     return TableBusyError(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.compile.plan import select_tables
-from warehouse.spec.paths import recover_file, table_exists
+from warehouse.spec.paths import table_exists
 from warehouse.spec.table import TopicSource
 
 if TYPE_CHECKING:
@@ -69,7 +69,6 @@ def table_status(project: LoadedProject, name: str, *, bootstrap: str | None) ->
         "quarantine_rows": 0,
         "checkpoint": str(ckpt),
         "checkpoint_exists": ckpt.is_dir(),
-        "recover_pending": recover_file(ckpt).is_file(),
     }
     if row["exists"]:
         info = table_info(path)

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from warehouse.errors import known_errors
 from warehouse.runtime.gate import BatchGate, GateClosed
-from warehouse.spec.paths import recover_file
 from warehouse.write import BatchContext, Outcome, WriteStrategy, strategies
 
 if TYPE_CHECKING:
@@ -300,9 +299,6 @@ class BatchWriter:
             name, out = self._write(batch)
             if self.program.publish is not None:
                 self._publish(batch_id)
-            f = recover_file(self.program.plan.checkpoint_path)
-            if f.exists():
-                f.unlink()  # the new checkpoint now owns the position
         finally:
             batch.close()
         self._count(batch_id, name, out, batch.warned, time.monotonic() - started)
@@ -326,7 +322,8 @@ class BatchWriter:
             # Exact records of the batch. Spark's numInputRows counts a source read twice
             # when a batch reads its records again (the quarantine pass of `one_pass`).
             s.input_rows[batch_id] = out.rows_in
-        s.rows_written += out.written
+        if out.version is not None:  # a replayed batch's rows are in the table already
+            s.rows_written += out.written
         s.quarantined += out.quarantined
         s.dropped += out.dropped
         s.last_batch = batch_id

@@ -4,7 +4,6 @@
     <root>/tables/<table>__quarantine    its quarantined rows
     <root>/tables/_quality_events        per-batch expectation metrics
     <root>/checkpoints/<table>           Spark checkpoint
-    <root>/checkpoints/<table>.recover.json   offsets left by `warehouse recover`
     <root>/checkpoints/<table>.lock      locked while a process runs, resets or recovers it
     <root>/broker                        embedded broker data (unless configured)
     <root>/reports/, <root>/quality/     `warehouse check` reports and state
@@ -22,7 +21,6 @@ BROKER_DIR = "broker"
 REPORTS_DIR = "reports"
 QUARANTINE_SUFFIX = "__quarantine"
 EVENTS_TABLE = "_quality_events"
-RECOVER_SUFFIX = ".recover.json"
 LOCK_SUFFIX = ".lock"
 QUALITY_STATE = ("quality", "state.json")
 
@@ -60,11 +58,6 @@ def broker_dir(project_dir: str | Path, root: str | Path, configured: str | None
         p = Path(configured)
         return p if p.is_absolute() else Path(project_dir) / p
     return Path(root) / BROKER_DIR
-
-
-def recover_file(checkpoint: str | Path) -> Path:
-    """Where `warehouse recover` leaves the starting offsets for a new checkpoint."""
-    return Path(str(checkpoint).rstrip("/") + RECOVER_SUFFIX)
 
 
 def lock_file(checkpoint: str | Path) -> Path:
