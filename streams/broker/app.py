@@ -112,6 +112,12 @@ async def _serve(config: BrokerConfig, port_file: Path | None, pid_file: Path | 
             "port": broker.port,
             "bootstrap": f"{config.advertised}:{broker.port}",
             "data_dir": str(config.data_dir),
+            # every listener's address by name (the first is `host`, `port`, `bootstrap`)
+            "listeners": {
+                listener.name: f"{config.advertised_host or listener.host}:"
+                f"{broker.listener_ports[listener.name]}"
+                for listener in config.listeners
+            },
         }
         _write_atomic(info_path, json.dumps(info))
         if pid_file is not None:

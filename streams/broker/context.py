@@ -63,6 +63,11 @@ class BrokerContext(Protocol):
         """The port actually bound (the configured one may be 0)."""
         ...
 
+    @property
+    def listener_ports(self) -> Mapping[str, int]:
+        """The port each listener is bound to, by listener name."""
+        ...
+
     async def dispatch(self, conn: Connection, frame: bytes | memoryview) -> list[Any] | None:
         """Handle one request frame; the response as buffers, None for no answer."""
         ...
@@ -86,6 +91,13 @@ class RequestContext:
     api_version: int
     correlation_id: int
     client_id: str | None
+
+    def advertised(self) -> tuple[str, int]:
+        """(host, port) a client is told this broker is at: the listener the request came
+        in on, as Kafka answers Metadata and FindCoordinator per listener."""
+        listener = self.connection.listener
+        host = self.broker.config.advertised_host or listener.host
+        return host, self.broker.listener_ports.get(listener.name, self.broker.port)
 
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]

@@ -27,20 +27,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BrokerExtension", "Connection", "Duplicate", "Reject"]
+from streams.broker.config import Listener
+
+__all__ = ["ANONYMOUS", "BrokerExtension", "Connection", "Duplicate", "Reject"]
+
+
+ANONYMOUS = "User:ANONYMOUS"
+_PLAINTEXT = Listener("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 0)
 
 
 @dataclass
 class Connection:
-    """Per-connection state: the peer, and what SASL established (set by the extension).
+    """Per-connection state: the peer, the listener it came in on, and its principal as
+    Kafka names it (`User:alice` once SASL authenticated it, `User:<certificate subject>`
+    for a client certificate on an SSL listener, else `User:ANONYMOUS`).
 
     A handler that sets `close_after_ms` has the connection closed that many milliseconds
     after its response is written, no further request read (as Kafka closes one whose SASL
     authentication failed, after `connection.failed.authentication.delay.ms`)."""
 
     peer: str
-    principal: str | None = None
+    principal: str = ANONYMOUS
     authenticated: bool = False
+    listener: Listener = _PLAINTEXT
     attributes: dict[str, Any] = field(default_factory=dict)
     close_after_ms: int | None = None
 
@@ -71,8 +80,9 @@ class BrokerExtension:
         """Called on shutdown before the logs are flushed and closed."""
 
     def requires_authentication(self, connection: Connection) -> bool:
-        """True while `connection` must finish SASL before any API but ApiVersions/SASL."""
-        return False
+        """True while `connection` must finish SASL before any API but ApiVersions/SASL:
+        on a SASL_PLAINTEXT or SASL_SSL listener, until SASL authenticated it."""
+        return connection.listener.sasl and not connection.authenticated
 
     def check_produce(
         self,

@@ -58,14 +58,15 @@ async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     key_type = getattr(request, "key_type", 0)
     error = ErrorCode.none if key_type in (0, 1) else ErrorCode.invalid_request
+    host, port = ctx.advertised()
     return make(
         module.FindCoordinatorResponse,
         throttle_time=_ZERO,
         error_code=error,
         error_message=None if error is ErrorCode.none else f"unknown key type `{key_type}`",
         node_id=broker.config.node_id if error is ErrorCode.none else -1,
-        host=broker.config.advertised if error is ErrorCode.none else "",
-        port=broker.port if error is ErrorCode.none else -1,
+        host=host if error is ErrorCode.none else "",
+        port=port if error is ErrorCode.none else -1,
     )
 
 

@@ -95,15 +95,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 error = e.error_code
             topics.append(_topic(module, ctx, name, error))
     node = broker.config.node_id
-    brokers = (
-        make(
-            module.MetadataResponseBroker,
-            node_id=node,
-            host=broker.config.advertised,
-            port=broker.port,
-            rack=None,
-        ),
-    )
+    host, port = ctx.advertised()
+    brokers = (make(module.MetadataResponseBroker, node_id=node, host=host, port=port, rack=None),)
     return make(
         module.MetadataResponse,
         throttle_time=timedelta(0),
