@@ -83,14 +83,17 @@ _BROKER_ALIASES = {
 
 
 # Broker configs holding a secret (Kafka's `ConfigDef.Type.PASSWORD`): `sasl.users` is
-# `user:password` pairs, `ssl.keystore.key` a private key.
+# `user:password` pairs, `ssl.keystore.key` a private key; Kafka types the inline PEM
+# certificates as passwords too.
 PASSWORD_CONFIG_KEYS = frozenset(
     {
         "sasl.users",
         "ssl.keystore.password",
         "ssl.key.password",
         "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
         "ssl.truststore.password",
+        "ssl.truststore.certificates",
     }
 )
 

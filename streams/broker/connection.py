@@ -130,6 +130,12 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self.connection.listener.tls and not self.connection.listener.sasl:
             # an SSL listener's client is the subject of the certificate it presented
             self.connection.principal = peer_principal(transport) or ANONYMOUS
+            logger.info(
+                "connection %s on listener %s is %s",
+                self.connection.peer,
+                self.connection.listener.name,
+                self.connection.principal,
+            )
         _tune_socket(transport)
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         loop = asyncio.get_running_loop()
