@@ -24,10 +24,15 @@ produce check, the append and `on_appended`, so a check-then-append is atomic.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from streams.broker.config import Listener
+from streams.broker.security.acl import AclOperation, ResourceType
+from streams.broker.security.authorizer import Authorizer
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["ANONYMOUS", "BrokerExtension", "Connection", "Duplicate", "Reject"]
 
@@ -71,7 +76,13 @@ class Reject:
 
 
 class BrokerExtension:
-    """No-op hooks; the coordinator subclasses this and overrides what it needs."""
+    """No-op hooks; the coordinator subclasses this and overrides what it needs.
+
+    `authorizer` is the ACL authorizer when the broker's `authorizer.class.name` switches it
+    on (the coordinator sets it at start, over ACLs in its metadata log), else None: then
+    every principal may do everything, as on Kafka without an authorizer."""
+
+    authorizer: Authorizer | None = None
 
     async def start(self) -> None:
         """Called once after storage is loaded, before the socket accepts clients."""
@@ -83,6 +94,44 @@ class BrokerExtension:
         """True while `connection` must finish SASL before any API but ApiVersions/SASL:
         on a SASL_PLAINTEXT or SASL_SSL listener, until SASL authenticated it."""
         return connection.listener.sasl and not connection.authenticated
+
+    def authorize(
+        self,
+        connection: Connection,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        *,
+        log_denied: bool = True,
+    ) -> bool:
+        """Whether `connection`'s principal may do `operation` on the resource; a refusal of
+        what a client asked for by name is logged (Kafka's authorizer audit log), one found
+        by filtering a listing is not."""
+        if self.authorizer is None:
+            return True
+        host = connection.peer.rpartition(":")[0]
+        allowed = self.authorizer.authorize(
+            connection.principal, host, operation, resource_type, name
+        )
+        if not allowed and log_denied:
+            logger.info(
+                "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s",
+                connection.principal,
+                operation.name,
+                host,
+                resource_type.name,
+                name,
+            )
+        return allowed
+
+    def authorize_any(
+        self, connection: Connection, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Whether `connection`'s principal may do `operation` on some resource of the type."""
+        if self.authorizer is None:
+            return True
+        host = connection.peer.rpartition(":")[0]
+        return self.authorizer.authorize_any(connection.principal, host, operation, resource_type)
 
     def check_produce(
         self,

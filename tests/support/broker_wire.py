@@ -150,6 +150,20 @@ class Wire:
         assert offset + used == len(frame)
         return response
 
+    def sasl_plain(self, user: str, password: str) -> None:
+        """Authenticate this connection with SASL/PLAIN (SaslHandshake v1, SaslAuthenticate
+        v1); AssertionError naming the broker's answer when it refuses."""
+        from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
+        from kio.schema.sasl_authenticate.v1.response import SaslAuthenticateResponse
+        from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+        from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
+
+        hs = self.call(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse)
+        assert hs.error_code.name == "none", hs
+        token = f"\0{user}\0{password}".encode()
+        auth = self.call(SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse)
+        assert auth.error_code.name == "none", auth
+
     def closed_by_peer(self) -> bool:
         """True if the broker closed this connection (reads EOF/reset)."""
         try:

@@ -42,6 +42,7 @@ from streams.broker.errors import BrokerError
 from streams.broker.extension import BrokerExtension
 from streams.broker.extension import Duplicate as ProduceDuplicate
 from streams.broker.extension import Reject as ProduceReject
+from streams.broker.security.authorizer import AclStore, Authorizer, authorizer_settings
 from streams.broker.security.credentials import ScramCredentialStore
 from streams.broker.storage.producer_state import iter_headers
 
@@ -98,6 +99,7 @@ class Coordinator(BrokerExtension):
         # fail at start on bad SASL config
         self.sasl_users: dict[str, str] = load_users(broker.config.raw)
         self.sasl_mechanisms: tuple[str, ...] = enabled_mechanisms(broker.config.raw)
+        self._authorizer_settings = authorizer_settings(broker.config.raw)
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -111,6 +113,13 @@ class Coordinator(BrokerExtension):
         records = list(metadata.replay())
         self.scram = ScramCredentialStore(metadata)
         self.scram.load(records)
+        acls = AclStore(metadata)
+        acls.load(records)
+        enabled, super_users, allow_if_no_acl = self._authorizer_settings
+        if enabled:
+            self.authorizer = Authorizer(
+                acls, super_users=super_users, allow_if_no_acl=allow_if_no_acl
+            )
         self.producers = ProducerStateManager(logs)
         (broker.config.data_dir / LEGACY_PRODUCER_SNAPSHOT_FILE).unlink(missing_ok=True)
         self.groups = GroupCoordinator(
@@ -132,11 +141,12 @@ class Coordinator(BrokerExtension):
         self._tick_task = asyncio.get_running_loop().create_task(self._ticker(tick_ms))
         logger.info(
             "coordinator started: %d groups, %d transactional ids, SASL mechanisms %s, "
-            "%d SCRAM users",
+            "%d SCRAM users, authorizer %s",
             len(self.groups.groups),
             len(self.txns.txns),
             ",".join(self.sasl_mechanisms),
             len(self.scram.users()),
+            "on" if self.authorizer is not None else "off",
         )
 
     async def stop(self) -> None:

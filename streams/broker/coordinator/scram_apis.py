@@ -16,14 +16,24 @@ from kio.schema.errors import ErrorCode
 
 from streams.broker.context import RequestContext
 from streams.broker.protocol import make, response_module
+from streams.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from streams.broker.security.credentials import ScramDeletion, ScramUpsertion
 
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
+NOT_AUTHORIZED = "Cluster authorization failed."
 
 
 async def describe_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
     module = response_module(DESCRIBE_USER_SCRAM_CREDENTIALS, ctx.api_version)
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return make(
+            module.DescribeUserScramCredentialsResponse,
+            throttle_time=timedelta(0),
+            error_code=ErrorCode.cluster_authorization_failed,
+            error_message=NOT_AUTHORIZED,
+            results=(),
+        )
     store = ctx.broker.extension.scram
     users = None if request.users is None else [u.name for u in request.users]
     results = tuple(
@@ -51,6 +61,19 @@ async def describe_user_scram_credentials(ctx: RequestContext, request: Any) -> 
 async def alter_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
     module = response_module(ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version)
     coordinator = ctx.broker.extension
+    if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        users = dict.fromkeys(
+            [d.name for d in request.deletions] + [u.name for u in request.upsertions]
+        )
+        refused = [(u, ErrorCode.cluster_authorization_failed, NOT_AUTHORIZED) for u in users]
+        return make(
+            module.AlterUserScramCredentialsResponse,
+            throttle_time=timedelta(0),
+            results=tuple(
+                make(module.AlterUserScramCredentialsResult, user=u, error_code=c, error_message=m)
+                for u, c, m in refused
+            ),
+        )
     results = coordinator.scram.alter(
         [ScramDeletion(d.name, int(d.mechanism)) for d in request.deletions],
         [

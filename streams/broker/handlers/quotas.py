@@ -14,12 +14,21 @@ from kio.schema.errors import ErrorCode
 
 from streams.broker.context import RequestContext
 from streams.broker.protocol import make, response_module
+from streams.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 DESCRIBE_CLIENT_QUOTAS = 48
 
 
 async def describe_client_quotas(ctx: RequestContext, request: Any) -> Any:
     module = response_module(DESCRIBE_CLIENT_QUOTAS, ctx.api_version)
+    if not ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+        return make(
+            module.DescribeClientQuotasResponse,
+            throttle_time=timedelta(0),
+            error_code=ErrorCode.cluster_authorization_failed,
+            error_message="Cluster authorization failed.",
+            entries=None,
+        )
     return make(
         module.DescribeClientQuotasResponse,
         throttle_time=timedelta(0),
