@@ -24,6 +24,8 @@ from streams.broker.security.acl import (
     AclBinding,
     AclFilter,
     AclOperation,
+    AclPermissionType,
+    PatternType,
     ResourceType,
 )
 
@@ -92,13 +94,34 @@ async def describe_acls(ctx: RequestContext, request: Any) -> Any:
             refused = ErrorCode.invalid_request, "The filter holds an UNKNOWN element."
         else:
             bindings = [b for b in authorizer.acls if wanted.matches(b)]
-    code, message = refused or (ErrorCode.none, None)
+    code, message = refused or (ErrorCode.none, "")  # Kafka's success: an empty message
     return make(
         module.DescribeAclsResponse,
         throttle_time=timedelta(0),
         error_code=code,
         error_message=message,
         resources=_resources(module, bindings),
+    )
+
+
+def _unparsable(creation: Any) -> bool:
+    """An ACL creation Kafka's CreateAclsRequest cannot hold: a filter's ANY or MATCH, or a
+    code it does not know, where a binding needs a definite resource type, pattern type,
+    operation and permission."""
+    binding = AclBinding.of(
+        rtype=int(creation.resource_type),
+        name=creation.resource_name,
+        ptype=int(creation.resource_pattern_type),
+        principal=creation.principal,
+        host=creation.host,
+        op=int(creation.operation),
+        perm=int(creation.permission_type),
+    )
+    return (
+        binding.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY)
+        or binding.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED)
+        or binding.operation in (AclOperation.UNKNOWN, AclOperation.ANY)
+        or binding.permission not in (AclPermissionType.ALLOW, AclPermissionType.DENY)
     )
 
 
@@ -109,6 +132,9 @@ async def create_acls(ctx: RequestContext, request: Any) -> Any:
     if refused is not None or authorizer is None:
         code, message = refused or (ErrorCode.security_disabled, NO_AUTHORIZER)
         outcomes = [(code, message)] * len(request.creations)
+    elif any(_unparsable(c) for c in request.creations):
+        # Kafka cannot build the request's ACL bindings and fails it as a whole
+        outcomes = [(ErrorCode.unknown_server_error, None)] * len(request.creations)
     else:
         bindings = [
             AclBinding.of(

@@ -126,7 +126,7 @@ class AclStore:
             if binding not in existing:
                 existing.add(binding)
                 records.append(({"kind": _KIND, "id": uuid.uuid4().hex}, _value(binding)))
-            results.append((ErrorCode.none, None))
+            results.append((ErrorCode.none, ""))  # Kafka's success: an empty message
         self._log.append(records, now_ms=now_ms)
         self.load(records)
         for binding in bindings:
@@ -171,7 +171,7 @@ def _creation_error(b: AclBinding) -> str | None:
             b.resource_type == ResourceType.CLUSTER and b.name != CLUSTER_NAME,
             f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}",
         ),
-        (not b.name, "Invalid empty resource name specified"),
+        (not b.name, "Invalid empty resource name"),
         (b.resource_type in _NOT_CREATABLE, f"Invalid resourceType {b.resource_type.name}"),
         (b.pattern_type not in _CREATABLE_PATTERNS, f"Invalid patternType {b.pattern_type.name}"),
         (b.operation in _NOT_CREATABLE_OPS, f"Invalid operation {b.operation.name}"),
