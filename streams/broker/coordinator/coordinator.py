@@ -1,11 +1,12 @@
-"""The broker extension that owns groups, producer state, transactions and SASL.
+"""The broker extension that owns groups, producer state, transactions, SASL and ACLs.
 
 ``Coordinator`` plugs into the server through ``streams.broker.extension``:
 the server calls ``check_produce`` before every append (with no ``await`` in
 between, so check-then-append is atomic; the log updates its own producer
 state with the append), ``last_stable_offset``
-and ``aborted_transactions`` on read_committed fetches, and
-``requires_authentication`` before dispatching anything but ApiVersions/SASL.
+and ``aborted_transactions`` on read_committed fetches; handlers ask
+``authorize`` (the base class's, over the ``authorizer`` this class sets at start when
+``authorizer.class.name`` asks for one).
 A background task ticks the clock every ``coordinator.tick.ms`` (default 100)
 to expire sessions, complete timed-out rebalances and abort stale transactions.
 
@@ -15,7 +16,9 @@ BrokerContext config keys read here (all optional):
 ``transaction.max.timeout.ms`` (900000), ``coordinator.tick.ms`` (100),
 ``producer.id.expiration.ms`` (86400000),
 ``sasl.users`` / ``sasl.users.file`` / ``sasl.enabled.mechanisms`` (see ``sasl.py``).
-SCRAM credentials live in ``__cluster_metadata`` (``ScramCredentialStore``).
+``authorizer.class.name`` / ``super.users`` / ``allow.everyone.if.no.acl.found``
+(``streams.broker.security.authorizer``). SCRAM credentials and ACLs live in
+``__cluster_metadata`` (``ScramCredentialStore``, ``AclStore``).
 
 Concurrency contract: everything runs on the broker's asyncio loop thread.
 """
