@@ -42,8 +42,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_JVM_TMP, ignore_errors=True)
 
 
-# Apache Kafka, the oracle of tests/integration/oracle: `apache_kafka`, `apache_kafka_cluster`.
-pytest_plugins = ["tests.support.apache_kafka"]
+# Apache Kafka, the oracle of tests/integration/oracle: `apache_kafka`, `apache_kafka_cluster`;
+# the Java client's compiled scenarios: `java_client`.
+pytest_plugins = ["tests.support.apache_kafka", "tests.support.java_client"]
 
 
 @pytest.fixture(scope="session")
