@@ -7,15 +7,14 @@ read from the table's change data feed, so a batch whose publish failed or was
 killed is caught up by the next call, and a replayed batch finds nothing left.
 
 Exactly-once for `read_committed` consumers: the records of the versions
-`[start, end]` and a marker — offset `end + 1` committed for the consumer group
-`warehouse-publish.<table>` on partition 0 of the topic, with the Delta table id
-as the offset's metadata — go in one Kafka transaction
-(`send_offsets_to_transaction`). The next call reads the marker after
-`init_transactions` (which fences and aborts a killed predecessor's open
-transaction, same `transactional.id`), so it starts exactly after the last
+`[start, end]` and the table's position after them — a record of the compacted topic
+`<topic>.publish-position` (`streams.cdc.position`: the Delta table id and the first
+version not yet published) — go in one Kafka transaction. The next call reads the
+position after `init_transactions` (which fences and aborts a killed predecessor's
+open transaction, same `transactional.id`), so it starts exactly after the last
 committed version. A new table at the same path (another table id) starts at
 version 0. Against a broker without transactions the records are produced
-idempotently keyed and the marker is committed after them: at-least-once,
+idempotently keyed and the position is written after them: at-least-once,
 and replays are harmless upserts of a compacted topic.
 
 Records: key = JSON of the sink keys (`{"user_id": 7}`), value = JSON of the
@@ -28,7 +27,6 @@ closes the current row without a new one (a delete) is a tombstone.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 import warnings
@@ -37,18 +35,27 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from streams.cdc.changelog import ChangeRecord, PublishMode, changelog_records
 from streams.cdc.errors import PublishError
+from streams.cdc.position import (
+    POSITION_PARTITION,
+    POSITION_TOPIC_CONFIG,
+    Position,
+    legacy_position,
+    marker_group,
+    position_key,
+    position_topic,
+    read_position,
+)
 from streams.delta import KeptTable, crash_point
 from streams.kafka import KafkaAdminError, ensure_topic
 
 logger = logging.getLogger(__name__)
 
-MARKER_PARTITION = 0
 HEADER_TABLE = "warehouse.table"
 HEADER_VERSION = "warehouse.version"
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
@@ -57,11 +64,6 @@ _NO_TRANSACTIONS = {
     KafkaError.UNSUPPORTED_VERSION,
     KafkaError._NOT_IMPLEMENTED,
 }
-
-
-def marker_group(table: str) -> str:
-    """The consumer group whose committed offset marks what was published."""
-    return f"warehouse-publish.{table}"
 
 
 def transactional_id(table: str) -> str:
@@ -84,30 +86,6 @@ class PublishResult:
     @property
     def skipped(self) -> bool:
         return self.first_version is None
-
-
-def _committed_marker(consumer: Consumer, topic: str, table_id: str, timeout: float) -> int:
-    """The first version not yet published (0 when nothing was, or for another table id)."""
-    tp = consumer.committed([TopicPartition(topic, MARKER_PARTITION)], timeout=timeout)[0]
-    if tp.error is not None:
-        raise PublishError(f"reading the publish marker of topic `{topic}` failed: {tp.error}")
-    if tp.offset < 0:
-        return 0
-    try:
-        meta = json.loads(tp.metadata or "{}")
-    except ValueError:
-        meta = {}
-    if meta.get("table_id") != table_id:
-        logger.warning(
-            "topic %s: publish marker %d belongs to table id %s, not %s; publishing the "
-            "new table from version 0",
-            topic,
-            tp.offset,
-            meta.get("table_id"),
-            table_id,
-        )
-        return 0
-    return int(tp.offset)
 
 
 def _produce_all(
@@ -174,11 +152,11 @@ def publish_changes(
 ) -> PublishResult:
     """Publish the Delta versions of `path` that `topic` has not received yet.
 
-    `table` names the publisher (transactional id, marker group, log lines; default:
+    `table` names the publisher (transactional id, position key, log lines; default:
     the path's last component). `transactional=None` uses a transaction when the
     broker supports them and falls back (logging that the guarantee is at-least-once)
     when it does not; `False` forces the fallback. A backlog is published in
-    transactions of at most `max_versions` table versions each (each with its marker).
+    transactions of at most `max_versions` table versions each (each with its position).
     One call with clients of its own; a caller that publishes after every batch keeps a
     `Publisher` instead.
     """
@@ -204,8 +182,8 @@ class Publisher:
 
     The first call (and the first after a failure) ensures the topic, starts the
     transactional producer (`init_transactions`: fences a previous publisher of the
-    table and aborts its open transaction) and reads the marker. A later call starts
-    after the versions its own last transaction committed, without reading the marker:
+    table and aborts its open transaction) and reads the position. A later call starts
+    after the versions its own last transaction committed, without reading the position:
     only a publisher that fenced this one could have moved it, and then this one's
     transaction fails and the call starts over. Not thread-safe: one caller at a time;
     `close()` when done.
@@ -355,7 +333,7 @@ class Publisher:
         if self._next is not None and self._next[0] == table_id:
             start = self._next[1]
         else:
-            start = _committed_marker(consumer, topic, table_id, self.timeout)
+            start = self._read_position(consumer, table_id)
         if start > end:
             logger.info(
                 "table %s: versions up to %d already published to %s; nothing to do",
@@ -370,19 +348,12 @@ class Publisher:
             records = _read_changes(
                 delta, self.path, name, topic, self.keys, self.mode, first, last
             )
-            marker = TopicPartition(
-                topic,
-                MARKER_PARTITION,
-                last + 1,
-                json.dumps({"table_id": table_id, "version": last}),
-            )
+            position = Position(table_id, last + 1)
             assert self._producer is not None
             if self._use_txn:
-                _publish_transaction(
-                    self._producer, consumer, topic, name, records, marker, self.timeout
-                )
+                _publish_transaction(self._producer, topic, name, records, position, self.timeout)
             else:
-                _publish_at_least_once(self._producer, consumer, topic, name, records, marker)
+                _publish_at_least_once(self._producer, topic, name, records, position)
             self._next = (table_id, last + 1)
             total += len(records)
             tombstones += sum(1 for r in records if r.value is None)
@@ -397,28 +368,54 @@ class Publisher:
             )
         return PublishResult(name, topic, start, end, total, tombstones, self._use_txn)
 
-    def _start(self) -> Consumer:
-        """Ensure the topic, open the marker's consumer and start the producer."""
+    def _read_position(self, consumer: Consumer, table_id: str) -> int:
+        """The first version not yet published: the table's position record, else the
+        position an older publisher committed as a group offset; 0 for another table id
+        (a table created again at the path) or none."""
         name, topic = self.name, self.topic
-        try:
-            ensure_topic(
-                self.bootstrap,
+        at = read_position(consumer, topic, name, timeout=self.timeout)
+        if at is None:
+            at = legacy_position(consumer, topic, timeout=self.timeout)
+        if at is None:
+            return 0
+        if at.table_id != table_id:
+            logger.warning(
+                "topic %s: publish position %d belongs to table id %s, not %s; publishing "
+                "the new table from version 0",
                 topic,
-                partitions=self.partitions,
-                config={"cleanup.policy": "compact"},
-                client_config=self._client_config,
-                timeout=self.timeout,
+                at.version,
+                at.table_id,
+                table_id,
             )
-        except KafkaAdminError as e:
-            raise PublishError(
-                f"table `{name}`: topic `{topic}` could not be created: {e}",
-                topic=topic,
-                table=name,
-            ) from e
+            return 0
+        return at.version
+
+    def _start(self) -> Consumer:
+        """Ensure the topics, open the position's consumer and start the producer."""
+        name, topic = self.name, self.topic
+        for t, partitions, config in (
+            (topic, self.partitions, {"cleanup.policy": "compact"}),
+            (position_topic(topic), 1, POSITION_TOPIC_CONFIG),
+        ):
+            try:
+                ensure_topic(
+                    self.bootstrap,
+                    t,
+                    partitions=partitions,
+                    config=config,
+                    client_config=self._client_config,
+                    timeout=self.timeout,
+                )
+            except KafkaAdminError as e:
+                raise PublishError(
+                    f"table `{name}`: topic `{t}` could not be created: {e}",
+                    topic=topic,
+                    table=name,
+                ) from e
         self._consumer = Consumer(
             {
                 **self._conf,
-                "group.id": marker_group(name),
+                "group.id": marker_group(name),  # reads a position kept as its offset
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
             }
@@ -486,20 +483,32 @@ def _read_changes(
     return changelog_records(changes, keys, mode=mode)
 
 
+def _produce_position(
+    producer: Producer, topic: str, table: str, marker: Position, on_delivery: Any = None
+) -> None:
+    producer.produce(
+        position_topic(topic),
+        key=position_key(table),
+        value=marker.value(),
+        partition=POSITION_PARTITION,
+        headers=[(HEADER_TABLE, table.encode())],
+        on_delivery=on_delivery,
+    )
+
+
 def _publish_transaction(
     producer: Producer,
-    consumer: Consumer,
     topic: str,
     table: str,
     records: list[ChangeRecord],
-    marker: TopicPartition,
-    timeout: float,
+    marker: Position,
+    timeout: float = 60.0,
 ) -> None:
     producer.begin_transaction()
     try:
+        _produce_position(producer, topic, table, marker)
         _produce_all(producer, topic, records, table, transaction=True)
         crash_point("publish_before_commit")
-        producer.send_offsets_to_transaction([marker], consumer.consumer_group_metadata(), timeout)
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -518,7 +527,7 @@ def _publish_transaction(
                 f"table `{table}`: another publisher of the table (transactional id "
                 f"`{transactional_id(table)}`) fenced this one: {e.args[0].str()}. Nothing of "
                 "this transaction is visible to read_committed consumers; this publisher "
-                "starts over from the marker.",
+                "starts over from its position.",
                 topic=topic,
                 table=table,
             ) from e
@@ -534,21 +543,28 @@ def _publish_transaction(
 
 def _publish_at_least_once(
     producer: Producer,
-    consumer: Consumer,
     topic: str,
     table: str,
     records: list[ChangeRecord],
-    marker: TopicPartition,
+    marker: Position,
 ) -> None:
     _produce_all(producer, topic, records, table, transaction=False)
     crash_point("publish_before_commit")
+    failed: list[str] = []
+
+    def delivered(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err.str())
+
     try:
-        consumer.commit(offsets=[marker], asynchronous=False)
-    except KafkaException as e:
+        _produce_position(producer, topic, table, marker, delivered)
+        if producer.flush(60) or failed:
+            raise PublishError(f"not delivered: {failed or 'still queued'}")
+    except (KafkaException, PublishError) as e:
         raise PublishError(
-            f"table `{table}`: the records reached `{topic}` but the publish marker could not "
-            f"be committed: {e.args[0].str()}. The next batch publishes them again (harmless "
-            "upserts of a compacted topic).",
+            f"table `{table}`: the records reached `{topic}` but the publish position could "
+            f"not be written to `{position_topic(topic)}`: {e}. The next batch publishes them "
+            "again (harmless upserts of a compacted topic).",
             topic=topic,
             table=table,
         ) from e

@@ -351,7 +351,7 @@ class BatchWriter:
     def _publish(self, batch_id: int) -> None:
         """Table → compacted topic: the Delta versions the topic has not received yet.
 
-        The table's `Publisher` remembers what it published (a committed marker), so a
+        The table's `Publisher` remembers what it published (its position, committed with the records), so a
         replayed batch publishes nothing twice; it keeps its Kafka clients from one batch
         to the next (`close` ends them).
         """

@@ -7,21 +7,25 @@ come from comparing consecutive snapshots of the table.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
+from deltalake import DeltaTable
 
 from streams.cdc import (
     Publisher,
     PublishError,
     latest_values,
     marker_group,
+    position_topic,
     publish_changes,
     read_ktable,
 )
 from streams.cdc.changelog import encode_json
+from streams.kafka import ensure_topic
 from tests.integration.cdc import tables
 from tests.integration.cdc.helpers import (
     decoded,
@@ -147,21 +151,50 @@ def test_without_transactions_publishes_at_least_once_and_says_so(
     assert sort_changes(published) == sort_changes(expected_changes(path, 0, last, tables.KEYS))
 
 
-def test_marker_is_the_committed_offset_of_the_publish_group(
-    broker, tmp_path: Path, unique
-) -> None:
+def test_the_position_is_a_record_of_the_position_topic(broker, tmp_path: Path, unique) -> None:
+    """The position goes to `<topic>.publish-position`, keyed by the table, in the same
+    transaction as the records: no group offset, which Kafka would expire."""
     from confluent_kafka import Consumer, TopicPartition
 
     path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
     tables.create(path)
     last = tables.upsert(path, [tables.row(1, "a", 1)])
     publish_changes(path, bootstrap=broker.bootstrap, topic=topic, keys=tables.KEYS, table=name)
+    positions = read_records(broker.bootstrap, position_topic(topic))
+    table_id = DeltaTable(path).metadata().id
+    assert [(json.loads(k), json.loads(v)) for k, v, _ in positions] == [
+        ({"table": name}, {"table_id": table_id, "version": last + 1, "records": 0})
+    ]
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": marker_group(name)})
     try:
-        tp = consumer.committed([TopicPartition(topic, 0)], timeout=30)[0]
+        assert consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset < 0
     finally:
         consumer.close()
-    assert tp.offset == last + 1
+
+
+def test_a_position_kept_as_a_group_offset_is_read(broker, tmp_path: Path, unique) -> None:
+    """A topic published by an older publisher (its position a committed offset of the
+    group `warehouse-publish.<table>`) goes on from there, and from then on has a record."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    tables.upsert(path, [tables.row(1, "a", 1)])
+    done = tables.upsert(path, [tables.row(2, "b", 2)])
+    table_id = DeltaTable(path).metadata().id
+    ensure_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact"})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": marker_group(name)})
+    try:
+        meta = json.dumps({"table_id": table_id, "version": done})
+        consumer.commit(offsets=[TopicPartition(topic, 0, done + 1, meta)], asynchronous=False)
+    finally:
+        consumer.close()
+    last = tables.upsert(path, [tables.row(3, "c", 3)])
+    kw = {"bootstrap": broker.bootstrap, "topic": topic, "keys": tables.KEYS, "table": name}
+    result = publish_changes(path, **kw)
+    assert (result.first_version, result.last_version, result.records) == (last, last, 1)
+    assert len(read_records(broker.bootstrap, position_topic(topic))) == 1
+    assert publish_changes(path, **kw).skipped
 
 
 def test_a_kept_publisher_publishes_each_version_once(broker, tmp_path: Path, unique) -> None:
