@@ -44,6 +44,11 @@ def position_topic(topic: str) -> str:
     return f"{topic}{POSITION_SUFFIX}"
 
 
+def transactional_id(table: str) -> str:
+    """Stable per table: a restarted publisher fences its killed predecessor."""
+    return f"warehouse-publish.{table}"
+
+
 def marker_group(table: str) -> str:
     """The consumer group whose committed offset marked the position before it was a
     record of `position_topic` (read when there is no such record)."""

@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,33 +41,40 @@ from deltalake.exceptions import DeltaError
 from streams.cdc.changelog import ChangeRecord, PublishMode, changelog_records
 from streams.cdc.errors import PublishError
 from streams.cdc.position import (
-    POSITION_PARTITION,
     POSITION_TOPIC_CONFIG,
     Position,
     legacy_position,
     marker_group,
-    position_key,
     position_topic,
     read_position,
+    transactional_id,
 )
-from streams.delta import KeptTable, crash_point
+from streams.cdc.produce import (
+    TransactionFailed,
+    publish_at_least_once,
+    publish_transaction,
+    record_size,
+)
+from streams.delta import KeptTable
 from streams.kafka import KafkaAdminError, ensure_topic
 
 logger = logging.getLogger(__name__)
 
-HEADER_TABLE = "warehouse.table"
-HEADER_VERSION = "warehouse.version"
-_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+MAX_RECORDS = 50_000
+"""Records one publish transaction holds at most, unless the caller says otherwise."""
+MAX_BYTES = 16 * 1024 * 1024
+"""Bytes of keys and values one publish transaction holds at most (one record more
+when a single record is larger)."""
+RETRIES = 6
+"""Aborted transactions in a row one call tries again, each time half as large."""
+_FIRST_WINDOW = 16
+_MAX_WINDOW = 1024
+"""Versions of the change feed read at once: from 16, halved or doubled by what they hold."""
 _NO_TRANSACTIONS = {
     KafkaError._UNSUPPORTED_FEATURE,
     KafkaError.UNSUPPORTED_VERSION,
     KafkaError._NOT_IMPLEMENTED,
 }
-
-
-def transactional_id(table: str) -> str:
-    """Stable per table: a restarted publisher fences its killed predecessor."""
-    return f"warehouse-publish.{table}"
 
 
 @dataclass(frozen=True)
@@ -88,54 +94,6 @@ class PublishResult:
         return self.first_version is None
 
 
-def _produce_all(
-    producer: Producer,
-    topic: str,
-    records: list[ChangeRecord],
-    table: str,
-    *,
-    transaction: bool,
-) -> None:
-    """Produce `records` and wait until they are delivered. In a `transaction` a failed
-    record fails its commit, so no delivery reports are asked for: a fenced producer's
-    `flush` raises its fatal error before it runs the reports' callbacks, and every
-    call a callback makes then fails with a `SystemError`."""
-    failures: list[str] = []
-
-    def delivered(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            failures.append(err.str())
-
-    report = None if transaction else delivered
-    for r in records:
-        headers = [(HEADER_TABLE, table.encode()), (HEADER_VERSION, str(r.version).encode())]
-        while True:
-            try:
-                producer.produce(
-                    topic, key=r.key, value=r.value, headers=headers, on_delivery=report
-                )
-                break
-            except BufferError:  # local queue full: let deliveries drain
-                producer.poll(0.1)
-    remaining = producer.flush(60)
-    if remaining or failures:
-        raise PublishError(
-            f"topic `{topic}`: {len(failures)} record(s) of table `{table}` were not delivered "
-            f"({remaining} still queued): {failures[:3]}",
-            topic=topic,
-            table=table,
-        )
-
-
-def _abort(producer: Producer, topic: str, table: str) -> None:
-    try:
-        producer.abort_transaction(30)
-    except KafkaException as e:  # the broker aborts it anyway when the timeout expires
-        logger.warning(
-            "topic %s: aborting the publish transaction of %s failed: %s", topic, table, e
-        )
-
-
 def publish_changes(
     path: str,
     *,
@@ -147,7 +105,9 @@ def publish_changes(
     partitions: int = 1,
     transactional: bool | None = None,
     client_config: Mapping[str, Any] | None = None,
-    max_versions: int = 100,
+    max_records: int = MAX_RECORDS,
+    max_bytes: int = MAX_BYTES,
+    max_versions: int | None = None,
     timeout: float = 60.0,
 ) -> PublishResult:
     """Publish the Delta versions of `path` that `topic` has not received yet.
@@ -156,9 +116,10 @@ def publish_changes(
     the path's last component). `transactional=None` uses a transaction when the
     broker supports them and falls back (logging that the guarantee is at-least-once)
     when it does not; `False` forces the fallback. A backlog is published in
-    transactions of at most `max_versions` table versions each (each with its position).
-    One call with clients of its own; a caller that publishes after every batch keeps a
-    `Publisher` instead.
+    transactions of at most `max_records` records and `max_bytes` bytes of keys and
+    values (and, when given, `max_versions` versions), each with its position; a
+    version larger than that is split. One call with clients of its own; a caller that
+    publishes after every batch keeps a `Publisher` instead.
     """
     with Publisher(
         path,
@@ -170,23 +131,37 @@ def publish_changes(
         partitions=partitions,
         transactional=transactional,
         client_config=client_config,
+        max_records=max_records,
+        max_bytes=max_bytes,
         max_versions=max_versions,
         timeout=timeout,
     ) as publisher:
         return publisher.publish()
 
 
+@dataclass
+class _Progress:
+    """What one call has published so far, across its transactions and retries."""
+
+    first: int | None = None
+    last: int | None = None
+    records: int = 0
+    tombstones: int = 0
+
+
 class Publisher:
     """`publish_changes` for a caller that publishes a table again and again (a table's
     writer, after each batch): its clients are kept between calls.
 
-    The first call (and the first after a failure) ensures the topic, starts the
+    The first call (and the first after a failure) ensures the topics, starts the
     transactional producer (`init_transactions`: fences a previous publisher of the
     table and aborts its open transaction) and reads the position. A later call starts
-    after the versions its own last transaction committed, without reading the position:
+    after what its own last transaction committed, without reading the position:
     only a publisher that fenced this one could have moved it, and then this one's
-    transaction fails and the call starts over. Not thread-safe: one caller at a time;
-    `close()` when done.
+    transaction fails and the call starts over. A transaction that fails is aborted and
+    published again with new clients, in transactions half as large, up to
+    `RETRIES` times in a row; they grow back by half again after each one that commits.
+    Not thread-safe: one caller at a time; `close()` when done.
     """
 
     def __init__(
@@ -201,17 +176,24 @@ class Publisher:
         partitions: int = 1,
         transactional: bool | None = None,
         client_config: Mapping[str, Any] | None = None,
-        max_versions: int = 100,
+        max_records: int = MAX_RECORDS,
+        max_bytes: int = MAX_BYTES,
+        max_versions: int | None = None,
         timeout: float = 60.0,
     ) -> None:
         self.path = str(path)
         self.name = table or self.path.rstrip("/").rsplit("/", 1)[-1]
-        if max_versions < 1:
-            raise PublishError(
-                f"table `{self.name}`: `max_versions` must be at least 1 (got `{max_versions}`)",
-                topic=topic,
-                table=self.name,
-            )
+        for what, value in (
+            ("max_records", max_records),
+            ("max_bytes", max_bytes),
+            ("max_versions", 1 if max_versions is None else max_versions),
+        ):
+            if value < 1:
+                raise PublishError(
+                    f"table `{self.name}`: `{what}` must be at least 1 (got `{value}`)",
+                    topic=topic,
+                    table=self.name,
+                )
         if not keys:
             raise PublishError(
                 f"table `{self.name}`: publishing to `{topic}` needs the sink keys (the record "
@@ -225,6 +207,8 @@ class Publisher:
         self.mode: PublishMode = mode
         self.partitions = partitions
         self.transactional = transactional
+        self.max_records = max_records
+        self.max_bytes = max_bytes
         self.max_versions = max_versions
         self.timeout = timeout
         self._conf = {
@@ -238,10 +222,15 @@ class Publisher:
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._use_txn = transactional is not False
-        self._next: tuple[str, int] | None = None
-        """(table id, first version not yet published) after this publisher's own commit."""
+        self._next: Position | None = None
+        """Where this publisher's own last commit left the position."""
         self._lost_brokers = False
         """Set by the clients' error callback: every broker was down, or a fatal error."""
+        self._bound = (max_records, max_bytes)
+        """The records and bytes of the next transaction: halved after a failed one."""
+        self._window = min(_FIRST_WINDOW, max_versions or _FIRST_WINDOW)
+        """Versions read from the change feed at once: fewer when they held more records
+        than a transaction takes, more when they held few."""
 
     def __enter__(self) -> Publisher:
         return self
@@ -259,7 +248,8 @@ class Publisher:
         if consumer is not None:
             consumer.close()
         if producer is not None:
-            producer.flush(5)
+            with contextlib.suppress(KafkaException):  # a fenced producer's flush raises
+                producer.flush(5)
             with warnings.catch_warnings():
                 # A fenced producer's abort fails again here; `_abort` logged it.
                 warnings.simplefilter("ignore", RuntimeWarning)
@@ -270,8 +260,9 @@ class Publisher:
 
         Kept clients that lost every broker since the last call are replaced first. Kept
         clients that fail (fenced by another publisher of the table) are closed and
-        started again once, as a new publisher would be; a failure with clients started
-        in this call is raised, and closes them."""
+        started again once, as a new publisher would be; an aborted transaction is tried
+        again (`Publisher`); any other failure with clients started in this call is
+        raised, and closes them."""
         name, topic = self.name, self.topic
         delta = self._table.get()  # kept open: a publish per batch reads only new commits
         if delta is None:
@@ -283,21 +274,37 @@ class Publisher:
             )
         if self._consumer is not None:
             self._drop_if_disconnected()
+        done, aborted = _Progress(), 0
         while True:
             kept = self._consumer is not None
             try:
-                return self._publish(delta)
+                return self._publish(delta, done)
             except BaseException as e:
                 self._close_quietly()
-                if not kept or not isinstance(e, (KafkaException, PublishError)):
+                if isinstance(e, TransactionFailed) and aborted < RETRIES:
+                    aborted += 1
+                    self._shrink(e)
+                elif not kept or not isinstance(e, (KafkaException, PublishError)):
                     raise
-                logger.warning(
-                    "table %s: publishing to %s with the clients kept from the last call "
-                    "failed (%s); starting them again",
-                    name,
-                    topic,
-                    e,
-                )
+                else:
+                    logger.warning(
+                        "table %s: publishing to %s with the clients kept from the last call "
+                        "failed (%s); starting them again",
+                        name,
+                        topic,
+                        e,
+                    )
+
+    def _shrink(self, e: TransactionFailed) -> None:
+        records, size = self._bound
+        self._bound = (max(1, records // 2), max(1, size // 2))
+        logger.warning(
+            "table %s: %s The publisher's clients: starting them again, for transactions "
+            "of at most %d records and %d bytes",
+            self.name,
+            e,
+            *self._bound,
+        )
 
     def _drop_if_disconnected(self) -> None:
         """Close kept clients that lost every broker since the last call (their errors
@@ -325,59 +332,118 @@ class Publisher:
         with contextlib.suppress(KafkaException):
             self.close()
 
-    def _publish(self, delta: DeltaTable) -> PublishResult:
+    def _publish(self, delta: DeltaTable, done: _Progress) -> PublishResult:
         name, topic = self.name, self.topic
         end = delta.version()
         table_id = delta.metadata().id
         consumer = self._consumer or self._start()
-        if self._next is not None and self._next[0] == table_id:
-            start = self._next[1]
-        else:
-            start = self._read_position(consumer, table_id)
-        if start > end:
-            logger.info(
-                "table %s: versions up to %d already published to %s; nothing to do",
-                name,
-                end,
-                topic,
-            )
-            return PublishResult(name, topic, None, None, transactional=self._use_txn)
-        total = tombstones = 0
-        for first in range(start, end + 1, self.max_versions):
-            last = min(first + self.max_versions - 1, end)
+        at = self._next
+        if at is None or at.table_id != table_id:
+            at = self._read_position(consumer, table_id)
+        if at.version > end:
+            if done.first is None:
+                logger.info(
+                    "table %s: versions up to %d already published to %s; nothing to do",
+                    name,
+                    end,
+                    topic,
+                )
+            return self._result(done)
+        while at.version <= end:
+            last = min(end, at.version + self._window - 1)
             records = _read_changes(
-                delta, self.path, name, topic, self.keys, self.mode, first, last
+                delta, self.path, name, topic, self.keys, self.mode, at.version, last
             )
-            position = Position(table_id, last + 1)
-            assert self._producer is not None
-            if self._use_txn:
-                _publish_transaction(self._producer, topic, name, records, position, self.timeout)
-            else:
-                _publish_at_least_once(self._producer, topic, name, records, position)
-            self._next = (table_id, last + 1)
-            total += len(records)
-            tombstones += sum(1 for r in records if r.value is None)
-            logger.info(
-                "table %s: published versions %d..%d to %s: %d record(s)%s",
-                name,
-                first,
-                last,
-                topic,
-                len(records),
-                "" if self._use_txn else " (at-least-once)",
-            )
-        return PublishResult(name, topic, start, end, total, tombstones, self._use_txn)
+            self._adapt_window(len(records))
+            for step, after in self._steps(records[at.records :], at, last):
+                self._commit(step, after)
+                if done.first is None:
+                    done.first = at.version
+                done.records += len(step)
+                done.tombstones += sum(1 for r in step if r.value is None)
+                done.last = after.version - 1 if after.records == 0 else after.version
+                at = after
+        return self._result(done)
 
-    def _read_position(self, consumer: Consumer, table_id: str) -> int:
-        """The first version not yet published: the table's position record, else the
-        position an older publisher committed as a group offset; 0 for another table id
-        (a table created again at the path) or none."""
+    def _result(self, done: _Progress) -> PublishResult:
+        return PublishResult(
+            self.name,
+            self.topic,
+            done.first,
+            done.last if done.first is not None else None,
+            done.records,
+            done.tombstones,
+            self._use_txn,
+        )
+
+    def _steps(
+        self, records: list[ChangeRecord], at: Position, last: int
+    ) -> Iterator[tuple[list[ChangeRecord], Position]]:
+        """`records` (from `at` on, to the end of version `last`) cut into transactions
+        within the bounds, each with the position after it. A transaction that ends
+        inside a version positions at the count of that version's records it leaves
+        published; one that ends with `last` positions at `last + 1`."""
+        i, index = 0, at.records
+        version = at.version
+        while True:
+            limit, budget = self._bound
+            j, size = i, 0
+            while j < len(records) and j - i < limit:
+                size += record_size(records[j])
+                if j > i and size > budget:
+                    break
+                j += 1
+            for r in records[i:j]:
+                index = index + 1 if r.version == version else 1
+                version = r.version
+            if j == len(records):
+                yield records[i:j], Position(at.table_id, last + 1)
+                return
+            following = records[j].version
+            yield (
+                records[i:j],
+                Position(at.table_id, following, index if following == version else 0),
+            )
+            i = j
+
+    def _commit(self, step: list[ChangeRecord], after: Position) -> None:
+        assert self._producer is not None
+        if self._use_txn:
+            publish_transaction(self._producer, self.topic, self.name, step, after, self.timeout)
+            records, size = self._bound
+            self._bound = (
+                min(self.max_records, records + records // 2 + 1),
+                min(self.max_bytes, size + size // 2 + 1),
+            )
+        else:
+            publish_at_least_once(self._producer, self.topic, self.name, step, after, self.timeout)
+        self._next = after
+        logger.info(
+            "table %s: published %d record(s) to %s, position now version %d (+%d)%s",
+            self.name,
+            len(step),
+            self.topic,
+            after.version,
+            after.records,
+            "" if self._use_txn else " (at-least-once)",
+        )
+
+    def _adapt_window(self, records: int) -> None:
+        if records > 2 * self.max_records:
+            self._window = max(1, self._window // 2)
+        elif records < self.max_records // 2:
+            self._window = min(self.max_versions or _MAX_WINDOW, self._window * 2)
+
+    def _read_position(self, consumer: Consumer, table_id: str) -> Position:
+        """Where to start: the table's position record, else the position an older
+        publisher committed as a group offset; version 0 for another table id (a table
+        created again at the path) or none."""
         name, topic = self.name, self.topic
         at = read_position(consumer, topic, name, timeout=self.timeout)
         if at is None:
             at = legacy_position(consumer, topic, timeout=self.timeout)
         if at is None:
-            return 0
+            return Position(table_id, 0)
         if at.table_id != table_id:
             logger.warning(
                 "topic %s: publish position %d belongs to table id %s, not %s; publishing "
@@ -387,8 +453,8 @@ class Publisher:
                 at.table_id,
                 table_id,
             )
-            return 0
-        return at.version
+            return Position(table_id, 0)
+        return at
 
     def _start(self) -> Consumer:
         """Ensure the topics, open the position's consumer and start the producer."""
@@ -480,92 +546,8 @@ def _read_changes(
             topic=topic,
             table=name,
         ) from e
-    return changelog_records(changes, keys, mode=mode)
-
-
-def _produce_position(
-    producer: Producer, topic: str, table: str, marker: Position, on_delivery: Any = None
-) -> None:
-    producer.produce(
-        position_topic(topic),
-        key=position_key(table),
-        value=marker.value(),
-        partition=POSITION_PARTITION,
-        headers=[(HEADER_TABLE, table.encode())],
-        on_delivery=on_delivery,
-    )
-
-
-def _publish_transaction(
-    producer: Producer,
-    topic: str,
-    table: str,
-    records: list[ChangeRecord],
-    marker: Position,
-    timeout: float = 60.0,
-) -> None:
-    producer.begin_transaction()
-    try:
-        _produce_position(producer, topic, table, marker)
-        _produce_all(producer, topic, records, table, transaction=True)
-        crash_point("publish_before_commit")
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                producer.commit_transaction(max(1.0, deadline - time.monotonic()))
-                break
-            except KafkaException as e:
-                if e.args[0].retriable() and time.monotonic() < deadline:
-                    continue
-                raise
-    except (KafkaException, PublishError) as e:
-        _abort(producer, topic, table)
-        if isinstance(e, PublishError):
-            raise
-        if e.args[0].code() in _FENCED:
-            raise PublishError(
-                f"table `{table}`: another publisher of the table (transactional id "
-                f"`{transactional_id(table)}`) fenced this one: {e.args[0].str()}. Nothing of "
-                "this transaction is visible to read_committed consumers; this publisher "
-                "starts over from its position.",
-                topic=topic,
-                table=table,
-            ) from e
-        raise PublishError(
-            f"table `{table}`: the publish transaction to `{topic}` failed and was aborted: "
-            f"{e.args[0].str()}. Nothing of it is visible to read_committed consumers; the "
-            "next batch publishes these versions again.",
-            topic=topic,
-            table=table,
-        ) from e
-    crash_point("publish_after_commit")
-
-
-def _publish_at_least_once(
-    producer: Producer,
-    topic: str,
-    table: str,
-    records: list[ChangeRecord],
-    marker: Position,
-) -> None:
-    _produce_all(producer, topic, records, table, transaction=False)
-    crash_point("publish_before_commit")
-    failed: list[str] = []
-
-    def delivered(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            failed.append(err.str())
-
-    try:
-        _produce_position(producer, topic, table, marker, delivered)
-        if producer.flush(60) or failed:
-            raise PublishError(f"not delivered: {failed or 'still queued'}")
-    except (KafkaException, PublishError) as e:
-        raise PublishError(
-            f"table `{table}`: the records reached `{topic}` but the publish position could "
-            f"not be written to `{position_topic(topic)}`: {e}. The next batch publishes them "
-            "again (harmless upserts of a compacted topic).",
-            topic=topic,
-            table=table,
-        ) from e
-    crash_point("publish_after_commit")
+    records = changelog_records(changes, keys, mode=mode)
+    # A fixed order within each version: a transaction may end inside one, and its
+    # position counts the version's records published, read again in this order.
+    records.sort(key=lambda r: (r.version, r.key))
+    return records

@@ -283,3 +283,57 @@ def test_a_kept_publisher_survives_a_broker_restart(tmp_path: Path, unique) -> N
         assert sort_changes(published) == sort_changes(expected_changes(path, 0, last, tables.KEYS))
     finally:
         broker.stop()
+
+
+def test_a_backlog_goes_in_bounded_transactions(broker, tmp_path: Path, unique) -> None:
+    """A version larger than a transaction's bounds is split across transactions, each
+    with its position (records of a version in a fixed order); versions are grouped up
+    to the bounds. Each change is seen once, and a new publisher goes on from there."""
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    tables.upsert(path, [tables.row(i, f"u{i}", i) for i in range(1, 1001)])  # v1: 1000
+    for v in range(2, 12):  # v2..v11: 10 records each
+        tables.upsert(path, [tables.row(i, f"v{v}-{i}", i) for i in range(1, 11)])
+    kw = {"bootstrap": broker.bootstrap, "topic": topic, "keys": tables.KEYS, "table": name}
+    result = publish_changes(path, **kw, max_records=300)
+    assert (result.first_version, result.last_version, result.records) == (0, 11, 1100)
+    positions = [json.loads(v) for _, v, _ in read_records(broker.bootstrap, position_topic(topic))]
+    steps = [(p["version"], p["records"]) for p in positions]
+    # version 1 in three transactions of 300 records and a fourth with its last 100 and
+    # the 10 records of each of versions 2..11
+    assert steps == [(1, 300), (1, 600), (1, 900), (12, 0)]
+    last = tables.upsert(path, [tables.row(5000, "new", 1)])
+    again = publish_changes(path, **kw, max_records=300)
+    assert (again.first_version, again.records) == (last, 1)
+    published = decoded(read_records(broker.bootstrap, topic))
+    assert sort_changes(published) == sort_changes(expected_changes(path, 0, last, tables.KEYS))
+
+    # bounded by bytes (keys and values) as well
+    by_bytes = {**kw, "topic": unique("mv.users")}
+    assert publish_changes(path, **by_bytes, max_bytes=20_000).records == 1101
+    records = read_records(broker.bootstrap, by_bytes["topic"])
+    size = sum(len(k or b"") + len(v or b"") for k, v, _ in records)
+    steps = len(read_records(broker.bootstrap, position_topic(by_bytes["topic"])))
+    assert size // 20_000 + 1 <= steps <= size // 10_000 + 1
+
+
+def test_a_backlog_too_slow_for_one_transaction_is_published(
+    broker, tmp_path: Path, unique, caplog
+) -> None:
+    """A backlog whose records cannot all be delivered within the producer's transaction
+    timeout (1 s here; Kafka's default is 60 s): the publisher does not try the same
+    transaction again and again, it publishes the backlog in transactions that fit."""
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    rows = [tables.row(i, "x" * 200, i) for i in range(1, 120_001)]
+    for start in range(0, len(rows), 40_000):
+        last = tables.upsert(path, rows[start : start + 40_000])
+    kw = {"bootstrap": broker.bootstrap, "topic": topic, "keys": tables.KEYS, "table": name}
+    slow = {"transaction.timeout.ms": 1000}
+    caplog.set_level(logging.WARNING, logger="streams.cdc.publish")
+    result = publish_changes(path, **kw, client_config=slow)
+    assert (result.last_version, result.records) == (last, 120_000)
+    published = read_records(broker.bootstrap, topic)
+    assert len(published) == 120_000
+    assert len({k for k, _, _ in published}) == 120_000
+    assert len(read_records(broker.bootstrap, position_topic(topic))) >= 3
