@@ -58,15 +58,23 @@ def marker_group(table: str) -> str:
 @dataclass(frozen=True)
 class Position:
     """Versions before `version` are published, and the first `records` records of
-    `version` (in `changelog_records`' order) too; all of the Delta table `table_id`."""
+    `version` (in the publisher's order) too; all of the Delta table `table_id`.
+    `clearing`: the topic may still hold keys the table does not (it was built again);
+    the publisher tombstones them before it publishes version 0 (`streams.cdc.stale`)."""
 
     table_id: str
     version: int
     records: int = 0
+    clearing: bool = False
 
     def value(self) -> bytes:
         return encode_json(
-            {"table_id": self.table_id, "version": self.version, "records": self.records}
+            {
+                "table_id": self.table_id,
+                "version": self.version,
+                "records": self.records,
+                "clearing": self.clearing,
+            }
         )
 
 
@@ -79,7 +87,12 @@ def _parse(value: bytes | None, topic: str, offset: int) -> Position | None:
         return None
     try:
         data = json.loads(value)
-        return Position(str(data["table_id"]), int(data["version"]), int(data.get("records", 0)))
+        return Position(
+            str(data["table_id"]),
+            int(data["version"]),
+            int(data.get("records", 0)),
+            bool(data.get("clearing", False)),
+        )
     except (ValueError, KeyError, TypeError) as e:
         raise PublishError(
             f"topic `{topic}`: the publish position at offset {offset} is not one "

@@ -55,6 +55,7 @@ from streams.cdc.produce import (
     publish_transaction,
     record_size,
 )
+from streams.cdc.stale import stale_keys
 from streams.delta import KeptTable
 from streams.kafka import KafkaAdminError, ensure_topic
 
@@ -340,6 +341,8 @@ class Publisher:
         at = self._next
         if at is None or at.table_id != table_id:
             at = self._read_position(consumer, table_id)
+        if at.clearing:
+            at = self._clear(delta, at, done)
         if at.version > end:
             if done.first is None:
                 logger.info(
@@ -376,15 +379,11 @@ class Publisher:
             self._use_txn,
         )
 
-    def _steps(
-        self, records: list[ChangeRecord], at: Position, last: int
-    ) -> Iterator[tuple[list[ChangeRecord], Position]]:
-        """`records` (from `at` on, to the end of version `last`) cut into transactions
-        within the bounds, each with the position after it. A transaction that ends
-        inside a version positions at the count of that version's records it leaves
-        published; one that ends with `last` positions at `last + 1`."""
-        i, index = 0, at.records
-        version = at.version
+    def _cuts(self, records: list[ChangeRecord]) -> Iterator[tuple[int, int]]:
+        """`records[i:j]` of each transaction within the bounds (at least one record;
+        an empty list is one empty transaction). The bounds are read as each transaction
+        is cut: a commit lets them grow, and a failure ends the call."""
+        i = 0
         while True:
             limit, budget = self._bound
             j, size = i, 0
@@ -393,6 +392,20 @@ class Publisher:
                 if j > i and size > budget:
                     break
                 j += 1
+            yield i, j
+            if j == len(records):
+                return
+            i = j
+
+    def _steps(
+        self, records: list[ChangeRecord], at: Position, last: int
+    ) -> Iterator[tuple[list[ChangeRecord], Position]]:
+        """`records` (from `at` on, to the end of version `last`) cut into transactions,
+        each with the position after it. A transaction that ends inside a version
+        positions at the count of that version's records it leaves published; one that
+        ends with `last` positions at `last + 1`."""
+        index, version = at.records, at.version
+        for i, j in self._cuts(records):
             for r in records[i:j]:
                 index = index + 1 if r.version == version else 1
                 version = r.version
@@ -404,7 +417,40 @@ class Publisher:
                 records[i:j],
                 Position(at.table_id, following, index if following == version else 0),
             )
-            i = j
+
+    def _clear(self, delta: DeltaTable, at: Position, done: _Progress) -> Position:
+        """Tombstone the topic's keys the table does not have (a table built again), in
+        transactions whose positions say `clearing` until the last; the position to
+        publish the table from. Keys tombstoned by an earlier, interrupted call are no
+        longer live in the topic, so they are not tombstoned twice."""
+        stale = stale_keys(
+            delta,
+            bootstrap=self.bootstrap,
+            topic=self.topic,
+            keys=self.keys,
+            mode=self.mode,
+            client_config=self._client_config,
+            timeout=self.timeout,
+        )
+        start = Position(at.table_id, 0)
+        if not stale:
+            return start
+        logger.warning(
+            "table %s: %d key(s) of topic %s are no key of the table (built again, table id "
+            "%s); tombstoning them before it is published from version 0",
+            self.name,
+            len(stale),
+            self.topic,
+            at.table_id,
+        )
+        records = [ChangeRecord(delta.version(), k, None) for k in stale]
+        for i, j in self._cuts(records):
+            after = start if j == len(records) else at
+            self._commit(records[i:j], after)
+            done.first = 0 if done.first is None else done.first
+            done.records += j - i
+            done.tombstones += j - i
+        return start
 
     def _commit(self, step: list[ChangeRecord], after: Position) -> None:
         assert self._producer is not None
@@ -443,7 +489,7 @@ class Publisher:
         if at is None:
             at = legacy_position(consumer, topic, timeout=self.timeout)
         if at is None:
-            return Position(table_id, 0)
+            return Position(table_id, 0, clearing=True)
         if at.table_id != table_id:
             logger.warning(
                 "topic %s: publish position %d belongs to table id %s, not %s; publishing "
@@ -453,7 +499,7 @@ class Publisher:
                 at.table_id,
                 table_id,
             )
-            return Position(table_id, 0)
+            return Position(table_id, 0, clearing=True)
         return at
 
     def _start(self) -> Consumer:

@@ -96,8 +96,9 @@ def test_a_new_table_at_the_same_path_is_published_from_its_start(
     result = publish_changes(
         path, bootstrap=broker.bootstrap, topic=topic, keys=tables.KEYS, table=name
     )
-    assert (result.first_version, result.records) == (0, 1)
-    assert b'{"user_id":7}' in latest_values(broker.bootstrap, topic)
+    # key 7, and tombstones of the old table's keys 1, 2 and 3
+    assert (result.first_version, result.records, result.tombstones) == (0, 4, 3)
+    assert set(latest_values(broker.bootstrap, topic)) == {b'{"user_id":7}'}
 
 
 def test_a_kept_publisher_follows_its_table_replaced(broker, tmp_path: Path, unique) -> None:
@@ -118,8 +119,8 @@ def test_a_kept_publisher_follows_its_table_replaced(broker, tmp_path: Path, uni
         tables.create(path)
         tables.upsert(path, [tables.row(7, "seven", 7)])  # version 1 < the marker's 3
         result = publisher.publish()
-    assert (result.first_version, result.last_version, result.records) == (0, 1, 1)
-    assert b'{"user_id":7}' in latest_values(broker.bootstrap, topic)
+    assert (result.first_version, result.last_version, result.records) == (0, 1, 4)
+    assert set(latest_values(broker.bootstrap, topic)) == {b'{"user_id":7}'}
 
 
 def test_without_transactions_publishes_at_least_once_and_says_so(
@@ -163,7 +164,10 @@ def test_the_position_is_a_record_of_the_position_topic(broker, tmp_path: Path, 
     positions = read_records(broker.bootstrap, position_topic(topic))
     table_id = DeltaTable(path).metadata().id
     assert [(json.loads(k), json.loads(v)) for k, v, _ in positions] == [
-        ({"table": name}, {"table_id": table_id, "version": last + 1, "records": 0})
+        (
+            {"table": name},
+            {"table_id": table_id, "version": last + 1, "records": 0, "clearing": False},
+        )
     ]
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": marker_group(name)})
     try:
@@ -337,3 +341,41 @@ def test_a_backlog_too_slow_for_one_transaction_is_published(
     assert len(published) == 120_000
     assert len({k for k, _, _ in published}) == 120_000
     assert len(read_records(broker.bootstrap, position_topic(topic))) >= 3
+
+
+def test_a_table_built_again_tombstones_the_keys_it_no_longer_has(
+    broker, tmp_path: Path, unique
+) -> None:
+    """`warehouse reset` deletes the table; the table built again is another Delta table
+    at the same path, published from its version 0. The topic's keys the new table does
+    not have are tombstoned in the same transactions that move the position to it (here
+    one key per transaction), each once: the compacted topic is the new table."""
+    import shutil
+
+    path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
+    tables.create(path)
+    tables.upsert(path, [tables.row(i, f"u{i}", i) for i in (1, 2, 3, 4)])
+    kw = {"bootstrap": broker.bootstrap, "topic": topic, "keys": tables.KEYS, "table": name}
+    publish_changes(path, **kw)
+    before = len(read_records(broker.bootstrap, topic))
+
+    shutil.rmtree(path)  # what `warehouse reset` does to the table
+    tables.create(path)
+    tables.upsert(path, [tables.row(1, "one again", 10), tables.row(5, "five", 5)])
+    last = tables.delete(path, [5])
+    result = publish_changes(path, **kw, max_records=1)
+    assert publish_changes(path, **kw).skipped
+    assert _ktable_rows(broker.bootstrap, topic) == snapshot(path, last, tables.KEYS)
+    after = decoded(read_records(broker.bootstrap, topic))[before:]
+    # first the keys only the old table had, as of the version published up to
+    assert after[:3] == [(f'{{"user_id":{i}}}', None, last) for i in (2, 3, 4)]
+    assert sort_changes(after[3:]) == sort_changes(expected_changes(path, 0, last, tables.KEYS))
+    assert (result.records, result.tombstones) == (3 + 3, 3 + 1)  # key 5 deleted
+    new_id = DeltaTable(path).metadata().id
+    steps = [json.loads(v) for _, v, _ in read_records(broker.bootstrap, position_topic(topic))]
+    assert [p["clearing"] for p in steps if p["table_id"] == new_id][:4] == [
+        True,
+        True,
+        False,  # the last of the three keys cleared: the position moves to version 0
+        False,
+    ]
