@@ -15,7 +15,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 Engine = Literal["auto", "native", "python"]
 
@@ -122,6 +130,28 @@ class SparkSettings(Settings):
     cores of a local master, no limit on any other; 0: no limit."""
 
 
+class QualitySettings(Settings):
+    """The quality events of `<root>/tables/_quality_events` (docs/quality.md)."""
+
+    events_retention: str = "30 days"
+    """How long events are kept (an interval); Delta's default log retention."""
+
+    @field_validator("events_retention")
+    @classmethod
+    def _retention(cls, v: str) -> str:
+        from warehouse.spec.expectations import interval_seconds
+
+        if interval_seconds(v) <= 0:
+            raise ValueError(f"`{v}` keeps no event; give a positive interval, e.g. `30 days`")
+        return v
+
+    @property
+    def events_retention_seconds(self) -> float:
+        from warehouse.spec.expectations import interval_seconds
+
+        return interval_seconds(self.events_retention)
+
+
 class WarehouseConfig(Settings):
     """The one root settings object of a project environment."""
 
@@ -129,6 +159,7 @@ class WarehouseConfig(Settings):
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     engines: Engines = Field(default_factory=Engines)
     spark: SparkSettings = Field(default_factory=SparkSettings)
+    quality: QualitySettings = Field(default_factory=QualitySettings)
 
     def root_path(self, project_dir: Path) -> Path:
         root = Path(self.warehouse_root)

@@ -6,7 +6,8 @@
     <root>/checkpoints/<table>           Spark checkpoint
     <root>/checkpoints/<table>.lock      locked while a process runs, resets or recovers it
     <root>/broker                        embedded broker data (unless configured)
-    <root>/reports/, <root>/quality/     `warehouse check` reports and state
+    <root>/reports/, <root>/quality/     `warehouse check` reports and state, the
+                                         quality events' summary of `warehouse status`
 
 Plain path arithmetic and two existence probes; no Spark.
 """
@@ -23,6 +24,7 @@ QUARANTINE_SUFFIX = "__quarantine"
 EVENTS_TABLE = "_quality_events"
 LOCK_SUFFIX = ".lock"
 QUALITY_STATE = ("quality", "state.json")
+EVENTS_SUMMARY = ("quality", "events-summary.json")
 
 
 def table_path(root: str | Path, name: str) -> Path:
@@ -49,6 +51,11 @@ def reports_dir(root: str | Path) -> Path:
 def quality_state_path(root: str | Path) -> Path:
     """Where an incremental `warehouse check` keeps the last checked version per table."""
     return Path(root).joinpath(*QUALITY_STATE)
+
+
+def events_summary_path(root: str | Path) -> Path:
+    """Where `warehouse status` keeps what it summed of the quality events."""
+    return Path(root).joinpath(*EVENTS_SUMMARY)
 
 
 def broker_dir(project_dir: str | Path, root: str | Path, configured: str | None) -> Path:

@@ -120,6 +120,7 @@ class BatchContext:
             metrics,
             app_id=self.program.targets.app_id(),
             batch_id=self.batch_id,
+            retention=self.program.events_retention,
         )
 
     def close(self) -> None:
