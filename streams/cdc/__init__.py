@@ -17,8 +17,8 @@ from __future__ import annotations
 from streams.cdc.changelog import changelog_records
 from streams.cdc.errors import CdcError, KTableError, PublishError
 from streams.cdc.ktable import latest_values, read_ktable
-from streams.cdc.position import marker_group, position_topic
-from streams.cdc.publish import Publisher, PublishResult, publish_changes, transactional_id
+from streams.cdc.position import marker_group, position_topic, transactional_id
+from streams.cdc.publish import Publisher, PublishResult, publish_changes
 
 __all__ = [
     "CdcError",

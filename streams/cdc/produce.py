@@ -1,5 +1,7 @@
-"""One step of a publish on the wire: a slice of changelog records and the position
-after them, in one Kafka transaction (or, without transactions, records then position).
+"""The publisher's Kafka side: its topics and producer (`ensure_published_topic`,
+`start_producer`), and one step of a publish on the wire: a slice of changelog records
+and the position after them, in one Kafka transaction (or, without transactions,
+records then position).
 
 `streams.cdc.publish` cuts a backlog into these steps and decides what a failed one
 means; this module only writes one and says how it ended: `TransactionFailed` when the
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -26,12 +28,18 @@ from streams.cdc.position import (
     transactional_id,
 )
 from streams.delta import crash_point
+from streams.kafka import KafkaAdminError, ensure_topic
 
 logger = logging.getLogger(__name__)
 
 HEADER_TABLE = "warehouse.table"
 HEADER_VERSION = "warehouse.version"
 FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+_NO_TRANSACTIONS = {
+    KafkaError._UNSUPPORTED_FEATURE,
+    KafkaError.UNSUPPORTED_VERSION,
+    KafkaError._NOT_IMPLEMENTED,
+}
 _POLL = 1.0
 """Seconds one `flush` waits before the delivery's progress is looked at again."""
 
@@ -39,6 +47,77 @@ _POLL = 1.0
 class TransactionFailed(PublishError):
     """A publish transaction failed and was aborted: none of its records and not its
     position are visible to read_committed consumers, so it can be tried again."""
+
+
+def ensure_published_topic(
+    bootstrap: str,
+    topic: str,
+    *,
+    table: str,
+    partitions: int,
+    config: Mapping[str, str],
+    client_config: Mapping[str, Any] | None,
+    timeout: float,
+) -> None:
+    """Create `topic` (the published topic or its position topic) when it is missing."""
+    try:
+        ensure_topic(
+            bootstrap,
+            topic,
+            partitions=partitions,
+            config=config,
+            client_config=client_config,
+            timeout=timeout,
+        )
+    except KafkaAdminError as e:
+        raise PublishError(
+            f"table `{table}`: topic `{topic}` could not be created: {e}", topic=topic, table=table
+        ) from e
+
+
+def start_producer(
+    conf: Mapping[str, Any],
+    *,
+    table: str,
+    topic: str,
+    transactional: bool | None,
+    timeout: float,
+) -> tuple[Producer, bool]:
+    """The publisher's producer and whether it is transactional. `transactional=None`:
+    transactional when the broker supports transactions, else (logged) idempotent keyed
+    upserts, at-least-once; `True` fails without them; `False` never tries."""
+    if transactional is not False:
+        producer = Producer(
+            {
+                **conf,
+                "transactional.id": transactional_id(table),
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+            }
+        )
+        try:
+            producer.init_transactions(timeout)
+            return producer, True
+        except KafkaException as e:
+            producer.close()
+            if transactional is not None or e.args[0].code() not in _NO_TRANSACTIONS:
+                raise PublishError(
+                    f"table `{table}`: starting the transactional producer "
+                    f"`{transactional_id(table)}` on `{conf.get('bootstrap.servers')}` failed: "
+                    f"{e.args[0].str()}",
+                    topic=topic,
+                    table=table,
+                ) from e
+            logger.warning(
+                "topic %s: the broker does not support transactions (%s); publishing "
+                "table %s at-least-once (idempotent keyed upserts)",
+                topic,
+                e.args[0].str(),
+                table,
+            )
+    producer = Producer({**conf, "acks": "all", "max.in.flight.requests.per.connection": 1})
+    return producer, False
 
 
 def record_size(record: ChangeRecord) -> int:

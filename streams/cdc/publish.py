@@ -33,13 +33,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError
 
-from streams.cdc.changelog import ChangeRecord, PublishMode, changelog_records
+from streams.cdc.changelog import ChangeRecord, PublishMode
 from streams.cdc.errors import PublishError
+from streams.cdc.feed import read_changes
 from streams.cdc.position import (
     POSITION_TOPIC_CONFIG,
     Position,
@@ -47,17 +46,17 @@ from streams.cdc.position import (
     marker_group,
     position_topic,
     read_position,
-    transactional_id,
 )
 from streams.cdc.produce import (
     TransactionFailed,
+    ensure_published_topic,
     publish_at_least_once,
     publish_transaction,
     record_size,
+    start_producer,
 )
 from streams.cdc.stale import stale_keys
 from streams.delta import KeptTable
-from streams.kafka import KafkaAdminError, ensure_topic
 
 logger = logging.getLogger(__name__)
 
@@ -71,11 +70,6 @@ RETRIES = 6
 _FIRST_WINDOW = 16
 _MAX_WINDOW = 1024
 """Versions of the change feed read at once: from 16, halved or doubled by what they hold."""
-_NO_TRANSACTIONS = {
-    KafkaError._UNSUPPORTED_FEATURE,
-    KafkaError.UNSUPPORTED_VERSION,
-    KafkaError._NOT_IMPLEMENTED,
-}
 
 
 @dataclass(frozen=True)
@@ -354,7 +348,7 @@ class Publisher:
             return self._result(done)
         while at.version <= end:
             last = min(end, at.version + self._window - 1)
-            records = _read_changes(
+            records = read_changes(
                 delta, self.path, name, topic, self.keys, self.mode, at.version, last
             )
             self._adapt_window(len(records))
@@ -504,96 +498,32 @@ class Publisher:
 
     def _start(self) -> Consumer:
         """Ensure the topics, open the position's consumer and start the producer."""
-        name, topic = self.name, self.topic
         for t, partitions, config in (
-            (topic, self.partitions, {"cleanup.policy": "compact"}),
-            (position_topic(topic), 1, POSITION_TOPIC_CONFIG),
+            (self.topic, self.partitions, {"cleanup.policy": "compact"}),
+            (position_topic(self.topic), 1, POSITION_TOPIC_CONFIG),
         ):
-            try:
-                ensure_topic(
-                    self.bootstrap,
-                    t,
-                    partitions=partitions,
-                    config=config,
-                    client_config=self._client_config,
-                    timeout=self.timeout,
-                )
-            except KafkaAdminError as e:
-                raise PublishError(
-                    f"table `{name}`: topic `{t}` could not be created: {e}",
-                    topic=topic,
-                    table=name,
-                ) from e
+            ensure_published_topic(
+                self.bootstrap,
+                t,
+                table=self.name,
+                partitions=partitions,
+                config=config,
+                client_config=self._client_config,
+                timeout=self.timeout,
+            )
         self._consumer = Consumer(
             {
                 **self._conf,
-                "group.id": marker_group(name),  # reads a position kept as its offset
+                "group.id": marker_group(self.name),  # reads a position kept as its offset
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
             }
         )
-        if self._use_txn:
-            producer = Producer(
-                {
-                    **self._conf,
-                    "transactional.id": transactional_id(name),
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": 5,
-                }
-            )
-            try:
-                producer.init_transactions(self.timeout)
-                self._producer = producer
-            except KafkaException as e:
-                producer.close()
-                if self.transactional is None and e.args[0].code() in _NO_TRANSACTIONS:
-                    logger.warning(
-                        "topic %s: the broker does not support transactions (%s); publishing "
-                        "table %s at-least-once (idempotent keyed upserts)",
-                        topic,
-                        e.args[0].str(),
-                        name,
-                    )
-                    self._use_txn = False
-                else:
-                    raise PublishError(
-                        f"table `{name}`: starting the transactional producer "
-                        f"`{transactional_id(name)}` on `{self.bootstrap}` failed: "
-                        f"{e.args[0].str()}",
-                        topic=topic,
-                        table=name,
-                    ) from e
-        if not self._use_txn:
-            self._producer = Producer(
-                {**self._conf, "acks": "all", "max.in.flight.requests.per.connection": 1}
-            )
+        self._producer, self._use_txn = start_producer(
+            self._conf,
+            table=self.name,
+            topic=self.topic,
+            transactional=self.transactional if self._use_txn else False,
+            timeout=self.timeout,
+        )
         return self._consumer
-
-
-def _read_changes(
-    delta: DeltaTable,
-    path: str,
-    name: str,
-    topic: str,
-    keys: Sequence[str],
-    mode: PublishMode,
-    first: int,
-    last: int,
-) -> list[ChangeRecord]:
-    try:
-        changes = pa.table(delta.load_cdf(starting_version=first, ending_version=last).read_all())
-    except DeltaError as e:
-        raise PublishError(
-            f"table `{name}`: reading the change feed of `{path}` versions {first}..{last} "
-            f"failed: {e}. The table needs `delta.enableChangeDataFeed=true` from version "
-            f"{first} on (tables created by the warehouse have it), and its change files "
-            "must not be vacuumed before they are published.",
-            topic=topic,
-            table=name,
-        ) from e
-    records = changelog_records(changes, keys, mode=mode)
-    # A fixed order within each version: a transaction may end inside one, and its
-    # position counts the version's records published, read again in this order.
-    records.sort(key=lambda r: (r.version, r.key))
-    return records
