@@ -92,6 +92,7 @@ class KafkaInput:
             pattern=k.pattern,
             starting_offsets=k.starting_offsets,
             max_offsets_per_trigger=k.max_offsets_per_trigger,
+            max_bytes_per_trigger=k.max_bytes_per_trigger,
             on_data_loss=k.on_data_loss,
             client_config=self.client_config,
             engine=engines.kafka.name,
