@@ -20,7 +20,8 @@ demo: install
 	$(BIN)/warehouse demo
 
 # The whole suite runs as two pytest processes side by side: the crash tests (20+ lives
-# of a child process per engine, each a fresh Spark start-up), the standalone-cluster
+# of a child process per engine, each a fresh Spark start-up; the soak of the continuous
+# example under kills and a full broker disk), the standalone-cluster
 # tests, the demo (checked against its independent computation, and run continuously),
 # the framework on the 3-node Apache Kafka cluster (whose broker-kill run waits a minute
 # for Spark's Kafka admin client to time out) and the CLI end-to-end runs (CLI

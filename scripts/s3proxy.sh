@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # S3Proxy, the S3-API server the object-storage tests run against (tests/support/s3.py):
 # a real S3 protocol server over a local folder (its `filesystem` backend, with conditional
-# writes: docs/decisions/0031), one jar with its dependencies, resolved from Maven Central
+# writes: docs/decisions/0034), one jar with its dependencies, resolved from Maven Central
 # once into
 #   ~/.cache/spark-warehouse/s3proxy/s3proxy-<version>-jar-with-dependencies.jar
 # Later runs find it there and need no network.

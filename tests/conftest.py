@@ -74,8 +74,9 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(tmp_path)
 
 
-# Apache Kafka, the oracle of tests/integration/oracle: `apache_kafka`, `apache_kafka_cluster`.
-pytest_plugins = ["tests.support.apache_kafka"]
+# Apache Kafka, the oracle of tests/integration/oracle: `apache_kafka`, `apache_kafka_cluster`;
+# the Java client's compiled scenarios: `java_client`.
+pytest_plugins = ["tests.support.apache_kafka", "tests.support.java_client"]
 
 
 @pytest.fixture(scope="session")

@@ -6,10 +6,11 @@ from Python through `streams.broker.launcher` (`BrokerProcess`, `ensure_broker`,
 `streams` packages.
 
 Layout, from the bottom up: `errors` (the Kafka error codes as classes),
-`storage` (the commit log), `config`, `protocol` (framing, kio codecs),
-`extension` (the hooks the coordinator implements), `waiting`, `context` (the
-`BrokerContext` protocol handlers run against), `handlers` (the core APIs),
-`coordinator` (groups, producers, transactions, SASL), `connection`, `server`,
+`storage` (the commit log), `config`, `protocol` (framing, kio codecs), `security`
+(SCRAM, TLS, the ACL model and authorizer), `extension` (the hooks the coordinator
+implements), `waiting`, `context` (the `BrokerContext` protocol handlers run against),
+`handlers` (the core APIs), `coordinator` (groups, producers, transactions, SASL, and the
+metadata log of SCRAM credentials and ACLs), `connection`, `server`,
 `app` and `__main__`. Only the launcher and `loggable_value` (a config value as it may
 be printed: `[hidden]` for a password) are re-exported here: they import no server
 code, so the CLI can import them cheaply.

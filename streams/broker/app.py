@@ -17,7 +17,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from streams.broker.config import BrokerConfig
+from streams.broker.config import BrokerConfig, ConfigError
 from streams.broker.extension import BrokerExtension
 from streams.broker.server import Broker
 
@@ -67,6 +67,13 @@ def build_broker(config: BrokerConfig) -> Broker:
     )
     logs.load()
     handlers, versions, factory = _load_coordinator()
+    if factory is None and config.raw.get("authorizer.class.name", "").strip():
+        # the coordinator holds the ACLs: without it every request would be allowed
+        raise ConfigError(
+            "authorizer.class.name",
+            config.raw["authorizer.class.name"],
+            f"a broker whose coordinator ({COORDINATOR_MODULE}) loads; see the log",
+        )
     broker = Broker(config, logs=logs, extra_handlers=handlers, extra_versions=versions)
     if factory is not None:
         extension = factory(broker)
@@ -112,6 +119,12 @@ async def _serve(config: BrokerConfig, port_file: Path | None, pid_file: Path | 
             "port": broker.port,
             "bootstrap": f"{config.advertised}:{broker.port}",
             "data_dir": str(config.data_dir),
+            # every listener's address by name (the first is `host`, `port`, `bootstrap`)
+            "listeners": {
+                listener.name: f"{config.advertised_host or listener.host}:"
+                f"{broker.listener_ports[listener.name]}"
+                for listener in config.listeners
+            },
         }
         _write_atomic(info_path, json.dumps(info))
         if pid_file is not None:

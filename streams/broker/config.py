@@ -17,6 +17,8 @@ __all__ = [
     "BROKER_CONFIG_KEYS",
     "BrokerConfig",
     "ConfigError",
+    "Listener",
+    "SECURITY_PROTOCOLS",
     "FETCH_MAX_BYTES",
     "HIDDEN",
     "PASSWORD_CONFIG_KEYS",
@@ -81,8 +83,38 @@ _BROKER_ALIASES = {
 
 
 # Broker configs holding a secret (Kafka's `ConfigDef.Type.PASSWORD`): `sasl.users` is
-# `user:password` pairs.
-PASSWORD_CONFIG_KEYS = frozenset({"sasl.users"})
+# `user:password` pairs, `ssl.keystore.key` a private key; Kafka types the inline PEM
+# certificates as passwords too.
+PASSWORD_CONFIG_KEYS = frozenset(
+    {
+        "sasl.users",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+    }
+)
+
+# The TLS settings of a listener (Kafka's names; PEM only), also taken per listener as
+# `listener.name.<listener>.<key>`.
+SSL_CONFIG_KEYS = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+    }
+)
 
 # Every broker-level config this broker reads, here and in the coordinator, besides the
 # topic configs and their `log.` names above.
@@ -113,6 +145,14 @@ BROKER_CONFIG_KEYS = frozenset(
         "producer.id.expiration.ms",
         "sasl.users",
         "sasl.users.file",
+        "sasl.enabled.mechanisms",
+        "listeners",
+        "listener.security.protocol.map",
+        *SSL_CONFIG_KEYS,
+        # the authorizer's (streams.broker.security)
+        "authorizer.class.name",
+        "super.users",
+        "allow.everyone.if.no.acl.found",
     }
 )
 
@@ -120,10 +160,21 @@ HIDDEN = "[hidden]"
 """How a sensitive value is shown in logs and messages (Kafka's `loggableValue`)."""
 
 
+def _base_key(key: str) -> str:
+    """`listener.name.<listener>.ssl.key.password` -> `ssl.key.password` (Kafka's per-listener
+    configs); any other key as it is."""
+    prefix, _, rest = key.partition("listener.name.")
+    if prefix or not rest:
+        return key
+    _listener, _, base = rest.partition(".")
+    return base or key
+
+
 def is_sensitive(key: str) -> bool:
     """Whether the value of broker config `key` must never be shown: a password, or a
     config this broker does not know, whose type it cannot tell (Kafka's
     `KafkaConfig.maybeSensitive`: "treat it as a sensitive config to be safe")."""
+    key = _base_key(key)
     known = key in BROKER_CONFIG_KEYS or key in TOPIC_CONFIG_KEYS or key in _BROKER_ALIASES
     return key in PASSWORD_CONFIG_KEYS or not known
 
@@ -182,6 +233,87 @@ def _bool(raw: Mapping[str, str], key: str, default: bool) -> bool:
     raise ConfigError(key, value, "true or false")
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One of Kafka's `listeners`: `NAME://host:port`, its security protocol from
+    `listener.security.protocol.map` (a protocol's own name maps to itself)."""
+
+    name: str
+    security_protocol: str
+    host: str
+    port: int
+
+    @property
+    def sasl(self) -> bool:
+        """Clients authenticate with SASL before any API but ApiVersions and SASL."""
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol.endswith("SSL")
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+def _protocol_map(raw: Mapping[str, str]) -> dict[str, str]:
+    key = "listener.security.protocol.map"
+    text = raw.get(key, "").strip()
+    if not text:
+        return dict(_DEFAULT_PROTOCOL_MAP)
+    out: dict[str, str] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, sep, protocol = item.partition(":")
+        if not sep or not name.strip() or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                key, text, f"`NAME:PROTOCOL` pairs, PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}"
+            )
+        out[name.strip().upper()] = protocol.strip().upper()
+    return out
+
+
+def _listener(item: str, protocols: Mapping[str, str]) -> Listener:
+    expected = "`NAME://host:port` entries, e.g. `SASL_SSL://127.0.0.1:9093`"
+    name, sep, address = item.partition("://")
+    host, colon, port = address.rpartition(":")
+    if not sep or not colon or not port.isdigit() or not int(port) < 65536:
+        raise ConfigError("listeners", item, expected)
+    name = name.strip().upper()
+    if name not in protocols:
+        raise ConfigError(
+            "listeners",
+            item,
+            f"a listener name with a security protocol (`{name}` is not in "
+            "listener.security.protocol.map)",
+        )
+    host = host.strip("[]") or "0.0.0.0"  # Kafka: an empty host binds every interface
+    return Listener(name, protocols[name], host, int(port))
+
+
+def _listeners(raw: Mapping[str, str], host: str, port: int) -> tuple[Listener, ...]:
+    """Kafka's `listeners`; without it, one listener on `host:port`: SASL_PLAINTEXT when
+    SASL/PLAIN users are configured, else PLAINTEXT."""
+    text = raw.get("listeners", "").strip()
+    if not text:
+        sasl = bool(raw.get("sasl.users", "").strip() or raw.get("sasl.users.file", "").strip())
+        protocol = "SASL_PLAINTEXT" if sasl else "PLAINTEXT"
+        return (Listener(protocol, protocol, host, port),)
+    protocols = _protocol_map(raw)
+    listeners = tuple(
+        _listener(item, protocols) for item in filter(None, (s.strip() for s in text.split(",")))
+    )
+    names = [x.name for x in listeners]
+    ports = [x.port for x in listeners if x.port]
+    if len(set(names)) != len(names) or len(set(ports)) != len(ports):
+        raise ConfigError("listeners", text, "listeners of distinct names and ports")
+    return listeners
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """Everything the server needs to start; build with `BrokerConfig.from_pairs`."""
@@ -207,6 +339,12 @@ class BrokerConfig:
     max_partitions_per_topic: int = 1_000
     topic_defaults: dict[str, str] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict)
+    listeners: tuple[Listener, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.listeners:  # built directly, not by from_pairs: one PLAINTEXT listener
+            listener = Listener("PLAINTEXT", "PLAINTEXT", self.host, self.port)
+            object.__setattr__(self, "listeners", (listener,))
 
     @classmethod
     def from_pairs(
@@ -225,10 +363,12 @@ class BrokerConfig:
             elif key in _BROKER_ALIASES:
                 topic_defaults[_BROKER_ALIASES[key]] = value
         num_partitions = _int(raw, "num.partitions", 1, minimum=1)
+        listeners = _listeners(raw, host, port)
         return cls(
             data_dir=Path(data_dir),
-            host=host,
-            port=port,
+            host=listeners[0].host,
+            port=listeners[0].port,
+            listeners=listeners,
             node_id=_int(raw, "node.id", 0),
             advertised_host=raw.get("advertised.host") or None,
             auto_create_topics=_bool(raw, "auto.create.topics.enable", True),
@@ -260,3 +400,8 @@ class BrokerConfig:
     @property
     def advertised(self) -> str:
         return self.advertised_host or self.host
+
+    def listener_config(self, listener: Listener, key: str) -> str | None:
+        """`key` for `listener`: Kafka's `listener.name.<name>.<key>` over `<key>`."""
+        own = self.raw.get(f"listener.name.{listener.name.lower()}.{key}")
+        return own if own is not None else self.raw.get(key)

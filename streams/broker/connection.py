@@ -41,9 +41,11 @@ import socket
 import time
 from typing import Any
 
+from streams.broker.config import Listener
 from streams.broker.context import BrokerContext
-from streams.broker.extension import Connection
+from streams.broker.extension import ANONYMOUS, Connection
 from streams.broker.protocol import FrameError, frame_size
+from streams.broker.security.tls import peer_principal
 from streams.broker.storage import FileRecords
 
 logger = logging.getLogger(__name__)
@@ -82,7 +84,7 @@ def _tune_socket(transport: asyncio.BaseTransport) -> None:
 class ClientConnection(asyncio.BufferedProtocol):
     """Receive frames, hand them to `BrokerContext.dispatch` in order, write the answers."""
 
-    def __init__(self, broker: BrokerContext) -> None:
+    def __init__(self, broker: BrokerContext, listener: Listener) -> None:
         self._broker = broker
         config = broker.config
         self._max_bytes = config.socket_request_max_bytes
@@ -109,7 +111,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._lost = False
         self._transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
-        self.connection = Connection(peer="?")
+        self.connection = Connection(peer="?", listener=listener)
 
     # -- asyncio protocol callbacks --------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -125,6 +127,15 @@ class ClientConnection(asyncio.BufferedProtocol):
             transport.close()
             return
         self._address = address
+        if self.connection.listener.tls and not self.connection.listener.sasl:
+            # an SSL listener's client is the subject of the certificate it presented
+            self.connection.principal = peer_principal(transport) or ANONYMOUS
+            logger.info(
+                "connection %s on listener %s is %s",
+                self.connection.peer,
+                self.connection.listener.name,
+                self.connection.principal,
+            )
         _tune_socket(transport)
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         loop = asyncio.get_running_loop()

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from streams.broker.config import BrokerConfig
 from streams.broker.connection_quotas import ConnectionQuotas
 from streams.broker.extension import BrokerExtension, Connection
+from streams.broker.security.acl import AclOperation, ResourceType
 from streams.broker.storage import LogManager
 from streams.broker.waiting import AppendNotifier, GroupFlusher
 
@@ -63,6 +64,11 @@ class BrokerContext(Protocol):
         """The port actually bound (the configured one may be 0)."""
         ...
 
+    @property
+    def listener_ports(self) -> Mapping[str, int]:
+        """The port each listener is bound to, by listener name."""
+        ...
+
     async def dispatch(self, conn: Connection, frame: bytes | memoryview) -> list[Any] | None:
         """Handle one request frame; the response as buffers, None for no answer."""
         ...
@@ -86,6 +92,27 @@ class RequestContext:
     api_version: int
     correlation_id: int
     client_id: str | None
+
+    def authorized(
+        self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        *,
+        log_denied: bool = True,
+    ) -> bool:
+        """Whether this request's principal may do `operation` on the resource (always,
+        without an authorizer)."""
+        return self.broker.extension.authorize(
+            self.connection, operation, resource_type, name, log_denied=log_denied
+        )
+
+    def advertised(self) -> tuple[str, int]:
+        """(host, port) a client is told this broker is at: the listener the request came
+        in on, as Kafka answers Metadata and FindCoordinator per listener."""
+        listener = self.connection.listener
+        host = self.broker.config.advertised_host or listener.host
+        return host, self.broker.listener_ports.get(listener.name, self.broker.port)
 
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]

@@ -24,23 +24,37 @@ produce check, the append and `on_appended`, so a check-then-append is atomic.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BrokerExtension", "Connection", "Duplicate", "Reject"]
+from streams.broker.config import Listener
+from streams.broker.security.acl import AclOperation, ResourceType
+from streams.broker.security.authorizer import Authorizer
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ANONYMOUS", "BrokerExtension", "Connection", "Duplicate", "Reject"]
+
+
+ANONYMOUS = "User:ANONYMOUS"
+_PLAINTEXT = Listener("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 0)
 
 
 @dataclass
 class Connection:
-    """Per-connection state: the peer, and what SASL established (set by the extension).
+    """Per-connection state: the peer, the listener it came in on, and its principal as
+    Kafka names it (`User:alice` once SASL authenticated it, `User:<certificate subject>`
+    for a client certificate on an SSL listener, else `User:ANONYMOUS`).
 
     A handler that sets `close_after_ms` has the connection closed that many milliseconds
     after its response is written, no further request read (as Kafka closes one whose SASL
     authentication failed, after `connection.failed.authentication.delay.ms`)."""
 
     peer: str
-    principal: str | None = None
+    principal: str = ANONYMOUS
     authenticated: bool = False
+    listener: Listener = _PLAINTEXT
     attributes: dict[str, Any] = field(default_factory=dict)
     close_after_ms: int | None = None
 
@@ -62,7 +76,13 @@ class Reject:
 
 
 class BrokerExtension:
-    """No-op hooks; the coordinator subclasses this and overrides what it needs."""
+    """No-op hooks; the coordinator subclasses this and overrides what it needs.
+
+    `authorizer` is the ACL authorizer when the broker's `authorizer.class.name` switches it
+    on (the coordinator sets it at start, over ACLs in its metadata log), else None: then
+    every principal may do everything, as on Kafka without an authorizer."""
+
+    authorizer: Authorizer | None = None
 
     async def start(self) -> None:
         """Called once after storage is loaded, before the socket accepts clients."""
@@ -71,8 +91,47 @@ class BrokerExtension:
         """Called on shutdown before the logs are flushed and closed."""
 
     def requires_authentication(self, connection: Connection) -> bool:
-        """True while `connection` must finish SASL before any API but ApiVersions/SASL."""
-        return False
+        """True while `connection` must finish SASL before any API but ApiVersions/SASL:
+        on a SASL_PLAINTEXT or SASL_SSL listener, until SASL authenticated it."""
+        return connection.listener.sasl and not connection.authenticated
+
+    def authorize(
+        self,
+        connection: Connection,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        *,
+        log_denied: bool = True,
+    ) -> bool:
+        """Whether `connection`'s principal may do `operation` on the resource; a refusal of
+        what a client asked for by name is logged (Kafka's authorizer audit log), one found
+        by filtering a listing is not."""
+        if self.authorizer is None:
+            return True
+        host = connection.peer.rpartition(":")[0]
+        allowed = self.authorizer.authorize(
+            connection.principal, host, operation, resource_type, name
+        )
+        if not allowed and log_denied:
+            logger.info(
+                "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s",
+                connection.principal,
+                operation.name,
+                host,
+                resource_type.name,
+                name,
+            )
+        return allowed
+
+    def authorize_any(
+        self, connection: Connection, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Whether `connection`'s principal may do `operation` on some resource of the type."""
+        if self.authorizer is None:
+            return True
+        host = connection.peer.rpartition(":")[0]
+        return self.authorizer.authorize_any(connection.principal, host, operation, resource_type)
 
     def check_produce(
         self,

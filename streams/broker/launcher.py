@@ -153,6 +153,17 @@ class BrokerProcess:
             raise RuntimeError("broker not started: call .start() first")
         return f"{self.host}:{self.port}"
 
+    def listener_bootstrap(self, name: str) -> str:
+        """The `host:port` of the broker's listener `name` (Kafka's `listeners`, e.g.
+        `SASL_SSL`), as the running broker wrote it to `broker.json`."""
+        if self.port is None:
+            raise RuntimeError("broker not started: call .start() first")
+        info = json.loads((self.data_dir / INFO_FILE).read_text())
+        listeners = info.get("listeners") or {}
+        if name not in listeners:
+            raise KeyError(f"the broker has no listener `{name}`; it has {sorted(listeners)}")
+        return str(listeners[name])
+
     def start(self, timeout: float = 30, *, detached: bool = False) -> BrokerProcess:
         """Launch the process and wait until it listens; `BrokerStartError` if it does not."""
         self.data_dir.mkdir(parents=True, exist_ok=True)

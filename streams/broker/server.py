@@ -26,7 +26,7 @@ from typing import Any
 from kio.index import UnknownAPIKey, UnknownEntity
 
 from streams.broker import handlers as core_handlers
-from streams.broker.config import BrokerConfig
+from streams.broker.config import BrokerConfig, Listener
 from streams.broker.connection import ClientConnection
 from streams.broker.connection_quotas import ConnectionQuotas
 from streams.broker.context import Handler, RequestContext
@@ -39,6 +39,7 @@ from streams.broker.protocol import (
     parse_request,
     peek_api,
 )
+from streams.broker.security.tls import insecure_listener_warnings, server_context
 from streams.broker.storage import LogManager
 from streams.broker.waiting import AppendNotifier, GroupFlusher
 
@@ -86,20 +87,34 @@ class Broker:
         )
         self.flusher = GroupFlusher(self.logs.flush_dirty, on_flushed=self.notifier.notify_all)
         self.port: int = config.port
-        self._server: asyncio.base_events.Server | None = None
+        self.listener_ports: dict[str, int] = {}
+        self._servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._stopped = asyncio.Event()
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
+        # TLS settings are checked before anything starts: a bad one stops the broker
+        contexts = {
+            listener.name: server_context(self.config, listener)
+            for listener in self.config.listeners
+            if listener.tls
+        }
         await self.extension.start()
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: ClientConnection(self), host=self.config.host, port=self.config.port
-        )
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        for listener in self.config.listeners:
+            server = await loop.create_server(
+                lambda listener=listener: ClientConnection(self, listener),
+                host=listener.host,
+                port=listener.port,
+                ssl=contexts.get(listener.name),
+            )
+            self._servers.append(server)
+            self.listener_ports[listener.name] = server.sockets[0].getsockname()[1]
+        self.port = self.listener_ports[self.config.listeners[0].name]
+        for warning in insecure_listener_warnings(self.config.listeners):
+            logger.warning("%s", warning)
         self._tasks = [
             asyncio.create_task(self._every(self.config.flush_interval_ms, self._flush_tick)),
             asyncio.create_task(
@@ -110,11 +125,15 @@ class Broker:
             ),
         ]
         logger.info(
-            "broker listening on %s:%d, data dir %s",
-            self.config.host,
-            self.port,
+            "broker listening on %s, data dir %s",
+            ", ".join(str(self.bound(listener)) for listener in self.config.listeners),
             self.config.data_dir,
         )
+
+    def bound(self, listener: Listener) -> Listener:
+        """`listener` with the port it was bound to (a configured port may be 0)."""
+        port = self.listener_ports.get(listener.name, listener.port)
+        return Listener(listener.name, listener.security_protocol, listener.host, port)
 
     def register_connection(self, task: asyncio.Task[None]) -> None:
         self._connections.add(task)
@@ -130,16 +149,16 @@ class Broker:
 
     async def close(self) -> None:
         """Stop accepting, end connections, stop background tasks, flush and close the logs."""
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for task in list(self._connections):
             task.cancel()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._connections, *self._tasks, return_exceptions=True)
-        if self._server is not None:
+        for server in self._servers:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                await asyncio.wait_for(server.wait_closed(), 5)
         try:
             await self.extension.stop()
         finally:

@@ -3,8 +3,9 @@
 (CDC into tables is the Delta sink's work: SCD type 1 is its `upsert` mode, SCD type 2
 its `scd2` mode, `streams.delta.scd2`.)
 
-- `publish_changes`: a table's change feed to a compacted topic, one Kafka transaction
-  per call with a committed marker (exactly-once for read_committed consumers);
+- `publish_changes`: a table's change feed to a compacted topic in Kafka transactions
+  that also write the table's position to `<topic>.publish-position` (exactly-once for
+  read_committed consumers);
   `Publisher` does the same again and again with its clients kept between calls.
 - `read_ktable`: a compacted topic read back into a table (latest value per key).
 
@@ -16,13 +17,8 @@ from __future__ import annotations
 from streams.cdc.changelog import changelog_records
 from streams.cdc.errors import CdcError, KTableError, PublishError
 from streams.cdc.ktable import latest_values, read_ktable
-from streams.cdc.publish import (
-    Publisher,
-    PublishResult,
-    marker_group,
-    publish_changes,
-    transactional_id,
-)
+from streams.cdc.position import marker_group, position_topic, transactional_id
+from streams.cdc.publish import Publisher, PublishResult, publish_changes
 
 __all__ = [
     "CdcError",
@@ -33,6 +29,7 @@ __all__ = [
     "changelog_records",
     "latest_values",
     "marker_group",
+    "position_topic",
     "publish_changes",
     "read_ktable",
     "transactional_id",

@@ -7,15 +7,14 @@ read from the table's change data feed, so a batch whose publish failed or was
 killed is caught up by the next call, and a replayed batch finds nothing left.
 
 Exactly-once for `read_committed` consumers: the records of the versions
-`[start, end]` and a marker — offset `end + 1` committed for the consumer group
-`warehouse-publish.<table>` on partition 0 of the topic, with the Delta table id
-as the offset's metadata — go in one Kafka transaction
-(`send_offsets_to_transaction`). The next call reads the marker after
-`init_transactions` (which fences and aborts a killed predecessor's open
-transaction, same `transactional.id`), so it starts exactly after the last
+`[start, end]` and the table's position after them — a record of the compacted topic
+`<topic>.publish-position` (`streams.cdc.position`: the Delta table id and the first
+version not yet published) — go in one Kafka transaction. The next call reads the
+position after `init_transactions` (which fences and aborts a killed predecessor's
+open transaction, same `transactional.id`), so it starts exactly after the last
 committed version. A new table at the same path (another table id) starts at
 version 0. Against a broker without transactions the records are produced
-idempotently keyed and the marker is committed after them: at-least-once,
+idempotently keyed and the position is written after them: at-least-once,
 and replays are harmless upserts of a compacted topic.
 
 Records: key = JSON of the sink keys (`{"user_id": 7}`), value = JSON of the
@@ -28,45 +27,49 @@ closes the current row without a new one (a delete) is a tombstone.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError
 
-from streams.cdc.changelog import ChangeRecord, PublishMode, changelog_records
+from streams.cdc.changelog import ChangeRecord, PublishMode
 from streams.cdc.errors import PublishError
-from streams.delta import KeptTable, crash_point
-from streams.kafka import KafkaAdminError, ensure_topic
+from streams.cdc.feed import read_changes
+from streams.cdc.position import (
+    POSITION_TOPIC_CONFIG,
+    Position,
+    legacy_position,
+    marker_group,
+    position_topic,
+    read_position,
+)
+from streams.cdc.produce import (
+    TransactionFailed,
+    ensure_published_topic,
+    publish_at_least_once,
+    publish_transaction,
+    record_size,
+    start_producer,
+)
+from streams.cdc.stale import stale_keys
+from streams.delta import KeptTable
 
 logger = logging.getLogger(__name__)
 
-MARKER_PARTITION = 0
-HEADER_TABLE = "warehouse.table"
-HEADER_VERSION = "warehouse.version"
-_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
-_NO_TRANSACTIONS = {
-    KafkaError._UNSUPPORTED_FEATURE,
-    KafkaError.UNSUPPORTED_VERSION,
-    KafkaError._NOT_IMPLEMENTED,
-}
-
-
-def marker_group(table: str) -> str:
-    """The consumer group whose committed offset marks what was published."""
-    return f"warehouse-publish.{table}"
-
-
-def transactional_id(table: str) -> str:
-    """Stable per table: a restarted publisher fences its killed predecessor."""
-    return f"warehouse-publish.{table}"
+MAX_RECORDS = 50_000
+"""Records one publish transaction holds at most, unless the caller says otherwise."""
+MAX_BYTES = 16 * 1024 * 1024
+"""Bytes of keys and values one publish transaction holds at most (one record more
+when a single record is larger)."""
+RETRIES = 6
+"""Aborted transactions in a row one call tries again, each time half as large."""
+_FIRST_WINDOW = 16
+_MAX_WINDOW = 1024
+"""Versions of the change feed read at once: from 16, halved or doubled by what they hold."""
 
 
 @dataclass(frozen=True)
@@ -86,78 +89,6 @@ class PublishResult:
         return self.first_version is None
 
 
-def _committed_marker(consumer: Consumer, topic: str, table_id: str, timeout: float) -> int:
-    """The first version not yet published (0 when nothing was, or for another table id)."""
-    tp = consumer.committed([TopicPartition(topic, MARKER_PARTITION)], timeout=timeout)[0]
-    if tp.error is not None:
-        raise PublishError(f"reading the publish marker of topic `{topic}` failed: {tp.error}")
-    if tp.offset < 0:
-        return 0
-    try:
-        meta = json.loads(tp.metadata or "{}")
-    except ValueError:
-        meta = {}
-    if meta.get("table_id") != table_id:
-        logger.warning(
-            "topic %s: publish marker %d belongs to table id %s, not %s; publishing the "
-            "new table from version 0",
-            topic,
-            tp.offset,
-            meta.get("table_id"),
-            table_id,
-        )
-        return 0
-    return int(tp.offset)
-
-
-def _produce_all(
-    producer: Producer,
-    topic: str,
-    records: list[ChangeRecord],
-    table: str,
-    *,
-    transaction: bool,
-) -> None:
-    """Produce `records` and wait until they are delivered. In a `transaction` a failed
-    record fails its commit, so no delivery reports are asked for: a fenced producer's
-    `flush` raises its fatal error before it runs the reports' callbacks, and every
-    call a callback makes then fails with a `SystemError`."""
-    failures: list[str] = []
-
-    def delivered(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            failures.append(err.str())
-
-    report = None if transaction else delivered
-    for r in records:
-        headers = [(HEADER_TABLE, table.encode()), (HEADER_VERSION, str(r.version).encode())]
-        while True:
-            try:
-                producer.produce(
-                    topic, key=r.key, value=r.value, headers=headers, on_delivery=report
-                )
-                break
-            except BufferError:  # local queue full: let deliveries drain
-                producer.poll(0.1)
-    remaining = producer.flush(60)
-    if remaining or failures:
-        raise PublishError(
-            f"topic `{topic}`: {len(failures)} record(s) of table `{table}` were not delivered "
-            f"({remaining} still queued): {failures[:3]}",
-            topic=topic,
-            table=table,
-        )
-
-
-def _abort(producer: Producer, topic: str, table: str) -> None:
-    try:
-        producer.abort_transaction(30)
-    except KafkaException as e:  # the broker aborts it anyway when the timeout expires
-        logger.warning(
-            "topic %s: aborting the publish transaction of %s failed: %s", topic, table, e
-        )
-
-
 def publish_changes(
     path: str,
     *,
@@ -169,18 +100,21 @@ def publish_changes(
     partitions: int = 1,
     transactional: bool | None = None,
     client_config: Mapping[str, Any] | None = None,
-    max_versions: int = 100,
+    max_records: int = MAX_RECORDS,
+    max_bytes: int = MAX_BYTES,
+    max_versions: int | None = None,
     timeout: float = 60.0,
 ) -> PublishResult:
     """Publish the Delta versions of `path` that `topic` has not received yet.
 
-    `table` names the publisher (transactional id, marker group, log lines; default:
+    `table` names the publisher (transactional id, position key, log lines; default:
     the path's last component). `transactional=None` uses a transaction when the
     broker supports them and falls back (logging that the guarantee is at-least-once)
     when it does not; `False` forces the fallback. A backlog is published in
-    transactions of at most `max_versions` table versions each (each with its marker).
-    One call with clients of its own; a caller that publishes after every batch keeps a
-    `Publisher` instead.
+    transactions of at most `max_records` records and `max_bytes` bytes of keys and
+    values (and, when given, `max_versions` versions), each with its position; a
+    version larger than that is split. One call with clients of its own; a caller that
+    publishes after every batch keeps a `Publisher` instead.
     """
     with Publisher(
         path,
@@ -192,23 +126,37 @@ def publish_changes(
         partitions=partitions,
         transactional=transactional,
         client_config=client_config,
+        max_records=max_records,
+        max_bytes=max_bytes,
         max_versions=max_versions,
         timeout=timeout,
     ) as publisher:
         return publisher.publish()
 
 
+@dataclass
+class _Progress:
+    """What one call has published so far, across its transactions and retries."""
+
+    first: int | None = None
+    last: int | None = None
+    records: int = 0
+    tombstones: int = 0
+
+
 class Publisher:
     """`publish_changes` for a caller that publishes a table again and again (a table's
     writer, after each batch): its clients are kept between calls.
 
-    The first call (and the first after a failure) ensures the topic, starts the
+    The first call (and the first after a failure) ensures the topics, starts the
     transactional producer (`init_transactions`: fences a previous publisher of the
-    table and aborts its open transaction) and reads the marker. A later call starts
-    after the versions its own last transaction committed, without reading the marker:
+    table and aborts its open transaction) and reads the position. A later call starts
+    after what its own last transaction committed, without reading the position:
     only a publisher that fenced this one could have moved it, and then this one's
-    transaction fails and the call starts over. Not thread-safe: one caller at a time;
-    `close()` when done.
+    transaction fails and the call starts over. A transaction that fails is aborted and
+    published again with new clients, in transactions half as large, up to
+    `RETRIES` times in a row; they grow back by half again after each one that commits.
+    Not thread-safe: one caller at a time; `close()` when done.
     """
 
     def __init__(
@@ -223,17 +171,24 @@ class Publisher:
         partitions: int = 1,
         transactional: bool | None = None,
         client_config: Mapping[str, Any] | None = None,
-        max_versions: int = 100,
+        max_records: int = MAX_RECORDS,
+        max_bytes: int = MAX_BYTES,
+        max_versions: int | None = None,
         timeout: float = 60.0,
     ) -> None:
         self.path = str(path)
         self.name = table or self.path.rstrip("/").rsplit("/", 1)[-1]
-        if max_versions < 1:
-            raise PublishError(
-                f"table `{self.name}`: `max_versions` must be at least 1 (got `{max_versions}`)",
-                topic=topic,
-                table=self.name,
-            )
+        for what, value in (
+            ("max_records", max_records),
+            ("max_bytes", max_bytes),
+            ("max_versions", 1 if max_versions is None else max_versions),
+        ):
+            if value < 1:
+                raise PublishError(
+                    f"table `{self.name}`: `{what}` must be at least 1 (got `{value}`)",
+                    topic=topic,
+                    table=self.name,
+                )
         if not keys:
             raise PublishError(
                 f"table `{self.name}`: publishing to `{topic}` needs the sink keys (the record "
@@ -247,6 +202,8 @@ class Publisher:
         self.mode: PublishMode = mode
         self.partitions = partitions
         self.transactional = transactional
+        self.max_records = max_records
+        self.max_bytes = max_bytes
         self.max_versions = max_versions
         self.timeout = timeout
         self._conf = {
@@ -260,10 +217,15 @@ class Publisher:
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._use_txn = transactional is not False
-        self._next: tuple[str, int] | None = None
-        """(table id, first version not yet published) after this publisher's own commit."""
+        self._next: Position | None = None
+        """Where this publisher's own last commit left the position."""
         self._lost_brokers = False
         """Set by the clients' error callback: every broker was down, or a fatal error."""
+        self._bound = (max_records, max_bytes)
+        """The records and bytes of the next transaction: halved after a failed one."""
+        self._window = min(_FIRST_WINDOW, max_versions or _FIRST_WINDOW)
+        """Versions read from the change feed at once: fewer when they held more records
+        than a transaction takes, more when they held few."""
 
     def __enter__(self) -> Publisher:
         return self
@@ -281,7 +243,8 @@ class Publisher:
         if consumer is not None:
             consumer.close()
         if producer is not None:
-            producer.flush(5)
+            with contextlib.suppress(KafkaException):  # a fenced producer's flush raises
+                producer.flush(5)
             with warnings.catch_warnings():
                 # A fenced producer's abort fails again here; `_abort` logged it.
                 warnings.simplefilter("ignore", RuntimeWarning)
@@ -292,8 +255,9 @@ class Publisher:
 
         Kept clients that lost every broker since the last call are replaced first. Kept
         clients that fail (fenced by another publisher of the table) are closed and
-        started again once, as a new publisher would be; a failure with clients started
-        in this call is raised, and closes them."""
+        started again once, as a new publisher would be; an aborted transaction is tried
+        again (`Publisher`); any other failure with clients started in this call is
+        raised, and closes them."""
         name, topic = self.name, self.topic
         delta = self._table.get()  # kept open: a publish per batch reads only new commits
         if delta is None:
@@ -305,21 +269,37 @@ class Publisher:
             )
         if self._consumer is not None:
             self._drop_if_disconnected()
+        done, aborted = _Progress(), 0
         while True:
             kept = self._consumer is not None
             try:
-                return self._publish(delta)
+                return self._publish(delta, done)
             except BaseException as e:
                 self._close_quietly()
-                if not kept or not isinstance(e, (KafkaException, PublishError)):
+                if isinstance(e, TransactionFailed) and aborted < RETRIES:
+                    aborted += 1
+                    self._shrink(e)
+                elif not kept or not isinstance(e, (KafkaException, PublishError)):
                     raise
-                logger.warning(
-                    "table %s: publishing to %s with the clients kept from the last call "
-                    "failed (%s); starting them again",
-                    name,
-                    topic,
-                    e,
-                )
+                else:
+                    logger.warning(
+                        "table %s: publishing to %s with the clients kept from the last call "
+                        "failed (%s); starting them again",
+                        name,
+                        topic,
+                        e,
+                    )
+
+    def _shrink(self, e: TransactionFailed) -> None:
+        records, size = self._bound
+        self._bound = (max(1, records // 2), max(1, size // 2))
+        logger.warning(
+            "table %s: %s The publisher's clients: starting them again, for transactions "
+            "of at most %d records and %d bytes",
+            self.name,
+            e,
+            *self._bound,
+        )
 
     def _drop_if_disconnected(self) -> None:
         """Close kept clients that lost every broker since the last call (their errors
@@ -347,209 +327,203 @@ class Publisher:
         with contextlib.suppress(KafkaException):
             self.close()
 
-    def _publish(self, delta: DeltaTable) -> PublishResult:
+    def _publish(self, delta: DeltaTable, done: _Progress) -> PublishResult:
         name, topic = self.name, self.topic
         end = delta.version()
         table_id = delta.metadata().id
         consumer = self._consumer or self._start()
-        if self._next is not None and self._next[0] == table_id:
-            start = self._next[1]
-        else:
-            start = _committed_marker(consumer, topic, table_id, self.timeout)
-        if start > end:
-            logger.info(
-                "table %s: versions up to %d already published to %s; nothing to do",
-                name,
-                end,
-                topic,
-            )
-            return PublishResult(name, topic, None, None, transactional=self._use_txn)
-        total = tombstones = 0
-        for first in range(start, end + 1, self.max_versions):
-            last = min(first + self.max_versions - 1, end)
-            records = _read_changes(
-                delta, self.path, name, topic, self.keys, self.mode, first, last
-            )
-            marker = TopicPartition(
-                topic,
-                MARKER_PARTITION,
-                last + 1,
-                json.dumps({"table_id": table_id, "version": last}),
-            )
-            assert self._producer is not None
-            if self._use_txn:
-                _publish_transaction(
-                    self._producer, consumer, topic, name, records, marker, self.timeout
+        at = self._next
+        if at is None or at.table_id != table_id:
+            at = self._read_position(consumer, table_id)
+        if at.clearing:
+            at = self._clear(delta, at, done)
+        if at.version > end:
+            if done.first is None:
+                logger.info(
+                    "table %s: versions up to %d already published to %s; nothing to do",
+                    name,
+                    end,
+                    topic,
                 )
-            else:
-                _publish_at_least_once(self._producer, consumer, topic, name, records, marker)
-            self._next = (table_id, last + 1)
-            total += len(records)
-            tombstones += sum(1 for r in records if r.value is None)
-            logger.info(
-                "table %s: published versions %d..%d to %s: %d record(s)%s",
-                name,
-                first,
-                last,
-                topic,
-                len(records),
-                "" if self._use_txn else " (at-least-once)",
+            return self._result(done)
+        while at.version <= end:
+            last = min(end, at.version + self._window - 1)
+            records = read_changes(
+                delta, self.path, name, topic, self.keys, self.mode, at.version, last
             )
-        return PublishResult(name, topic, start, end, total, tombstones, self._use_txn)
+            self._adapt_window(len(records))
+            for step, after in self._steps(records[at.records :], at, last):
+                self._commit(step, after)
+                if done.first is None:
+                    done.first = at.version
+                done.records += len(step)
+                done.tombstones += sum(1 for r in step if r.value is None)
+                done.last = after.version - 1 if after.records == 0 else after.version
+                at = after
+        return self._result(done)
+
+    def _result(self, done: _Progress) -> PublishResult:
+        return PublishResult(
+            self.name,
+            self.topic,
+            done.first,
+            done.last if done.first is not None else None,
+            done.records,
+            done.tombstones,
+            self._use_txn,
+        )
+
+    def _cuts(self, records: list[ChangeRecord]) -> Iterator[tuple[int, int]]:
+        """`records[i:j]` of each transaction within the bounds (at least one record;
+        an empty list is one empty transaction). The bounds are read as each transaction
+        is cut: a commit lets them grow, and a failure ends the call."""
+        i = 0
+        while True:
+            limit, budget = self._bound
+            j, size = i, 0
+            while j < len(records) and j - i < limit:
+                size += record_size(records[j])
+                if j > i and size > budget:
+                    break
+                j += 1
+            yield i, j
+            if j == len(records):
+                return
+            i = j
+
+    def _steps(
+        self, records: list[ChangeRecord], at: Position, last: int
+    ) -> Iterator[tuple[list[ChangeRecord], Position]]:
+        """`records` (from `at` on, to the end of version `last`) cut into transactions,
+        each with the position after it. A transaction that ends inside a version
+        positions at the count of that version's records it leaves published; one that
+        ends with `last` positions at `last + 1`."""
+        index, version = at.records, at.version
+        for i, j in self._cuts(records):
+            for r in records[i:j]:
+                index = index + 1 if r.version == version else 1
+                version = r.version
+            if j == len(records):
+                yield records[i:j], Position(at.table_id, last + 1)
+                return
+            following = records[j].version
+            yield (
+                records[i:j],
+                Position(at.table_id, following, index if following == version else 0),
+            )
+
+    def _clear(self, delta: DeltaTable, at: Position, done: _Progress) -> Position:
+        """Tombstone the topic's keys the table does not have (a table built again), in
+        transactions whose positions say `clearing` until the last; the position to
+        publish the table from. Keys tombstoned by an earlier, interrupted call are no
+        longer live in the topic, so they are not tombstoned twice."""
+        stale = stale_keys(
+            delta,
+            bootstrap=self.bootstrap,
+            topic=self.topic,
+            keys=self.keys,
+            mode=self.mode,
+            client_config=self._client_config,
+            timeout=self.timeout,
+        )
+        start = Position(at.table_id, 0)
+        if not stale:
+            return start
+        logger.warning(
+            "table %s: %d key(s) of topic %s are no key of the table (built again, table id "
+            "%s); tombstoning them before it is published from version 0",
+            self.name,
+            len(stale),
+            self.topic,
+            at.table_id,
+        )
+        records = [ChangeRecord(delta.version(), k, None) for k in stale]
+        for i, j in self._cuts(records):
+            after = start if j == len(records) else at
+            self._commit(records[i:j], after)
+            done.first = 0 if done.first is None else done.first
+            done.records += j - i
+            done.tombstones += j - i
+        return start
+
+    def _commit(self, step: list[ChangeRecord], after: Position) -> None:
+        assert self._producer is not None
+        if self._use_txn:
+            publish_transaction(self._producer, self.topic, self.name, step, after, self.timeout)
+            records, size = self._bound
+            self._bound = (
+                min(self.max_records, records + records // 2 + 1),
+                min(self.max_bytes, size + size // 2 + 1),
+            )
+        else:
+            publish_at_least_once(self._producer, self.topic, self.name, step, after, self.timeout)
+        self._next = after
+        logger.info(
+            "table %s: published %d record(s) to %s, position now version %d (+%d)%s",
+            self.name,
+            len(step),
+            self.topic,
+            after.version,
+            after.records,
+            "" if self._use_txn else " (at-least-once)",
+        )
+
+    def _adapt_window(self, records: int) -> None:
+        if records > 2 * self.max_records:
+            self._window = max(1, self._window // 2)
+        elif records < self.max_records // 2:
+            self._window = min(self.max_versions or _MAX_WINDOW, self._window * 2)
+
+    def _read_position(self, consumer: Consumer, table_id: str) -> Position:
+        """Where to start: the table's position record, else the position an older
+        publisher committed as a group offset; version 0 for another table id (a table
+        created again at the path) or none."""
+        name, topic = self.name, self.topic
+        at = read_position(consumer, topic, name, timeout=self.timeout)
+        if at is None:
+            at = legacy_position(consumer, topic, timeout=self.timeout)
+        if at is None:
+            return Position(table_id, 0, clearing=True)
+        if at.table_id != table_id:
+            logger.warning(
+                "topic %s: publish position %d belongs to table id %s, not %s; publishing "
+                "the new table from version 0",
+                topic,
+                at.version,
+                at.table_id,
+                table_id,
+            )
+            return Position(table_id, 0, clearing=True)
+        return at
 
     def _start(self) -> Consumer:
-        """Ensure the topic, open the marker's consumer and start the producer."""
-        name, topic = self.name, self.topic
-        try:
-            ensure_topic(
+        """Ensure the topics, open the position's consumer and start the producer."""
+        for t, partitions, config in (
+            (self.topic, self.partitions, {"cleanup.policy": "compact"}),
+            (position_topic(self.topic), 1, POSITION_TOPIC_CONFIG),
+        ):
+            ensure_published_topic(
                 self.bootstrap,
-                topic,
-                partitions=self.partitions,
-                config={"cleanup.policy": "compact"},
+                t,
+                table=self.name,
+                partitions=partitions,
+                config=config,
                 client_config=self._client_config,
                 timeout=self.timeout,
             )
-        except KafkaAdminError as e:
-            raise PublishError(
-                f"table `{name}`: topic `{topic}` could not be created: {e}",
-                topic=topic,
-                table=name,
-            ) from e
         self._consumer = Consumer(
             {
                 **self._conf,
-                "group.id": marker_group(name),
+                "group.id": marker_group(self.name),  # reads a position kept as its offset
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
             }
         )
-        if self._use_txn:
-            producer = Producer(
-                {
-                    **self._conf,
-                    "transactional.id": transactional_id(name),
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": 5,
-                }
-            )
-            try:
-                producer.init_transactions(self.timeout)
-                self._producer = producer
-            except KafkaException as e:
-                producer.close()
-                if self.transactional is None and e.args[0].code() in _NO_TRANSACTIONS:
-                    logger.warning(
-                        "topic %s: the broker does not support transactions (%s); publishing "
-                        "table %s at-least-once (idempotent keyed upserts)",
-                        topic,
-                        e.args[0].str(),
-                        name,
-                    )
-                    self._use_txn = False
-                else:
-                    raise PublishError(
-                        f"table `{name}`: starting the transactional producer "
-                        f"`{transactional_id(name)}` on `{self.bootstrap}` failed: "
-                        f"{e.args[0].str()}",
-                        topic=topic,
-                        table=name,
-                    ) from e
-        if not self._use_txn:
-            self._producer = Producer(
-                {**self._conf, "acks": "all", "max.in.flight.requests.per.connection": 1}
-            )
+        self._producer, self._use_txn = start_producer(
+            self._conf,
+            table=self.name,
+            topic=self.topic,
+            transactional=self.transactional if self._use_txn else False,
+            timeout=self.timeout,
+        )
         return self._consumer
-
-
-def _read_changes(
-    delta: DeltaTable,
-    path: str,
-    name: str,
-    topic: str,
-    keys: Sequence[str],
-    mode: PublishMode,
-    first: int,
-    last: int,
-) -> list[ChangeRecord]:
-    try:
-        changes = pa.table(delta.load_cdf(starting_version=first, ending_version=last).read_all())
-    except DeltaError as e:
-        raise PublishError(
-            f"table `{name}`: reading the change feed of `{path}` versions {first}..{last} "
-            f"failed: {e}. The table needs `delta.enableChangeDataFeed=true` from version "
-            f"{first} on (tables created by the warehouse have it), and its change files "
-            "must not be vacuumed before they are published.",
-            topic=topic,
-            table=name,
-        ) from e
-    return changelog_records(changes, keys, mode=mode)
-
-
-def _publish_transaction(
-    producer: Producer,
-    consumer: Consumer,
-    topic: str,
-    table: str,
-    records: list[ChangeRecord],
-    marker: TopicPartition,
-    timeout: float,
-) -> None:
-    producer.begin_transaction()
-    try:
-        _produce_all(producer, topic, records, table, transaction=True)
-        crash_point("publish_before_commit")
-        producer.send_offsets_to_transaction([marker], consumer.consumer_group_metadata(), timeout)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                producer.commit_transaction(max(1.0, deadline - time.monotonic()))
-                break
-            except KafkaException as e:
-                if e.args[0].retriable() and time.monotonic() < deadline:
-                    continue
-                raise
-    except (KafkaException, PublishError) as e:
-        _abort(producer, topic, table)
-        if isinstance(e, PublishError):
-            raise
-        if e.args[0].code() in _FENCED:
-            raise PublishError(
-                f"table `{table}`: another publisher of the table (transactional id "
-                f"`{transactional_id(table)}`) fenced this one: {e.args[0].str()}. Nothing of "
-                "this transaction is visible to read_committed consumers; this publisher "
-                "starts over from the marker.",
-                topic=topic,
-                table=table,
-            ) from e
-        raise PublishError(
-            f"table `{table}`: the publish transaction to `{topic}` failed and was aborted: "
-            f"{e.args[0].str()}. Nothing of it is visible to read_committed consumers; the "
-            "next batch publishes these versions again.",
-            topic=topic,
-            table=table,
-        ) from e
-    crash_point("publish_after_commit")
-
-
-def _publish_at_least_once(
-    producer: Producer,
-    consumer: Consumer,
-    topic: str,
-    table: str,
-    records: list[ChangeRecord],
-    marker: TopicPartition,
-) -> None:
-    _produce_all(producer, topic, records, table, transaction=False)
-    crash_point("publish_before_commit")
-    try:
-        consumer.commit(offsets=[marker], asynchronous=False)
-    except KafkaException as e:
-        raise PublishError(
-            f"table `{table}`: the records reached `{topic}` but the publish marker could not "
-            f"be committed: {e.args[0].str()}. The next batch publishes them again (harmless "
-            "upserts of a compacted topic).",
-            topic=topic,
-            table=table,
-        ) from e
-    crash_point("publish_after_commit")

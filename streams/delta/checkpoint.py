@@ -1,20 +1,24 @@
-"""Reading what Spark wrote in a query's checkpoint: its id and each batch's end offsets.
+"""Reading what Spark wrote in a query's checkpoint: its id and each batch's end offsets;
+and writing one back for `warehouse recover` (`write_replay_checkpoint`).
 
-Layout (Spark's `OffsetSeqLog` / `StreamMetadata`): `<checkpoint>/metadata` is one JSON
-object with the query `id`; `<checkpoint>/offsets/<batch_id>` is `v1`, a line of batch
-metadata JSON, then one line per source: that source's end offset as JSON, or `-`
-when the source had none yet. The checkpoint is a local path or a URI; it is read
-through `streams.storage`.
+Layout (Spark's `OffsetSeqLog` / `StreamMetadata` / `CommitLog`): `<checkpoint>/metadata`
+is one JSON object with the query `id`; `<checkpoint>/offsets/<batch_id>` is `v1`, a line
+of batch metadata JSON, then one line per source: that source's end offset as JSON, or
+`-` when the source had none yet; `<checkpoint>/commits/<batch_id>` is `v1` and a line of
+JSON, written once the batch's sink is done. The checkpoint is a local path or a URI;
+it is read and written through `streams.storage`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 import streams.storage as storage
+from streams.delta.errors import DeltaConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +91,41 @@ def delta_source_engines(checkpoint_dir: str | Path) -> set[str]:
     return engines
 
 
+def delta_source_position(checkpoint_dir: str | Path, table_id: str) -> int | None:
+    """The first version of the Delta table with id `table_id` that the checkpoint's query
+    still reads (its next batch's, or its planned batch 0's), by either engine's source;
+    None when it has no position in that table (no batch planned over it).
+
+    The next batch starts at the newest committed batch's end: the Python source's
+    `{"version": v}` is the last version read (it reads from `v + 1`), delta-spark's
+    `{"reservoirVersion": v, "index": i}` a place in version `v`. A batch 0 planned and not
+    committed reads from the start: version 0 for the Python source (it replays the table
+    from its first version), the snapshot at `reservoirVersion` for delta-spark's."""
+    folder = str(checkpoint_dir)
+    committed = _batch_ids(storage.join(folder, "commits"))
+    planned = _batch_ids(storage.join(folder, "offsets"))
+    if not planned:
+        return None
+    batch = max(committed) if committed else min(planned)
+    text = storage.read_text(storage.join(folder, "offsets", str(batch)))
+    if text is None:
+        return None
+    lines = text.splitlines()
+    found = []
+    for offset in (_parse_offset(line) for line in lines[2:]):
+        if not isinstance(offset, dict):
+            continue
+        if offset.get("reservoirId") == table_id and "reservoirVersion" in offset:
+            found.append(int(offset["reservoirVersion"]))
+        elif offset.get("table") == table_id and isinstance(offset.get("version"), int):
+            found.append(int(offset["version"]) + 1 if committed else 0)
+    return min(found) if found else None
+
+
+def _batch_ids(folder: str) -> list[int]:
+    return [int(n) for n in storage.list_names(folder) if n.isdigit()]
+
+
 _LOGS = ("offsets", "commits")
 
 
@@ -115,3 +154,81 @@ def remove_interrupted_writes(checkpoint_dir: str | Path) -> list[str]:
             ", ".join("/".join(r.rsplit("/", 2)[-2:]) for r in removed),
         )
     return removed
+
+
+def write_replay_checkpoint(
+    checkpoint_dir: str | Path,
+    *,
+    query_id: str,
+    batch_id: int,
+    start: dict | None,
+    end: dict,
+    committed: bool = False,
+    settings_from: str | Path | None = None,
+) -> None:
+    """Write a new checkpoint of a one-source query (`checkpoint_dir` must not exist) as
+    Spark leaves one whose batch `batch_id` was planned, `[start, end)`, and not
+    committed: the query `query_id` started on it replays that batch, then goes on.
+    `committed`: the batch is committed too, and the query goes on from `end`.
+
+    `start` is the end of batch `batch_id - 1` (logged and committed before it); batch 0
+    has none (its start is the source's initial offset). The batch metadata records the
+    session settings of the newest batch of the checkpoint `settings_from` (the one
+    replaced), else none: Spark then takes its defaults for the settings of stateful
+    operators, which a one-source query without state does not use, and logs a warning
+    for each, once."""
+    folder = str(checkpoint_dir)
+    if storage.exists(folder):
+        raise DeltaConfigError(
+            f"Checkpoint `{folder}` exists; a replay checkpoint is written only where none is.",
+            path=folder,
+            option="checkpoint",
+        )
+    conf = _batch_settings(str(settings_from)) if settings_from is not None else {}
+    meta = json.dumps(
+        {"batchWatermarkMs": 0, "batchTimestampMs": int(time.time() * 1000), "conf": conf}
+    )
+    offsets, commits = storage.join(folder, "offsets"), storage.join(folder, "commits")
+    if batch_id > 0 and not committed:
+        if start is None:
+            raise DeltaConfigError(
+                f"Checkpoint `{folder}`: batch {batch_id} needs the offsets it starts from "
+                f"(the end of batch {batch_id - 1}); none were given.",
+                path=folder,
+                option="start",
+            )
+        storage.write_text(
+            storage.join(offsets, str(batch_id - 1)), f"v1\n{meta}\n{json.dumps(start)}"
+        )
+        storage.write_text(storage.join(commits, str(batch_id - 1)), _COMMIT)
+    storage.write_text(storage.join(offsets, str(batch_id)), f"v1\n{meta}\n{json.dumps(end)}")
+    if committed:
+        storage.write_text(storage.join(commits, str(batch_id)), _COMMIT)
+    # Written last: a checkpoint is a query's only once its metadata names the query.
+    storage.write_text(storage.join(folder, "metadata"), json.dumps({"id": query_id}) + "\n")
+    logger.info(
+        "checkpoint %s written: query %s %s batch %d (%s to %s)",
+        folder,
+        query_id,
+        "resumes after" if committed else "replays",
+        batch_id,
+        start,
+        end,
+    )
+
+
+_COMMIT = 'v1\n{"nextBatchWatermarkMs":0}'
+
+
+def _batch_settings(checkpoint: str) -> dict[str, str]:
+    """The session settings the checkpoint's newest offset log entry records, or none."""
+    folder = storage.join(checkpoint, "offsets")
+    batches = _batch_ids(folder)
+    if not batches:
+        return {}
+    lines = (storage.read_text(storage.join(folder, str(max(batches)))) or "").splitlines()
+    try:
+        conf = json.loads(lines[1]).get("conf") if len(lines) > 1 else None
+    except json.JSONDecodeError:
+        conf = None
+    return {str(k): str(v) for k, v in conf.items()} if isinstance(conf, dict) else {}

@@ -68,8 +68,12 @@ class DeltaEngine(Protocol):
         """Compact the table's small files (no data change); the engine's metrics."""
         ...
 
-    def vacuum(self, spark: SparkSession | None, path: str, retention_hours: int) -> list[str]:
-        """Delete files unreferenced for more than `retention_hours`; the files deleted."""
+    def vacuum(
+        self, spark: SparkSession | None, path: str, retention_hours: int, *, force: bool = False
+    ) -> list[str]:
+        """Delete files unreferenced for more than `retention_hours`; the files deleted.
+        A retention below the table's `delta.deletedFileRetentionDuration` is refused by
+        Delta unless `force`."""
         ...
 
 
@@ -106,8 +110,10 @@ class PythonDelta:
     def optimize(self, spark: SparkSession | None, path: str) -> dict[str, Any]:
         return maintenance.optimize(path)
 
-    def vacuum(self, spark: SparkSession | None, path: str, retention_hours: int) -> list[str]:
-        return maintenance.vacuum(path, retention_hours=retention_hours)
+    def vacuum(
+        self, spark: SparkSession | None, path: str, retention_hours: int, *, force: bool = False
+    ) -> list[str]:
+        return maintenance.vacuum(path, retention_hours=retention_hours, force=force)
 
 
 class NativeDelta:
@@ -143,8 +149,10 @@ class NativeDelta:
     def optimize(self, spark: SparkSession | None, path: str) -> dict[str, Any]:
         return native_maintenance.optimize_native(_session(spark), path)
 
-    def vacuum(self, spark: SparkSession | None, path: str, retention_hours: int) -> list[str]:
-        return native_maintenance.vacuum_native(_session(spark), path, retention_hours)
+    def vacuum(
+        self, spark: SparkSession | None, path: str, retention_hours: int, *, force: bool = False
+    ) -> list[str]:
+        return native_maintenance.vacuum_native(_session(spark), path, retention_hours, force=force)
 
 
 def _session(spark: SparkSession | None) -> SparkSession:

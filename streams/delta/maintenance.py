@@ -1,8 +1,8 @@
 """Maintenance and introspection of sink tables: compaction, vacuum, orphans, status.
 
-`recorded_offsets` and `table_info` read the commit info the sink writes
-(`warehouse.sourceOffsets`, `warehouse.batchId`, `warehouse.table`), so status and
-recovery need only the table itself.
+`recorded_offsets`, `recorded_batch` and `table_info` read the commit info the sink
+writes (`warehouse.sourceOffsets`, `warehouse.startOffsets`, `warehouse.batchId`,
+`warehouse.table`, `warehouse.appId`), so status and recovery need only the table itself.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -23,12 +24,14 @@ from deltalake.exceptions import TableNotFoundError
 
 import streams.storage as storage
 from streams.delta.adds import add_actions, file_bytes, file_rows
-from streams.delta.errors import DeltaTableNotFoundError
+from streams.delta.errors import DeltaConfigError, DeltaTableNotFoundError
 from streams.delta.files import STAGING_DIR
 from streams.delta.tables import open_table
 from streams.delta.target import (
+    APP_KEY,
     BATCH_KEY,
     OFFSETS_KEY,
+    START_KEY,
     TABLE_KEY,
     newest_recorded,
     recorded_info,
@@ -51,17 +54,41 @@ def _open(path: str | Path, what: str) -> DeltaTable:
         ) from e
 
 
-def recorded_offsets(path: str | Path, table: str | None = None) -> dict | None:
-    """The source end offsets of the newest commit that recorded them (and, if `table` is
-    given, was written for that table); None when no commit has them."""
+@dataclass(frozen=True)
+class RecordedBatch:
+    """A batch as its commit recorded it: its writer (`app_id`), its id, the source
+    offsets it started from (None in a commit that did not record them) and ended at."""
+
+    app_id: str | None
+    batch_id: int | None
+    start: dict | None
+    end: dict
+
+
+def recorded_batch(path: str | Path, table: str | None = None) -> RecordedBatch | None:
+    """The newest commit that recorded source offsets (and, if `table` is given, was
+    written for that table) as a `RecordedBatch`; None when no commit has them."""
     dt = _open(path, "read recorded offsets from")
     for info in newest_recorded(dt, (64 * 4**i for i in itertools.count())):
         if OFFSETS_KEY not in info:
             continue
         if table is not None and info.get(TABLE_KEY) not in (None, table):
             continue
-        return recorded_value(info[OFFSETS_KEY])
+        batch = recorded_value(info[BATCH_KEY]) if BATCH_KEY in info else None
+        return RecordedBatch(
+            app_id=info.get(APP_KEY),
+            batch_id=None if batch is None else int(batch),
+            start=recorded_value(info[START_KEY]) if START_KEY in info else None,
+            end=recorded_value(info[OFFSETS_KEY]),
+        )
     return None
+
+
+def recorded_offsets(path: str | Path, table: str | None = None) -> dict | None:
+    """The source end offsets of the newest commit that recorded them (and, if `table` is
+    given, was written for that table); None when no commit has them."""
+    batch = recorded_batch(path, table)
+    return None if batch is None else batch.end
 
 
 def table_info(path: str | Path) -> dict[str, Any]:
@@ -108,23 +135,81 @@ def optimize(path: str | Path, *, target_size: int | None = None) -> dict[str, A
     return metrics
 
 
-def vacuum(path: str | Path, retention_hours: int = 168, *, dry_run: bool = False) -> list[str]:
+DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
+"""Delta's `delta.deletedFileRetentionDuration` when a table does not set it: the least
+retention a vacuum keeps unless forced."""
+
+_INTERVAL_UNITS = {
+    "millisecond": 0.001,
+    "second": 1.0,
+    "minute": 60.0,
+    "hour": 3600.0,
+    "day": 86400.0,
+    "week": 604800.0,
+}
+
+
+def deleted_file_retention(path: str | Path) -> tuple[str, float]:
+    """The table's `delta.deletedFileRetentionDuration` as written (Delta's default when it
+    sets none) and in hours."""
+    dt = _open(path, "read the retention of")
+    text = dt.metadata().configuration.get(
+        "delta.deletedFileRetentionDuration", DEFAULT_DELETED_FILE_RETENTION
+    )
+    words = str(text).lower().replace("interval", " ").split()
+    seconds = 0.0
+    for amount, unit in zip(words[::2], words[1::2], strict=False):
+        try:
+            seconds += float(amount) * _INTERVAL_UNITS[unit.rstrip("s")]
+        except (KeyError, ValueError):
+            raise DeltaConfigError(
+                f"Delta table `{path}`: `delta.deletedFileRetentionDuration` is `{text}`, "
+                "not an interval such as `interval 1 week` or `interval 168 hours`.",
+                path=str(path),
+                option="delta.deletedFileRetentionDuration",
+            ) from None
+    return str(text), seconds / 3600.0
+
+
+def table_id(path: str | Path) -> str:
+    """The table's id (its metadata's), which stream readers' offsets name it by."""
+    return str(_open(path, "read the id of").metadata().id)
+
+
+def commit_time(path: str | Path, version: int) -> float | None:
+    """When `version` of the table was committed (epoch seconds), or None when the log no
+    longer has (or never had) that version."""
+    dt = _open(path, "read the history of")
+    if version > dt.version():
+        return None
+    for commit in dt.history(dt.version() - version + 1):
+        if int(commit.get("version", -1)) == version and commit.get("timestamp") is not None:
+            return float(commit["timestamp"]) / 1000.0
+    return None
+
+
+def vacuum(
+    path: str | Path, retention_hours: int = 168, *, dry_run: bool = False, force: bool = False
+) -> list[str]:
     """Delete files the table stopped referencing more than `retention_hours` ago.
 
     A stream reader that is behind by more than the retention can no longer read the
-    versions whose files are gone; keep the retention above the longest downtime.
+    versions whose files are gone; keep the retention above the longest downtime. Delta's
+    minimum, the table's `delta.deletedFileRetentionDuration`, holds unless `force`.
     """
     dt = _open(path, "vacuum")
     # delta-rs names every file the log's tombstones hold, deleted by an earlier vacuum or
     # not (a dry run relative to the table, a real one absolute); only the ones still there
     # are what this call deletes.
     candidates = dt.vacuum(
-        retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False
+        retention_hours=retention_hours, dry_run=True, enforce_retention_duration=not force
     )
     found = (f if "://" in f else os.path.join(str(path), f) for f in candidates)
     removed = [f for f in found if storage.exists(f)]  # an absolute f stays
     if removed and not dry_run:
-        dt.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
+        dt.vacuum(
+            retention_hours=retention_hours, dry_run=False, enforce_retention_duration=not force
+        )
     logger.info(
         "Delta table %s: vacuum %s %d files",
         path,

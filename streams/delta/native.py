@@ -353,7 +353,9 @@ def _upsert(
     if few is not None:
         if target.sequence_by:
             deletes = few.filter(few.column(DELETE_FLAG))
-            few = keep_after_tombstones(few, record_tombstones(deletes, target), target)
+            few = keep_after_tombstones(
+                few, record_tombstones(deletes, target, touched=few), target
+            )
         small = _small(n, lambda: _rows(table), lambda: few.nbytes)
         if small and mergeable(table, target, changes.schema):
             crash_point("before_commit")
@@ -365,8 +367,8 @@ def _upsert(
         if target.sequence_by:
             keys = [*target.keys, target.sequence_by]
             deletes = changes.where(F.col(DELETE_FLAG)).select(*keys).toArrow()
-            tombstones = record_tombstones(deletes, target)
-            source = keep_after_tombstones_spark(changes, tombstones, target)
+            record_tombstones(deletes, target, touched=deletes)
+            source = keep_after_tombstones_spark(changes, target)
         small = _small(n, lambda: _rows(table), lambda: _estimated_bytes(df))
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in target.keys)
     newer = "true"

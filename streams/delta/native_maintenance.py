@@ -58,15 +58,23 @@ def optimize_native(spark: SparkSession, path: str | Path) -> dict[str, Any]:
 
 
 def vacuum_native(
-    spark: SparkSession, path: str | Path, retention_hours: int = 168, *, dry_run: bool = False
+    spark: SparkSession,
+    path: str | Path,
+    retention_hours: int = 168,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
 ) -> list[str]:
     """Delete files the table stopped referencing more than `retention_hours` ago
-    (`VACUUM ... RETAIN n HOURS`); returns them. A retention under Delta's safety
-    minimum (7 days) is what the caller asked for, so Delta's check is off for this call,
-    and so is its default of ignoring the retention asked for."""
+    (`VACUUM ... RETAIN n HOURS`); returns them. Delta's check of the retention against
+    the table's `delta.deletedFileRetentionDuration` holds unless `force`; its default of
+    ignoring the retention asked for is off."""
     table = _table(spark, path, "vacuum")
     location = str(path).replace("`", "``")
-    settings = {_RETENTION_CHECK: "false", _RETENTION_WINDOW_IGNORE: "false"}
+    settings = {
+        _RETENTION_CHECK: "false" if force else "true",
+        _RETENTION_WINDOW_IGNORE: "false",
+    }
     if spark.conf.get(_LISTING_PARALLELISM, None) is None:
         settings[_LISTING_PARALLELISM] = str(spark.sparkContext.defaultParallelism)
     with session_confs(spark, settings):

@@ -16,7 +16,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import DeltaTable, Schema
 from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame
@@ -60,15 +59,6 @@ ACTION = "__warehouse_scd2_action"
 _TIME = pa.timestamp("us", tz="UTC")
 
 
-def _touched_rows(found: pa.Table, keys: Sequence[str], values: Iterable[Key]) -> pa.Table:
-    # Filtered after the scan, not pushed into it: delta-rs writes strings as
-    # string_view while the dataset schema says string, and the statistics pushdown
-    # cannot compare the two. The first key narrows; composite keys match exactly later.
-    column = found.column(keys[0])
-    value_set = pa.array(sorted({v[0] for v in values})).cast(column.type)
-    return found.filter(pc.is_in(column, value_set=value_set))
-
-
 def load_state(
     table: DeltaTable,
     keys: Sequence[str],
@@ -93,7 +83,10 @@ def load_state(
             path=table.table_uri,
             column=missing[0],
         )
-    found = _touched_rows(read_table(table, columns=columns), keys, touched)
+    # Only the files (and row groups) whose statistics may hold a touched key are read;
+    # composite keys match exactly below.
+    values = {k: pa.array([key[i] for key in touched]) for i, k in enumerate(keys)}
+    found = read_table(table, columns=columns, keys_in=values)
     state: dict[Key, KeyState] = {}
     for row in found.to_pylist():
         key = tuple(row[k] for k in keys)

@@ -240,7 +240,8 @@ def _upsert(
     refuse_null_keys(data, target, batch_id)
     if target.sequence_by:
         deletes = data.filter(data.column(DELETE_FLAG))
-        data = keep_after_tombstones(data, record_tombstones(deletes, target), target)
+        # Only the tombstones of the batch's keys are read (the scan skips other files).
+        data = keep_after_tombstones(data, record_tombstones(deletes, target, touched=data), target)
     crash_point("before_commit")
     props = commit_properties(target, batch_id, commit_info)
     if data.num_rows == 0:

@@ -41,6 +41,7 @@ INTERNAL_COLUMNS: tuple[str, ...] = ("_op", "_deleted")
 # Keys of the commit info every batch's commit records (`commit_properties`, the native
 # engine's `userMetadata`).
 OFFSETS_KEY = "warehouse.sourceOffsets"
+START_KEY = "warehouse.startOffsets"
 BATCH_KEY = "warehouse.batchId"
 TABLE_KEY = "warehouse.table"
 APP_KEY = "warehouse.appId"

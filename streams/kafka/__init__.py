@@ -22,7 +22,8 @@ from streams.kafka.errors import (
     KafkaStreamError,
 )
 from streams.kafka.fetch import consumer_config, read_range
-from streams.kafka.offsets import OffsetRange
+from streams.kafka.initial_offsets import record_initial_offsets, recorded_initial_offsets
+from streams.kafka.offsets import OffsetRange, rewound
 from streams.kafka.parse import as_struct, parse_kafka, required_fields
 from streams.kafka.parse_connect import sample_connect_struct
 from streams.kafka.parse_frames import (
@@ -81,7 +82,10 @@ __all__ = [
     "read_kafka_stream",
     "read_partition",
     "record_hash",
+    "record_initial_offsets",
+    "recorded_initial_offsets",
     "register_source",
     "required_fields",
+    "rewound",
     "sample_connect_struct",
 ]

@@ -9,6 +9,10 @@ new start and skip (or repeat) records. Spark's own Kafka source writes the firs
 resolution to `<checkpoint>/sources/<n>/0` and reuses it; this log does the same
 for the Python source at `<checkpoint>/sources/warehouse_kafka/<subscription>.json`,
 one file per subscription (topics or pattern), written once, atomically.
+
+`record_initial_offsets` writes both engines' files for a checkpoint rebuilt by
+`warehouse recover` whose batch 0 is to be replayed, and `recorded_initial_offsets`
+reads back whichever the query's source wrote (batch 0's start, for its commit info).
 """
 
 from __future__ import annotations
@@ -25,6 +29,50 @@ from streams.kafka.offsets import from_json_dict, to_json_dict
 logger = logging.getLogger(__name__)
 
 FOLDER = ("sources", "warehouse_kafka")
+SPARK_LOG = ("sources", "0", "0")
+"""Spark's Kafka source's initial offsets (its `KafkaSourceInitialOffsetWriter`, the only
+source of a query: index 0): a zero byte, `v1`, a newline, the offsets' JSON."""
+
+
+def subscription_text(topics: list[str] | None, pattern: str | None) -> str:
+    """What the Python source keys its initial offsets by: `topics=a,b` or `pattern=...`."""
+    return f"topics={','.join(topics)}" if topics else f"pattern={pattern}"
+
+
+def record_initial_offsets(
+    checkpoint: str | Path,
+    offsets: dict[str, dict[str, int]],
+    *,
+    topics: list[str] | None,
+    pattern: str | None,
+) -> None:
+    """Record `offsets` as the initial offsets of the query's Kafka source on either
+    engine: the Python source's log and Spark's `sources/0/0`, each read only by its own
+    source when batch 0 is planned or replayed."""
+    InitialOffsetsLog(checkpoint, subscription_text(topics, pattern)).write(offsets)
+    body = json.dumps(to_json_dict(from_json_dict(offsets)), separators=(",", ":"))
+    storage.write_bytes(storage.join(str(checkpoint), *SPARK_LOG), b"\x00v1\n" + body.encode())
+
+
+def recorded_initial_offsets(checkpoint: str | Path) -> dict[str, dict[str, int]] | None:
+    """The initial offsets the query's Kafka source recorded under `checkpoint` (the Python
+    source's log, else Spark's), or None when it recorded none (a checkpoint of a query
+    that read no Kafka topic, or that has not planned batch 0)."""
+    # One file per subscription the query has had: the newest is the one it reads.
+    folder = storage.join(str(checkpoint), *FOLDER)
+    ours = sorted(
+        (mtime, rel) for rel, mtime in storage.walk_file_times(folder) if rel.endswith(".json")
+    )
+    if ours:
+        data = json.loads(storage.read_text(storage.join(folder, ours[-1][1])) or "{}")
+        return to_json_dict(from_json_dict(data.get("offsets")))
+    raw = storage.read_bytes(storage.join(str(checkpoint), *SPARK_LOG))
+    if raw is None:
+        return None
+    version, _, body = raw.lstrip(b"\x00").decode().partition("\n")
+    if version != "v1" or not body.startswith("{"):
+        return None
+    return to_json_dict(from_json_dict(json.loads(body)))
 
 
 class InitialOffsetsLog:

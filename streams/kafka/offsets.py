@@ -51,6 +51,20 @@ def from_json_dict(data: Mapping[str, Mapping[str, Any]] | None) -> Offsets:
     return out
 
 
+def rewound(
+    start: Mapping[str, Mapping[str, Any]] | None, end: Mapping[str, Mapping[str, Any]] | None
+) -> dict[str, dict[str, list[int]]]:
+    """The partitions a batch ends below where it started (`{"t": {"p": [start, end]}}`):
+    their log was found to end before the query's position (a topic created again, a
+    broker that lost records), and the batch went on in the log there is now."""
+    before, after = from_json_dict(start), from_json_dict(end)
+    out: dict[str, dict[str, list[int]]] = {}
+    for (topic, part), off in sorted(after.items()):
+        if (topic, part) in before and off < before[(topic, part)]:
+            out.setdefault(topic, {})[str(part)] = [before[(topic, part)], off]
+    return out
+
+
 @dataclass(frozen=True)
 class StartingOffsets:
     """`earliest`, `latest`, or explicit offsets (`-2` earliest, `-1` latest per partition)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -35,7 +36,7 @@ from pyspark.sql.types import (
 )
 
 from streams.kafka.errors import DataLossError, KafkaConfigError
-from streams.kafka.initial_offsets import InitialOffsetsLog
+from streams.kafka.initial_offsets import InitialOffsetsLog, subscription_text
 from streams.kafka.offsets import (
     OffsetRange,
     Offsets,
@@ -87,6 +88,18 @@ quarantine, a retried batch's work) is bounded by configuration, not by the back
 Each batch costs a fixed ~0.2 s here (planning, its job's start and tail, the commits),
 a fifth of a 1M-record batch's time on 2 cores (docs/decisions/0003)."""
 _CLIENT_PREFIX = "kafka."
+_END_CHECKS = 3
+"""Times `latestOffset` reads a partition's end before it holds an end below the query's
+position as the log's (`_check_loss`), `_END_CHECK_PAUSE_S` apart."""
+_END_CHECK_PAUSE_S = 0.5
+
+
+def _behind_text(tp: tuple[str, int], position: int, end: int, start: int) -> str:
+    return (
+        f"Topic `{tp[0]}` partition {tp[1]}: the query's position is offset {position}, "
+        f"but the partition's log ends at offset {end} (and starts at {start}): the topic "
+        "was deleted and created again, or the broker lost records it had acknowledged"
+    )
 
 
 @dataclass(frozen=True)
@@ -230,7 +243,7 @@ class _Options:
                 client[k[len(_CLIENT_PREFIX) :]] = v
         self.client_config = client
         ckpt = opts.get("checkpoint_location")
-        subscription = f"topics={','.join(self.topics)}" if self.topics else f"pattern={pattern}"
+        subscription = subscription_text(self.topics, pattern)
         self.initial_log = InitialOffsetsLog(ckpt, subscription) if ckpt else None
 
     def matches(self, topic: str) -> bool:
@@ -325,11 +338,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         logger.info("kafka source starts at %s", start)
         return start
 
-    def _check_loss(self, start: Offsets, low: Offsets, known: set[tuple[str, int]]) -> Offsets:
-        """Effective start per known partition; raises or warns on offsets already gone."""
+    def _check_loss(self, start: Offsets, low: Offsets, high: Offsets) -> Offsets:
+        """Effective start per known partition; raises or warns on offsets already gone:
+        below the log's start (retention), or past its end (the topic was deleted and
+        created again, or the broker lost records it had): the query's position is then
+        in a log that no longer exists, and the new log is read from its start."""
         eff: Offsets = {}
         for tp, off in start.items():
-            if tp not in known:
+            if tp not in high:
                 self._loss(tp, off, None, f"Topic `{tp[0]}` partition {tp[1]} no longer exists")
                 continue
             if off < low[tp]:
@@ -341,9 +357,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     f"the earliest offset is {low[tp]} (deleted by retention?)",
                 )
                 eff[tp] = low[tp]
+            elif off > high[tp]:
+                self._loss(tp, off, low[tp], _behind_text(tp, off, high[tp], low[tp]))
+                eff[tp] = low[tp]
             else:
                 eff[tp] = off
-        for tp in known:
+        for tp in high:
             eff.setdefault(tp, low[tp])
         return eff
 
@@ -352,8 +371,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             logger.warning("%s; skipping ahead (on_data_loss=skip)", what)
             return
         raise DataLossError(
-            f'{what}. Set on_data_loss="skip" to continue from the earliest offset, or reset '
-            "the query's checkpoint.",
+            f'{what}. Set on_data_loss="skip" to continue from the log\'s earliest offset, '
+            "or reset the query's checkpoint.",
             topic=tp[0],
             partition=tp[1],
             expected_offset=expected,
@@ -377,7 +396,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_json_dict(start)
         low, high = self._latest_all()
-        eff = self._check_loss(begin, low, set(high))
+        for _ in range(_END_CHECKS - 1):
+            if not any(tp in high and off > high[tp] for tp, off in begin.items()):
+                break
+            # A leader that just took over can report an end below what it acknowledged
+            # for a moment (KAFKA-7703, which Spark's source also asks again for).
+            time.sleep(_END_CHECK_PAUSE_S)
+            low, high = self._latest_all()
+        eff = self._check_loss(begin, low, high)
         end: Offsets = {tp: max(high[tp], eff[tp]) for tp in high}
         if self._target is not None:
             end = cap_at(end, self._target, eff)
@@ -396,7 +422,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, stop = from_json_dict(start), from_json_dict(end)
-        if not any(stop.get(tp, 0) > begin.get(tp, -1) for tp in stop):
+        # A partition whose end is below its start was found behind the position when the
+        # batch was planned (`_check_loss`): its new log is read from its start.
+        if not any(stop.get(tp, 0) != begin.get(tp, -1) for tp in stop):
             return []
         parts: dict[str, list[int]] = {}
         for t, p in stop:
@@ -406,6 +434,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp, hi in stop.items():
             lo = begin.get(tp)
             if lo is None:  # discovered after the batch's start: begin at earliest
+                lo = low.get(tp, 0)
+            elif lo > hi:
+                self._loss(tp, lo, low.get(tp), _behind_text(tp, lo, hi, low.get(tp, 0)))
                 lo = low.get(tp, 0)
             elif tp in low and lo < low[tp] and lo < hi:
                 self._loss(

@@ -17,7 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from streams.kafka.engine import KafkaRead, kafka_engine
 from streams.kafka.errors import KafkaConfigError
 from streams.kafka.offsets import parse_starting_offsets, to_json_dict
-from streams.kafka.source import DEFAULT_ISOLATION_LEVEL
+from streams.kafka.record_size import records_for_bytes
+from streams.kafka.source import DEFAULT_ISOLATION_LEVEL, DEFAULT_MAX_OFFSETS_PER_TRIGGER
 
 
 def native_kafka_available(spark: SparkSession) -> bool:
@@ -41,6 +42,7 @@ def read_kafka_stream(
     pattern: str | None = None,
     starting_offsets: str | Mapping[str, Any] = "earliest",
     max_offsets_per_trigger: int | None = None,
+    max_bytes_per_trigger: int | None = None,
     on_data_loss: Literal["fail", "skip"] = "fail",
     client_config: Mapping[str, Any] | None = None,
     engine: Literal["python", "native"] = "python",
@@ -57,7 +59,10 @@ def read_kafka_stream(
     `starting_offsets`: `earliest`, `latest` or `{"topic": {"0": 42}}` (-2 earliest,
     -1 latest); partitions found later start at earliest. `max_offsets_per_trigger`
     caps a micro-batch, shared fairly across partitions (Python engine: 1M records
-    when not given, so a backlog is read in bounded batches; Spark's has no default). `client_config`: any
+    when not given, so a backlog is read in bounded batches; Spark's has no default).
+    `max_bytes_per_trigger` caps it in bytes of keys and values too, turned into records
+    by the size of the topics' newest records when the stream is made
+    (`streams.kafka.record_size`, both engines). `client_config`: any
     librdkafka property (SASL/SSL ...). Isolation is read_committed by default.
     Python engine only: ranges longer than `split_offsets` (200k) are split, and the
     ranges of a batch are packed into at most `max_tasks` tasks (default: Spark's
@@ -81,6 +86,22 @@ def read_kafka_stream(
         raise KafkaConfigError(
             f"on_data_loss must be `fail` or `skip`, got `{on_data_loss}`.", option="on_data_loss"
         )
+    if max_bytes_per_trigger is not None:
+        if max_bytes_per_trigger <= 0:
+            raise KafkaConfigError(
+                f"max_bytes_per_trigger must be positive, got `{max_bytes_per_trigger}`.",
+                option="max_bytes_per_trigger",
+            )
+        by_bytes = records_for_bytes(
+            max_bytes_per_trigger,
+            bootstrap=bootstrap,
+            topics=names,
+            pattern=pattern,
+            client_config=client_config,
+        )
+        if by_bytes is not None:
+            limit = max_offsets_per_trigger or DEFAULT_MAX_OFFSETS_PER_TRIGGER
+            max_offsets_per_trigger = min(limit, by_bytes)
     start = parse_starting_offsets(starting_offsets)
     start_text = (
         start.mode if start.mode != "explicit" else json.dumps(to_json_dict(start.explicit or {}))

@@ -404,6 +404,41 @@ def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKaf
         kafka.stop()
 
 
+SCRAM_MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SECURE_OVERRIDES = {
+    # SCRAM beside PLAIN on the SASL_PLAINTEXT listener; credentials live in the metadata log
+    "sasl.enabled.mechanisms": SCRAM_MECHANISMS,
+    **{
+        f"listener.name.sasl_plaintext.{m.lower()}.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        )
+        for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+    },
+    # ACLs: the PLAIN user `alice` may do everything; ANONYMOUS is the PLAINTEXT listener,
+    # which the node's broker and controller use to talk to each other
+    "authorizer.class.name": STANDARD_AUTHORIZER,
+    "super.users": "User:alice;User:ANONYMOUS",
+    "allow.everyone.if.no.acl.found": "false",
+}
+"""A node whose SASL_PLAINTEXT listener also offers SCRAM and that authorizes with ACLs."""
+
+
+@pytest.fixture(scope="session")
+def secure_apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
+    """One single-node Apache Kafka with `SECURE_OVERRIDES`, shared by the run."""
+    try:
+        kafka = ApacheKafka(
+            tmp_path_factory.mktemp("secure-apache-kafka"), overrides=SECURE_OVERRIDES
+        ).start()
+    except ApacheKafkaError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
+
+
 @pytest.fixture(scope="module")
 def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
     """Three Apache Kafka nodes in one cluster (replication factor 3, min.insync.replicas=2),

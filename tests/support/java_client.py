@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.apache_kafka import cached_classpath
+import pytest
+
+from tests.support.apache_kafka import ApacheKafkaError, cached_classpath
 
 SOURCES = Path(__file__).parent / "java" / "oracle"
 MAIN = "oracle.Main"
@@ -123,3 +125,14 @@ class JavaClient:
                 f"{proc.returncode}:\nstdout:\n{proc.stdout[-2000:]}\nstderr:\n{proc.stderr[-6000:]}"
             )
         return json.loads(lines[-1])
+
+
+@pytest.fixture(scope="session")
+def java_client(tmp_path_factory: pytest.TempPathFactory) -> JavaClient:
+    """The Java scenarios (tests/support/java/oracle), compiled once for the run; a failed
+    test, not a skipped one, when they cannot be compiled."""
+    try:
+        return JavaClient.compile(tmp_path_factory.mktemp("java-client"))
+    except (ApacheKafkaError, JavaClientError) as e:
+        reason = str(e)
+    pytest.fail(reason, pytrace=False)

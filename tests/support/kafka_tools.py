@@ -33,6 +33,7 @@ TOOLS = {
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
 }
 """Shell wrapper name -> the class it runs (as in Kafka's `bin/`)."""
 

@@ -84,9 +84,17 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
     project = load_project(args)
     done = recover(project, args.table)
+    first = (
+        f"replays its newest batch ({done['batch_id']}, from "
+        f"{json.dumps(done['starting_offsets'])}: what the table has is kept, what the batch "
+        "had not finished is written) and goes on from "
+        if done["replays"]
+        else "starts from "
+    )
     _out(
-        f"{args.table}: new checkpoint at {done['checkpoint']} will start from "
-        f"{json.dumps(done['starting_offsets'])}; run `warehouse run --table {args.table}`."
+        f"{args.table}: checkpoint {done['checkpoint']} rebuilt from the table's log; the "
+        f"next run {first}{json.dumps(done['ending_offsets'])}. Run `warehouse run --table "
+        f"{args.table}`."
     )
     return 0
 
@@ -183,10 +191,23 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
+    from warehouse.runtime.maintenance import vacuum
+
     project, path = _one_table_path(args)
-    engine, spark = _maintenance_engine(project)
-    removed = engine.vacuum(spark, path, args.retention_hours)
-    _out(f"{args.table}: vacuum removed {len(removed)} file(s) from {path} ({engine.name})")
+    used: list[Any] = []
+
+    def engine() -> tuple[Any, Any]:
+        used[:] = _maintenance_engine(project)
+        return used[0], used[1]
+
+    removed = vacuum(
+        project,
+        args.table,
+        retention_hours=args.retention_hours,
+        force=args.force,
+        engine=engine,
+    )
+    _out(f"{args.table}: vacuum removed {len(removed)} file(s) from {path} ({used[0].name})")
     return 0
 
 

@@ -114,6 +114,11 @@ def _table_commands(sub: _Commands) -> None:
         p.add_argument("--table", required=True, metavar="T")
         if name == "vacuum":
             p.add_argument("--retention-hours", type=int, default=168)
+            p.add_argument(
+                "--force",
+                action="store_true",
+                help="vacuum below Delta's minimum retention or what a stream reader needs",
+            )
 
 
 def _broker_commands(sub: _Commands, common: argparse.ArgumentParser) -> None:

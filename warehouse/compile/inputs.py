@@ -7,14 +7,11 @@ them. No Spark import at module import.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import streams.storage as storage
 from warehouse.compile.errors import CompileError
-from warehouse.spec.paths import checkpoint_is_new, recover_file
 from warehouse.spec.table import KafkaSource, Scd2Sink, TableSource, UpsertSink
 
 if TYPE_CHECKING:
@@ -93,8 +90,9 @@ class KafkaInput:
             bootstrap=self.bootstrap,
             topics=k.topic_list or None,
             pattern=k.pattern,
-            starting_offsets=starting_offsets(self.table, checkpoint, k.starting_offsets),
+            starting_offsets=k.starting_offsets,
             max_offsets_per_trigger=k.max_offsets_per_trigger,
+            max_bytes_per_trigger=k.max_bytes_per_trigger,
             on_data_loss=k.on_data_loss,
             client_config=self.client_config,
             engine=engines.kafka.name,
@@ -220,13 +218,3 @@ def table_input(project: LoadedProject, source: TableSource) -> TableInput:
         path=str(project.table_path(source.table)),
         join_paths={j.table: str(project.table_path(j.table)) for j in source.join_streams},
     )
-
-
-def starting_offsets(table: str, checkpoint: str, configured: Any) -> Any:
-    """The configured start, unless `recover` left offsets for this (new) checkpoint."""
-    text = storage.read_text(recover_file(checkpoint))
-    if text is not None and checkpoint_is_new(checkpoint):
-        data = json.loads(text)
-        logger.info("table %s: starting from recovered offsets %s", table, data["starting_offsets"])
-        return data["starting_offsets"]
-    return configured

@@ -11,9 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import streams.storage as storage
 from warehouse.compile.errors import SelectionError
-from warehouse.spec.paths import checkpoint_is_new, recover_file
+from warehouse.spec.paths import checkpoint_is_new
 from warehouse.spec.table import (
     LAYERS,
     Scd2Sink,
@@ -73,9 +72,8 @@ def output_mode(defn: TableDefinition) -> Literal["append", "update"]:
 
 def source_text(defn: TableDefinition, *, checkpoint: str | Path | None = None) -> str:
     """How a table reads its source. A Kafka source starts from `starting_offsets`; given
-    the table's `checkpoint`, it says where this run starts instead when that is elsewhere:
-    the checkpoint's position, or the one a `warehouse recover` left for a new checkpoint
-    (Spark reads `starting_offsets` only for a new checkpoint)."""
+    the table's `checkpoint`, it says when this run starts from the checkpoint's position
+    instead (Spark reads `starting_offsets` only for a new checkpoint)."""
     src = defn.spec.source
     if isinstance(src, TopicSource):
         k = src.kafka
@@ -90,8 +88,6 @@ def source_text(defn: TableDefinition, *, checkpoint: str | Path | None = None) 
         start = k.starting_offsets if isinstance(k.starting_offsets, str) else "explicit offsets"
         if checkpoint is not None and not checkpoint_is_new(checkpoint):
             start = "its checkpoint"
-        elif checkpoint is not None and storage.is_file(recover_file(checkpoint)):
-            start = "the offsets `warehouse recover` recorded"
         return f"kafka {where} as {fmt} from {start}"
     text = f"table `{src.table}` ({src.read})"
     for j in src.join_streams:

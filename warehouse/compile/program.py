@@ -78,6 +78,8 @@ class TableProgram:
     arrow: ArrowLanding | None
     publish: PublishTarget | None
     events_root: str
+    events_retention: float
+    """Seconds the quality events are kept (`quality.events_retention`)."""
     views: tuple[str, ...]
     no_data_batches: bool
     once: bool
@@ -169,6 +171,7 @@ def build_program(
         arrow=arrow,
         publish=publish_target(project, defn, bootstrap),
         events_root=str(project.root),
+        events_retention=project.config.quality.events_retention_seconds,
         views=tuple(registered),
         no_data_batches=isinstance(source, TableInput)
         and emits_without_data(stream, defn, plan.output_mode),

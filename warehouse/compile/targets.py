@@ -9,6 +9,7 @@ rebuild a starting position from the table (docs/architecture.md, "Exactly-once"
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,8 @@ from warehouse.compile.errors import CheckpointError
 from warehouse.spec.expectations import interval_seconds
 from warehouse.spec.paths import QUARANTINE_SUFFIX
 from warehouse.spec.table import Scd2Sink, Sink, TopicSource, UpsertSink, sink_keys
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -85,14 +88,60 @@ class Targets:
         return self._query_id
 
     def commit_info(self, batch_id: int) -> dict[str, Any]:
-        """What each commit of batch `batch_id` records: its source end offsets, batch, table."""
+        """What each commit of batch `batch_id` records: its source end offsets, the offsets
+        it started from, batch, table. `warehouse recover` rebuilds a checkpoint that
+        replays the table's newest batch from these two."""
         from streams.delta import batch_end_offsets
 
-        return {
+        info = {
             "warehouse.sourceOffsets": batch_end_offsets(self.checkpoint, batch_id),
             "warehouse.batchId": batch_id,
             "warehouse.table": self.table,
         }
+        start = self._start_offsets(batch_id)
+        if start is not None:
+            info["warehouse.startOffsets"] = start
+        if self.from_kafka:
+            self._note_data_loss(info, batch_id)
+        return info
+
+    def _note_data_loss(self, info: dict[str, Any], batch_id: int) -> None:
+        """Record (`warehouse.dataLoss`) and log the partitions whose batch ends below its
+        start: `on_data_loss: skip` found their log ending before the query's position and
+        went on in the log there is now."""
+        from streams.kafka import rewound
+
+        lost = rewound(info.get("warehouse.startOffsets"), info["warehouse.sourceOffsets"])
+        if not lost:
+            return
+        info["warehouse.dataLoss"] = lost
+        for topic, parts in lost.items():
+            for part, (position, end) in parts.items():
+                logger.warning(
+                    "table %s: batch %d: topic %s partition %s ends at offset %d, below the "
+                    "query's position %d (the topic was created again, or the broker lost "
+                    "records); on_data_loss=skip: going on in the log there is now, "
+                    "recorded as warehouse.dataLoss in the batch's commit info",
+                    self.table,
+                    batch_id,
+                    topic,
+                    part,
+                    end,
+                    position,
+                )
+
+    def _start_offsets(self, batch_id: int) -> dict[str, Any] | None:
+        """Where batch `batch_id` started: the end of the batch before it, or for batch 0
+        the initial offsets a Kafka source recorded in the checkpoint."""
+        from streams.delta import batch_end_offsets
+
+        if batch_id > 0:
+            return batch_end_offsets(self.checkpoint, batch_id - 1)
+        if not self.from_kafka:
+            return None
+        from streams.kafka import recorded_initial_offsets
+
+        return recorded_initial_offsets(self.checkpoint)
 
     @property
     def unique_columns(self) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from warehouse.quality.check import run_checks
 from warehouse.quality.errors import CheckSetupError, ExpectationFailed, QualityError
 from warehouse.quality.events import quality_events_frame, quality_summary, write_quality_events
 from warehouse.quality.report import CheckReport
+from warehouse.quality.summary import quality_summaries
 
 __all__ = [
     "CheckReport",
@@ -20,6 +21,7 @@ __all__ = [
     "ExpectationFailed",
     "QualityError",
     "quality_events_frame",
+    "quality_summaries",
     "quality_summary",
     "run_checks",
     "write_quality_events",

@@ -1,7 +1,13 @@
 """Quality events: per batch and expectation, rows checked, passed and failed.
 
 They land in the Delta table `<root>/tables/_quality_events`, queryable like
-any other table, and `warehouse status` summarises them via `quality_summary`.
+any other table, and `warehouse status` summarises them (`warehouse.quality.summary`,
+reading only what was added since it last read).
+
+Events are kept for `quality.events_retention` (30 days, Delta's default log
+retention): a write deletes the events recorded longer ago, at most once per tenth of
+the retention (and once an hour) of the writers' clock, then vacuums the files the
+delete replaced and Delta's own retention (7 days) no longer protects.
 
 The metrics of a batch are a handful of rows computed on the driver, so they
 are written from the driver with delta-rs (no Spark job), under the same
@@ -35,6 +41,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 COMMIT_ATTEMPTS = 5
+DEFAULT_RETENTION = 30 * 86400.0
+"""Seconds events are kept when the caller says nothing: `quality.events_retention`'s
+default."""
+EXPIRE_EVERY = 3600.0
+"""Seconds of the writers' clock between two deletes of expired events, at most."""
+
+_expired_at: dict[str, datetime] = {}
+"""Per events table: the writers' time of this process's last look for expired events."""
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -97,17 +111,20 @@ def write_quality_events(
     app_id: str,
     batch_id: int,
     now: datetime | None = None,
+    retention: float = DEFAULT_RETENTION,
 ) -> int | None:
     """Append one batch's metrics to `<root>/tables/_quality_events`.
 
     Returns the new Delta version, or None when there was nothing to write or
     `(app_id, batch_id)` was already committed (a replayed batch). `spark` is
-    accepted for symmetry with the other writers and is not needed.
+    accepted for symmetry with the other writers and is not needed. Events recorded
+    more than `retention` seconds before `now` are deleted (see the module's docstring).
     """
     if not metrics:
         return None
     path = events_path(root)
-    data = pa.Table.from_pylist(_rows(metrics, now or datetime.now(UTC)), EVENTS_ARROW_SCHEMA)
+    now = now or datetime.now(UTC)
+    data = pa.Table.from_pylist(_rows(metrics, now), EVENTS_ARROW_SCHEMA)
     from deltalake.exceptions import CommitFailedError
 
     # Imported here: importing `warehouse.quality` loads neither Spark nor delta-rs.
@@ -116,7 +133,9 @@ def write_quality_events(
     with _lock_for(path), kept_table(str(path)) as kept:
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:
-                return _append(path, kept, data, app_id=app_id, batch_id=batch_id)
+                version = _append(path, kept, data, app_id=app_id, batch_id=batch_id)
+                _expire(path, kept, now, retention)
+                return version
             except CommitFailedError as e:  # another process committed first
                 if attempt == COMMIT_ATTEMPTS:
                     raise
@@ -172,6 +191,39 @@ def _append(
     return version
 
 
+def _expire(path: str, kept: KeptTable, now: datetime, retention: float) -> None:
+    """Delete the events recorded before `now - retention`, when this process has not
+    looked for a tenth of the retention (at most an hour) of the writers' clock; then
+    vacuum with Delta's default retention. A delete that loses a race with another
+    writer is left to the next look."""
+    from datetime import timedelta
+
+    from deltalake.exceptions import DeltaError
+
+    last = _expired_at.get(str(path))
+    if last is not None and (now - last).total_seconds() < min(EXPIRE_EVERY, retention / 10):
+        return
+    table = kept.get()
+    if table is None:
+        return
+    _expired_at[str(path)] = now
+    cutoff = (now - timedelta(seconds=retention)).astimezone(UTC)
+    try:
+        deleted = table.delete(f"recorded_at < '{cutoff.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}'")
+        if deleted.get("num_deleted_rows"):
+            removed = table.vacuum(dry_run=False)
+            logger.info(
+                "quality events %s: deleted %d event(s) recorded before %s (retention %ss); "
+                "vacuum removed %d file(s)",
+                path, deleted["num_deleted_rows"], cutoff.isoformat(), retention, len(removed),
+            )  # fmt: skip
+    except DeltaError as e:
+        kept.forget()
+        _expired_at.pop(str(path), None)
+        logger.warning("quality events %s: deleting expired events failed (%s); retried at "
+                       "the next write", path, e)  # fmt: skip
+
+
 def read_quality_events(root: str | Path, *, table: str | None = None) -> pa.Table | None:
     """All quality events (optionally of one table); None when none were ever written."""
     from deltalake import DeltaTable
@@ -192,40 +244,8 @@ def read_quality_events(root: str | Path, *, table: str | None = None) -> pa.Tab
 
 
 def quality_summary(root: str | Path, table: str) -> dict[str, Any]:
-    """For `warehouse status`: the table's last checked batch and failures per expectation.
+    """For `warehouse status`: the table's last checked batch and totals per expectation
+    (`warehouse.quality.summary.quality_summaries`, for one table)."""
+    from warehouse.quality.summary import quality_summaries
 
-    `{"table", "last_batch": {"batch_id", "recorded_at", "expectations": [{expectation,
-    on_violation, checked, passed, failed}]} | None, "totals": {expectation: {"checked",
-    "passed", "failed", "batches"}}}`.
-    """
-    data = read_quality_events(root, table=table)
-    out: dict[str, Any] = {"table": table, "last_batch": None, "totals": {}}
-    if data is None or data.num_rows == 0:
-        return out
-    rows = data.to_pylist()
-    # The last batch is the most recently recorded one: batch ids restart with a new checkpoint.
-    last = max(rows, key=lambda r: (r["recorded_at"], r["batch_id"]))
-    last_rows = [
-        r
-        for r in rows
-        if r["batch_id"] == last["batch_id"] and r["recorded_at"] == last["recorded_at"]
-    ]
-    out["last_batch"] = {
-        "batch_id": last["batch_id"],
-        "recorded_at": last["recorded_at"].isoformat(),
-        "expectations": [
-            {k: r[k] for k in ("expectation", "on_violation", "checked", "passed", "failed")}
-            for r in sorted(last_rows, key=lambda r: r["expectation"])
-        ],
-    }
-    totals: dict[str, dict[str, int]] = {}
-    for r in rows:
-        t = totals.setdefault(
-            r["expectation"], {"checked": 0, "passed": 0, "failed": 0, "batches": 0}
-        )
-        t["checked"] += r["checked"]
-        t["passed"] += r["passed"]
-        t["failed"] += r["failed"]
-        t["batches"] += 1
-    out["totals"] = dict(sorted(totals.items()))
-    return out
+    return quality_summaries(root, [table])[table]

@@ -9,11 +9,13 @@ __all__ = [
     "CheckpointError",
     "ClassArchiveError",
     "JarsError",
+    "NewCheckpointError",
     "QueryFailedError",
     "RecoverError",
     "RuntimeConfigError",
     "SessionStartError",
     "TableBusyError",
+    "VacuumRetentionError",
 ]
 
 
@@ -46,6 +48,16 @@ class TableBusyError(RuntimeConfigError):
     `table` names the first such table."""
 
 
+class NewCheckpointError(RuntimeConfigError):
+    """A table's checkpoint is new while its Delta table already holds batches: a run would
+    read the input again from its start. `table` names the first such table and `path`
+    its checkpoint."""
+
+    def __init__(self, message: str, *, table: str, path: str) -> None:
+        super().__init__(message, table=table)
+        self.path = path
+
+
 class RecoverError(WarehouseError):
     """`warehouse recover` / `reset` could not do what was asked."""
 
@@ -57,3 +69,17 @@ class JarsError(WarehouseError):
 class ClassArchiveError(WarehouseError):
     """A class archive for local sessions could not be made (no `java`, the child JVM
     failed); sessions then start without one."""
+
+
+class VacuumRetentionError(WarehouseError):
+    """A vacuum's retention (`retention_hours`) is below what the table must keep
+    (`minimum_hours`: Delta's minimum, or what a stream reader still needs)."""
+
+    exit_code = 2
+
+    def __init__(
+        self, message: str, *, table: str, retention_hours: float, minimum_hours: float
+    ) -> None:
+        super().__init__(message, table=table)
+        self.retention_hours = retention_hours
+        self.minimum_hours = minimum_hours

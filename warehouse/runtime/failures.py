@@ -8,6 +8,7 @@ query again under a `RetryPolicy`. Everything else is a real failure, reported b
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -85,6 +86,41 @@ table that has since been replaced (`warehouse reset`, or deleted and written ag
 the position names nothing in the new table, so the reader starts over."""
 
 
+DATA_LOSS = (
+    # The Python source (streams.kafka's DataLossError).
+    re.compile(
+        r"Topic `(?P<topic>[^`]+)` partition (?P<partition>\d+): the query's position is "
+        r"offset (?P<position>\d+), but the partition's log ends at offset (?P<end>\d+)"
+    ),
+    # Spark's Kafka source (`failOnDataLoss`).
+    re.compile(
+        r"Partition (?P<topic>\S+)-(?P<partition>\d+)(?:'s)? offset was changed from "
+        r"(?P<position>\d+) to (?P<end>\d+)"
+    ),
+)
+"""A Kafka source that found a partition's log ending below the query's position."""
+
+
+def _data_loss(plan: TablePlan, text: str) -> QueryFailedError | None:
+    """A table whose topic's log ends below its position: where, and the two ways on."""
+    found = next((m for m in (r.search(text) for r in DATA_LOSS) if m is not None), None)
+    if found is None:
+        return None
+    topic, partition, position, end = found.group("topic", "partition", "position", "end")
+    return QueryFailedError(
+        f"Table `{plan.name}` ({plan.file}): topic `{topic}` partition {partition} ends at "
+        f"offset {end}, below offset {position}, where the table's checkpoint "
+        f"{plan.checkpoint_path} is: the topic was deleted and created again, or the broker "
+        "lost records it had acknowledged. Nothing was written. To go on in the log there "
+        f"is now, set `on_data_loss: skip` under `source.kafka` in {plan.file} (each batch "
+        "that skips records this way records them as `warehouse.dataLoss` in its commit "
+        f"info); to rebuild the table from the topic as it is: `warehouse reset --table "
+        f"{plan.name} --yes`, then `warehouse run`.",
+        table=plan.name,
+        layer=plan.layer,
+    )
+
+
 def query_failure(
     plan: TablePlan,
     stats: BatchStats,
@@ -119,6 +155,9 @@ def query_failure(
     partitioning = getattr(cause, "partitioning", None)  # the same error, of `partition_by`
     if partitioning is not None:
         return _partitioning_changed(plan, *partitioning, readers=readers)
+    lost = _data_loss(plan, text) if plan.source_kind == "kafka" else None
+    if lost is not None:
+        return lost
     if any(m in text for m in INPUT_REPLACED):
         inputs = " or ".join(f"`{u}`" for u in plan.upstreams) or "its input table"
         why = (

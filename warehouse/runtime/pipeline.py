@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.compile.plan import select_tables, source_text
 from warehouse.errors import WarehouseError
-from warehouse.runtime.errors import QueryFailedError, RuntimeConfigError
+from warehouse.runtime.checkpoints import (
+    refuse_interrupted_recover,
+    refuse_new_over_table,
+    refuse_other_engine,
+)
+from warehouse.runtime.errors import QueryFailedError
 from warehouse.runtime.failures import (
     RetryPolicy,
     build_failure,
@@ -33,7 +38,6 @@ from warehouse.runtime.locks import holding
 from warehouse.runtime.query import TableQuery, build_query
 from warehouse.runtime.results import RunResult, add_results, result_of, warned_text
 from warehouse.runtime.writer import BatchWriter
-from warehouse.spec import paths
 from warehouse.spec.paths import table_exists
 from warehouse.spec.table import TopicSource
 
@@ -280,10 +284,13 @@ class Pipeline:
 
     def run(self, once: bool = True) -> list[RunResult]:
         """Run the selected tables; returns one `RunResult` per table, in run order.
-        Another process running (or resetting) one of them fails the run before any query
-        starts (`TableBusyError`)."""
+        Before any query starts, the run fails when another process runs (or resets) one of
+        them (`TableBusyError`), a checkpoint was written by the other Delta engine, or a
+        checkpoint is new while its table already holds batches (`NewCheckpointError`)."""
         with holding(self.project, self.names, doing="run", on_lost=self._lease_lost):
-            self._check_checkpoint_engines(self.engines.delta.name)
+            refuse_interrupted_recover(self.project, self.names)
+            refuse_other_engine(self.project, self.names, self.engines.delta.name)
+            refuse_new_over_table(self.project, self.names)
             if once:
                 return self._run_once()
             return self._run_continuous()
@@ -318,48 +325,6 @@ class Pipeline:
         except Exception as e:  # noqa: BLE001  # judged by the caller: transient or real
             self._cleanup(cq)
             return cq, None, e
-
-    def _check_checkpoint_engines(self, delta: str) -> None:
-        """Before any query starts: a checkpoint resumes only on the Delta engine whose
-        source wrote it. delta-spark's source and the Python one record a table's position
-        in forms the other cannot read (the Python source failed on a native checkpoint with
-        `KeyError: 'version'`, deep in its worker), and `engines: auto` changes its choice
-        when the native jars come or go. Every such table is named at once."""
-        from streams.delta import delta_source_engines
-
-        other = "python" if delta == "native" else "native"
-        names = [
-            n for n in self.names if other in delta_source_engines(self.project.checkpoint_path(n))
-        ]
-        if not names:
-            return
-        source = {
-            "native": "delta-spark's `delta` source (the native engine)",
-            "python": "the framework's Python Delta source (the Python engine)",
-        }
-        jars = "; `warehouse jars fetch` caches its jars" if other == "native" else ""
-        if len(names) == 1:
-            name = names[0]
-            which = (
-                f"Table `{name}` ({self.project.tables[name].path}): its checkpoint "
-                f"{self.project.checkpoint_path(name)} was"
-            )
-            reset = f"`warehouse reset --table {name} --yes`, then run it: it reads"
-        else:
-            which = (
-                "Tables "
-                + ", ".join(f"`{n}` ({self.project.tables[n].path})" for n in names)
-                + f": their checkpoints (under {paths.join(self.project.root, paths.CHECKPOINTS_DIR)}) were"
-            )
-            reset = "`warehouse reset --table T --yes` for each, then run them: they read"
-        raise RuntimeConfigError(
-            f"{which} written by {source[other]}, and this run reads Delta through "
-            f"{source[delta]}: `engines.delta` resolved to `{delta}`. A checkpoint resumes "
-            "only on the engine that wrote it: run on that one "
-            f"(`engines: {{delta: {other}}}` in conf/<env>.yml{jars}), or start over "
-            f"({reset} the input again from the start).",
-            table=names[0],
-        )
 
     def _retry_pause(self, name: str, attempt: int, error: BaseException | None) -> float | None:
         """Seconds to wait before start number `attempt + 1` of `name`, or None: do not retry."""

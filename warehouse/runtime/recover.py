@@ -1,34 +1,50 @@
 """`warehouse recover` and `warehouse reset`: rebuild or drop a table's position.
 
-Recover starts a new checkpoint from the source offsets the table's own Delta
-log recorded with its last batch (docs/architecture.md, "Exactly-once"). On a local
-disk the old checkpoint is moved aside first and deleted only once the recovery file is
-written, so a crash in between leaves either the old checkpoint or the new start
-position. Object storage renames nothing whole: there the recovery file is written
-first and the checkpoint deleted after, so a crash in between leaves the old checkpoint
-(which the next run resumes, ignoring the file while the checkpoint has offsets) and
-`warehouse recover` can be run again.
+Recover rebuilds the checkpoint of a Kafka-sourced table from its own Delta log
+(docs/architecture.md, "Exactly-once"): the newest commit recorded the writer's app id
+(`<table>:<query id>`), its batch `b` and the offsets `b` started from and ended at. The
+new checkpoint keeps that query id and has batch `b` planned, `[start, end)`, and not
+committed, as Spark leaves a checkpoint after a crash between the batch's table commit
+and its commit log. The next run replays `b`: the table's guard skips the commit it has,
+and what `b` had not finished (its quarantine, its quality events, its publish) is
+written under the same app id, each with its own guard, so nothing is lost or written
+twice. Then the query goes on from `end`.
+
+On a local disk the rebuilt checkpoint is written beside the old one and renamed into
+place; the old one is moved aside first and deleted last, so a crash leaves the old
+checkpoint, the new one, or none (which the next run refuses, naming `warehouse recover`
+again). Object storage renames nothing whole: there a marker `<checkpoint>.recovering`
+is written first and deleted last, the old checkpoint deleted and the rebuilt one copied
+into its place in between; a run refuses a checkpoint with the marker
+(`refuse_interrupted_recover`), naming `warehouse recover`, which starts over.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 import shutil
 import time
-from pathlib import Path
+import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import streams.storage as storage
 from warehouse.runtime.errors import RecoverError
 from warehouse.runtime.locks import holding
-from warehouse.spec.paths import recover_file, table_exists
-from warehouse.spec.table import TableSource
+from warehouse.spec.paths import recovering_file, table_exists
+from warehouse.spec.table import TableSource, TopicSource
 
 if TYPE_CHECKING:
+    from streams.delta import RecordedBatch
     from warehouse.spec.model import LoadedProject
 
 logger = logging.getLogger(__name__)
+
+_ASIDE = (".old-", ".recovering-")
+"""Suffixes of the checkpoints a recover moves aside or writes before its rename."""
+_DELETING = ".deleting-"
+"""What a reset renames a folder to (hidden: `.<name>.deleting-<ms>`) before deleting it."""
 
 
 def _known(project: LoadedProject, table: str) -> None:
@@ -42,20 +58,16 @@ def _known(project: LoadedProject, table: str) -> None:
 
 
 def recover(project: LoadedProject, table: str) -> dict[str, Any]:
-    """Replace the checkpoint of `table` by a start position read from the table.
-
-    Writes `<checkpoint>.recover.json` with `starting_offsets`; the next
-    `warehouse run` of the table starts a new checkpoint from there (the query
-    builder reads it while the checkpoint is new). Only Kafka-sourced tables
-    record source offsets that a new query can start from.
-    """
+    """Replace the checkpoint of `table` by one rebuilt from the table's newest batch
+    commit, which the next `warehouse run` replays and goes on from. Only Kafka-sourced
+    tables record source offsets a checkpoint can be rebuilt from."""
     _known(project, table)
     with holding(project, [table], doing="recover"):
         return _recover(project, table)
 
 
 def _recover(project: LoadedProject, table: str) -> dict[str, Any]:
-    from streams.delta import recorded_offsets
+    from streams.delta import recorded_batch, write_replay_checkpoint
 
     defn = project.tables[table]
     path = project.table_path(table)
@@ -74,59 +86,167 @@ def _recover(project: LoadedProject, table: str) -> dict[str, Any]:
             f"from. Run it (`warehouse run --table {table} --once`).",
             table=table,
         )
-    offsets = recorded_offsets(path, table)
-    if not offsets:
+    batch = recorded_batch(path, table)
+    if batch is None:
         raise RecoverError(
             f"Table `{table}`: no commit in {path} records source offsets "
             "(`warehouse.sourceOffsets`). Use `warehouse reset --table "
             f"{table} --yes` to reprocess from the configured start.",
             table=table,
         )
-    data = {"table": table, "starting_offsets": offsets, "recovered_from": path}
+    _remove_aside(ckpt)
+    query_id, batch_id, replay = _position(table, batch)
+    fresh = f"{ckpt}{_ASIDE[1]}{int(time.time() * 1000)}"
+    old = storage.is_dir(ckpt)
+    write_replay_checkpoint(
+        fresh,
+        query_id=query_id,
+        batch_id=batch_id,
+        start=batch.start if replay else None,
+        end=batch.end,
+        committed=not replay,
+        settings_from=ckpt if old else None,
+    )
+    if replay and batch_id == 0:
+        from streams.kafka import record_initial_offsets
+
+        assert isinstance(src, TopicSource) and batch.start is not None
+        k = src.kafka
+        record_initial_offsets(fresh, batch.start, topics=k.topic_list or None, pattern=k.pattern)
     if storage.is_local(ckpt):
-        removed = _replace_local(Path(ckpt), data)
+        _swap_local(fresh, ckpt)
     else:
-        storage.write_text(recover_file(ckpt), json.dumps(data, indent=2))
-        removed = storage.remove(ckpt)
-    logger.info("table %s: checkpoint %s replaced; next run starts at %s", table, ckpt, offsets)
-    return {**data, "checkpoint": ckpt, "old_checkpoint_removed": removed}
+        _swap_copying(fresh, ckpt)
+    logger.info(
+        "table %s: checkpoint %s rebuilt for query %s: %s batch %d, then on from %s",
+        table,
+        ckpt,
+        query_id,
+        "replays" if replay else "resumes after",
+        batch_id,
+        batch.end,
+    )
+    return {
+        "table": table,
+        "checkpoint": ckpt,
+        "recovered_from": path,
+        "query_id": query_id,
+        "batch_id": batch_id,
+        "replays": replay,
+        "starting_offsets": batch.start if replay else batch.end,
+        "ending_offsets": batch.end,
+        "old_checkpoint_removed": old,
+    }
 
 
-def _replace_local(ckpt: Path, data: dict[str, Any]) -> bool:
-    """Move the checkpoint aside, write the recovery file, delete the old checkpoint;
-    whether there was one."""
+def _position(table: str, batch: RecordedBatch) -> tuple[str, int, bool]:
+    """The rebuilt checkpoint's query id, its last batch and whether the run replays it.
+
+    The newest batch is replayed under its own app id when its commit recorded both the
+    writer and where the batch started. A commit without them (written by an older
+    version of the framework) gives the position only: the checkpoint resumes after it
+    under a new query id, and the newest batch's quarantine rows, if its crash lost
+    them, are not written again."""
+    prefix = f"{table}:"
+    app_id = batch.app_id or ""
+    if app_id.startswith(prefix) and batch.batch_id is not None:
+        replay = batch.start is not None
+        return app_id.removeprefix(prefix), batch.batch_id, replay
+    logger.warning(
+        "table %s: its newest commit records no writer and batch (`%s`); the rebuilt "
+        "checkpoint goes on after it without replaying it",
+        table,
+        app_id,
+    )
+    return str(uuid.uuid4()), 0, False
+
+
+def _swap_local(fresh: str, ckpt: str) -> None:
+    """Put the checkpoint `fresh` in the place of `ckpt` by renames: the old one is moved
+    aside first and deleted last."""
     moved = None
-    if ckpt.exists():
-        moved = ckpt.with_name(f"{ckpt.name}.old-{int(time.time() * 1000)}")
-        ckpt.rename(moved)
-    storage.write_text(recover_file(ckpt), json.dumps(data, indent=2))
+    if os.path.exists(ckpt):
+        moved = f"{ckpt}{_ASIDE[0]}{int(time.time() * 1000)}"
+        os.rename(ckpt, moved)
+    os.rename(fresh, ckpt)
     if moved is not None:
         shutil.rmtree(moved)
-    return moved is not None
+
+
+def _swap_copying(fresh: str, ckpt: str) -> None:
+    """Put the checkpoint `fresh` in the place of `ckpt` on object storage, which renames
+    nothing whole: between the marker's write and its delete, a run refuses the
+    checkpoint (`refuse_interrupted_recover`)."""
+    from streams.delta import crash_point
+
+    marker = recovering_file(ckpt)
+    storage.write_text(marker, f"warehouse recover: {fresh}\n")
+    storage.remove(ckpt)
+    crash_point("recover")
+    for rel in sorted(storage.walk_files(fresh)):
+        data = storage.read_bytes(storage.join(fresh, rel))
+        assert data is not None, rel
+        storage.write_bytes(storage.join(ckpt, rel), data)
+    storage.remove(fresh)
+    storage.remove(marker)
+
+
+def _remove_aside(ckpt: str) -> None:
+    """Delete what an interrupted recover left beside the checkpoint."""
+    folder, name = storage.parent(ckpt), storage.name(ckpt)
+    for left in storage.list_names(folder):
+        if any(left.startswith(f"{name}{suffix}") for suffix in _ASIDE):
+            storage.remove(storage.join(folder, left))
 
 
 def reset(project: LoadedProject, table: str) -> list[str]:
-    """Delete the table, its quarantine, its tombstones and its checkpoint; returns what
-    was removed."""
+    """Delete the table's checkpoint, then its tombstones, its quarantine and the table
+    itself; returns what was removed.
+
+    The checkpoint goes first: a reset cut short leaves a new checkpoint over what is left
+    of the table, which the next run refuses (naming `reset`), never an old checkpoint
+    over an empty table, which would go on from the old position and lose everything
+    before it. Each table is renamed aside before it is deleted, so it is there whole or
+    not at all."""
     _known(project, table)
     with holding(project, [table], doing="reset"):
         return _reset(project, table)
 
 
 def _reset(project: LoadedProject, table: str) -> list[str]:
-    from streams.delta import tombstone_path  # imports pyspark: only when resetting
+    from streams.delta import crash_point, tombstone_path  # imports pyspark: only here
 
+    removed = []
     ckpt = project.checkpoint_path(table)
-    removed = [
-        p
-        for p in (
-            project.table_path(table),
-            project.quarantine_path(table),
-            tombstone_path(project.table_path(table)),
-            ckpt,
-            recover_file(ckpt),
-        )
-        if storage.remove(p)
-    ]
+    _remove_aside(ckpt)
+    for p in (
+        ckpt,
+        tombstone_path(project.table_path(table)),
+        project.quarantine_path(table),
+        project.table_path(table),
+    ):
+        if _remove_whole(p, crash_point):
+            removed.append(p)
+    storage.remove(recovering_file(ckpt))
     logger.info("table %s: reset, removed %s", table, removed)
     return removed
+
+
+def _remove_whole(location: str, crash_point: Callable[[str], None]) -> bool:
+    """Delete the folder at `location`; whether there was one. On a local disk it is
+    renamed aside (hidden: `.<name>.deleting-<ms>`) first, so it is there whole or not at
+    all; object storage deletes object by object, and a reset cut short is run again."""
+    local = storage.local_path(location)
+    if local is None:
+        return storage.remove(location)
+    parent, name = os.path.split(local)
+    for left in os.listdir(parent) if os.path.isdir(parent) else []:
+        if left.startswith(f".{name}{_DELETING}"):
+            shutil.rmtree(os.path.join(parent, left))
+    if not os.path.isdir(local):
+        return False
+    doomed = os.path.join(parent, f".{name}{_DELETING}{int(time.time() * 1000)}")
+    os.rename(local, doomed)
+    crash_point("reset")
+    shutil.rmtree(doomed)
+    return True

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import streams.storage as storage
 from warehouse.compile.plan import select_tables
-from warehouse.spec.paths import recover_file, table_exists
+from warehouse.spec.paths import table_exists
 from warehouse.spec.table import TopicSource
 
 if TYPE_CHECKING:
@@ -47,8 +47,15 @@ def kafka_lag(committed: Any, end: dict[str, dict[int, int]]) -> dict[str, Any]:
     return {"total": sum(per_topic.values()), "topics": per_topic}
 
 
-def table_status(project: LoadedProject, name: str, *, bootstrap: str | None) -> dict[str, Any]:
-    """One table's status row (see `status`)."""
+def table_status(
+    project: LoadedProject,
+    name: str,
+    *,
+    bootstrap: str | None,
+    quality: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """One table's status row (see `status`); `quality`: the summaries of the quality
+    events by table (read here for this table when not given)."""
     from streams.delta import table_info
 
     defn = project.tables[name]
@@ -69,7 +76,6 @@ def table_status(project: LoadedProject, name: str, *, bootstrap: str | None) ->
         "quarantine_rows": 0,
         "checkpoint": ckpt,
         "checkpoint_exists": storage.is_dir(ckpt),
-        "recover_pending": storage.is_file(recover_file(ckpt)),
     }
     if row["exists"]:
         info = table_info(path)
@@ -88,9 +94,11 @@ def table_status(project: LoadedProject, name: str, *, bootstrap: str | None) ->
     if table_exists(qpath):
         row["quarantine_rows"] = table_info(qpath).get("rows")
     if defn.spec.expectations:
-        from warehouse.quality.events import quality_summary
+        if quality is None:
+            from warehouse.quality.summary import quality_summaries
 
-        row["quality"] = quality_summary(project.root, name)
+            quality = quality_summaries(project.root, [name])
+        row["quality"] = quality[name]
     topics = defn.spec.source.topics
     if topics:
         row["lag"] = _lag(project, topics, row["committed_offsets"], bootstrap)
@@ -151,7 +159,13 @@ def status(
         except Exception as e:  # noqa: BLE001  # a broken pid file must not break status
             logger.info("broker status unavailable: %s", e)
             bootstrap = None
-    return [table_status(project, n, bootstrap=bootstrap) for n in names]
+    checked = [n for n in names if project.tables[n].spec.expectations]
+    quality = None
+    if checked:
+        from warehouse.quality.summary import quality_summaries
+
+        quality = quality_summaries(project.root, checked)  # one read for every table
+    return [table_status(project, n, bootstrap=bootstrap, quality=quality) for n in names]
 
 
 def render_status(rows: list[dict[str, Any]]) -> str:

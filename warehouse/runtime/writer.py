@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 import streams.storage as storage
 from warehouse.errors import known_errors
 from warehouse.runtime.gate import BatchGate, GateClosed
-from warehouse.spec.paths import recover_file
 from warehouse.write import BatchContext, Outcome, WriteStrategy, strategies
 
 if TYPE_CHECKING:
@@ -300,8 +299,6 @@ class BatchWriter:
             name, out = self._write(batch)
             if self.program.publish is not None:
                 self._publish(batch_id)
-            # the new checkpoint now owns the position
-            storage.remove(recover_file(self.program.plan.checkpoint_path))
         finally:
             batch.close()
         self._count(batch_id, name, out, batch.warned, time.monotonic() - started)
@@ -325,7 +322,8 @@ class BatchWriter:
             # Exact records of the batch. Spark's numInputRows counts a source read twice
             # when a batch reads its records again (the quarantine pass of `one_pass`).
             s.input_rows[batch_id] = out.rows_in
-        s.rows_written += out.written
+        if out.version is not None:  # a replayed batch's rows are in the table already
+            s.rows_written += out.written
         s.quarantined += out.quarantined
         s.dropped += out.dropped
         s.last_batch = batch_id
@@ -353,7 +351,7 @@ class BatchWriter:
     def _publish(self, batch_id: int) -> None:
         """Table → compacted topic: the Delta versions the topic has not received yet.
 
-        The table's `Publisher` remembers what it published (a committed marker), so a
+        The table's `Publisher` remembers what it published (its position, committed with the records), so a
         replayed batch publishes nothing twice; it keeps its Kafka clients from one batch
         to the next (`close` ends them).
         """

@@ -75,6 +75,7 @@ class ColumnChecker:
         if spec.aggregate is not None:
             out = self._aggregate(d, out)
         self._sink_columns(d, out)
+        self._upsert_order(d, out)
         self._expectation_columns(d, out)
         self._duplicates(d, out)
         self._change_feed_names(d, out)
@@ -122,6 +123,55 @@ class ColumnChecker:
                 "partition column",
                 fix="sink.partition_by",
             )
+
+    def _upsert_order(self, d: TableDefinition, out: Columns) -> None:
+        """An upsert without `sequence_by` keeps, of a key's changes in a batch, the one with
+        the greatest `_offset`, and offsets order records only within one partition of one
+        topic. That is the order of a key's changes only for records of one topic keyed by
+        the sink keys, `upsert-json` or `raw` by `key` (docs/cdc.md, "SCD type 1"); any
+        other table whose
+        rows carry `_offset` (read from Kafka, or from a table that did) needs
+        `sequence_by`, unless a dedupe on (some of) the sink keys leaves one row per key."""
+        sink, src, dedupe = d.spec.sink, d.spec.source, d.spec.dedupe
+        if not isinstance(sink, UpsertSink) or sink.sequence_by:
+            return
+        if dedupe is not None and set(dedupe.keys) <= set(sink.keys):
+            return
+        if not out.opaque and not all(out.has(k) for k in sink.keys):
+            return  # a sink key that is not a column is the problem to fix first
+        keys = ticks(sink.keys)
+        if isinstance(src, TopicSource):
+            k = src.kafka
+            keyed = k.format == "upsert-json" or (k.format == "raw" and sink.keys == ["key"])
+            if keyed and k.topic:
+                return
+            why = (
+                "it reads several topics, whose offsets order nothing between them"
+                if keyed
+                else f"its `{k.format}` records need not be keyed by the sink keys ({keys})"
+            )
+            hint = (
+                " (`_source_ts_ms`, the source database's commit time, which every Debezium "
+                "change carries)"
+                if k.format == "debezium-json"
+                else ""
+            )
+        elif out.has("_offset"):
+            why = f"its rows carry `_offset` from `{src.table}`, which read Kafka"
+            hint = ""
+        else:
+            return
+        self.add(
+            d,
+            "sink.sequence_by",
+            f"Table `{d.name}`: an `upsert` sink without `sequence_by` keeps, of a key's "
+            "changes in a batch, the one with the greatest Kafka `_offset`, and offsets order "
+            f"records only within one partition of one topic: {why}, so a key's changes can "
+            "land in different partitions and an older one win. Set `sink.sequence_by` to "
+            f"the column that orders a key's changes{hint}; `_offset` itself only when every "
+            "change of a key is in one partition. A table of one topic whose records are "
+            "keyed by the sink keys (`upsert-json`, or `raw` by `key`) needs none.",
+        )
 
     def _sql(self, d: TableDefinition, cols: Columns, known: Mapping[str, Columns]) -> Columns:
         assert d.sql is not None

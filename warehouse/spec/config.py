@@ -15,7 +15,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 from streams.storage import DEFAULT_LEASE_SECONDS, StorageSettings
 
@@ -158,6 +166,28 @@ class StorageSection(Settings):
         return data
 
 
+class QualitySettings(Settings):
+    """The quality events of `<root>/tables/_quality_events` (docs/quality.md)."""
+
+    events_retention: str = "30 days"
+    """How long events are kept (an interval); Delta's default log retention."""
+
+    @field_validator("events_retention")
+    @classmethod
+    def _retention(cls, v: str) -> str:
+        from warehouse.spec.expectations import interval_seconds
+
+        if interval_seconds(v) <= 0:
+            raise ValueError(f"`{v}` keeps no event; give a positive interval, e.g. `30 days`")
+        return v
+
+    @property
+    def events_retention_seconds(self) -> float:
+        from warehouse.spec.expectations import interval_seconds
+
+        return interval_seconds(self.events_retention)
+
+
 class WarehouseConfig(Settings):
     """The one root settings object of a project environment."""
 
@@ -168,6 +198,7 @@ class WarehouseConfig(Settings):
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     engines: Engines = Field(default_factory=Engines)
     spark: SparkSettings = Field(default_factory=SparkSettings)
+    quality: QualitySettings = Field(default_factory=QualitySettings)
 
     def storage_overrides(self) -> dict[str, Any]:
         """The `storage:` section as `StorageSettings.from_environ`'s keywords: only the

@@ -4,10 +4,11 @@
     <root>/tables/<table>__quarantine    its quarantined rows
     <root>/tables/_quality_events        per-batch expectation metrics
     <root>/checkpoints/<table>           Spark checkpoint
-    <root>/checkpoints/<table>.recover.json   offsets left by `warehouse recover`
     <root>/checkpoints/<table>.lock      held while a process runs, resets or recovers it
+    <root>/checkpoints/<table>.recovering  a recover under way on object storage
     <root>/broker                        embedded broker data (unless configured)
-    <root>/reports/, <root>/quality/     `warehouse check` reports and state
+    <root>/reports/, <root>/quality/     `warehouse check` reports and state, the
+                                         quality events' summary of `warehouse status`
 
 The root is a local path or a URI (`s3a://bucket/wh`, docs/cluster.md), and so is every
 location here: strings joined with `/`. No Spark; the two existence probes at the end
@@ -26,9 +27,10 @@ BROKER_DIR = "broker"
 REPORTS_DIR = "reports"
 QUARANTINE_SUFFIX = "__quarantine"
 EVENTS_TABLE = "_quality_events"
-RECOVER_SUFFIX = ".recover.json"
 LOCK_SUFFIX = ".lock"
+RECOVERING_SUFFIX = ".recovering"
 QUALITY_STATE = ("quality", "state.json")
+EVENTS_SUMMARY = ("quality", "events-summary.json")
 
 
 def join(root: str | Path, *parts: str) -> str:
@@ -70,6 +72,11 @@ def is_uri(location: str | Path) -> bool:
     return "://" in str(location) and not str(location).startswith("file://")
 
 
+def events_summary_path(root: str | Path) -> str:
+    """Where `warehouse status` keeps what it summed of the quality events."""
+    return join(root, *EVENTS_SUMMARY)
+
+
 def broker_dir(project_dir: str | Path, root: str | Path, configured: str | None) -> Path:
     """Data folder of the embedded broker: `configured` (relative to the project folder)
     or `<root>/broker` for a local root; with the root on object storage, the project's
@@ -82,15 +89,16 @@ def broker_dir(project_dir: str | Path, root: str | Path, configured: str | None
     return Path(root) / BROKER_DIR
 
 
-def recover_file(checkpoint: str | Path) -> str:
-    """Where `warehouse recover` leaves the starting offsets for a new checkpoint."""
-    return str(checkpoint).rstrip("/") + RECOVER_SUFFIX
-
-
 def lock_file(checkpoint: str | Path) -> str:
     """Where a process holds the checkpoint's table while it runs, resets or recovers it:
     a lock file on a local disk, a lease on object storage (`warehouse.runtime.locks`)."""
     return str(checkpoint).rstrip("/") + LOCK_SUFFIX
+
+
+def recovering_file(checkpoint: str | Path) -> str:
+    """The marker of a `warehouse recover` under way on object storage: while it is there,
+    the checkpoint is being replaced and no run starts on it."""
+    return str(checkpoint).rstrip("/") + RECOVERING_SUFFIX
 
 
 def checkpoint_is_new(checkpoint: str | Path) -> bool:

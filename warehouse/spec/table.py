@@ -78,6 +78,9 @@ class KafkaSource(Spec):
     Connect schema (`{"schema": ..., "payload": ...}`), read from the topic when the
     query starts."""
     max_offsets_per_trigger: int | None = Field(default=None, gt=0)
+    max_bytes_per_trigger: int | None = Field(default=None, gt=0)
+    """Bytes (keys and values) a micro-batch reads at most, turned into records by the
+    size of the topics' newest records when the query starts (both engines)."""
     on_data_loss: Literal["fail", "skip"] = "fail"
     options: dict[str, str] = Field(default_factory=dict)
 

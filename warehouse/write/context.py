@@ -89,15 +89,19 @@ class BatchContext:
         return quarantine_from_parse_errors(bad, batch_id=self.batch_id)
 
     def write_quarantine(self, parts: list[DataFrame], *, rows: int | None = None) -> int:
-        """Union the quarantine frames and commit them if there is any row; the rows.
-        `rows`: their number when the caller knows it exactly; else they are persisted
-        and counted first."""
+        """Union the quarantine frames and commit them if there is any row; the rows
+        committed (none when the quarantine already has this batch: a replay). `rows`:
+        their number when the caller knows it exactly; else they are persisted and
+        counted first."""
         q = union(parts)
         if rows is None:
             q = self.cache(q)
             rows = q.count()
-        if rows:
-            self.program.targets.write(q, self.batch_id, self.info, quarantine=True)
+        if (
+            rows
+            and self.program.targets.write(q, self.batch_id, self.info, quarantine=True) is None
+        ):
+            return 0
         return rows
 
     def record_quality(self, metrics: list[dict[str, Any]]) -> None:
@@ -116,6 +120,7 @@ class BatchContext:
             metrics,
             app_id=self.program.targets.app_id(),
             batch_id=self.batch_id,
+            retention=self.program.events_retention,
         )
 
     def close(self) -> None:

@@ -1,11 +1,12 @@
-"""The broker extension that owns groups, producer state, transactions and SASL.
+"""The broker extension that owns groups, producer state, transactions, SASL and ACLs.
 
 ``Coordinator`` plugs into the server through ``streams.broker.extension``:
 the server calls ``check_produce`` before every append (with no ``await`` in
 between, so check-then-append is atomic; the log updates its own producer
 state with the append), ``last_stable_offset``
-and ``aborted_transactions`` on read_committed fetches, and
-``requires_authentication`` before dispatching anything but ApiVersions/SASL.
+and ``aborted_transactions`` on read_committed fetches; handlers ask
+``authorize`` (the base class's, over the ``authorizer`` this class sets at start when
+``authorizer.class.name`` asks for one).
 A background task ticks the clock every ``coordinator.tick.ms`` (default 100)
 to expire sessions, complete timed-out rebalances and abort stale transactions.
 
@@ -14,7 +15,10 @@ BrokerContext config keys read here (all optional):
 (1000), ``group.max.session.timeout.ms`` (1800000),
 ``transaction.max.timeout.ms`` (900000), ``coordinator.tick.ms`` (100),
 ``producer.id.expiration.ms`` (86400000),
-``sasl.users`` / ``sasl.users.file`` (see ``sasl.py``).
+``sasl.users`` / ``sasl.users.file`` / ``sasl.enabled.mechanisms`` (see ``sasl.py``).
+``authorizer.class.name`` / ``super.users`` / ``allow.everyone.if.no.acl.found``
+(``streams.broker.security.authorizer``). SCRAM credentials and ACLs live in
+``__cluster_metadata`` (``ScramCredentialStore``, ``AclStore``).
 
 Concurrency contract: everything runs on the broker's asyncio loop thread.
 """
@@ -33,13 +37,16 @@ from kio.schema.errors import ErrorCode
 from streams.broker.config import ConfigError
 from streams.broker.context import BrokerContext
 from streams.broker.coordinator.groups import GroupCoordinator
+from streams.broker.coordinator.internal_log import CLUSTER_METADATA, InternalLog
 from streams.broker.coordinator.producer_state import Duplicate, ProducerStateManager, Rejected
-from streams.broker.coordinator.sasl import load_users
+from streams.broker.coordinator.sasl import enabled_mechanisms, load_users
 from streams.broker.coordinator.transactions import TransactionCoordinator
 from streams.broker.errors import BrokerError
-from streams.broker.extension import BrokerExtension, Connection
+from streams.broker.extension import BrokerExtension
 from streams.broker.extension import Duplicate as ProduceDuplicate
 from streams.broker.extension import Reject as ProduceReject
+from streams.broker.security.authorizer import AclStore, Authorizer, authorizer_settings
+from streams.broker.security.credentials import ScramCredentialStore
 from streams.broker.storage.producer_state import iter_headers
 
 logger = logging.getLogger(__name__)
@@ -88,11 +95,14 @@ class Coordinator(BrokerExtension):
         self.groups: GroupCoordinator | None = None
         self.producers: ProducerStateManager | None = None
         self.txns: TransactionCoordinator | None = None
-        self.sasl_users: dict[str, str] = {}
+        self.scram: ScramCredentialStore | None = None
         self._tick_task: asyncio.Task[None] | None = None
         self._producer_expiration_ms = 86_400_000
         self._next_expiry_ms = 0
-        self.sasl_users = load_users(broker.config.raw)  # fail at start on bad SASL config
+        # fail at start on bad SASL config
+        self.sasl_users: dict[str, str] = load_users(broker.config.raw)
+        self.sasl_mechanisms: tuple[str, ...] = enabled_mechanisms(broker.config.raw)
+        self._authorizer_settings = authorizer_settings(broker.config.raw)
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -102,6 +112,17 @@ class Coordinator(BrokerExtension):
         raw = broker.config.raw
         self.sasl_users = load_users(raw)
         logs = broker.logs
+        metadata = InternalLog(logs, CLUSTER_METADATA)
+        records = list(metadata.replay())
+        self.scram = ScramCredentialStore(metadata)
+        self.scram.load(records)
+        acls = AclStore(metadata)
+        acls.load(records)
+        enabled, super_users, allow_if_no_acl = self._authorizer_settings
+        if enabled:
+            self.authorizer = Authorizer(
+                acls, super_users=super_users, allow_if_no_acl=allow_if_no_acl
+            )
         self.producers = ProducerStateManager(logs)
         (broker.config.data_dir / LEGACY_PRODUCER_SNAPSHOT_FILE).unlink(missing_ok=True)
         self.groups = GroupCoordinator(
@@ -122,10 +143,13 @@ class Coordinator(BrokerExtension):
         self._next_expiry_ms = 0
         self._tick_task = asyncio.get_running_loop().create_task(self._ticker(tick_ms))
         logger.info(
-            "coordinator started: %d groups, %d transactional ids, SASL %s",
+            "coordinator started: %d groups, %d transactional ids, SASL mechanisms %s, "
+            "%d SCRAM users, authorizer %s",
             len(self.groups.groups),
             len(self.txns.txns),
-            "PLAIN" if self.sasl_users else "off",
+            ",".join(self.sasl_mechanisms),
+            len(self.scram.users()),
+            "on" if self.authorizer is not None else "off",
         )
 
     async def stop(self) -> None:
@@ -170,9 +194,6 @@ class Coordinator(BrokerExtension):
             return None
 
     # ---- server hooks --------------------------------------------------------
-
-    def requires_authentication(self, connection: Connection) -> bool:
-        return bool(self.sasl_users) and not connection.authenticated
 
     def check_produce(
         self,

@@ -26,11 +26,17 @@ from streams.broker.coordinator.member import JoinResult, SyncResult
 from streams.broker.errors import BrokerError
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
+from streams.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 logger = logging.getLogger(__name__)
 
 _ZERO = timedelta(0)
 _MAX_METADATA = 4096
+
+
+def _may(ctx: RequestContext, operation: AclOperation, group: str) -> bool:
+    """Whether the request's principal may do `operation` on consumer group `group`."""
+    return ctx.authorized(operation, ResourceType.GROUP, group)
 
 
 def _coord(ctx: RequestContext) -> Coordinator:
@@ -58,14 +64,23 @@ async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     key_type = getattr(request, "key_type", 0)
     error = ErrorCode.none if key_type in (0, 1) else ErrorCode.invalid_request
+    message = None if error is ErrorCode.none else f"unknown key type `{key_type}`"
+    if key_type == 0 and not _may(ctx, AclOperation.DESCRIBE, request.key):
+        error, message = ErrorCode.group_authorization_failed, "Group authorization failed."
+    elif key_type == 1 and not ctx.authorized(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, request.key
+    ):
+        error = ErrorCode.transactional_id_authorization_failed
+        message = "Transactional Id authorization failed."
+    host, port = ctx.advertised()
     return make(
         module.FindCoordinatorResponse,
         throttle_time=_ZERO,
         error_code=error,
-        error_message=None if error is ErrorCode.none else f"unknown key type `{key_type}`",
+        error_message=message,
         node_id=broker.config.node_id if error is ErrorCode.none else -1,
-        host=broker.config.advertised if error is ErrorCode.none else "",
-        port=broker.port if error is ErrorCode.none else -1,
+        host=host if error is ErrorCode.none else "",
+        port=port if error is ErrorCode.none else -1,
     )
 
 
@@ -96,6 +111,8 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
             ),
         )
 
+    if not _may(ctx, AclOperation.READ, request.group_id):
+        return respond(JoinResult(ErrorCode.group_authorization_failed, request.member_id))
     if not request.group_id:
         return respond(JoinResult(ErrorCode.invalid_group_id, request.member_id))
     error = coord.groups.validate_session_timeout(session_ms)
@@ -133,6 +150,8 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
             assignment=result.assignment,
         )
 
+    if not _may(ctx, AclOperation.READ, request.group_id):
+        return respond(SyncResult(ErrorCode.group_authorization_failed))
     group = coord.groups.groups.get(request.group_id)
     if group is None:
         return respond(SyncResult(ErrorCode.unknown_member_id))
@@ -153,7 +172,9 @@ async def heartbeat(ctx: RequestContext, request: Any) -> Any:
     coord = _coord(ctx)
     assert coord.groups is not None
     group = coord.groups.groups.get(request.group_id)
-    if group is None:
+    if not _may(ctx, AclOperation.READ, request.group_id):
+        error = ErrorCode.group_authorization_failed
+    elif group is None:
         error = ErrorCode.unknown_member_id
     else:
         error = group.heartbeat(
@@ -171,6 +192,13 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
     assert coord.groups is not None
     group = coord.groups.groups.get(request.group_id)
     now = coord.now_ms()
+    if not _may(ctx, AclOperation.READ, request.group_id):
+        return make(
+            module.LeaveGroupResponse,
+            throttle_time=_ZERO,
+            error_code=ErrorCode.group_authorization_failed,
+            members=(),
+        )
     if ctx.api_version < 3:
         error = (
             ErrorCode.unknown_member_id if group is None else group.leave(request.member_id, now)
@@ -212,14 +240,25 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
     )
     if error is ErrorCode.none and not request.group_id:
         error = ErrorCode.invalid_group_id
+    group_denied = not _may(ctx, AclOperation.READ, request.group_id)
     offsets: dict[tuple[str, int], CommittedOffset] = {}
     errors: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
     for topic in request.topics:
         parts: list[tuple[int, ErrorCode]] = []
         count = catalog.partition_count(ctx.broker, topic.name) or 0
+        topic_denied = group_denied or not ctx.authorized(
+            AclOperation.READ, ResourceType.TOPIC, topic.name
+        )
         for p in topic.partitions:
-            # as Kafka's KafkaApis: a partition that does not exist is refused before
-            # the group is asked, the others of the request are still committed
+            # as Kafka's KafkaApis: the group's READ, then the topic's, then a partition
+            # that does not exist is refused before the group is asked; the others of the
+            # request are still committed
+            if topic_denied:
+                denied = ErrorCode.group_authorization_failed
+                if not group_denied:
+                    denied = ErrorCode.topic_authorization_failed
+                parts.append((p.partition_index, denied))
+                continue
             perr = error if 0 <= p.partition_index < count else ErrorCode.unknown_topic_or_partition
             if (
                 perr is ErrorCode.none
@@ -267,6 +306,45 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
     return make(module.OffsetCommitResponse, throttle_time=_ZERO, topics=tuple(topics))
 
 
+def _describable_topics(ctx: RequestContext, wanted: list[tuple[str, int]] | None) -> set[str]:
+    """The topics of an OffsetFetch the principal may describe (Kafka answers the others
+    TOPIC_AUTHORIZATION_FAILED when named, and leaves them out of an all-topics fetch)."""
+    names = {t for t, _ in wanted} if wanted is not None else set(catalog.topic_names(ctx.broker))
+    return {
+        t
+        for t in names
+        if ctx.authorized(
+            AclOperation.DESCRIBE, ResourceType.TOPIC, t, log_denied=wanted is not None
+        )
+    }
+
+
+def _offset_fetch_refused(module: Any, wanted: list[tuple[str, int]] | None) -> Any:
+    """GROUP_AUTHORIZATION_FAILED: the response's error (v2+), and each partition's (v1)."""
+    by_topic: dict[str, list[Any]] = {}
+    for topic, partition in wanted or ():
+        by_topic.setdefault(topic, []).append(
+            make(
+                module.OffsetFetchResponsePartition,
+                partition_index=partition,
+                committed_offset=-1,
+                committed_leader_epoch=-1,
+                metadata="",
+                error_code=ErrorCode.group_authorization_failed,
+            )
+        )
+    topics = tuple(
+        make(module.OffsetFetchResponseTopic, name=name, partitions=tuple(parts))
+        for name, parts in by_topic.items()
+    )
+    return make(
+        module.OffsetFetchResponse,
+        throttle_time=_ZERO,
+        topics=topics,
+        error_code=ErrorCode.group_authorization_failed,
+    )
+
+
 async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     module = response_module(9, ctx.api_version)
     coord = _coord(ctx)
@@ -274,7 +352,12 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     wanted = None
     if request.topics is not None:
         wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
+    if not _may(ctx, AclOperation.DESCRIBE, request.group_id):
+        return _offset_fetch_refused(module, wanted)
+    described = _describable_topics(ctx, wanted)
     found = coord.groups.fetch_offsets(request.group_id, wanted)
+    if wanted is None:  # every committed offset: of the topics the principal may describe
+        found = {tp: o for tp, o in found.items() if tp[0] in described}
     # KIP-447: a read_committed consumer must not start from an offset a pending
     # transaction is about to replace; it retries on UNSTABLE_OFFSET_COMMIT.
     unstable = (
@@ -292,7 +375,9 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
                 committed_offset=committed.offset if committed else -1,
                 committed_leader_epoch=committed.leader_epoch if committed else -1,
                 metadata=(committed.metadata if committed else "") or "",
-                error_code=ErrorCode.unstable_offset_commit
+                error_code=ErrorCode.topic_authorization_failed
+                if topic not in described
+                else ErrorCode.unstable_offset_commit
                 if (topic, partition) in unstable
                 else ErrorCode.none,
             )
@@ -306,6 +391,10 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     )
 
 
+def _listable(ctx: RequestContext, group_id: str) -> bool:
+    return ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id, log_denied=False)
+
+
 async def list_groups(ctx: RequestContext, request: Any) -> Any:
     module = response_module(16, ctx.api_version)
     coord = _coord(ctx)
@@ -313,6 +402,10 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
     states = set(getattr(request, "states_filter", None) or ())
     # every group here is a classic one; Kafka parses type names case-insensitively
     types = {t.lower() for t in getattr(request, "types_filter", None) or ()}
+    # DESCRIBE on the cluster lists every group; else the groups the principal may describe
+    everything = ctx.authorized(
+        AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
+    )
     groups = tuple(
         make(
             module.ListedGroup,
@@ -322,7 +415,7 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
             group_type="classic",
         )
         for group_id, protocol_type, state in coord.groups.list_groups(states)
-        if not types or "classic" in types
+        if (not types or "classic" in types) and (everything or _listable(ctx, group_id))
     )
     return make(
         module.ListGroupsResponse, throttle_time=_ZERO, error_code=ErrorCode.none, groups=groups
@@ -336,13 +429,14 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
     described = []
     for group_id in request.groups:
         group = coord.groups.groups.get(group_id)
-        if group is None:
+        denied = not _may(ctx, AclOperation.DESCRIBE, group_id)
+        if group is None or denied:
             described.append(
                 make(
                     module.DescribedGroup,
-                    error_code=ErrorCode.none,
+                    error_code=ErrorCode.group_authorization_failed if denied else ErrorCode.none,
                     group_id=group_id,
-                    group_state=GroupState.DEAD.value,
+                    group_state="" if denied else GroupState.DEAD.value,
                     protocol_type="",
                     protocol_data="",
                     members=(),
@@ -381,7 +475,13 @@ async def delete_groups(ctx: RequestContext, request: Any) -> Any:
     coord = _coord(ctx)
     assert coord.groups is not None
     results = tuple(
-        make(module.DeletableGroupResult, group_id=g, error_code=coord.groups.delete_group(g))
+        make(
+            module.DeletableGroupResult,
+            group_id=g,
+            error_code=coord.groups.delete_group(g)
+            if _may(ctx, AclOperation.DELETE, g)
+            else ErrorCode.group_authorization_failed,
+        )
         for g in request.groups_names
     )
     return make(module.DeleteGroupsResponse, throttle_time=_ZERO, results=results)

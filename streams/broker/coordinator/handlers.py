@@ -18,6 +18,7 @@ from streams.broker.coordinator import (
     group_apis,
     offset_apis,
     sasl,
+    scram_apis,
     txn_admin_apis,
     txn_apis,
 )
@@ -34,6 +35,7 @@ for _key, _versions, _handler in (
     *txn_apis.APIS,
     *txn_admin_apis.APIS,
     *sasl.APIS,
+    *scram_apis.APIS,
 ):
     HANDLERS[_key] = _handler
     API_VERSIONS[_key] = _versions

@@ -1,8 +1,9 @@
 """Internal compacted topics the coordinator keeps its state in.
 
-``__consumer_offsets`` (group metadata and committed offsets) and
-``__transaction_state`` (producer-id blocks and transaction metadata) are
-ordinary single-partition topics created through the storage ``LogManager``
+``__consumer_offsets`` (group metadata and committed offsets),
+``__transaction_state`` (producer-id blocks and transaction metadata) and
+``__cluster_metadata`` (SCRAM credentials and ACLs, as Kafka keeps them in its metadata
+log; hidden from clients like Kafka's) are ordinary single-partition topics created through the storage ``LogManager``
 with ``cleanup.policy=compact``: each state change is a record whose key names
 the thing that changed and whose value is its new state as JSON (``None`` is a
 tombstone). Replaying the log from the start in order rebuilds the state;
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
+CLUSTER_METADATA = "__cluster_metadata"
 INTERNAL_TOPICS = (CONSUMER_OFFSETS, TRANSACTION_STATE)
 _TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(16 * 1024 * 1024)}
 _READ_CHUNK = 4 * 1024 * 1024

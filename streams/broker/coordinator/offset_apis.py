@@ -22,6 +22,7 @@ from streams.broker.coordinator.group import Group, GroupState
 from streams.broker.coordinator.groups import append_error_code
 from streams.broker.errors import BrokerError
 from streams.broker.protocol import make, response_module
+from streams.broker.security.acl import AclOperation, ResourceType
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,10 @@ async def offset_delete(ctx: RequestContext, request: Any) -> Any:
     coord: Coordinator = ctx.broker.extension  # type: ignore[assignment]
     assert coord.groups is not None
     group = coord.groups.groups.get(request.group_id)
-    error = _group_error(group, request.group_id in coord.groups.offsets)
+    if not ctx.authorized(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        error = ErrorCode.group_authorization_failed
+    else:
+        error = _group_error(group, request.group_id in coord.groups.offsets)
     if error is not ErrorCode.none:
         return make(
             module.OffsetDeleteResponse, error_code=error, throttle_time=timedelta(0), topics=()
@@ -79,7 +83,8 @@ async def offset_delete(ctx: RequestContext, request: Any) -> Any:
     deletable: list[tuple[str, int]] = []
     topics = []
     for topic in request.topics:
-        refused = topic.name in subscribed
+        readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, topic.name)
+        refused = topic.name in subscribed or not readable
         if not refused:
             deletable += [(topic.name, p.partition_index) for p in topic.partitions]
         topics.append(
@@ -90,7 +95,9 @@ async def offset_delete(ctx: RequestContext, request: Any) -> Any:
                     make(
                         module.OffsetDeleteResponsePartition,
                         partition_index=p.partition_index,
-                        error_code=ErrorCode.group_subscribed_to_topic
+                        error_code=ErrorCode.topic_authorization_failed
+                        if not readable
+                        else ErrorCode.group_subscribed_to_topic
                         if refused
                         else ErrorCode.none,
                     )

@@ -1,13 +1,16 @@
-"""SASL/PLAIN users and the SaslHandshake (17) / SaslAuthenticate (36) handlers.
+"""SASL: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; SaslHandshake (17) and SaslAuthenticate (36).
 
-Users come from broker config: ``sasl.users=alice:secret,bob:pw`` or
-``sasl.users.file=/path/users.json`` (``{"alice": "secret"}``); with either set,
-every connection must authenticate before any API but ApiVersions and SASL
-(the server asks ``Coordinator.requires_authentication``). Only PLAIN is
-offered, and only the v1 flow (the token travels inside SaslAuthenticate),
-which is what librdkafka, kafka-python and the Java client use.
+A connection on a SASL_PLAINTEXT or SASL_SSL listener must authenticate before any API
+but ApiVersions and SASL (the server asks ``requires_authentication``). The mechanisms
+offered are Kafka's ``sasl.enabled.mechanisms`` (default ``PLAIN``). PLAIN users come from
+broker config: ``sasl.users=alice:secret,bob:pw`` or ``sasl.users.file=/path/users.json``
+(``{"alice": "secret"}``). SCRAM users are the credentials stored in the broker's metadata
+log (``streams.broker.security.credentials``), managed with AlterUserScramCredentials
+(``kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=...]' --entity-type users``).
+Only the v1 flow is served (the tokens travel inside SaslAuthenticate), which is what
+librdkafka, kafka-python and the Java client use.
 
-As Kafka does, a connection whose handshake names another mechanism, or whose
+As Kafka does, a connection whose handshake names a mechanism not offered, or whose
 authentication fails, gets its answer (UNSUPPORTED_SASL_MECHANISM with the mechanisms
 offered, or SASL_AUTHENTICATION_FAILED with Kafka's message) and is closed
 ``CLOSE_AFTER_FAILURE_MS`` later (Kafka's `connection.failed.authentication.delay.ms`
@@ -30,13 +33,21 @@ from kio.schema.errors import ErrorCode
 from streams.broker.config import ConfigError
 from streams.broker.context import RequestContext
 from streams.broker.protocol import make, response_class
+from streams.broker.security.scram import MECHANISMS, ScramAuthenticationError, ScramServer
 
 logger = logging.getLogger(__name__)
 
-MECHANISM = "PLAIN"
+PLAIN = "PLAIN"
+SUPPORTED_MECHANISMS = (PLAIN, *MECHANISMS)
 AUTHENTICATION_FAILED = "Authentication failed: Invalid username or password"
+# Kafka's SaslServerAuthenticator answers a mechanism's own failure with these words
+SCRAM_FAILED = (
+    "Authentication failed during authentication due to invalid credentials with SASL "
+    "mechanism {mechanism}"
+)
 CLOSE_AFTER_FAILURE_MS = 100
 _MECHANISM_KEY = "sasl.mechanism"
+_SCRAM_KEY = "sasl.scram"
 
 
 class SaslConfigError(ConfigError):
@@ -70,6 +81,17 @@ def load_users(raw: Mapping[str, str]) -> dict[str, str]:
     return users
 
 
+def enabled_mechanisms(raw: Mapping[str, str]) -> tuple[str, ...]:
+    """Kafka's ``sasl.enabled.mechanisms``, in order; ``PLAIN`` when unset."""
+    key = "sasl.enabled.mechanisms"
+    text = raw.get(key, "").strip() or PLAIN
+    names = tuple(dict.fromkeys(m.strip().upper() for m in text.split(",") if m.strip()))
+    unknown = [m for m in names if m not in SUPPORTED_MECHANISMS]
+    if unknown or not names:
+        raise SaslConfigError(key, text, f"some of {', '.join(SUPPORTED_MECHANISMS)}")
+    return names
+
+
 def check_plain(users: Mapping[str, str], token: bytes) -> str | None:
     """The authenticated user of a PLAIN token (``authzid NUL user NUL password``), else None."""
     parts = token.split(b"\0")
@@ -89,50 +111,109 @@ def check_plain(users: Mapping[str, str], token: bytes) -> str | None:
 
 
 async def handle_handshake(ctx: RequestContext, request: Any) -> Any:
-    users = ctx.broker.extension.sasl_users
+    extension = ctx.broker.extension
     cls = response_class(17, ctx.api_version)
-    if not users:
+    if not ctx.connection.listener.sasl:
         return make(cls, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
-    if request.mechanism != MECHANISM:
+    offered: tuple[str, ...] = extension.sasl_mechanisms
+    if request.mechanism not in offered:
         logger.info(
-            "connection %s asked for SASL mechanism %s; only PLAIN",
+            "connection %s asked for SASL mechanism %s; offered: %s",
             ctx.connection.peer,
             request.mechanism,
+            ", ".join(offered),
         )
         ctx.connection.close_after_ms = CLOSE_AFTER_FAILURE_MS
-        return make(cls, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=(MECHANISM,))
-    ctx.connection.attributes[_MECHANISM_KEY] = MECHANISM
-    return make(cls, error_code=ErrorCode.none, mechanisms=(MECHANISM,))
+        return make(cls, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=offered)
+    ctx.connection.attributes[_MECHANISM_KEY] = request.mechanism
+    if request.mechanism in MECHANISMS:
+        ctx.connection.attributes[_SCRAM_KEY] = ScramServer(
+            MECHANISMS[request.mechanism],
+            lambda user: extension.scram.lookup(request.mechanism, user),
+        )
+    return make(cls, error_code=ErrorCode.none, mechanisms=offered)
+
+
+_COMMON = {"throttle_time": timedelta(0), "session_lifetime": timedelta(0)}
+
+
+def _failed(ctx: RequestContext, message: str) -> Any:
+    ctx.connection.close_after_ms = CLOSE_AFTER_FAILURE_MS
+    return make(
+        response_class(36, ctx.api_version),
+        error_code=ErrorCode.sasl_authentication_failed,
+        error_message=message,  # Kafka's words, which clients show to the user
+        auth_bytes=b"",
+        **_COMMON,
+    )
+
+
+def _authenticated(ctx: RequestContext, user: str, answer: bytes) -> Any:
+    conn = ctx.connection
+    conn.authenticated = True
+    conn.principal = f"User:{user}"
+    conn.attributes.pop(_SCRAM_KEY, None)
+    logger.info(
+        "connection %s authenticated as %s (%s)", conn.peer, user, conn.attributes[_MECHANISM_KEY]
+    )
+    # Kafka answers success with an empty message, not a null one
+    return make(
+        response_class(36, ctx.api_version),
+        error_code=ErrorCode.none,
+        error_message="",
+        auth_bytes=answer,
+        **_COMMON,
+    )
+
+
+def _scram(ctx: RequestContext, server: ScramServer, token: bytes) -> Any:
+    try:
+        answer = server.evaluate(token)
+    except ScramAuthenticationError as e:
+        logger.warning(
+            "connection %s: SASL/%s authentication failed: %s",
+            ctx.connection.peer,
+            server.mechanism.name,
+            e.reason,
+        )
+        ctx.connection.attributes.pop(_SCRAM_KEY, None)
+        return _failed(
+            ctx, e.public_message or SCRAM_FAILED.format(mechanism=server.mechanism.name)
+        )
+    if server.complete:
+        assert server.username is not None
+        return _authenticated(ctx, server.username, answer)
+    return make(
+        response_class(36, ctx.api_version),
+        error_code=ErrorCode.none,
+        error_message="",
+        auth_bytes=answer,
+        **_COMMON,
+    )
 
 
 async def handle_authenticate(ctx: RequestContext, request: Any) -> Any:
-    users = ctx.broker.extension.sasl_users
-    cls = response_class(36, ctx.api_version)
     conn = ctx.connection
-    common = {"throttle_time": timedelta(0), "auth_bytes": b"", "session_lifetime": timedelta(0)}
-    if not users or conn.attributes.get(_MECHANISM_KEY) != MECHANISM:
+    mechanism = conn.attributes.get(_MECHANISM_KEY)
+    if not conn.listener.sasl or mechanism is None or conn.authenticated:
         return make(
-            cls,
+            response_class(36, ctx.api_version),
             error_code=ErrorCode.illegal_sasl_state,
-            error_message="SaslAuthenticate before a SaslHandshake for PLAIN",
-            **common,
+            error_message="SaslAuthenticate before a SaslHandshake",
+            auth_bytes=b"",
+            **_COMMON,
         )
-    user = check_plain(users, bytes(request.auth_bytes))
+    token = bytes(request.auth_bytes)
+    if mechanism != PLAIN:
+        server = conn.attributes.get(_SCRAM_KEY)
+        if server is None:  # the exchange failed already
+            return _failed(ctx, SCRAM_FAILED.format(mechanism=mechanism))
+        return _scram(ctx, server, token)
+    user = check_plain(ctx.broker.extension.sasl_users, token)
     if user is None:
         logger.warning("connection %s: SASL/PLAIN authentication failed", conn.peer)
-        conn.close_after_ms = CLOSE_AFTER_FAILURE_MS
-        return make(
-            cls,
-            error_code=ErrorCode.sasl_authentication_failed,
-            # Kafka's words, which clients show to the user
-            error_message=AUTHENTICATION_FAILED,
-            **common,
-        )
-    conn.authenticated = True
-    conn.principal = user
-    logger.info("connection %s authenticated as %s", conn.peer, user)
-    # Kafka answers success with an empty message, not a null one
-    return make(cls, error_code=ErrorCode.none, error_message="", **common)
+        return _failed(ctx, AUTHENTICATION_FAILED)
+    return _authenticated(ctx, user, b"")
 
 
 APIS = [

@@ -37,6 +37,7 @@ from streams.broker.coordinator.coordinator import Coordinator
 from streams.broker.coordinator.txn_metadata import TxnMetadata, TxnState
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
+from streams.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 logger = logging.getLogger(__name__)
 
@@ -69,11 +70,14 @@ async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
     states = []
     for tid in request.transactional_ids:
         txn = txns.get(tid)
-        if txn is None:
+        denied = not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid)
+        if txn is None or denied:
             states.append(
                 make(
                     module.TransactionState,
-                    error_code=ErrorCode.transactional_id_not_found,
+                    error_code=ErrorCode.transactional_id_authorization_failed
+                    if denied
+                    else ErrorCode.transactional_id_not_found,
                     transactional_id=tid,
                     transaction_state="",
                     transaction_timeout=_ZERO,
@@ -86,7 +90,9 @@ async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(txn.partitions):
-            by_topic.setdefault(topic, []).append(partition)
+            # Kafka shows only the topics the principal may describe
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic, log_denied=False):
+                by_topic.setdefault(topic, []).append(partition)
         states.append(
             make(
                 module.TransactionState,
@@ -148,6 +154,12 @@ async def list_transactions(ctx: RequestContext, request: Any) -> Any:
         )
         for txn in sorted(txns.values(), key=lambda t: t.transactional_id)
         if _listed(txn, request, states, now)
+        and ctx.authorized(
+            AclOperation.DESCRIBE,
+            ResourceType.TRANSACTIONAL_ID,
+            txn.transactional_id,
+            log_denied=False,
+        )
     )
     return make(
         module.ListTransactionsResponse,
@@ -169,13 +181,16 @@ async def describe_producers(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for t in request.topics:
         partitions = []
+        readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t.name)
         for p in t.partition_indexes:
-            if not _partition_exists(ctx, t.name, int(p)):
+            if not readable or not _partition_exists(ctx, t.name, int(p)):
                 partitions.append(
                     make(
                         module.PartitionResponse,
                         partition_index=p,
-                        error_code=ErrorCode.unknown_topic_or_partition,
+                        error_code=ErrorCode.unknown_topic_or_partition
+                        if readable
+                        else ErrorCode.topic_authorization_failed,
                         error_message=None,
                         active_producers=(),
                     )
@@ -251,6 +266,8 @@ def _write_marker(
 async def write_txn_markers(ctx: RequestContext, request: Any) -> Any:
     module = response_module(WRITE_TXN_MARKERS, ctx.api_version)
     now = _coord(ctx).now_ms()
+    # Kafka: only brokers write markers, with CLUSTER_ACTION; anyone else is refused whole
+    allowed = ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     markers = []
     for marker in request.markers:
         topics = []
@@ -259,7 +276,9 @@ async def write_txn_markers(ctx: RequestContext, request: Any) -> Any:
                 make(
                     module.WritableTxnMarkerPartitionResult,
                     partition_index=p,
-                    error_code=_write_marker(ctx, marker, t.name, int(p), now),
+                    error_code=_write_marker(ctx, marker, t.name, int(p), now)
+                    if allowed
+                    else ErrorCode.cluster_authorization_failed,
                 )
                 for p in t.partition_indexes
             )

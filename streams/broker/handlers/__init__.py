@@ -18,6 +18,7 @@ from streams.broker.handlers import (
     list_offsets,
     metadata,
     produce,
+    quotas,
     records,
     topics,
 )
@@ -34,6 +35,7 @@ _MODULES = (
     configs,
     records,
     acls,
+    quotas,
 )
 
 HANDLERS: dict[int, Handler] = {}

@@ -69,6 +69,8 @@ def topic_id(broker: BrokerContext, topic: str) -> uuid.UUID:
 
 def topic_by_id(broker: BrokerContext, wanted: uuid.UUID) -> str | None:
     for name, info in broker.logs.topics().items():
+        if name in HIDDEN_TOPICS:
+            continue
         raw = getattr(info, "topic_id", None)
         if raw and raw.replace("-", "") == wanted.hex:
             return name
@@ -76,6 +78,9 @@ def topic_by_id(broker: BrokerContext, wanted: uuid.UUID) -> str | None:
 
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# The broker's metadata log (SCRAM credentials, ACLs): as Kafka's `__cluster_metadata`, no
+# client lists, reads, writes, creates or deletes it; to them it does not exist.
+HIDDEN_TOPICS = frozenset({"__cluster_metadata"})
 
 
 def is_internal(broker: BrokerContext, topic: str) -> bool:
@@ -156,11 +161,13 @@ def max_timestamp(log: Any) -> tuple[int, int] | None:
 
 
 def topic_names(broker: BrokerContext) -> list[str]:
-    return sorted(broker.logs.topics())
+    return sorted(t for t in broker.logs.topics() if t not in HIDDEN_TOPICS)
 
 
 def partition_count(broker: BrokerContext, topic: str) -> int | None:
-    """Number of partitions of `topic`, or None when it does not exist."""
+    """Number of partitions of `topic`, or None when it does not exist (or is hidden)."""
+    if topic in HIDDEN_TOPICS:
+        return None
     info = broker.logs.topics().get(topic)
     if info is None:
         return None
@@ -193,6 +200,8 @@ def create_topic(
     broker: BrokerContext, topic: str, partitions: int, configs: dict[str, str]
 ) -> None:
     validate_topic_name(topic)
+    if topic in HIDDEN_TOPICS:
+        raise InvalidRequestError(f"Creation of internal topic `{topic}` is prohibited.")
     try:
         broker.logs.create_topic(topic, partitions, configs)
     except OSError as e:

@@ -35,6 +35,7 @@ from streams.broker.context import RequestContext
 from streams.broker.errors import BrokerError
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
+from streams.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from streams.broker.storage import LogConfig
 
 logger = logging.getLogger(__name__)
@@ -119,12 +120,41 @@ def _entries(ctx: RequestContext, rtype: int, name: str) -> list[Entry]:
     )
 
 
+def _denied(
+    ctx: RequestContext, rtype: int, name: str, operation: AclOperation
+) -> tuple[ErrorCode, str] | None:
+    """Kafka's check of a config resource: `operation` on the topic for a topic's configs,
+    on the cluster for the broker's; the error and Kafka's message when it fails."""
+    if rtype == TOPIC:
+        if ctx.authorized(operation, ResourceType.TOPIC, name):
+            return None
+        return ErrorCode.topic_authorization_failed, "Topic authorization failed."
+    if ctx.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        return None
+    return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+
+
 async def describe_configs(ctx: RequestContext, request: Any) -> Any:
     module = response_module(DESCRIBE_CONFIGS, ctx.api_version)
     results = []
     for res in request.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
         error, message, configs = ErrorCode.none, None, []
+        denied = _denied(
+            ctx, int(res.resource_type), res.resource_name, AclOperation.DESCRIBE_CONFIGS
+        )
+        if denied is not None:
+            results.append(
+                make(
+                    module.DescribeConfigsResult,
+                    error_code=denied[0],
+                    error_message=denied[1],
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                    configs=(),
+                )
+            )
+            continue
         try:
             for key, value, source, read_only, sensitive, synonyms in _entries(
                 ctx, int(res.resource_type), res.resource_name
@@ -214,17 +244,21 @@ def _alter_each(
     for res in request.resources:
         error, message = ErrorCode.none, None
         name = res.resource_name
+        denied = _denied(ctx, int(res.resource_type), name, AclOperation.ALTER_CONFIGS)
         try:
-            if int(res.resource_type) != TOPIC:
+            if denied is not None:
+                error, message = denied[0], None
+            elif int(res.resource_type) != TOPIC:
                 raise catalog.InvalidRequestError(
                     f"only topic configs can be altered, not resource type `{res.resource_type}`"
                 )
-            changes = changes_of(ctx.broker, name, res.configs)
-            catalog.alter_topic_configs(
-                ctx.broker, name, changes, validate_only=bool(request.validate_only)
-            )
-            if not request.validate_only:
-                logger.info("%s configs of topic %s: %s", verb, name, changes)
+            else:
+                changes = changes_of(ctx.broker, name, res.configs)
+                catalog.alter_topic_configs(
+                    ctx.broker, name, changes, validate_only=bool(request.validate_only)
+                )
+                if not request.validate_only:
+                    logger.info("%s configs of topic %s: %s", verb, name, changes)
         except BrokerError as e:
             error, message = e.error_code, e.detail or str(e)
         results.append(

@@ -28,6 +28,7 @@ from streams.broker.context import RequestContext
 from streams.broker.errors import BrokerError, KafkaStorageError
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
+from streams.broker.security.acl import AclOperation, ResourceType
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def _records(
 
 
 def _read_all(
-    ctx: RequestContext, request: Any, module: Any, opened: list[Any]
+    ctx: RequestContext, request: Any, module: Any, opened: list[Any], denied: set[str]
 ) -> tuple[list[Any], int]:
     """Partition data for every requested partition; `FileRecords` put in the
     response are also appended to `opened` (the caller closes them if unsent)."""
@@ -64,6 +65,9 @@ def _read_all(
         for fp in ftopic.partitions:
             index = int(fp.partition)
             offset = int(fp.fetch_offset)
+            if name in denied:
+                parts.append(_empty(module, index, ErrorCode.topic_authorization_failed))
+                continue
             try:
                 log = catalog.get_log(broker, name, index)
             except BrokerError as e:
@@ -112,7 +116,7 @@ def _read_all(
     return topics, total
 
 
-def _available(ctx: RequestContext, request: Any) -> int:
+def _available(ctx: RequestContext, request: Any, denied: set[str]) -> int:
     """Bytes readable for the request, each partition's up to its `partition_max_bytes`.
 
     Like Kafka's delayed fetch, `min_bytes` counts what is there to read, not what one
@@ -121,6 +125,8 @@ def _available(ctx: RequestContext, request: Any) -> int:
     committed = int(getattr(request, "isolation_level", 0)) == READ_COMMITTED
     available = 0
     for ftopic in request.topics:
+        if ftopic.topic in denied:
+            continue
         for fp in ftopic.partitions:
             try:
                 log = catalog.get_log(broker, ftopic.topic, int(fp.partition))
@@ -166,14 +172,25 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deadline = time.monotonic() + wait_s
     min_bytes = int(request.min_bytes)
     budget = min(int(request.max_bytes), ctx.broker.config.fetch_max_bytes)
-    watched = [(t.topic, int(p.partition)) for t in request.topics for p in t.partitions]
+    # Kafka's READ on each topic, asked once: a long poll does not ask again
+    denied = {
+        t.topic
+        for t in request.topics
+        if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t.topic)
+    }
+    watched = [
+        (t.topic, int(p.partition))
+        for t in request.topics
+        if t.topic not in denied
+        for p in t.partitions
+    ]
     while True:
         opened: list[Any] = []
-        topics, total = _read_all(ctx, request, module, opened)
+        topics, total = _read_all(ctx, request, module, opened, denied)
         left = deadline - time.monotonic()
         if total >= min_bytes or left <= 0 or not watched:
             break
-        if budget < min_bytes and _available(ctx, request) >= min_bytes:
+        if budget < min_bytes and _available(ctx, request, denied) >= min_bytes:
             break  # the response is as full as it can be: waiting adds nothing to it
         for records in opened:  # read again after the wait
             records.close()

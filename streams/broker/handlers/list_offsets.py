@@ -11,6 +11,7 @@ from streams.broker.context import RequestContext
 from streams.broker.errors import BrokerError
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
+from streams.broker.security.acl import AclOperation, ResourceType
 
 API_KEY = 2
 LATEST = -1
@@ -56,9 +57,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:
         parts = []
+        described = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            error, offset, ts = _lookup(
-                ctx, topic.name, int(p.partition_index), int(p.timestamp), committed
+            error, offset, ts = (
+                _lookup(ctx, topic.name, int(p.partition_index), int(p.timestamp), committed)
+                if described
+                else (ErrorCode.topic_authorization_failed, -1, -1)
             )
             parts.append(
                 make(

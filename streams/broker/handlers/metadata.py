@@ -20,6 +20,7 @@ from streams.broker.context import RequestContext
 from streams.broker.errors import BrokerError
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
+from streams.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = 3
 CLUSTER_ID = "streams-broker"
@@ -58,14 +59,42 @@ def _topic(module: Any, ctx: RequestContext, name: str, error: ErrorCode) -> Any
     )
 
 
+def _named_topic(ctx: RequestContext, name: str, allow_create: bool) -> ErrorCode:
+    """A topic asked for by name: its error, after creating it when asked and allowed.
+
+    As Kafka: a topic the principal may not describe is TOPIC_AUTHORIZATION_FAILED whether
+    it exists or not, and creating one on demand takes CREATE on the cluster or the topic."""
+    broker = ctx.broker
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return ErrorCode.topic_authorization_failed
+    try:
+        if catalog.partition_count(broker, name) is not None:
+            return ErrorCode.none
+        if not allow_create or not broker.config.auto_create_topics:
+            return ErrorCode.unknown_topic_or_partition
+        may_create = ctx.authorized(
+            AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
+        ) or ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name)
+        if not may_create:
+            return ErrorCode.topic_authorization_failed
+        catalog.auto_create(broker, name)
+        return ErrorCode.none
+    except BrokerError as e:
+        return e.error_code
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = response_module(API_KEY, ctx.api_version)
     broker = ctx.broker
     allow_create = getattr(request, "allow_auto_topic_creation", True)
     requested = request.topics
     if requested is None or (ctx.api_version == 0 and not requested):
-        # null (v1+) or empty (v0) means every topic
-        topics = [_topic(module, ctx, name, ErrorCode.none) for name in catalog.topic_names(broker)]
+        # null (v1+) or empty (v0) means every topic: those the principal may describe
+        topics = [
+            _topic(module, ctx, name, ErrorCode.none)
+            for name in catalog.topic_names(broker)
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_denied=False)
+        ]
     else:
         topics = []
         for entry in requested:
@@ -84,26 +113,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         )
                     )
                     continue
-            try:
-                exists = (
-                    catalog.auto_create(broker, name)
-                    if allow_create
-                    else catalog.partition_count(broker, name) is not None
-                )
-                error = ErrorCode.none if exists else ErrorCode.unknown_topic_or_partition
-            except BrokerError as e:
-                error = e.error_code
-            topics.append(_topic(module, ctx, name, error))
+            topics.append(_topic(module, ctx, name, _named_topic(ctx, name, allow_create)))
     node = broker.config.node_id
-    brokers = (
-        make(
-            module.MetadataResponseBroker,
-            node_id=node,
-            host=broker.config.advertised,
-            port=broker.port,
-            rack=None,
-        ),
-    )
+    host, port = ctx.advertised()
+    brokers = (make(module.MetadataResponseBroker, node_id=node, host=host, port=port, rack=None),)
     return make(
         module.MetadataResponse,
         throttle_time=timedelta(0),
@@ -124,15 +137,7 @@ def _described(module: Any, ctx: RequestContext, name: str, first: int, limit: i
     node = ctx.broker.config.node_id
     count = catalog.partition_count(ctx.broker, name)
     if count is None:
-        return make(
-            module.DescribeTopicPartitionsResponseTopic,
-            error_code=ErrorCode.unknown_topic_or_partition,
-            name=name,
-            topic_id=catalog.ZERO_UUID,
-            is_internal=False,
-            partitions=(),
-            topic_authorized_operations=_OPS_UNKNOWN,
-        )
+        return _unavailable(module, name, ErrorCode.unknown_topic_or_partition)
     partitions = tuple(
         make(
             module.DescribeTopicPartitionsResponsePartition,
@@ -159,6 +164,18 @@ def _described(module: Any, ctx: RequestContext, name: str, first: int, limit: i
     )
 
 
+def _unavailable(module: Any, name: str, error: ErrorCode) -> Any:
+    return make(
+        module.DescribeTopicPartitionsResponseTopic,
+        error_code=error,
+        name=name,
+        topic_id=catalog.ZERO_UUID,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=_OPS_UNKNOWN,
+    )
+
+
 async def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
     """Topics by name (every topic when none is named), sorted, from the cursor on; the
     cursor of the next page when the partition limit cuts the answer short."""
@@ -166,14 +183,25 @@ async def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     if request.topics:
         names = sorted({t.name for t in request.topics})
-    else:
-        names = catalog.topic_names(broker)
+        denied = {
+            n for n in names if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n)
+        }
+    else:  # every topic the principal may describe
+        names = [
+            n
+            for n in catalog.topic_names(broker)
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n, log_denied=False)
+        ]
+        denied = set()
     cursor = request.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     budget = max(1, min(int(request.response_partition_limit), PARTITION_LIMIT))
     topics, next_cursor = [], None
     for name in names:
+        if name in denied:
+            topics.append(_unavailable(module, name, ErrorCode.topic_authorization_failed))
+            continue
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         count = catalog.partition_count(broker, name)
         if count is not None and budget == 0:

@@ -37,6 +37,7 @@ from streams.broker.errors import BrokerError, KafkaStorageError, UnsupportedCom
 from streams.broker.extension import Duplicate, Reject
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
+from streams.broker.security.acl import AclOperation, ResourceType
 
 logger = logging.getLogger(__name__)
 
@@ -269,6 +270,11 @@ def _refuse_transactional(ctx: RequestContext, request: Any, module: Any) -> Any
             "this one has none."
         )
         error = ErrorCode.transactional_id_authorization_failed
+    elif not ctx.authorized(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        message = "Transactional Id authorization failed."
+        error = ErrorCode.transactional_id_authorization_failed
     elif len(producer_ids) > 1:
         shown = ", ".join(f"`{pid}`" for pid in sorted(producer_ids))
         message = f"Transactional records contained more than one producer id: {shown}."
@@ -308,7 +314,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     sync_appends = False
     for topic_data in request.topic_data:
         partitions = []
+        writable = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, topic_data.name)
         for pdata in topic_data.partition_data:
+            if not writable:
+                refused = _Appended(ErrorCode.topic_authorization_failed)
+                partitions.append(_partition_response(module, pdata.index, refused))
+                continue
             if acks not in (0, 1, -1):
                 partitions.append(
                     _partition_response(

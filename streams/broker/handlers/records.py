@@ -12,6 +12,7 @@ from streams.broker.context import RequestContext
 from streams.broker.errors import BrokerError
 from streams.broker.handlers import catalog
 from streams.broker.protocol import make, response_module
+from streams.broker.security.acl import AclOperation, ResourceType
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +48,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:
         parts = []
+        deletable = ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            error, low = _delete(ctx, topic.name, int(p.partition_index), int(p.offset))
+            error, low = (
+                _delete(ctx, topic.name, int(p.partition_index), int(p.offset))
+                if deletable
+                else (ErrorCode.topic_authorization_failed, -1)
+            )
             parts.append(
                 module.DeleteRecordsPartitionResult(
                     partition_index=p.partition_index, low_watermark=low, error_code=error

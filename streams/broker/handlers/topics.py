@@ -16,6 +16,7 @@ from streams.broker.context import RequestContext
 from streams.broker.errors import BrokerError
 from streams.broker.handlers import assignments, catalog
 from streams.broker.protocol import make, response_module
+from streams.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,11 @@ def _create_one(
     if partitions == -1:
         partitions = broker.config.num_partitions
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    if not (
+        ctx.authorized(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
+        or ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name)
+    ):
+        return ErrorCode.topic_authorization_failed, "Authorization failed.", -1, {}
     try:
         catalog.validate_topic_name(name)
         if catalog.partition_count(broker, name) is not None:
@@ -75,7 +81,11 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         error, message, partitions, effective = _create_one(ctx, topic, bool(request.validate_only))
         configs = None
-        if error is ErrorCode.none and hasattr(module, "CreatableTopicConfigs"):
+        # the configs go back only to a principal who may describe them (Kafka's rule)
+        described = error is not ErrorCode.none or ctx.authorized(
+            AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name, log_denied=False
+        )
+        if error is ErrorCode.none and described and hasattr(module, "CreatableTopicConfigs"):
             configs = tuple(
                 module.CreatableTopicConfigs(
                     name=k, value=v, read_only=False, config_source=5, is_sensitive=False
@@ -93,7 +103,9 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
                 ),
                 error_code=error,
                 error_message=message,
-                topic_config_error_code=0,
+                topic_config_error_code=(
+                    0 if described else int(ErrorCode.topic_authorization_failed.value)
+                ),
                 num_partitions=partitions,
                 replication_factor=1 if error is ErrorCode.none else -1,
                 configs=configs,
@@ -105,9 +117,13 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
 def _delete_one(ctx: RequestContext, name: str | None) -> tuple[ErrorCode, str | None]:
     if name is None:
         return ErrorCode.unknown_topic_id, "Deleting topics by id is not supported; use the name."
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_denied=False):
+        return ErrorCode.topic_authorization_failed, None  # whether it exists or not
     try:
         if catalog.partition_count(ctx.broker, name) is None:
             return ErrorCode.unknown_topic_or_partition, f"Topic `{name}` does not exist."
+        if not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, name):
+            return ErrorCode.topic_authorization_failed, None
         if catalog.is_internal(ctx.broker, name):
             return ErrorCode.invalid_request, f"Internal topic `{name}` cannot be deleted."
         ctx.broker.logs.delete_topic(name)
@@ -145,6 +161,8 @@ def _add_partitions(
     ctx: RequestContext, topic: Any, validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     name, total = topic.name, int(topic.count)
+    if not ctx.authorized(AclOperation.ALTER, ResourceType.TOPIC, name):
+        return ErrorCode.topic_authorization_failed, None
     current = catalog.partition_count(ctx.broker, name)
     if current is None:
         return ErrorCode.unknown_topic_or_partition, f"Topic `{name}` does not exist."

@@ -45,13 +45,17 @@ def test_describe_configs_hides_passwords_as_kafka_does(broker_factory) -> None:
 
 def test_a_config_the_broker_does_not_know_is_hidden_as_kafka_hides_it(broker_factory) -> None:
     """Kafka treats a config whose type it cannot tell as sensitive (`maybeSensitive`):
-    a secret under a name this broker does not read (`ssl.keystore.password`) is not shown."""
-    broker = broker_factory(**{"ssl.keystore.password": "ks-pw-0c4e"})
+    a secret under a name this broker does not read (a plugin's, say) is not shown; nor is a
+    TLS password it does read (`ssl.keystore.password`, Kafka's PASSWORD type)."""
+    broker = broker_factory(
+        **{"sasl.oauthbearer.client.secret": "oauth-pw-7d1c", "ssl.keystore.password": "ks-pw-0c4e"}
+    )
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     resource = ConfigResource(ConfigResource.Type.BROKER, "0")
     entries = admin.describe_configs([resource])[resource].result(30)
-    assert entries["ssl.keystore.password"].value is None
-    assert entries["ssl.keystore.password"].is_sensitive is True
+    for key in ("sasl.oauthbearer.client.secret", "ssl.keystore.password"):
+        assert entries[key].value is None
+        assert entries[key].is_sensitive is True
 
 
 def _proc_text(pid: int, name: str) -> str:

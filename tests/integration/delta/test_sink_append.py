@@ -177,13 +177,13 @@ def test_optimize_and_vacuum_keep_the_rows(spark, where: str, read_table, engine
     metrics = delta_engine(engine).optimize(spark, target.path)
     assert metrics["numFilesRemoved"] == files_before and table_info(target.path)["files"] == 1
     assert open_table(target.path).history(1)[0]["operation"] == "OPTIMIZE"
-    deleted = delta_engine(engine).vacuum(spark, target.path, 0)
+    deleted = delta_engine(engine).vacuum(spark, target.path, 0, force=True)
     assert len(deleted) == files_before
     assert table_info(target.path)["rows"] == 40
     assert_rows(read_table(target.path).select("order_id"), [Row(order_id=i) for i in range(40)])
     assert committed(target, 3) and not committed(target, 4)
     assert write_batch(_orders(spark, range(30, 40)), 3, target) is None
-    assert delta_engine(engine).vacuum(spark, target.path, 0) == []
+    assert delta_engine(engine).vacuum(spark, target.path, 0, force=True) == []
 
 
 def _removed_hours_ago(spark, path: str, hours: float) -> None:
@@ -210,8 +210,9 @@ def _removed_hours_ago(spark, path: str, hours: float) -> None:
 
 def test_vacuum_keeps_the_retention_it_is_given(spark, tmp_path: Path, engine) -> None:
     """On both engines `retention_hours` is the caller's: files removed two hours ago stay
-    under a 3-hour retention and go under a 1-hour one. (delta-spark 4.4 ignores a
-    VACUUM's retention other than 0 unless told not to, and keeps 7 days.)"""
+    under a 3-hour retention and go under a 1-hour one, forced below Delta's minimum.
+    (delta-spark 4.4 ignores a VACUUM's retention other than 0 unless told not to, and
+    keeps 7 days.) Not forced, Delta's own check refuses a retention below its minimum."""
     target = DeltaTarget(str(tmp_path / "t"), app_id="a:q", engine=engine)
     for b in range(3):
         write_batch(_orders(spark, range(b * 10, b * 10 + 10)), b, target)
@@ -219,8 +220,10 @@ def test_vacuum_keeps_the_retention_it_is_given(spark, tmp_path: Path, engine) -
     delta_engine(engine).optimize(spark, target.path)
     _removed_hours_ago(spark, target.path, 2)
 
-    assert delta_engine(engine).vacuum(spark, target.path, 3) == []
-    deleted = delta_engine(engine).vacuum(spark, target.path, 1)
+    with pytest.raises(Exception, match="(?i)retention"):
+        delta_engine(engine).vacuum(spark, target.path, 1)
+    assert delta_engine(engine).vacuum(spark, target.path, 3, force=True) == []
+    deleted = delta_engine(engine).vacuum(spark, target.path, 1, force=True)
     assert len(deleted) == files_before
     assert table_info(target.path)["rows"] == 30
 

@@ -288,3 +288,24 @@ def test_headers_are_read_or_left_out(spark, broker, unique, tmp_path) -> None:
         spark.readStream.format("warehouse_kafka").option("bootstrap", broker.bootstrap).option(
             "topics", topic
         ).option("include_headers", "sometimes").load()
+
+
+def test_max_bytes_per_trigger_bounds_each_batch_on_both_engines(
+    spark, broker, unique, tmp_path, engine: str
+) -> None:
+    """Records of 1,000 bytes read 20,000 bytes at a time: batches of 20 records (the
+    byte bound, turned into records by the size of the topic's records), every offset
+    once. A `max_offsets_per_trigger` below it still wins."""
+    topic = unique("bytes")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    for p in (0, 1):
+        produce(broker.bootstrap, topic, [(None, "x" * 1000) for _ in range(100)], partition=p)
+    run = Run(spark, tmp_path / "cp")
+    kw = {"bootstrap": broker.bootstrap, "topics": topic, "engine": engine}
+    rows = run(**kw, max_bytes_per_trigger=20_000)
+    assert coords(rows) == sorted((topic, p, o) for p in (0, 1) for o in range(100))
+    assert len(run.batches) == 10 and all(len(b) == 20 for b in run.batches)
+
+    smaller = Run(spark, tmp_path / "cp2")
+    smaller(**kw, max_bytes_per_trigger=20_000, max_offsets_per_trigger=8)
+    assert max(len(b) for b in smaller.batches) == 8

@@ -1,12 +1,18 @@
-"""The two brokers every oracle scenario runs on (the bundled one and Apache Kafka), and
-the compiled Java-client scenarios."""
+"""The two brokers every oracle scenario runs on (the bundled one and Apache Kafka); the
+compiled Java-client scenarios are the `java_client` fixture of tests/support/java_client.py."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
-from tests.support.apache_kafka import ApacheKafkaError
-from tests.support.java_client import JavaClient, JavaClientError
+from tests.support.apache_kafka import (
+    SASL_USERS,
+    SCRAM_MECHANISMS,
+    STANDARD_AUTHORIZER,
+)
 
 
 @pytest.fixture(scope="session")
@@ -16,11 +22,25 @@ def brokers(broker: object, apache_kafka: object) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def java_client(tmp_path_factory: pytest.TempPathFactory) -> JavaClient:
-    """The Java scenarios (tests/support/java/oracle), compiled once for the run; a failed
-    test, not a skipped one, when they cannot be compiled."""
+def secure_brokers(
+    secure_apache_kafka: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
+    """Bootstrap of each broker's SASL_PLAINTEXT listener offering PLAIN (users `SASL_USERS`)
+    and SCRAM, authorizing with ACLs, `User:alice` a super user: the bundled broker with
+    Kafka's settings, and `secure_apache_kafka`."""
+    from streams.broker.launcher import BrokerProcess
+
+    bundled = BrokerProcess(
+        tmp_path_factory.mktemp("secure-broker"),
+        config={
+            "sasl.users": ",".join(f"{u}:{p}" for u, p in SASL_USERS.items()),
+            "sasl.enabled.mechanisms": SCRAM_MECHANISMS,
+            "authorizer.class.name": STANDARD_AUTHORIZER,
+            "super.users": "User:alice",
+            "allow.everyone.if.no.acl.found": "false",
+        },
+    ).start()
     try:
-        return JavaClient.compile(tmp_path_factory.mktemp("java-client"))
-    except (ApacheKafkaError, JavaClientError) as e:
-        reason = str(e)
-    pytest.fail(reason, pytrace=False)
+        yield {"bundled": bundled.bootstrap, "apache-kafka": secure_apache_kafka.sasl_bootstrap}
+    finally:
+        bundled.stop()

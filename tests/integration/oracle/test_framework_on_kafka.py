@@ -14,14 +14,11 @@ min.insync.replicas=2), the `apache_kafka_cluster` fixture.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import threading
 import time
-from collections import Counter
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +27,6 @@ from confluent_kafka.admin import AdminClient
 
 from streams.cdc import Publisher, publish_changes, read_ktable
 from streams.cdc.changelog import encode_json
-from streams.cdc.ktable import latest_values
-from streams.delta.arrow import read_table
 from streams.kafka import ensure_topic, produce, read_kafka_stream
 from streams.kafka.admin import end_offsets
 from tests.integration.cdc import tables
@@ -43,6 +38,7 @@ from tests.integration.cdc.helpers import (
     sort_changes,
 )
 from tests.integration.demo.expected import compute
+from tests.integration.demo.tables import assert_published, assert_tables, ods_coordinates
 from tests.integration.kafka.helpers import run_available_now
 from tests.integration.oracle.differential import unique
 from tests.support.apache_kafka import ApacheKafka
@@ -242,52 +238,6 @@ def leader(bootstrap: str, topic: str, partition: int) -> int:
     return admin.list_topics(topic, timeout=30).topics[topic].partitions[partition].leader
 
 
-def rows(root: Path, name: str) -> list[dict[str, Any]]:
-    return read_table(str(root / "tables" / name)).to_pylist()
-
-
-def ods_coordinates(root: Path, topic: str) -> dict[tuple[int, int], int]:
-    """How often each `(partition, offset)` of `topic` is in its ODS table or quarantine."""
-    seen = Counter((r["_partition"], r["_offset"]) for r in rows(root, f"ods_{topic}"))
-    seen.update(
-        (r["source_partition"], r["source_offset"]) for r in rows(root, f"ods_{topic}__quarantine")
-    )
-    return dict(seen)
-
-
-def assert_tables(root: Path) -> None:
-    """The example's tables under `root` equal the independent computation, row for row
-    (lists, not sets: a duplicate row fails)."""
-    records = generate(EVENTS, seed=SEED)
-    exp = compute(records)
-    current = sorted((r["user_id"], r["city"]) for r in rows(root, "dim_users") if r["is_current"])
-    assert current == sorted((u, row["city"]) for u, row in exp.users.items())
-    assert sorted((r["product_id"], r["category"]) for r in rows(root, "dim_products")) == sorted(
-        (p, row["category"]) for p, row in exp.products.items()
-    )
-    assert sorted(
-        (r["order_id"], r["city"], r["amount"]) for r in rows(root, "dwd_orders")
-    ) == sorted((o["order_id"], o["city"], o["amount"]) for o in exp.orders.values())
-    gmv = sorted(
-        ((r["window_start"], r["city"]), (r["gmv"], r["orders"]))
-        for r in rows(root, "dws_city_gmv_1m")
-    )
-    assert gmv == sorted(exp.city_gmv_1m.items())
-    active = sorted(
-        (r["window_start"], r["active_users"]) for r in rows(root, "dws_active_users_5m")
-    )
-    assert active == sorted(exp.active_users_5m.items())
-    paid = sorted((r["order_id"], r["payment_id"]) for r in rows(root, "dws_order_payments"))
-    assert paid == exp.order_payments
-    board = sorted((r["city"], (r["gmv"], r["orders"])) for r in rows(root, "ads_city_leaderboard"))
-    assert board == sorted(exp.leaderboard.items())
-    conversion = sorted(
-        (r["city"], (r["orders"], r["paid_orders"], r["paid_gmv"], r["conversion"]))
-        for r in rows(root, "ads_conversion")
-    )
-    assert conversion == sorted(exp.conversion.items())
-
-
 def test_warehouse_run_survives_a_broker_kill(
     apache_kafka_cluster: ApacheKafka, tmp_path: Path, native_jars: object
 ) -> None:
@@ -346,25 +296,11 @@ def test_warehouse_run_survives_a_broker_kill(
         assert ods_coordinates(root, topic) == {
             (p, o): 1 for p, end in ends[topic].items() for o in range(end)
         }, topic
-    assert_tables(root)
+    exp = compute(generate(EVENTS, seed=SEED))
+    assert_tables(root, exp)
 
     # The views published on the cluster: their latest rows equal the ADS tables'
     # expected rows, and no change is there twice (read_committed).
-    exp = compute(generate(EVENTS, seed=SEED))
-    board = {
-        json.loads(k)["city"]: json.loads(v)
-        for k, v in latest_values(bootstrap, "mv.city_leaderboard").items()
-    }
-    assert {c: (Decimal(v["gmv"]), v["orders"]) for c, v in board.items()} == exp.leaderboard
-    conversion = {
-        json.loads(k)["city"]: json.loads(v)
-        for k, v in latest_values(bootstrap, "mv.conversion").items()
-    }
-    assert {
-        c: (v["orders"], v["paid_orders"], Decimal(v["paid_gmv"]), v["conversion"])
-        for c, v in conversion.items()
-    } == exp.conversion
+    assert_published(bootstrap, exp)
     for topic in ("mv.city_leaderboard", "mv.conversion"):
         assert replicas(bootstrap, topic) == {0: 3}, topic
-        changes = Counter((k, version) for k, _, version in read_records(bootstrap, topic))
-        assert [c for c, n in changes.items() if n > 1] == [], topic

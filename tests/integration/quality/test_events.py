@@ -98,3 +98,80 @@ def test_appends_see_commits_of_another_writer_and_a_replaced_table(tmp_path):
     assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=7) == 0
     assert write_quality_events(None, tmp_path, m, app_id="t:q1", batch_id=8) == 1
     assert read_table(str(events_path(tmp_path))).num_rows == 2
+
+
+def test_events_older_than_the_retention_are_deleted(tmp_path):
+    """`quality.events_retention`: a write deletes the events recorded longer ago than
+    the retention (at most once an hour of the writers' clock); a replayed batch of
+    theirs is still skipped, by the app transaction that outlives its rows."""
+    from datetime import timedelta
+
+    old = datetime(2026, 1, 1, tzinfo=UTC)
+    month = 30 * 86400.0
+    for b in range(3):
+        write_quality_events(
+            None, tmp_path, [metric("t", b, "e", 0)], app_id="t:q", batch_id=b,
+            now=old + timedelta(minutes=b), retention=month,
+        )  # fmt: skip
+    later = old + timedelta(days=31)
+    write_quality_events(
+        None, tmp_path, [metric("t", 3, "e", 0)], app_id="t:q", batch_id=3, now=later,
+        retention=month,
+    )  # fmt: skip
+    rows = read_table(str(events_path(tmp_path))).to_pylist()
+    assert [(r["batch_id"], r["recorded_at"]) for r in rows] == [(3, later)]
+    assert write_quality_events(
+        None, tmp_path, [metric("t", 1, "e", 0)], app_id="t:q", batch_id=1, now=later,
+        retention=month,
+    ) is None  # fmt: skip
+
+
+def test_status_reads_only_the_events_written_since_it_last_read(tmp_path, caplog):
+    """`quality_summaries` keeps what it summed (`<root>/quality/events-summary.json`)
+    and reads only the files added since; a file removed (events expired) makes it read
+    the table again. Either way the summary is the one a whole read gives."""
+    import logging
+
+    from warehouse.quality.summary import quality_summaries
+    from warehouse.spec.paths import events_summary_path
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def write(table: str, b: int, failed: int, minute: int) -> None:
+        write_quality_events(
+            None, tmp_path, [metric(table, b, "nn", failed)], app_id=f"{table}:q",
+            batch_id=b, now=t0.replace(minute=minute),
+        )  # fmt: skip
+
+    def whole() -> dict:
+        shutil.copy(events_summary_path(tmp_path), tmp_path / "kept.json")
+        events_summary_path(tmp_path).unlink()
+        out = quality_summaries(tmp_path, ["ods", "dwd"])
+        shutil.copy(tmp_path / "kept.json", events_summary_path(tmp_path))
+        return out
+
+    for b in range(3):
+        write("ods", b, b, b)
+    caplog.set_level(logging.INFO, logger="warehouse.quality.summary")
+    first = quality_summaries(tmp_path, ["ods", "dwd"])
+    assert first["ods"]["totals"]["nn"] == {"checked": 30, "passed": 27, "failed": 3, "batches": 3}
+    assert "read 3 of 3 file(s)" in caplog.text
+    write("dwd", 0, 5, 9)
+    caplog.clear()
+    second = quality_summaries(tmp_path, ["ods", "dwd"])
+    assert "read 1 of 4 file(s)" in caplog.text
+    assert second == whole()
+    assert second["dwd"]["last_batch"]["batch_id"] == 0
+
+    # events expired: a file removed, the table read whole again
+    from datetime import timedelta
+
+    write_quality_events(
+        None, tmp_path, [metric("ods", 3, "nn", 0)], app_id="ods:q", batch_id=3,
+        now=t0 + timedelta(minutes=5), retention=200.0,
+    )  # fmt: skip
+    caplog.clear()
+    third = quality_summaries(tmp_path, ["ods", "dwd"])
+    assert "read the events table whole" in caplog.text
+    assert third == whole()
+    assert third["ods"]["totals"]["nn"]["batches"] == 2  # batches 2 and 3

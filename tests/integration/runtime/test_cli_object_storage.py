@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import streams.storage as storage
+from streams.delta.faults import CRASH_POINT_ENV
 from streams.kafka.admin import produce
 from tests.integration.runtime.helpers import order, orders_project, rows
 from tests.integration.runtime.runs import REPO
@@ -21,9 +22,13 @@ from tests.integration.runtime.runs import REPO
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.s3, pytest.mark.slow]
 
 
-def cli(project: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def cli(
+    project: Path, *args: str, timeout: float = 600, crash_at: str | None = None
+) -> subprocess.CompletedProcess[str]:
     # Only the standard variables say where S3 is: nothing the framework exported.
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAREHOUSE")}
+    if crash_at is not None:
+        env[CRASH_POINT_ENV] = crash_at
     assert env["AWS_ENDPOINT_URL"] and env["AWS_ACCESS_KEY_ID"]
     return subprocess.run(
         [sys.executable, "-m", "warehouse", "--project", str(project), *args],
@@ -69,12 +74,21 @@ def test_run_status_check_recover_reset_on_s3_with_the_aws_variables_alone(
     assert check.returncode == 0, check.stdout + check.stderr[-2000:]
     assert f"report: {s3_root}/reports/check-" in check.stdout
 
+    # A recover killed after it deleted the old checkpoint: the run is refused, naming
+    # recover; a recover then rebuilds it, and the next run replays batch 0 (nothing of
+    # it written again) and reads the new record.
+    killed = cli(proj, "recover", "--table", "ods_orders", timeout=120, crash_at="recover")
+    assert killed.returncode == -9, killed.stderr
+    refused = cli(proj, "run", "--layer", "all", "--once")
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "`warehouse recover` stopped while it replaced the checkpoint" in refused.stderr
+    assert "Run `warehouse recover --table ods_orders` again" in refused.stderr
     rec = cli(proj, "recover", "--table", "ods_orders", timeout=120)
     assert rec.returncode == 0, rec.stderr
     produce(broker.bootstrap, topic, [("c", order("o3", "u3", 1.0, 2))])
     again = cli(proj, "run", "--layer", "all", "--once")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "ods_orders [ods]: 1 batch(es), 1 rows in, 1 written" in again.stdout
+    assert "ods_orders [ods]: 2 batch(es), 5 rows in, 1 written" in again.stdout
     assert rows(ods, ["order_id"]) == [("o1",), ("o1",), ("o2",), ("o3",)]
 
     reset = cli(proj, "reset", "--table", "dwd_orders", "--yes", timeout=120)

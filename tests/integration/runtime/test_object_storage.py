@@ -86,15 +86,19 @@ def test_a_project_on_s3_runs_checks_recovers_and_resets(
     again = run_checks(project, table="ods_orders", incremental=True)
     assert again.tables[0].status == "no_new_rows"
 
+    # Recover rebuilds the checkpoint in place (copied: S3 renames nothing whole), and
+    # the next run replays the newest batch through the guards: nothing twice.
     done = recover(project, "ods_orders")
-    assert done["old_checkpoint_removed"]
-    assert not storage.exists(project.checkpoint_path("ods_orders"))
-    assert storage.is_file(f"{project.checkpoint_path('ods_orders')}.recover.json")
+    assert done["old_checkpoint_removed"] and (done["batch_id"], done["replays"]) == (0, True)
+    ckpt = project.checkpoint_path("ods_orders")
+    assert storage.list_names(f"{ckpt}/offsets") == ["0"]
+    assert not storage.exists(f"{ckpt}.recovering")
+    assert [n for n in storage.list_names(storage.parent(ckpt)) if ".recovering-" in n] == []
     produce(broker.bootstrap, topic, [("d", order("o3", "u1", 5.0, 3))])
     counts = _run(project, spark)
-    assert counts["ods_orders"][:2] == (1, 1)  # from the recorded offsets: nothing again
+    assert counts["ods_orders"][:2] == (6, 1)  # batch 0 again (5 rows, none written), o3
     assert rows(ods, ["order_id"]) == [("o1",), ("o1",), ("o2",), ("o3",)]
-    assert not storage.exists(f"{project.checkpoint_path('ods_orders')}.recover.json")
+    assert len(rows(project.quarantine_path("ods_orders"), ["reason"])) == 2
 
     removed = reset(project, "dwd_orders")
     assert dwd in removed and project.checkpoint_path("dwd_orders") in removed

@@ -21,7 +21,6 @@ from warehouse.runtime.errors import QueryFailedError, RuntimeConfigError
 from warehouse.runtime.pipeline import Pipeline
 from warehouse.runtime.recover import recover, reset
 from warehouse.runtime.status import status
-from warehouse.spec.paths import recover_file
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -93,12 +92,15 @@ def test_once_rerun_new_records_recover_and_status(
     assert again["ods_orders"].rows_written == 0
     assert started_from() == ["earliest", "its checkpoint"]
 
-    # Recover (a new checkpoint from the offsets the table recorded), and new records
-    # meanwhile: the next run appends exactly those; the duplicate o2 stays out of DWD.
+    # Recover (a checkpoint rebuilt from the table's newest batch, which the next run
+    # replays: nothing of it is written twice), and new records meanwhile: the next run
+    # appends exactly those; the duplicate o2 stays out of DWD.
     done = recover(project, "ods_orders")
-    ckpt = Path(project.checkpoint_path("ods_orders"))
-    assert done["starting_offsets"] == {topic: {"0": 6}}
-    assert not ckpt.exists() and Path(recover_file(ckpt)).is_file()
+    ckpt = project.checkpoint_path("ods_orders")
+    assert (done["batch_id"], done["replays"]) == (0, True)
+    assert done["starting_offsets"] == {topic: {"0": 0}}
+    assert done["ending_offsets"] == {topic: {"0": 6}}
+    assert sorted(p.name for p in (Path(ckpt) / "offsets").iterdir()) == ["0"]
     produce(
         broker.bootstrap,
         topic,
@@ -106,9 +108,8 @@ def test_once_rerun_new_records_recover_and_status(
     )
     assert status(project)[0]["lag"] == {"total": 2, "topics": {topic: 2}}
     third = run()
-    assert not Path(recover_file(ckpt)).exists()
-    assert started_from()[-1] == "the offsets `warehouse recover` recorded"
-    assert (third["ods_orders"].rows_read, third["ods_orders"].rows_written) == (2, 2)
+    assert started_from()[-1] == "its checkpoint"
+    assert (third["ods_orders"].rows_read, third["ods_orders"].rows_written) == (8, 2)
     assert rows(ods, ODS_COLS) == [
         ("o1", "u1", 10.5, at(0), 0, 0),
         ("o1", "u1", 10.5, at(0), 0, 2),

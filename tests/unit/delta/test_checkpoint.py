@@ -10,7 +10,9 @@ from streams.delta import (
     batch_end_offsets,
     checkpoint_query_id,
     delta_source_engines,
+    delta_source_position,
     remove_interrupted_writes,
+    write_replay_checkpoint,
 )
 
 META = '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{}}'
@@ -89,3 +91,42 @@ def test_kafka_offsets_name_no_delta_engine_even_for_a_topic_named_version(
 ) -> None:
     _offsets(tmp_path, 0, '{"version": {"0": 3}}', '{"orders": {"0": 42}}')
     assert delta_source_engines(tmp_path) == set()
+
+
+def test_a_replay_checkpoint_reads_back_as_spark_left_it(tmp_path: Path) -> None:
+    """`write_replay_checkpoint`: the query id, batch `b - 1` logged and committed, batch
+    `b` logged only (replayed next); or, `committed`, batch `b` done."""
+    ckpt = tmp_path / "c"
+    write_replay_checkpoint(
+        ckpt, query_id="q1", batch_id=4, start={"t": {"0": 5}}, end={"t": {"0": 9}}
+    )
+    assert checkpoint_query_id(ckpt) == "q1"
+    assert batch_end_offsets(ckpt, 3) == {"t": {"0": 5}}
+    assert batch_end_offsets(ckpt, 4) == {"t": {"0": 9}}
+    assert sorted(p.name for p in (ckpt / "commits").iterdir()) == ["3"]
+    done = tmp_path / "d"
+    write_replay_checkpoint(
+        done, query_id="q2", batch_id=0, start=None, end={"t": {"0": 9}}, committed=True
+    )
+    assert sorted(p.name for p in (done / "commits").iterdir()) == ["0"]
+
+
+def test_a_readers_position_in_a_table_by_either_engines_offsets(tmp_path: Path) -> None:
+    """The first version a reader still reads of the table `tid`: the Python source's
+    `version` is the last one read; delta-spark's `reservoirVersion` the one it is in. A
+    batch 0 not committed reads from the start (the Python source from version 0)."""
+    python, native = tmp_path / "p", tmp_path / "n"
+    assert delta_source_position(python, "tid") is None
+    _offsets(python, 0, '{"version": 3, "table": "tid"}')
+    assert delta_source_position(python, "tid") == 0
+    (python / "commits").mkdir()
+    (python / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    assert delta_source_position(python, "tid") == 4
+    assert delta_source_position(python, "other") is None
+    native_offset = '{"sourceVersion":1,"reservoirId":"tid","reservoirVersion":%d,"index":-1}'
+    _offsets(native, 0, native_offset % 2)
+    assert delta_source_position(native, "tid") == 2
+    _offsets(native, 1, native_offset % 6, '{"version": 1, "table": "tid"}')
+    (native / "commits").mkdir()
+    (native / "commits" / "1").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    assert delta_source_position(native, "tid") == 2  # the lower of its two sources

@@ -80,3 +80,47 @@ def test_changes_older_than_their_keys_tombstone_are_dropped(tmp_path: Path) -> 
     kept = keep_after_tombstones(changes, tombs, target)
     assert kept.column("city").to_pylist() == ["tie", "other"]
     assert keep_after_tombstones(changes, None, target) is changes
+
+
+def _files(path: str) -> set[str]:
+    return {p.name for p in Path(path).glob("*.parquet")}
+
+
+def test_a_batch_reads_only_the_tombstone_files_that_may_hold_its_keys(tmp_path: Path) -> None:
+    """Tombstones recorded by three batches lie in three files with disjoint keys. A
+    batch touching keys of one file reads that file only: the others may be gone."""
+    target = _target(tmp_path)
+    path = tombstone_path(target.path)
+    files = []
+    for first in (0, 100, 200):
+        before = _files(path) if Path(path).exists() else set()
+        record_tombstones(_rows(*[(i, 5) for i in range(first, first + 100)]), target, now=T0)
+        files.append(_files(path) - before)
+    for name in files[0] | files[2]:  # what keys 0..99 and 200..299 are in
+        (Path(path) / name).unlink()
+    touched = _rows((150, 9), (151, 2), (999, 1))
+    kept = record_tombstones(_rows(), target, touched=touched, now=T0)
+    assert _kept(kept) == {150: 5, 151: 5}
+
+
+def test_the_tombstone_table_is_compacted_and_vacuumed(tmp_path: Path) -> None:
+    """Every `COMPACT_EVERY` versions the expired tombstones are deleted, the rest
+    compacted into one file and the files they replaced vacuumed: the folder stays
+    small however many batches deleted keys. In between, an expired tombstone is only
+    left out of what is read."""
+    from streams.delta.tombstones import COMPACT_EVERY, maintain_tombstones
+
+    target = _target(tmp_path, retention=3600.0)
+    path = tombstone_path(target.path)
+    batches = 2 * COMPACT_EVERY + 5
+    for b in range(batches):
+        record_tombstones(_rows((b, 1)), target, now=T0 + dt.timedelta(minutes=b))
+    assert len(_files(path)) <= COMPACT_EVERY // 2
+    # at minute 100 the tombstones of minutes 0..39 are older than the hour kept
+    later = T0 + dt.timedelta(minutes=100)
+    in_force = list(range(40, batches))
+    assert sorted(_kept(record_tombstones(_rows(), target, now=later))) == in_force
+    done = maintain_tombstones(target, now=later)
+    assert done["expired"] > 0 and done["vacuumed"] > 0
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == in_force
+    assert len(_files(path)) == 1

@@ -16,6 +16,7 @@ from streams.kafka.offsets import (
     parse_starting_offsets,
     rate_limit,
     resolve_start,
+    rewound,
     rounds,
     split_ranges,
     to_json_dict,
@@ -157,3 +158,10 @@ def test_rounds_hold_one_range_per_partition_and_merge_neighbours() -> None:
     )
     b = OffsetRange("t", 1, 0, 5)
     assert rounds([a3, b, a1, a2]) == [[OffsetRange("t", 0, 0, 20), b], [a3]]
+
+
+def test_rewound_names_the_partitions_a_batch_ends_below_its_start() -> None:
+    start = {"t": {"0": 20, "1": 20}, "u": {"0": 5}}
+    end = {"t": {"0": 3, "1": 25}, "u": {"0": 5}, "v": {"0": 2}}  # v: new, no start
+    assert rewound(start, end) == {"t": {"0": [20, 3]}}
+    assert rewound(None, end) == {} and rewound(start, start) == {}

@@ -13,7 +13,7 @@ from warehouse.compile import CompileError, PublishTarget, Targets
 from warehouse.compile.plan import plan_table
 from warehouse.compile.program import publish_target
 from warehouse.errors import WarehouseError, root_cause_line
-from warehouse.runtime.errors import CheckpointError, QueryFailedError, RuntimeConfigError
+from warehouse.runtime.errors import CheckpointError, QueryFailedError
 from warehouse.runtime.failures import build_failure, query_failure
 from warehouse.runtime.writer import BatchStats
 from warehouse.templates import scaffold
@@ -148,37 +148,6 @@ def test_the_root_cause_of_a_jvm_error_is_its_innermost_caused_by() -> None:
         "ValueError: bad"
     )
     assert root_cause_line("no exception named here\nsecond") == "no exception named here"
-
-
-def test_checkpoints_of_the_other_delta_engine_are_named_all_at_once(project: Project) -> None:
-    """Every table whose checkpoint the other Delta engine wrote is named in one error
-    (offsets written in Spark's layout, as delta-spark's source writes them); a Kafka
-    checkpoint is not one of them. No Spark: the check reads the checkpoints' files."""
-    from warehouse.runtime.pipeline import Pipeline
-
-    native = '{"sourceVersion":1,"reservoirId":"r","reservoirVersion":4,"index":-1}'
-    kafka = '{"events":{"0":6}}'
-    for name, offset in (
-        ("ods_events", kafka),
-        ("dwd_events", native),
-        ("ads_event_totals", native),
-    ):
-        offsets = Path(project.checkpoint_path(name)) / "offsets"
-        offsets.mkdir(parents=True)
-        (offsets / "0").write_text(f'v1\n{{"batchWatermarkMs":0}}\n{offset}')
-
-    with pytest.raises(RuntimeConfigError) as refused:
-        Pipeline(project, None, layer="all")._check_checkpoint_engines("python")
-    message = str(refused.value)
-    assert message.startswith(
-        f"Tables `dwd_events` ({project.tables['dwd_events'].path}), `ads_event_totals` "
-        f"({project.tables['ads_event_totals'].path}): their checkpoints (under "
-        f"{Path(project.checkpoint_path('dwd_events')).parent}) were written by delta-spark's"
-    )
-    assert "`engines.delta` resolved to `python`" in message
-    assert "`engines: {delta: native}`" in message
-    assert refused.value.table == "dwd_events"
-    Pipeline(project, None, layer="all")._check_checkpoint_engines("native")  # theirs
 
 
 def test_a_column_whose_type_changed_says_where_to_change_it_back(project: Project) -> None:

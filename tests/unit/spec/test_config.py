@@ -111,3 +111,14 @@ def test_a_property_that_is_not_a_scalar_names_its_field(tmp_path: Path) -> None
     assert "conf/local.yml" in message
     assert "kafka.embedded.config.num.partitions" in message
     assert "expected text, got `list`" in message
+
+
+def test_quality_events_retention_is_an_interval_of_30_days_by_default(tmp_path: Path) -> None:
+    default = Project.load(project(tmp_path / "a", None), environ={}).config.quality
+    assert (default.events_retention, default.events_retention_seconds) == ("30 days", 2592000)
+    week = Project.load(
+        project(tmp_path / "b", "quality: {events_retention: 1 week}\n"), environ={}
+    ).config.quality
+    assert week.events_retention_seconds == 604800
+    with pytest.raises(ProjectError, match="events_retention"):
+        Project.load(project(tmp_path / "c", "quality: {events_retention: 0 days}\n"), environ={})

@@ -19,7 +19,7 @@ def _project(tmp_path: Path, snapshots: str, *, sql: str) -> Path:
         "table: ods_orders\nsource: {kafka: {topic: orders, format: json, schema: orders}}\n"
     )
     (ods / "users.yml").write_text(
-        "table: ods_users\nsource: {kafka: {topic: users, format: json, schema: users}}\n"
+        "table: ods_users\nsource: {kafka: {topic: users, format: upsert-json, schema: users}}\n"
         "sink: {mode: upsert, keys: [user_id]}\n"
     )
     (dwd / "orders.yml").write_text(

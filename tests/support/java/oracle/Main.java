@@ -28,9 +28,10 @@ public final class Main {
             case "errors" -> result = Errors.run(bootstrap);
             case "sasl" -> result = Sasl.run(bootstrap, rest);
             case "consumer_protocol" -> result = ConsumerProtocol.run(bootstrap);
+            case "secured" -> result = Secured.run(bootstrap, rest);
             default -> {
                 System.err.println("scenario `" + args[0] + "` is not known; expected one of "
-                        + "records, groups, transactions, errors, sasl, consumer_protocol");
+                        + "records, groups, transactions, errors, sasl, consumer_protocol, secured");
                 System.exit(2);
                 return;
             }
