@@ -20,9 +20,10 @@ On object storage (a root such as `s3a://bucket/wh`) it is a lease
 conditional put and renewed while held. A holder that dies stops renewing, and its
 lease expires after `storage.lease_seconds` (60 s by default): until then the table is
 refused as in use, naming the holder and when it last renewed. A holder whose lease is
-taken over (it stalled for longer than that) is told through `on_lost`; a continuous
-run then stops. A store that cannot write conditionally leaves the table unlocked, with a
-warning, as a file system without `flock` does.
+taken over (it stalled for longer than that) is told through `on_lost`; a run then
+stops its queries and fails (`TableBusyError`). A store that cannot write
+conditionally leaves the table unlocked, with a warning, as a file system without
+`flock` does.
 
 Concurrency: `holding` may be called from any thread. Within one process it is
 re-entrant per table (the CLI holds the tables before it starts Spark, and the
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Doing = Literal["run", "reset", "recover"]
+Doing = Literal["run", "reset", "recover", "vacuum"]
 
 
 @dataclass
@@ -231,6 +232,7 @@ def _busy_error(project: LoadedProject, busy: dict[str, str], doing: Doing) -> T
         "once, and Spark would fail one of them at the first batch they share",
         "reset": "Reset deletes the table and the checkpoint that process writes",
         "recover": "Recover replaces the checkpoint that process writes",
+        "vacuum": "Vacuum would delete files a running batch has written and not yet committed",
     }[doing]
     one = len(busy) == 1
     return TableBusyError(

@@ -26,7 +26,7 @@ from warehouse.runtime.checkpoints import (
     refuse_new_over_table,
     refuse_other_engine,
 )
-from warehouse.runtime.errors import QueryFailedError
+from warehouse.runtime.errors import QueryFailedError, TableBusyError
 from warehouse.runtime.failures import (
     RetryPolicy,
     build_failure,
@@ -151,6 +151,7 @@ class Pipeline:
         self._bootstrap = bootstrap
         self._engines: ResolvedEngines | None = None
         self._stop = threading.Event()
+        self._lost: Exception | None = None
         self._gate: BatchGate | None = None
         self._depths = depths(
             {n: project.graph.upstream(n, static=False) for n in project.graph.nodes}
@@ -343,6 +344,7 @@ class Pipeline:
     def _run_once(self) -> list[RunResult]:
         results: list[RunResult] = []
         for name in self.names:
+            self._refuse_lost(name)
             layer = self.project.tables[name].layer
             missing = self._missing_inputs(name)
             if missing:
@@ -367,14 +369,15 @@ class Pipeline:
                 if query is not None:
                     try:
                         while not query.awaitTermination(0.5):
-                            if cq.writer.failed.is_set():  # it waits to be stopped
-                                query.stop()
+                            if cq.writer.failed.is_set() or self._lost is not None:
+                                query.stop()  # it waits to be stopped
                             cq.refresh_snapshots()
                     except Exception as e:  # noqa: BLE001  # judged below: transient or real
                         error = e
                     finally:
                         self._cleanup(cq)
                     note_progress(cq, query.recentProgress)
+                self._refuse_lost(name)
                 error = cq.writer.stats.error or error
                 if error is None:
                     break
@@ -397,7 +400,17 @@ class Pipeline:
     def _lease_lost(self, error: Exception) -> None:
         """A table's lease on object storage went to another process: stop the run
         (the lease logged why)."""
+        self._lost = error
         self.request_stop()
+
+    def _refuse_lost(self, name: str) -> None:
+        """A `--once` run whose lease was lost stops its query and runs nothing more."""
+        if self._lost is not None:
+            raise TableBusyError(
+                f"The run stopped at table `{name}`: {self._lost}. Another process holds "
+                "its tables now; see `warehouse status` before running them again.",
+                table=name,
+            ) from self._lost
 
     def _run_continuous(self) -> list[RunResult]:
         """Start the queries one at a time in dependency order, each once the previous one
@@ -431,6 +444,8 @@ class Pipeline:
                 self._restore_signals(previous)
         if failure is not None:
             raise failure
+        if self.names:
+            self._refuse_lost(self.names[0])
         for name in [n for n in waiting if n not in earlier]:
             missing = self._missing_inputs(name, snapshots=True)
             results.append(

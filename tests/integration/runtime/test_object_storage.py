@@ -6,6 +6,8 @@ and nothing of the tables on the local disk."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from streams.kafka.admin import produce
 from tests.integration.runtime.helpers import at, order, orders_project, rows
 from warehouse.project import Project
 from warehouse.quality.check import run_checks
+from warehouse.runtime.errors import TableBusyError
 from warehouse.runtime.pipeline import Pipeline
 from warehouse.runtime.recover import recover, reset
 from warehouse.runtime.status import status
@@ -107,3 +110,44 @@ def test_a_project_on_s3_runs_checks_recovers_and_resets(
     assert [r[0] for r in rows(dwd, DWD)] == ["o1", "o2", "o3"]
 
     assert not (proj / ".warehouse").exists()  # nothing of the tables on the local disk
+
+
+def test_a_run_whose_lease_is_taken_over_stops_and_fails(
+    spark, broker, unique, tmp_path: Path, s3_root: str
+) -> None:
+    """A holder that stalled past its lease finds a newer generation at its next renewal
+    (written here as the process that took the table over writes it): its continuous
+    run stops its queries and fails, naming the table."""
+    lease = 4.0
+    topic, proj = orders_project(
+        tmp_path / "proj", broker.bootstrap, unique, warehouse_root=s3_root,
+        extra_conf=f"storage: {{lease_seconds: {lease}}}\n",
+    )  # fmt: skip
+    produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.5, 0))])
+    project = Project.load(proj)
+    pipeline = Pipeline(project, spark, layer="ods", progress=lambda _: None)
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            pipeline.run(once=False)
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001  # judged by the test below
+            outcome.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    lock = f"{project.checkpoint_path('ods_orders')}.lock"
+    deadline = time.monotonic() + 120
+    while not storage.list_names(lock) or not storage.exists(project.table_path("ods_orders")):
+        assert time.monotonic() < deadline and thread.is_alive(), outcome
+        time.sleep(0.5)
+    [mine] = storage.list_names(lock)
+    taker = f"{lock}/{int(mine.removesuffix('.json')) + 1:012d}.json"
+    storage.write_text(taker, json.dumps({"pid": 1, "host": "elsewhere", "doing": "run"}))
+    thread.join(lease * 2 + 60)
+    assert not thread.is_alive(), "the run went on after its lease was taken over"
+    [error] = outcome
+    assert isinstance(error, TableBusyError), error
+    assert error.table == "ods_orders" and "Another process holds its tables" in str(error)
+    assert not spark.streams.active
