@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,12 +24,10 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.s3, pytest.mark.
 
 
 def cli(
-    project: Path, *args: str, timeout: float = 600, crash_at: str | None = None
+    project: Path, *args: str, timeout: float = 600, **extra: str
 ) -> subprocess.CompletedProcess[str]:
     # Only the standard variables say where S3 is: nothing the framework exported.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WAREHOUSE")}
-    if crash_at is not None:
-        env[CRASH_POINT_ENV] = crash_at
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAREHOUSE")} | extra
     assert env["AWS_ENDPOINT_URL"] and env["AWS_ACCESS_KEY_ID"]
     return subprocess.run(
         [sys.executable, "-m", "warehouse", "--project", str(project), *args],
@@ -77,9 +76,19 @@ def test_run_status_check_recover_reset_on_s3_with_the_aws_variables_alone(
     # A recover killed after it deleted the old checkpoint: the run is refused, naming
     # recover; a recover then rebuilds it, and the next run replays batch 0 (nothing of
     # it written again) and reads the new record.
-    killed = cli(proj, "recover", "--table", "ods_orders", timeout=120, crash_at="recover")
+    killed = cli(
+        proj, "recover", "--table", "ods_orders", timeout=120, **{CRASH_POINT_ENV: "recover"}
+    )
     assert killed.returncode == -9, killed.stderr
-    refused = cli(proj, "run", "--layer", "all", "--once")
+    # The dead recover's lease holds the table until it expires: a short lease here.
+    short = {"WAREHOUSE__STORAGE__LEASE_SECONDS": "4"}
+    deadline = time.monotonic() + 60
+    while (
+        "in use by another process"
+        in (refused := cli(proj, "run", "--layer", "all", "--once", **short)).stderr
+    ):
+        assert time.monotonic() < deadline, refused.stderr[-3000:]
+        time.sleep(1)
     assert refused.returncode == 2, refused.stderr[-3000:]
     assert "`warehouse recover` stopped while it replaced the checkpoint" in refused.stderr
     assert "Run `warehouse recover --table ods_orders` again" in refused.stderr

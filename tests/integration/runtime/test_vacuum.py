@@ -51,7 +51,7 @@ def test_vacuum_holds_the_lock_and_keeps_what_delta_and_readers_need(
     (proj / "layers" / "dwd").mkdir()
     (proj / "layers" / "dwd" / "changes.yml").write_text(CHANGES)
     project = Project.load(proj)
-    ods = project.table_path("ods_orders")
+    ods = Path(project.table_path("ods_orders"))
     produce(broker.bootstrap, topic, [(f"k{i}", order(f"o{i}", "u", 1.0, 0)) for i in range(5)])
     Pipeline(project, spark, layer="all").run(once=True)
     # The reader falls behind: new versions of ods_orders it has not read, and their
