@@ -8,7 +8,7 @@ compares the rows (`rows.py`). Importing it loads no Spark.
 from __future__ import annotations
 
 from warehouse.testing.errors import NoTestsSelectedError, TableTestFileError
-from warehouse.testing.load import LoadedTest, load_tests, select_tests, test_files
+from warehouse.testing.load import LoadedTest, load_tests, select_tests, table_test_files
 from warehouse.testing.model import Expected, TableTest, TableTestFile
 from warehouse.testing.run import Comparison, TableTestRunner, TestResult
 
@@ -24,5 +24,5 @@ __all__ = [
     "TestResult",
     "load_tests",
     "select_tests",
-    "test_files",
+    "table_test_files",
 ]

@@ -47,7 +47,7 @@ class LoadedTest:
         return self.test.table
 
 
-def test_files(project_dir: Path) -> list[Path]:
+def table_test_files(project_dir: Path) -> list[Path]:
     """The project's test files, in path order."""
     folder = project_dir / TESTS_DIR
     return sorted(_yml_files(folder)) if folder.is_dir() else []
@@ -66,7 +66,7 @@ def load_tests(project: LoadedProject) -> list[LoadedTest]:
     """Every test of the project, checked; raises `TableTestFileError` with every problem."""
     out: list[LoadedTest] = []
     problems: list[Problem] = []
-    for path in test_files(project.path):
+    for path in table_test_files(project.path):
         rel = path.relative_to(project.path).as_posix()
         data, lines, found = read_yaml(path, rel)
         problems += found
