@@ -1,0 +1,105 @@
+"""`warehouse test` on the starter project: passing and failing table tests on both
+engines, in process on the shared session and as the command (real Spark, real Delta,
+no broker)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from warehouse.cli.main import main
+from warehouse.project import Project
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[3]
+
+FAILING = """\
+tests:
+  - name: wrong kind and a row too many
+    table: dwd_events
+    given:
+      ods_events:
+        - {event_id: e1, kind: View, amount: 1, event_time: "2026-01-01 10:00:00"}
+        - {event_id: e2, kind: Buy, amount: 2.5, event_time: "2026-01-01 10:00:10"}
+    expect:
+      rows:
+        - {event_id: e1, kind: View, amount: 1}
+  - name: the quarantine count differs
+    table: ods_events
+    given:
+      events: [{kind: view, event_time: "2026-01-01T10:00:00Z"}]
+    expect:
+      rows: []
+      quarantine: 0
+"""
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    target = tmp_path / "shop"
+    assert main(["init", str(target)]) == 0
+    (target / "tests" / "failing.yml").write_text(FAILING)
+    return target
+
+
+def test_passing_and_failing_tests_on_each_engine(
+    spark, engine: str, project_dir: Path, tmp_path: Path
+) -> None:
+    project = Project.load(project_dir, engines={"kafka": engine, "delta": engine})
+    tests = project.table_tests()
+    results = project.test_runner(spark, tmp_path / "work").run(tests)
+    by_name = {r.test.name: r for r in results}
+    assert [r.error for r in results] == [None] * 4
+    assert by_name["events land typed; one without an id is quarantined"].passed
+    assert by_name["a repeated event counts once and kinds are lower-cased"].passed
+    wrong = by_name["wrong kind and a row too many"]
+    assert not wrong.passed and wrong.rows is not None
+    assert wrong.rows.columns == ["event_id", "kind", "amount"]
+    assert [list(r) for r in wrong.rows.missing] == [["e1", "View", 1]]
+    assert sorted(str(list(r)) for r in wrong.rows.unexpected) == [
+        "['e1', 'view', Decimal('1.00')]",
+        "['e2', 'buy', Decimal('2.50')]",
+    ]
+    counted = by_name["the quarantine count differs"]
+    assert not counted.passed and counted.quarantine_count == (0, 1)
+    assert "  quarantine: expected 0 rows, got 1" in counted.report()
+    # Nothing of the project's own root was written.
+    assert not (project_dir / ".warehouse").exists()
+
+
+def _warehouse(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "warehouse", "--project", str(project), "test", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+
+
+def test_the_command_prints_the_differing_rows_and_exits_1(project_dir: Path) -> None:
+    done = _warehouse(project_dir, "--engine", "python", "--table", "dwd_events")
+    assert done.returncode == 1, done.stderr
+    out = done.stdout
+    assert "ok   dwd_events: a repeated event counts once and kinds are lower-cased" in out
+    assert "FAIL dwd_events: wrong kind and a row too many (tests/failing.yml" in out
+    assert (
+        '  missing rows (expected, not in the table):\n    {"event_id": "e1", "kind": "View", "amount": 1.0}'
+        in out
+    )
+    assert '    {"event_id": "e2", "kind": "buy", "amount": 2.5}' in out
+    assert "1 passed, 1 failed" in out
+    (project_dir / "tests" / "failing.yml").unlink()
+    done = _warehouse(project_dir, "--engine", "python", "--select", "a repeated*")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed, 0 failed" in done.stdout
