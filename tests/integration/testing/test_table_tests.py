@@ -103,3 +103,13 @@ def test_the_command_prints_the_differing_rows_and_exits_1(project_dir: Path) ->
     done = _warehouse(project_dir, "--engine", "python", "--select", "a repeated*")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed, 0 failed" in done.stdout
+
+
+def test_the_bundled_example_passes_a_test_of_each_table(
+    spark, engine: str, tmp_path: Path
+) -> None:
+    project = Project.load(ROOT, environ={}, engines={"kafka": engine, "delta": engine})
+    tests = project.table_tests()
+    assert {t.table for t in tests} == set(project.tables)
+    results = project.test_runner(spark, tmp_path / "work").run(tests)
+    assert [(r.test.name, r.report()) for r in results if not r.passed] == []
