@@ -1,7 +1,7 @@
 """Rows of a test as Spark types them, and rows compared as multisets.
 
 A test's rows are YAML objects; `typed_rows` reads them as JSON against the table's
-own schema (`FAILFAST`: a value that is not of its column's type fails the test), so
+own schema (and names the rows with a value that is not of its column's type), so
 an expected `12.5` meets a `DECIMAL(12,2)` column as `12.50` and `"2024-01-01
 10:00:00"` meets a timestamp as that instant. Binary columns take their text as UTF-8.
 `difference` compares the collected rows on the listed columns, order ignored.
@@ -25,20 +25,31 @@ _FLOAT_DIGITS = 9
 last bits by the order Spark adds them in)."""
 
 
+_CORRUPT = "__warehouse_test_corrupt"
+
+
 def typed_rows(
     spark: SparkSession, rows: Sequence[dict[str, Any]], schema: StructType
-) -> DataFrame:
-    """`rows` as a DataFrame of `schema` (a column a row does not list is null)."""
+) -> tuple[DataFrame, list[int]]:
+    """`rows` as a DataFrame of `schema` (a column a row does not list is null), and the
+    indexes of the rows with a value that is not of its column's type."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
     binary = {f.name for f in schema.fields if isinstance(f.dataType, BinaryType)}
     as_text = StructType(
-        [StructField(f.name, StringType(), True) if f.name in binary else f for f in schema.fields]
+        [
+            *(StructField(f.name, StringType()) if f.name in binary else f for f in schema.fields),
+            StructField(_CORRUPT, StringType()),
+        ]
     )
-    text = spark.createDataFrame([(json.dumps(r, default=str),) for r in rows], "value string")
-    parsed = text.select(F.from_json("value", as_text, {"mode": "FAILFAST"}).alias("r"))
-    return parsed.select(
+    text = spark.createDataFrame(
+        [(i, json.dumps(r, default=str)) for i, r in enumerate(rows)], "i int, value string"
+    )
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+    parsed = text.select("i", F.from_json("value", as_text, options).alias("r"))
+    bad = parsed.where(F.col(f"r.{_CORRUPT}").isNotNull()).select("i").collect()
+    frame = parsed.orderBy("i").select(
         *[
             F.col(f"r.`{f.name}`").cast("binary").alias(f.name)
             if f.name in binary
@@ -46,6 +57,7 @@ def typed_rows(
             for f in schema.fields
         ]
     )
+    return frame, sorted(int(r.i) for r in bad)
 
 
 def collected(df: DataFrame, columns: Sequence[str]) -> list[tuple[Any, ...]]:

@@ -192,11 +192,11 @@ class TableTestRunner:
         if not rows:
             return
         schema = self._read(path).schema
-        self._check_columns(test, ("given", name), rows, schema, name)
+        frame = self._typed(test, ("given", name), rows, schema, name)
         target = DeltaTarget(
             path, mode="append", app_id=f"test:{name}", engine=self.engines.delta.name
         )
-        write_batch(typed_rows(self.spark, rows, schema), 0, target, commit_info={})
+        write_batch(frame, 0, target, commit_info={})
 
     def _records(self, program: TableProgram, given: dict[str, list[Any]]) -> DataFrame:
         """The test's records of the table's topics as one batch of Kafka records, in the
@@ -227,16 +227,43 @@ class TableTestRunner:
         if actual_df is None:
             # Nothing ran a batch that created the table: every expected row is missing.
             return Comparison(columns, [tuple(r.get(c) for c in columns) for r in rows], [])
-        schema = actual_df.schema
-        at = ("expect", where) if where == "rows" else ("expect", "quarantine")
-        self._check_columns(test, at, rows, schema, test.table)
         if not columns:
             return Comparison([], [], [() for _ in range(actual_df.count())])
         from pyspark.sql.types import StructType
 
+        schema = actual_df.schema
+        self._check_columns(test, ("expect", where), rows, schema, test.table)
         listed = StructType([schema[c] for c in columns])
-        expected = collected(typed_rows(self.spark, rows, listed), columns)
+        typed = self._typed(test, ("expect", where), rows, listed, test.table)
+        expected = collected(typed, columns)
         return Comparison(columns, *difference(expected, collected(actual_df, columns)))
+
+    def _typed(
+        self,
+        test: LoadedTest,
+        at: tuple[Any, ...],
+        rows: list[dict[str, Any]],
+        schema: StructType,
+        table: str,
+    ) -> DataFrame:
+        """`rows` typed by `schema`; a row with a column `table` lacks, or a value not of
+        its column's type, is a problem of the test file."""
+        self._check_columns(test, at, rows, schema, table)
+        frame, bad = typed_rows(self.spark, rows, schema)
+        if bad:
+            columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+            raise TableTestFileError(
+                [
+                    Problem(
+                        test.file,
+                        field_path(("tests", test.index, *at, j)),
+                        f"a value is not of its column's type (`{table}`: {columns})",
+                    )
+                    for j in bad
+                ],
+                project=str(self.project.path),
+            )
+        return frame
 
     def _check_columns(
         self,

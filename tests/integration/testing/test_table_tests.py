@@ -13,6 +13,7 @@ import pytest
 
 from warehouse.cli.main import main
 from warehouse.project import Project
+from warehouse.testing import TableTestFileError
 
 pytestmark = pytest.mark.spark
 
@@ -113,3 +114,39 @@ def test_the_bundled_example_passes_a_test_of_each_table(
     assert {t.table for t in tests} == set(project.tables)
     results = project.test_runner(spark, tmp_path / "work").run(tests)
     assert [(r.test.name, r.report()) for r in results if not r.passed] == []
+
+
+def test_a_column_the_table_lacks_or_a_value_of_another_type_is_a_malformed_test(
+    spark, project_dir: Path, tmp_path: Path
+) -> None:
+    (project_dir / "tests" / "failing.yml").write_text(
+        "tests:\n"
+        "  - name: a column that is not there\n"
+        "    table: dwd_events\n"
+        "    given: {ods_events: [{event_id: e1, colour: red}]}\n"
+        "    expect: {rows: []}\n"
+        "  - name: a value that is not of its column's type\n"
+        "    table: dwd_events\n"
+        "    given: {ods_events: [{event_id: e1, amount: 1}]}\n"
+        "    expect: {rows: [{event_id: e1, amount: 1}, {event_id: e2, amount: lots}]}\n"
+    )
+    project = Project.load(project_dir, engines={"kafka": "python", "delta": "python"})
+    runner = project.test_runner(spark, tmp_path / "work")
+    for test, field, message in [
+        (
+            "a column that is not there",
+            "tests[0].given.ods_events[0].colour",
+            "`colour` is not a column of `ods_events`",
+        ),
+        (
+            "a value that is not of its column's type",
+            "tests[1].expect.rows[1]",
+            "a value is not of its column's type (`dwd_events`: `event_id` string, "
+            "`amount` decimal(12,2))",
+        ),
+    ]:
+        with pytest.raises(TableTestFileError) as e:
+            runner.run(project.table_tests(select=[test]))
+        [problem] = e.value.problems
+        assert (problem.path, problem.field) == ("tests/failing.yml", field)
+        assert message in problem.message
