@@ -128,6 +128,8 @@ class TableTestRunner:
     def run(
         self, tests: Sequence[LoadedTest], *, progress: Callable[[TestResult], None] | None = None
     ) -> list[TestResult]:
+        """Run `tests` one after another, each in its own root under `workdir`; `progress`
+        gets each result as it is known. A malformed test raises `TableTestFileError`."""
         out = []
         for test in tests:
             result = self.run_one(test)
@@ -137,6 +139,7 @@ class TableTestRunner:
         return out
 
     def run_one(self, test: LoadedTest) -> TestResult:
+        """Run one test: its result, with the error that stopped its table if one did."""
         started = time.monotonic()
         self._runs += 1
         project = self._at(self.workdir / f"test-{self._runs}")

@@ -88,6 +88,7 @@ def _warehouse(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_differing_rows_and_exits_1(project_dir: Path) -> None:
     done = _warehouse(project_dir, "--engine", "python", "--table", "dwd_events")
     assert done.returncode == 1, done.stderr
@@ -106,6 +107,7 @@ def test_the_command_prints_the_differing_rows_and_exits_1(project_dir: Path) ->
     assert "1 passed, 0 failed" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_bundled_example_passes_a_test_of_each_table(
     spark, engine: str, tmp_path: Path
 ) -> None:
