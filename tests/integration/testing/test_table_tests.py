@@ -1,6 +1,6 @@
-"""`warehouse test` on the starter project: passing and failing table tests on both
-engines, in process on the shared session and as the command (real Spark, real Delta,
-no broker)."""
+"""`warehouse test` on the starter project (passing and failing tests, malformed ones)
+and on the bundled example (a test of each table), on both engines, in process on the
+shared session and as the command (real Spark, real Delta, no broker)."""
 
 from __future__ import annotations
 
@@ -108,6 +108,7 @@ def test_the_command_prints_the_differing_rows_and_exits_1(project_dir: Path) ->
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # twelve tables, each run once, on a busy 2-core machine
 def test_the_bundled_example_passes_a_test_of_each_table(
     spark, engine: str, tmp_path: Path
 ) -> None:
