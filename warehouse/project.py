@@ -25,6 +25,7 @@ from warehouse.spec.layers import load_tables
 from warehouse.spec.loader import load_config, load_schemas
 from warehouse.spec.model import LoadedProject
 from warehouse.spec.pycode import forget_modules
+from warehouse.testing import LoadedTest, TableTestRunner, load_tests, select_tests
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -140,3 +141,20 @@ class Project(LoadedProject):
             retry=retry,
             settle_seconds=settle_seconds,
         )
+
+    def table_tests(
+        self, *, tables: Sequence[str] = (), select: Sequence[str] = ()
+    ) -> list[LoadedTest]:
+        """The project's table tests (`tests/**/*.yml`), every file checked first: those of
+        `tables` (all when empty) whose names match a pattern of `select` (all when
+        empty). Raises `TableTestFileError` naming each file and field that is wrong."""
+        for name in tables:
+            self.table(name)
+        return select_tests(load_tests(self), tables=tables, select=select)
+
+    def test_runner(self, spark: SparkSession, workdir: Path) -> TableTestRunner:
+        """A runner of this project's table tests on `spark`, with the project's engines,
+        writing only under `workdir` (a local folder the caller owns and removes)."""
+        from warehouse.runtime import resolve_engines
+
+        return TableTestRunner(self, spark, resolve_engines(spark, self.config.engines), workdir)

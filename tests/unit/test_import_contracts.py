@@ -1,6 +1,6 @@
 """Dependencies point one way: warehouse -> streams; streams never imports warehouse;
 streams/broker imports nothing of ours (docs/architecture.md, "The packages"). Inside
-warehouse the layers point down: spec -> quality -> compile -> write -> runtime -> the
+warehouse the layers point down: spec -> quality -> compile -> write -> runtime -> testing -> the
 `Project` facade; no module imports a `_private` name or module of another package, nor,
 inside the runtime and the write strategies, of another module (the `private_names`
 contract of tests/import_contracts.py, which `make lint` runs). Checked on the source
@@ -91,6 +91,7 @@ LAYERS = [
             "warehouse.compile",
             "warehouse.write",
             "warehouse.runtime",
+            "warehouse.testing",
             "warehouse.project",
             "warehouse.cli",
         ),
@@ -101,16 +102,27 @@ LAYERS = [
             "warehouse.compile",
             "warehouse.write",
             "warehouse.runtime",
+            "warehouse.testing",
             "warehouse.project",
             "warehouse.cli",
         ),
     ),
     (
         "warehouse/compile",
-        ("warehouse.write", "warehouse.runtime", "warehouse.project", "warehouse.cli"),
+        (
+            "warehouse.write",
+            "warehouse.runtime",
+            "warehouse.testing",
+            "warehouse.project",
+            "warehouse.cli",
+        ),
     ),
-    ("warehouse/write", ("warehouse.runtime", "warehouse.project", "warehouse.cli")),
-    ("warehouse/runtime", ("warehouse.project", "warehouse.cli")),
+    (
+        "warehouse/write",
+        ("warehouse.runtime", "warehouse.testing", "warehouse.project", "warehouse.cli"),
+    ),
+    ("warehouse/runtime", ("warehouse.testing", "warehouse.project", "warehouse.cli")),
+    ("warehouse/testing", ("warehouse.project", "warehouse.cli")),
 ]
 
 

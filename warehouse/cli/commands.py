@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import streams.storage as storage
 from warehouse.cli.errors import UsageError
+from warehouse.cli.table_tests import cmd_test as cmd_test
 
 if TYPE_CHECKING:
     from warehouse.project import Project

@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _table_commands(sub: _Commands) -> None:
     """The commands over a project's tables: plan, run, status, recover, reset, init,
-    check, optimize, vacuum."""
+    check, test, optimize, vacuum."""
     p = sub.add_parser("plan", help="show the compiled graph: tables, sources, sinks, checkpoints")
     p.add_argument("--layer", choices=LAYER_CHOICES)
     p.add_argument("--table", action="append", metavar="T")
@@ -104,6 +104,15 @@ def _table_commands(sub: _Commands) -> None:
     p.add_argument("--report", metavar="DIR", help="write results.json and data docs here")
     p.add_argument(
         "--incremental", action="store_true", help="only data added since the last check"
+    )
+
+    p = sub.add_parser("test", help="run the table tests of tests/*.yml (no broker needed)")
+    p.add_argument("--table", action="append", metavar="T", help="only the tests of T")
+    p.add_argument(
+        "--select", action="append", metavar="NAME", help="only tests named NAME (* and ? match)"
+    )
+    p.add_argument(
+        "--engine", choices=("native", "python"), help="the Kafka and Delta engines to run on"
     )
 
     for name, text in (

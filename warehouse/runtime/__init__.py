@@ -1,11 +1,13 @@
 """Running a project: the SparkSession factory, engine resolution, the pipeline runner and
-the foreachBatch writer it gives each query, status, recover and reset."""
+the foreachBatch writer it gives each query, one run of a table outside a pipeline
+(`warehouse test`), status, recover and reset."""
 
 from __future__ import annotations
 
 from warehouse.runtime.engines import resolve_engine, resolve_engines
 from warehouse.runtime.errors import QueryFailedError, RecoverError, RuntimeConfigError
 from warehouse.runtime.failures import RetryPolicy
+from warehouse.runtime.one_run import new_checkpoint, run_batch, run_until_done
 from warehouse.runtime.pipeline import Pipeline
 from warehouse.runtime.recover import recover, reset
 from warehouse.runtime.results import RunResult
@@ -20,9 +22,12 @@ __all__ = [
     "RunResult",
     "RuntimeConfigError",
     "get_session",
+    "new_checkpoint",
     "recover",
     "reset",
     "resolve_engine",
     "resolve_engines",
+    "run_batch",
+    "run_until_done",
     "status",
 ]

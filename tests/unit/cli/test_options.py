@@ -22,6 +22,7 @@ COMMANDS: dict[str, list[str]] = {
     "reset": ["reset", "--table", "t", "--yes"],
     "init": ["init", "newdir"],
     "check": ["check"],
+    "test": ["test", "--table", "t", "--select", "n*", "--engine", "python"],
     "optimize": ["optimize", "--table", "t"],
     "vacuum": ["vacuum", "--table", "t"],
     "broker start": ["broker", "start", "--port", "0"],
