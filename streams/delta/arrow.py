@@ -68,8 +68,9 @@ def read_table(
     assert cols is None or set(keys_in) <= set(cols), "keys_in needs its columns read"
     holding = files_holding(dt, keys_in)
     if holding is not None and isinstance(dataset, pads.FileSystemDataset):
-        prefix = _path_prefix(dt.table_uri, local)
-        fragments = [f for f in dataset.get_fragments() if unquote(f.path)[prefix:] in holding]
+        fragments = [
+            f for f in dataset.get_fragments() if _table_file(f.path, dt.table_uri) in holding
+        ]
         dataset = pads.FileSystemDataset(
             fragments, dataset.schema, dataset.format, dataset.filesystem
         )
@@ -87,14 +88,18 @@ def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
-def _path_prefix(uri: str, local: bool) -> int:
-    """How many characters of a fragment's path come before the table's own file path:
-    none for the local tables (their file system is rooted at the table), the bucket and
-    the table's prefix for a remote one."""
-    if local:
-        return 0
+def _table_file(path: str, uri: str) -> str:
+    """A fragment's path as the Delta log names the file: relative to the table. A local
+    table's file system is rooted at the table; a remote table's fragments are relative
+    to it through delta-rs's own file system, or carry the bucket and the table's prefix
+    through pyarrow's."""
+    path = unquote(path)
     parsed = urlparse(uri)
-    return len(unquote(f"{parsed.netloc}{parsed.path}".rstrip("/"))) + 1
+    table = unquote(parsed.path).strip("/")
+    for base in (f"{parsed.netloc}/{table}/", f"/{table}/", f"{table}/"):
+        if table and path.startswith(base):
+            return path[len(base) :]
+    return path.lstrip("/")
 
 
 def files_holding(
