@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -143,11 +144,13 @@ def test_status_reads_only_the_events_written_since_it_last_read(tmp_path, caplo
             batch_id=b, now=t0.replace(minute=minute),
         )  # fmt: skip
 
+    summary = Path(events_summary_path(tmp_path))  # a location string; here a local one
+
     def whole() -> dict:
-        shutil.copy(events_summary_path(tmp_path), tmp_path / "kept.json")
-        events_summary_path(tmp_path).unlink()
+        shutil.copy(summary, tmp_path / "kept.json")
+        summary.unlink()
         out = quality_summaries(tmp_path, ["ods", "dwd"])
-        shutil.copy(tmp_path / "kept.json", events_summary_path(tmp_path))
+        shutil.copy(tmp_path / "kept.json", summary)
         return out
 
     for b in range(3):
