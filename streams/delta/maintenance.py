@@ -283,6 +283,13 @@ def _remote_orphans(path: str, referenced: set[str], cutoff: float, *, dry_run: 
     stale = [
         f"{STAGING_DIR}/{name}/" for name, newest in sorted(stages.items()) if newest <= cutoff
     ]
+    # A staging folder that holds no file, only the directory markers Hadoop's s3a keeps
+    # (`<name>/_temporary/0/`): nothing in it to protect, and nothing ever commits from it.
+    stale += [
+        f"{STAGING_DIR}/{name}/"
+        for name in storage.list_names(storage.join(path, STAGING_DIR))
+        if name not in stages
+    ]
     if not dry_run:
         for rel in orphans + stale:
             storage.remove(storage.join(path, rel))

@@ -158,3 +158,22 @@ def test_two_commits_of_one_version_on_s3_cannot_both_succeed(s3_root: str) -> N
     assert outcomes.count("committed") == 1, outcomes
     assert open_table(path).version() == 1
     assert read_table(path).num_rows == 2
+
+
+def test_orphan_cleanup_removes_staging_folders_left_as_directory_markers(s3_root: str) -> None:
+    """A write attempt killed on S3 can leave a staging folder with no file in it, only
+    the directory markers Hadoop's s3a keeps (`_temporary/0/`); `remove_orphans` removes
+    it with the orphan files, and leaves the committed files."""
+    from streams.delta import remove_orphans
+
+    path = f"{s3_root}/events"
+    write_deltalake(path, pa.table({"i": [1, 2]}), storage_options=storage_options(path))
+    fs, key = storage.current().filesystem(path)
+    fs.create_dir(f"{key}/_warehouse_staging/attempt-1/_temporary/0")  # markers only
+    storage.write_text(f"{path}/_warehouse_staging/attempt-2/part-0.parquet", "staged")
+    assert storage.list_names(f"{path}/_warehouse_staging") == ["attempt-1", "attempt-2"]
+
+    removed = remove_orphans(path, older_than_hours=0)
+    assert sorted(removed) == ["_warehouse_staging/attempt-1/", "_warehouse_staging/attempt-2/"]
+    assert storage.list_names(f"{path}/_warehouse_staging") == []
+    assert read_table(path).column("i").to_pylist() == [1, 2]
