@@ -137,6 +137,12 @@ def remove(location: str, *, settings: StorageSettings | None = None) -> bool:
         return False
     if kind == pafs.FileType.Directory:
         fs.delete_dir(path)
+        # A store that keeps folders (directory markers, a file-system-backed server) can
+        # still list one that the delete's parallel requests emptied: delete what is left.
+        for _ in range(2):
+            if fs.get_file_info(path).type == pafs.FileType.NotFound:
+                break
+            fs.delete_dir(path)
     else:
         fs.delete_file(path)
     return True
