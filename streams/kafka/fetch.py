@@ -471,6 +471,21 @@ def _client_class(reader: str, conf: Mapping[str, Any]) -> type:
     return _NativeClient if error is None and plain else _PyClient
 
 
+RECORD_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+    ]
+)
+"""A Kafka record's columns as Spark's `kafka` source names them, for a driver-side read
+of a few records (`read_range(rng, conf, RECORD_SCHEMA)`)."""
+
+
 def read_ranges(
     ranges: list[OffsetRange],
     conf: Mapping[str, Any],

@@ -19,7 +19,6 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -39,7 +38,7 @@ from pyspark.sql.types import (
 
 from streams.kafka.admin import end_offsets
 from streams.kafka.errors import KafkaConfigError
-from streams.kafka.fetch import consumer_config, read_range
+from streams.kafka.fetch import RECORD_SCHEMA, consumer_config, read_range
 from streams.kafka.offsets import OffsetRange
 
 _PRIMITIVES: dict[str, DataType] = {
@@ -150,24 +149,13 @@ def sample_connect_struct(
     conf = consumer_config(
         bootstrap, dict(client_config or {}), isolation_level="read_committed", size=_TAIL
     )
-    schema = pa.schema(
-        [
-            ("key", pa.binary()),
-            ("value", pa.binary()),
-            ("topic", pa.string()),
-            ("partition", pa.int32()),
-            ("offset", pa.int64()),
-            ("timestamp", pa.timestamp("us", tz="UTC")),
-            ("timestampType", pa.int32()),
-        ]
-    )
     newest: tuple[float, bytes] | None = None
     for topic, parts in ends.items():
         for partition, end in parts.items():
             if end == 0:
                 continue
             rng = OffsetRange(topic, partition, max(0, end - _TAIL), end)
-            for batch in read_range(rng, conf, schema, on_data_loss="skip"):
+            for batch in read_range(rng, conf, RECORD_SCHEMA, on_data_loss="skip"):
                 for value, ts in zip(
                     batch.column("value").to_pylist(),
                     batch.column("timestamp").to_pylist(),

@@ -19,29 +19,17 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka.admin import AdminClient
 
 from streams.kafka.admin import end_offsets, topic_partitions
-from streams.kafka.fetch import consumer_config, read_range
+from streams.kafka.fetch import RECORD_SCHEMA, consumer_config, read_range
 from streams.kafka.offsets import OffsetRange
 
 logger = logging.getLogger(__name__)
 
 SAMPLE = 100
 """Records read from the end of each partition to size the topics' records."""
-_SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("timestampType", pa.int32()),
-    ]
-)
 
 
 def mean_record_bytes(
@@ -62,7 +50,7 @@ def mean_record_bytes(
             if end == 0:
                 continue
             rng = OffsetRange(topic, partition, max(0, end - SAMPLE), end)
-            for batch in read_range(rng, conf, _SCHEMA, on_data_loss="skip"):
+            for batch in read_range(rng, conf, RECORD_SCHEMA, on_data_loss="skip"):
                 count += batch.num_rows
                 for column in ("key", "value"):
                     size += pc.sum(pc.binary_length(batch.column(column))).as_py() or 0
