@@ -136,15 +136,22 @@ def remove(location: str, *, settings: StorageSettings | None = None) -> bool:
     if kind == pafs.FileType.NotFound:
         return False
     if kind == pafs.FileType.Directory:
-        fs.delete_dir(path)
         # A store that keeps folders (directory markers, a file-system-backed server) can
-        # still list one that the delete's parallel requests emptied: delete what is left.
-        for _ in range(2):
+        # still list one that the delete's parallel requests emptied, and a folder listed
+        # a moment ago can be gone when its delete arrives: delete what is left, and a
+        # folder already gone is deleted.
+        for _ in range(3):
+            try:
+                fs.delete_dir(path)
+            except FileNotFoundError:
+                break
             if fs.get_file_info(path).type == pafs.FileType.NotFound:
                 break
-            fs.delete_dir(path)
     else:
-        fs.delete_file(path)
+        try:
+            fs.delete_file(path)
+        except FileNotFoundError:
+            pass
     return True
 
 

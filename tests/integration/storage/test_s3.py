@@ -177,3 +177,33 @@ def test_orphan_cleanup_removes_staging_folders_left_as_directory_markers(s3_roo
     assert sorted(removed) == ["_warehouse_staging/attempt-1/", "_warehouse_staging/attempt-2/"]
     assert storage.list_names(f"{path}/_warehouse_staging") == []
     assert read_table(path).column("i").to_pylist() == [1, 2]
+
+
+def test_a_folder_removed_by_two_cleanups_at_once_is_removed_without_error(s3_root: str) -> None:
+    """A folder can be gone by the time its delete arrives (another cleanup removed it,
+    or the store listed it a moment longer than it kept it): `remove` counts it removed
+    and raises nothing, and nothing is listed there afterwards."""
+
+    def remove(folder: str, barrier: threading.Barrier, errors: list[str]) -> None:
+        barrier.wait()
+        try:
+            storage.remove(folder)
+        except Exception as e:  # noqa: BLE001  # collected and asserted below
+            errors.append(repr(e))
+
+    for attempt in range(5):
+        folder = f"{s3_root}/stage-{attempt}"
+        for part in range(3):
+            for n in range(4):
+                storage.write_text(f"{folder}/part={part}/{n}.parquet", "staged")
+        barrier = threading.Barrier(4)
+        errors: list[str] = []
+        threads = [
+            threading.Thread(target=remove, args=(folder, barrier, errors)) for _ in range(4)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert f"stage-{attempt}" not in storage.list_names(s3_root)
