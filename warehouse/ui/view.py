@@ -1,7 +1,7 @@
 """What the pipeline page shows, as plain data (no web framework here).
 
 Each table's state comes from the state records the processes running it write
-(`warehouse.runtime.run_state`); its Delta version, rows, last commit, Kafka lag,
+(`warehouse.runtime.run_state`); its Delta version, rows, last commit, lag (Kafka records behind, or versions of its input tables),
 quarantine rows and expectation totals from `warehouse status` (`warehouse.runtime.status`),
 read again at most every `STATUS_SECONDS`; its quarantine reasons and definition when
 the page asks for that table.
@@ -80,7 +80,7 @@ class PipelineView:
     def snapshot(self) -> dict[str, Any]:
         """`{"run": ..., "tables": {name: row}}`: per table its state, the reason of a
         failure, the last batch (id, time, rows in, written, quarantined), the recent
-        batches, Delta version and rows, Kafka lag, quarantine rows and expectation
+        batches, Delta version and rows, lag, quarantine rows and expectation
         pass rates; `run`: the processes running tables now, or how the last run ended."""
         names = self.project.graph.nodes
         states = read_states(self.project, names, now=self.clock())
@@ -116,7 +116,7 @@ def pass_rates(quality: dict[str, Any] | None) -> dict[str, float | None]:
 def _table_row(name: str, state: dict[str, Any], st: dict[str, Any]) -> dict[str, Any]:
     record = state.get("record") or {}
     batches = record.get("batches") or []
-    lag = st.get("lag")
+    lag, behind = st.get("lag"), st.get("versions_behind")
     return {
         "table": name,
         "layer": st.get("layer"),
@@ -127,10 +127,21 @@ def _table_row(name: str, state: dict[str, Any], st: dict[str, Any]) -> dict[str
         "last_commit": st.get("last_commit"),
         "version": st.get("version"),
         "rows": st.get("rows"),
-        "lag": lag.get("total") if isinstance(lag, dict) else None,
+        "lag": _lag_text(lag, behind),
         "quarantine_rows": st.get("quarantine_rows") or 0,
         "pass_rates": pass_rates(st.get("quality")),
     }
+
+
+def _lag_text(lag: Any, behind: Any) -> str | None:
+    """A Kafka-sourced table's lag in records, a table-sourced one's in versions of its
+    input tables."""
+    if isinstance(lag, dict):
+        return f"{lag['total']:,} records"
+    if isinstance(behind, dict):
+        n = behind["total"]
+        return f"{n:,} version{'' if n == 1 else 's'}"
+    return None
 
 
 def _run_summary(states: dict[str, dict[str, Any]]) -> dict[str, Any]:
