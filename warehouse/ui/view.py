@@ -128,7 +128,8 @@ def _table_row(name: str, state: dict[str, Any], st: dict[str, Any]) -> dict[str
         "version": st.get("version"),
         "rows": st.get("rows"),
         "lag": _lag_text(lag, behind),
-        "quarantine_rows": st.get("quarantine_rows") or 0,
+        # None before the table's first commit, as `warehouse status` shows `-`.
+        "quarantine_rows": (st.get("quarantine_rows") or 0) if st.get("exists") else None,
         "pass_rates": pass_rates(st.get("quality")),
     }
 

@@ -32,6 +32,7 @@ def test_a_project_never_run_then_running_then_failed(tmp_path: Path) -> None:
     assert banner(snap["run"]) == ("Never run: no process has run these tables yet.", "never-run")
     labels = {e["data"].get("id"): e["data"].get("label") for e in elements(view, snap)}
     assert labels["layer:ods"] == "ODS" and labels["ods_orders"] == "ods_orders\nnever run · - rows"
+    assert snap["tables"]["ods_orders"]["quarantine_rows"] is None
 
     states = RunStates(project, mode="continuous")
     states.started("ods_orders")
