@@ -3,8 +3,8 @@
 Each table's state comes from the state records the processes running it write
 (`warehouse.runtime.run_state`); its Delta version, rows, last commit, lag (Kafka records behind, or versions of its input tables),
 quarantine rows and expectation totals from `warehouse status` (`warehouse.runtime.status`),
-read again at most every `STATUS_SECONDS`; its quarantine reasons and definition when
-the page asks for that table.
+read again at most every `STATUS_SECONDS`; its quarantine reasons (as often) and
+definition when the page asks for that table.
 
 Concurrency: a `PipelineView` is shared by the web server's request threads; one lock
 guards its cache, and a status read under way is not started twice.
@@ -37,6 +37,7 @@ class PipelineView:
         self.clock = clock
         self._status: dict[str, dict[str, Any]] = {}
         self._status_at = float("-inf")
+        self._quarantine: dict[str, tuple[float, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
     # -- the graph ----------------------------------------------------------------
@@ -100,8 +101,18 @@ class PipelineView:
             "table": name,
             "layer": defn.layer,
             "definition": definition,
-            "quarantine": recent_quarantine(self.project.quarantine_path(name)),
+            "quarantine": self._recent_quarantine(name),
         }
+
+    def _recent_quarantine(self, name: str) -> dict[str, Any]:
+        """The quarantine's rows and newest reasons, read again at most every
+        `STATUS_SECONDS` (the page asks every second while a table is open)."""
+        with self._lock:
+            at, got = self._quarantine.get(name, (float("-inf"), {}))
+            if self.clock() - at >= STATUS_SECONDS:
+                got = recent_quarantine(self.project.quarantine_path(name))
+                self._quarantine[name] = (self.clock(), got)
+            return got
 
 
 def pass_rates(quality: dict[str, Any] | None) -> dict[str, float | None]:
