@@ -80,6 +80,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    from warehouse.ui import serve
+
+    project = load_project(args)
+    if not args.verbose:
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per refresh
+    _out(f"pipeline page of {project.path} at http://{args.host}:{args.port}/ (Ctrl-C stops it)")
+    serve(project, port=args.port, host=args.host)
+    return 0
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
     from warehouse.runtime.recover import recover
 

@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _table_commands(sub: _Commands) -> None:
-    """The commands over a project's tables: plan, run, status, recover, reset, init,
+    """The commands over a project's tables: plan, run, status, ui, recover, reset, init,
     check, test, optimize, vacuum."""
     p = sub.add_parser("plan", help="show the compiled graph: tables, sources, sinks, checkpoints")
     p.add_argument("--layer", choices=LAYER_CHOICES)
@@ -87,6 +87,12 @@ def _table_commands(sub: _Commands) -> None:
     p.add_argument("--layer", choices=LAYER_CHOICES)
     p.add_argument("--table", action="append", metavar="T")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("ui", help="the pipeline as a live local page: graph, state, rows, quality")
+    p.add_argument("--port", type=int, default=8050, metavar="P")
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to serve on (default: this machine only)"
+    )
 
     p = sub.add_parser("recover", help="rebuild a table's checkpoint from its own Delta log")
     p.add_argument("--table", required=True, metavar="T")

@@ -13,7 +13,7 @@ from warehouse.quality.check import run_checks
 from warehouse.quality.errors import CheckSetupError, ExpectationFailed, QualityError
 from warehouse.quality.events import quality_events_frame, quality_summary, write_quality_events
 from warehouse.quality.report import CheckReport
-from warehouse.quality.summary import quality_summaries
+from warehouse.quality.summary import quality_summaries, recent_quarantine
 
 __all__ = [
     "CheckReport",
@@ -23,6 +23,7 @@ __all__ = [
     "quality_events_frame",
     "quality_summaries",
     "quality_summary",
+    "recent_quarantine",
     "run_checks",
     "write_quality_events",
 ]

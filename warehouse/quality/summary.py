@@ -101,3 +101,22 @@ def quality_summaries(root: str | Path, tables: Sequence[str]) -> dict[str, dict
     state = {"table_id": table_id, "files": sorted(files), "tables": sums}
     storage.write_text(state_path, json.dumps(state))
     return {t: _render(t, sums.get(t)) for t in tables}
+
+
+def recent_quarantine(path: str, *, limit: int = 10) -> dict[str, Any]:
+    """The quarantine table at `path`: its rows, and its `limit` newest rows' reasons,
+    counted (`{"rows", "reasons": [{"reason", "count", "last_batch", "last_at"}]}`, the
+    most frequent first)."""
+    from streams.delta import read_table
+    from warehouse.spec.paths import table_exists
+
+    if not table_exists(path):
+        return {"rows": 0, "reasons": []}
+    table = read_table(path, columns=["reason", "batch_id", "quarantined_at"]).to_pylist()
+    newest = sorted(table, key=lambda r: (r["quarantined_at"] is not None, r["quarantined_at"]))
+    counted: dict[str, dict[str, Any]] = {}
+    for r in newest[-limit:]:
+        c = counted.setdefault(r["reason"] or "", {"reason": r["reason"] or "", "count": 0})
+        c.update(count=c["count"] + 1, last_batch=r["batch_id"], last_at=str(r["quarantined_at"]))
+    reasons = sorted(counted.values(), key=lambda c: (-c["count"], c["reason"]))
+    return {"rows": len(table), "reasons": reasons}

@@ -88,11 +88,14 @@ def _command() -> str:
     return " ".join([Path(sys.executable).name, *args]).strip()
 
 
+def this_process() -> dict[str, object]:
+    """This process as a lock's holder and a run's state name it: pid, host, command."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "command": _command()}
+
+
 def _record(doing: Doing) -> dict[str, object]:
     return {
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "command": _command(),
+        **this_process(),
         "doing": doing,
         "since": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
     }

@@ -37,6 +37,7 @@ from warehouse.runtime.gate import BatchGate, depths
 from warehouse.runtime.locks import holding
 from warehouse.runtime.query import TableQuery, build_query
 from warehouse.runtime.results import RunResult, add_results, result_of, warned_text
+from warehouse.runtime.run_state import RunStates
 from warehouse.runtime.writer import BatchWriter
 from warehouse.spec.paths import table_exists
 from warehouse.spec.table import TopicSource
@@ -153,6 +154,8 @@ class Pipeline:
         self._stop = threading.Event()
         self._lost: Exception | None = None
         self._gate: BatchGate | None = None
+        self._states = RunStates(project, mode="continuous")
+        """The run's tables' state records (`warehouse.runtime.run_state`)."""
         self._depths = depths(
             {n: project.graph.upstream(n, static=False) for n in project.graph.nodes}
         )
@@ -292,9 +295,13 @@ class Pipeline:
             refuse_interrupted_recover(self.project, self.names)
             refuse_other_engine(self.project, self.names, self.engines.delta.name)
             refuse_new_over_table(self.project, self.names)
-            if once:
-                return self._run_once()
-            return self._run_continuous()
+            self._states = RunStates(self.project, mode="once" if once else "continuous")
+            try:
+                if once:
+                    return self._run_once()
+                return self._run_continuous()
+            finally:
+                self._states.stop_all()
 
     def _start(
         self, name: str, *, once: bool
@@ -319,10 +326,11 @@ class Pipeline:
             ]
             inputs += [f"topic `{t}`" for t in defn.spec.source.topics]
             raise build_failure(name, defn.layer, e, inputs=inputs) from e
-        if not once:
-            cq.writer.on_batch = lambda b, cq=cq: self._batch_line(cq, b)
+        cq.writer.on_batch = lambda b, cq=cq: self._batch_done(cq, b, once=once)
         try:
-            return cq, cq.start(), None
+            query = cq.start()
+            self._states.started(name)
+            return cq, query, None
         except Exception as e:  # noqa: BLE001  # judged by the caller: transient or real
             self._cleanup(cq)
             return cq, None, e
@@ -372,6 +380,7 @@ class Pipeline:
                             if cq.writer.failed.is_set() or self._lost is not None:
                                 query.stop()  # it waits to be stopped
                             cq.refresh_snapshots()
+                            self._states.beat()
                     except Exception as e:  # noqa: BLE001  # judged below: transient or real
                         error = e
                     finally:
@@ -389,6 +398,7 @@ class Pipeline:
             r = add_results(
                 earlier, result_of(cq.plan, cq.writer.stats, time.monotonic() - started)
             )
+            self._states.stopped(name)
             self.progress(r.line())
             results.append(r)
         return results
@@ -431,6 +441,7 @@ class Pipeline:
                 ):
                     failure = self._start_next(live, waiting, first_start)
                 if failure is None:
+                    self._states.beat()
                     self._stop.wait(0.5)
         except KeyboardInterrupt:
             pass
@@ -520,7 +531,13 @@ class Pipeline:
         """What a table's failed query is reported with; a start over names the tables
         that read it as a stream too."""
         readers = self.project.graph.stream_readers(cq.plan.name)
+        self._states.failed(cq.plan.name, cq.writer.stats.error or error)
         return query_failure(cq.plan, cq.writer.stats, query, error, readers=readers)
+
+    def _batch_done(self, cq: Query, batch_id: int, *, once: bool) -> None:
+        self._states.batch(cq.plan.name, batch_id, cq.writer.stats)
+        if not once:
+            self._batch_line(cq, batch_id)
 
     def _batch_line(self, cq: Query, batch_id: int) -> None:
         s = cq.writer.stats

@@ -102,7 +102,29 @@ def table_status(
     topics = defn.spec.source.topics
     if topics:
         row["lag"] = _lag(project, topics, row["committed_offsets"], bootstrap)
+    upstream = [t for t in defn.spec.source.upstream_tables if t in project.tables]
+    if upstream:
+        row["versions_behind"] = versions_behind(project, upstream, ckpt)
     return row
+
+
+def versions_behind(
+    project: LoadedProject, upstream: list[str], checkpoint: str
+) -> dict[str, Any] | None:
+    """How far a table read from tables is behind them: per input table, its versions the
+    query at `checkpoint` has not read yet (all of them before its first batch), and their
+    total; None while no input table exists."""
+    from streams.delta import delta_source_position, latest_version, table_id
+
+    behind: dict[str, int] = {}
+    for name in upstream:
+        path = project.table_path(name)
+        newest = latest_version(path)
+        if newest is None:
+            continue
+        position = delta_source_position(checkpoint, table_id(path))
+        behind[name] = max(0, newest + 1 - (position or 0))
+    return {"total": sum(behind.values()), "tables": behind} if behind else None
 
 
 def reachable(bootstrap: str, *, timeout: float = 2.0) -> bool:
@@ -141,7 +163,8 @@ def status(
     bootstrap: str | None = None,
     resolve: bool = True,
 ) -> list[dict[str, Any]]:
-    """Per table: path, Delta version, rows, last batch, committed offsets, lag, quarantine.
+    """Per table: path, Delta version, rows, last batch, committed offsets, lag (Kafka
+    records; `versions_behind` its input tables for a table read from tables), quarantine.
 
     With `resolve`, an `embedded` bootstrap is looked up from the running broker
     (never started); lag is None when no broker answers.

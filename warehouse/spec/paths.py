@@ -6,6 +6,7 @@
     <root>/checkpoints/<table>           Spark checkpoint
     <root>/checkpoints/<table>.lock      held while a process runs, resets or recovers it
     <root>/checkpoints/<table>.recovering  a recover under way on object storage
+    <root>/runs/<table>.json             its state as the process running it last wrote it
     <root>/broker                        embedded broker data (unless configured)
     <root>/reports/, <root>/quality/     `warehouse check` reports and state, the
                                          quality events' summary of `warehouse status`
@@ -25,6 +26,7 @@ TABLES_DIR = "tables"
 CHECKPOINTS_DIR = "checkpoints"
 BROKER_DIR = "broker"
 REPORTS_DIR = "reports"
+RUNS_DIR = "runs"
 QUARANTINE_SUFFIX = "__quarantine"
 EVENTS_TABLE = "_quality_events"
 LOCK_SUFFIX = ".lock"
@@ -51,6 +53,11 @@ def quarantine_path(root: str | Path, name: str) -> str:
 
 def checkpoint_path(root: str | Path, name: str) -> str:
     return join(root, CHECKPOINTS_DIR, name)
+
+
+def run_state_path(root: str | Path, name: str) -> str:
+    """Where the process running table `name` keeps its state (`warehouse.runtime.run_state`)."""
+    return join(root, RUNS_DIR, f"{name}.json")
 
 
 def events_path(root: str | Path) -> str:

@@ -18,6 +18,7 @@ COMMANDS: dict[str, list[str]] = {
     "plan": ["plan"],
     "run": ["run", "--layer", "all", "--once"],
     "status": ["status", "--json"],
+    "ui": ["ui", "--port", "9000"],
     "recover": ["recover", "--table", "t"],
     "reset": ["reset", "--table", "t", "--yes"],
     "init": ["init", "newdir"],
