@@ -187,7 +187,7 @@ def verify(project, records: int, partitions: int, *, expect: bool) -> str:
 
 
 def _tree(root: int) -> dict[int, str]:
-    from kafka_ingest_bench import cpu_by_process
+    from proc_cpu import processes as cpu_by_process
 
     return {pid: kind for pid, (kind, _) in cpu_by_process(root).items()}
 
@@ -229,9 +229,9 @@ def ods_run(
     spark, bootstrap: str, topic: str, work: Path, engine: str, expect: bool, cap: int | None
 ):
     """(seconds, records read, addBatch seconds, batches, project) of one fresh ODS table;
-    `engine`: an `--engines` entry (`kafka_ingest_bench.engines_line`); `cap`: its
+    `engine`: an `--engines` entry (`ingest_runs.engines_line`); `cap`: its
     `max_offsets_per_trigger` (None: the source's default)."""
-    from kafka_ingest_bench import batch_times, engines_line
+    from ingest_runs import batch_times, engines_line
 
     from warehouse import Project
 
@@ -265,7 +265,7 @@ def _mb(p: dict[str, float]) -> str:
 
 
 def run(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
-    from kafka_ingest_bench import CpuMeter, cpu_line, run_kcat, spark_session
+    from ingest_runs import CpuMeter, cpu_line, run_kcat, spark_session
 
     from streams.kafka import register_source
 
