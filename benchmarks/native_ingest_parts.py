@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka_ingest_bench import CpuMeter, cpu_line
+from ingest_runs import CpuMeter, cpu_line
 from kafka_ingest_sizes import ods_run, produce
 
 DDL = "order_id bigint, user_id bigint, amount double, city string, note string"

@@ -4,7 +4,7 @@
 
 Writes the same cached frame (the ODS table of benchmarks/kafka_ingest_bench.py: five
 payload fields plus the Kafka coordinates) once per setting and prints the JVM's CPU
-seconds (user + system, from /proc, `kafka_ingest_bench.CpuMeter`) and the size of the
+seconds (user + system, from /proc, `ingest_runs.CpuMeter`) and the size of the
 files, for two payloads: the ingest benchmark's (a repeated note and city) and one of
 random text (hashes). Each line is the fastest of `--reps` writes after one discarded;
 `noop` is the same frame written nowhere, the cost of reading the cache. Not a test:
@@ -21,7 +21,7 @@ import tempfile
 import time
 
 # Run as a script, this directory is on the path: the ingest benchmark's CPU meter.
-from kafka_ingest_bench import CpuMeter
+from ingest_runs import CpuMeter
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
