@@ -51,20 +51,33 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     project = load_project(args)
     plans = build_plan(project, layer=args.layer, tables=args.table)
-    _out(render(plans, "json" if args.json else args.format))
+    _out(render(plans, "json" if args.json else args.format, changes=project.changes()))
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from warehouse.compile.plan import select_tables
     from warehouse.runtime.locks import holding
+    from warehouse.runtime.refresh import refresh_selection
 
+    if args.refresh and args.table:
+        raise UsageError("`--refresh T[,U]` names the tables to run, as `--table` does; give one.")
+    if args.full_refresh and args.full_refresh_all:
+        raise UsageError("`--full-refresh T[,U]` and `--full-refresh-all`: give one.")
     project = load_project(args)
-    layer = args.layer or "all"
+    tables = args.refresh or args.table
+    refresh = {"full_refresh": args.full_refresh or (), "full_refresh_all": args.full_refresh_all}
+    selection = refresh_selection(project, layer=args.layer, tables=tables, **refresh)
     # Held before Spark starts, so a table another process runs is refused in a moment.
-    with holding(project, select_tables(project, layer=layer, tables=args.table), doing="run"):
+    with holding(project, selection.names, doing="run"):
         spark = _session(project)
-        pipeline = project.pipeline(spark, layer, args.table, progress=_out)
+        pipeline = project.pipeline(
+            spark,
+            args.layer,
+            tables,
+            progress=_out,
+            allow_data_loss=args.allow_data_loss,
+            **refresh,
+        )
         results = pipeline.run(once=args.once)
     written = sum(r.rows_written for r in results)
     _out(f"done: {len(results)} table(s), {written} rows written")
