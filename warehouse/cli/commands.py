@@ -133,9 +133,9 @@ def cmd_reset(args: argparse.Namespace) -> int:
         names = ", ".join(f"`{r}`" for r in readers)
         _out(
             f"note: {names} read `{args.table}` as a stream, directly or not; their "
-            "checkpoints hold positions in the table just removed, so their runs fail until "
-            "they are reset too (`warehouse reset --table T --yes` for each) and rebuilt "
-            "from the new one."
+            "checkpoints hold positions in the table just removed, so they cannot go on "
+            "until they are rebuilt from the new one: `warehouse run --full-refresh "
+            f"{','.join(readers)}`."
         )
     return 0
 
