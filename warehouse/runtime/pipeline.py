@@ -301,12 +301,15 @@ class Pipeline:
 
     def run(self, once: bool = True) -> list[RunResult]:
         """Run the selected tables; returns one `RunResult` per table, in run order.
-        Before any query starts, the run fails when another process runs (or resets) one of
-        them (`TableBusyError`), a checkpoint was written by the other Delta engine, or a
-        checkpoint is new while its table already holds batches (`NewCheckpointError`)."""
+        A full refresh first resets its tables (`DataLossRefusedError` where a topic no
+        longer holds what a table was read from). Before any query starts, the run fails
+        when another process runs (or resets) one of them (`TableBusyError`), a checkpoint
+        was written by the other Delta engine, a checkpoint is new while its table already
+        holds batches (`NewCheckpointError`), or a table changed so that it needs a full
+        refresh it is not given (`DefinitionChangedError`)."""
         with holding(self.project, self.names, doing="run", on_lost=self._lease_lost):
+            self._full_refresh()  # a reset is also a way out of what the checks refuse
             refuse_interrupted_recover(self.project, self.names)
-            self._full_refresh()
             refuse_other_engine(self.project, self.names, self.engines.delta.name)
             refuse_new_over_table(self.project, self.names)
             refuse_changed(self.project, self.names)
@@ -332,7 +335,7 @@ class Pipeline:
         self.progress(
             "full refresh: reset "
             + ", ".join(self.resets)
-            + f" ({len(removed)} tables and checkpoints removed); rebuilding from their inputs"
+            + f" ({len(removed)} locations removed); rebuilding them from their inputs"
         )
 
     def _record(self, name: str) -> None:
