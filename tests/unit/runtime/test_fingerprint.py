@@ -124,3 +124,17 @@ def test_a_full_refresh_carries_to_the_tables_reading_it_as_a_stream(root: Path)
     # A table never run is built from its inputs anyway.
     changes = propagate(project, {**own, "dwd_orders": Classified("new")}, existing={"ods_orders"})
     assert changes["dwd_orders"].status == "new" and changes["ods_orders"].followers == []
+
+
+def test_a_full_refresh_resets_the_tables_named_and_their_stream_readers(root: Path) -> None:
+    from warehouse.runtime.refresh import Selection, refresh_selection
+
+    project = Project.load(root)
+    both = ["ods_orders", "dwd_orders"]
+    assert refresh_selection(project, full_refresh=["ods_orders"]) == Selection(both, both)
+    assert refresh_selection(project, full_refresh=["dwd_orders"]).reset == ["dwd_orders"]
+    assert refresh_selection(project, full_refresh=["dwd_orders"]).names == ["dwd_orders"]
+    # `--layer`/`--table` select more to run; `--full-refresh-all` resets what they select.
+    assert refresh_selection(project, layer="all", full_refresh=["dwd_orders"]).names == both
+    assert refresh_selection(project, layer="ods", full_refresh_all=True).reset == both
+    assert refresh_selection(project, tables=["dwd_orders"]) == Selection(["dwd_orders"], [])
