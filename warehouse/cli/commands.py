@@ -63,6 +63,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("`--refresh T[,U]` names the tables to run, as `--table` does; give one.")
     if args.full_refresh and args.full_refresh_all:
         raise UsageError("`--full-refresh T[,U]` and `--full-refresh-all`: give one.")
+    if args.allow_data_loss and not (args.full_refresh or args.full_refresh_all):
+        raise UsageError(
+            "`--allow-data-loss` lets a full refresh go on where a topic no longer holds what "
+            "a table was read from; give it with `--full-refresh T[,U]` or `--full-refresh-all`."
+        )
     project = load_project(args)
     tables = args.refresh or args.table
     refresh = {"full_refresh": args.full_refresh or (), "full_refresh_all": args.full_refresh_all}
