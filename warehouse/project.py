@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import streams.storage as storage
 from streams.storage import StorageConfigError
+from warehouse.compile.fingerprint import TableChange
+from warehouse.runtime.changes import table_changes
 from warehouse.runtime.pipeline import Pipeline
 from warehouse.spec.checks import check_project
 from warehouse.spec.errors import Problem, ProjectError
@@ -120,6 +122,9 @@ class Project(LoadedProject):
         bootstrap: str | None = None,
         retry: RetryPolicy | None = None,
         settle_seconds: float = 60.0,
+        full_refresh: Sequence[str] = (),
+        full_refresh_all: bool = False,
+        allow_data_loss: bool = False,
     ) -> Pipeline:
         """The runnable pipeline of a layer or of named tables, on the caller's session.
 
@@ -129,7 +134,11 @@ class Project(LoadedProject):
         `embedded` starting the bundled broker on demand). `retry`: how a query whose
         Python worker missed Spark's connect window is started again.
         `settle_seconds`: how long a continuous run waits for a query to create its
-        sources before it starts the next one."""
+        sources before it starts the next one. `full_refresh` (tables) or
+        `full_refresh_all` (every selected table): reset them and every table reading them
+        as a stream, then rebuild those from their inputs (without `layer` or `tables`,
+        only those run); a Kafka-sourced one whose topic no longer holds the records its
+        rows start from is refused unless `allow_data_loss`."""
         return Pipeline(
             self,
             spark,
@@ -140,7 +149,15 @@ class Project(LoadedProject):
             bootstrap=bootstrap,
             retry=retry,
             settle_seconds=settle_seconds,
+            full_refresh=list(full_refresh),
+            full_refresh_all=full_refresh_all,
+            allow_data_loss=allow_data_loss,
         )
+
+    def changes(self) -> dict[str, TableChange]:
+        """Every table's change since its last run (`warehouse plan`): new, unchanged,
+        picked up by a restart, or needing a full refresh (with the tables that follow)."""
+        return table_changes(self)
 
     def table_tests(
         self, *, tables: Sequence[str] = (), select: Sequence[str] = ()

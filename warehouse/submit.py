@@ -1,4 +1,5 @@
-"""`spark-submit warehouse/submit.py --layer L [--project DIR] [--env E] [--once]`.
+"""`spark-submit warehouse/submit.py --layer L [--project DIR] [--env E] [--once]
+[--full-refresh T[,U] | --full-refresh-all] [--allow-data-loss]`.
 
 The same as `warehouse run`, on the session `spark-submit` configured (master,
 jars, conf from the cluster). Works as a plain script file: when the
@@ -28,6 +29,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--project", default=".", metavar="DIR")
     p.add_argument("--env", default="local", metavar="NAME")
     p.add_argument("--once", action="store_true")
+    p.add_argument(
+        "--full-refresh",
+        type=lambda v: [n.strip() for n in v.split(",") if n.strip()],
+        default=[],
+        metavar="T[,U]",
+        help="reset these tables and those reading them as a stream, then rebuild them",
+    )
+    p.add_argument("--full-refresh-all", action="store_true")
+    p.add_argument("--allow-data-loss", action="store_true")
     p.add_argument("-v", "--verbose", action="store_true")
     return p.parse_args(argv)
 
@@ -52,7 +62,13 @@ def main(argv: list[str] | None = None) -> int:
             or SparkSession.builder.appName(f"warehouse {args.layer}").getOrCreate()
         )
         results = project.pipeline(
-            spark, args.layer, args.table, progress=lambda s: print(s, flush=True)
+            spark,
+            args.layer,
+            args.table,
+            progress=lambda s: print(s, flush=True),
+            full_refresh=args.full_refresh,
+            full_refresh_all=args.full_refresh_all,
+            allow_data_loss=args.allow_data_loss,
         ).run(once=args.once)
     except WarehouseError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -84,6 +84,18 @@ def recorded_batch(path: str | Path, table: str | None = None) -> RecordedBatch 
     return None
 
 
+def first_recorded_start(path: str | Path, table: str | None = None) -> dict | None:
+    """The source offsets the oldest commit that recorded them (and, if `table` is given,
+    was written for that table) started from: where the rows the table holds begin in
+    its topics, as far as its log goes back. None when no commit has them."""
+    dt = _open(path, "read recorded offsets from")
+    first = None
+    for info in newest_recorded(dt, (64 * 4**i for i in itertools.count())):
+        if START_KEY in info and (table is None or info.get(TABLE_KEY) in (None, table)):
+            first = recorded_value(info[START_KEY])
+    return first
+
+
 def recorded_offsets(path: str | Path, table: str | None = None) -> dict | None:
     """The source end offsets of the newest commit that recorded them (and, if `table` is
     given, was written for that table); None when no commit has them."""

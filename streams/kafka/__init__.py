@@ -11,7 +11,7 @@ Spark (`streams.landing.arrow_json` takes `columns` and `reasons` directly).
 
 from __future__ import annotations
 
-from streams.kafka.admin import end_offsets, ensure_topic, produce, produce_json
+from streams.kafka.admin import end_offsets, ensure_topic, log_offsets, produce, produce_json
 from streams.kafka.columns import COORDINATES, KAFKA_COLUMNS
 from streams.kafka.engine import KafkaEngine, kafka_engine, register_source
 from streams.kafka.errors import (
@@ -72,6 +72,7 @@ __all__ = [
     "ensure_topic",
     "hashes_of",
     "input_partitions",
+    "log_offsets",
     "kafka_engine",
     "parse_hashes",
     "parse_kafka",

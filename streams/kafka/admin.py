@@ -287,6 +287,27 @@ def watermarks(
     return low, high
 
 
+def log_offsets(
+    bootstrap: str,
+    topics: Iterable[str],
+    *,
+    client_config: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, dict[int, int]], dict[str, dict[int, int]]]:
+    """`(start, end)`: where the log of every partition of `topics` starts (the first
+    offset retention or a deletion left) and ends, `{topic: {partition: offset}}`. A
+    topic that does not exist is left out."""
+    admin = _admin(bootstrap, client_config)
+    parts = topic_partitions(admin, list(topics))
+    low, high = watermarks(admin, parts, read_committed=False)
+    start: dict[str, dict[int, int]] = {t: {} for t in parts}
+    end: dict[str, dict[int, int]] = {t: {} for t in parts}
+    for (t, p), off in low.items():
+        start[t][p] = off
+    for (t, p), off in high.items():
+        end[t][p] = off
+    return start, end
+
+
 def end_offsets(
     bootstrap: str,
     topics: str | Iterable[str],

@@ -51,20 +51,38 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     project = load_project(args)
     plans = build_plan(project, layer=args.layer, tables=args.table)
-    _out(render(plans, "json" if args.json else args.format))
+    _out(render(plans, "json" if args.json else args.format, changes=project.changes()))
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from warehouse.compile.plan import select_tables
     from warehouse.runtime.locks import holding
+    from warehouse.runtime.refresh import refresh_selection
 
+    if args.refresh and args.table:
+        raise UsageError("`--refresh T[,U]` names the tables to run, as `--table` does; give one.")
+    if args.full_refresh and args.full_refresh_all:
+        raise UsageError("`--full-refresh T[,U]` and `--full-refresh-all`: give one.")
+    if args.allow_data_loss and not (args.full_refresh or args.full_refresh_all):
+        raise UsageError(
+            "`--allow-data-loss` lets a full refresh go on where a topic no longer holds what "
+            "a table was read from; give it with `--full-refresh T[,U]` or `--full-refresh-all`."
+        )
     project = load_project(args)
-    layer = args.layer or "all"
+    tables = args.refresh or args.table
+    refresh = {"full_refresh": args.full_refresh or (), "full_refresh_all": args.full_refresh_all}
+    selection = refresh_selection(project, layer=args.layer, tables=tables, **refresh)
     # Held before Spark starts, so a table another process runs is refused in a moment.
-    with holding(project, select_tables(project, layer=layer, tables=args.table), doing="run"):
+    with holding(project, selection.names, doing="run"):
         spark = _session(project)
-        pipeline = project.pipeline(spark, layer, args.table, progress=_out)
+        pipeline = project.pipeline(
+            spark,
+            args.layer,
+            tables,
+            progress=_out,
+            allow_data_loss=args.allow_data_loss,
+            **refresh,
+        )
         results = pipeline.run(once=args.once)
     written = sum(r.rows_written for r in results)
     _out(f"done: {len(results)} table(s), {written} rows written")
@@ -131,9 +149,9 @@ def cmd_reset(args: argparse.Namespace) -> int:
         names = ", ".join(f"`{r}`" for r in readers)
         _out(
             f"note: {names} read `{args.table}` as a stream, directly or not; their "
-            "checkpoints hold positions in the table just removed, so their runs fail until "
-            "they are reset too (`warehouse reset --table T --yes` for each) and rebuilt "
-            "from the new one."
+            "checkpoints hold positions in the table just removed, so they cannot go on "
+            "until they are rebuilt from the new one: `warehouse run --full-refresh "
+            f"{','.join(readers)}`."
         )
     return 0
 

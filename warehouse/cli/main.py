@@ -72,7 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _table_commands(sub: _Commands) -> None:
     """The commands over a project's tables: plan, run, status, ui, recover, reset, init,
     check, test, optimize, vacuum."""
-    p = sub.add_parser("plan", help="show the compiled graph: tables, sources, sinks, checkpoints")
+    p = sub.add_parser(
+        "plan",
+        help="show the compiled graph and what changed since each table last ran",
+    )
     p.add_argument("--layer", choices=LAYER_CHOICES)
     p.add_argument("--table", action="append", metavar="T")
     p.add_argument("--json", action="store_true", help="same as --format json")
@@ -82,6 +85,28 @@ def _table_commands(sub: _Commands) -> None:
     p.add_argument("--layer", choices=LAYER_CHOICES)
     p.add_argument("--table", action="append", metavar="T")
     p.add_argument("--once", action="store_true", help="process what is available, then exit")
+    p.add_argument(
+        "--refresh",
+        type=_table_list,
+        metavar="T[,U]",
+        help="run only these tables, incrementally (as --table)",
+    )
+    p.add_argument(
+        "--full-refresh",
+        type=_table_list,
+        metavar="T[,U]",
+        help="reset these tables and those reading them as a stream, then rebuild them",
+    )
+    p.add_argument(
+        "--full-refresh-all",
+        action="store_true",
+        help="reset and rebuild every selected table (and those reading them)",
+    )
+    p.add_argument(
+        "--allow-data-loss",
+        action="store_true",
+        help="full refresh even where the topic no longer holds what the table was read from",
+    )
 
     p = sub.add_parser("status", help="per table: path, version, rows, last batch, offsets, lag")
     p.add_argument("--layer", choices=LAYER_CHOICES)
@@ -272,6 +297,14 @@ def _setup_commands(sub: _Commands) -> None:
         help="where the base Python lives on the executors, if not where it is here",
     )
     p.add_argument("--force", action="store_true", help="overwrite FILE")
+
+
+def _table_list(value: str) -> list[str]:
+    """`T[,U]`: table names, comma-separated."""
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"`{value}` names no table; give `T` or `T,U`")
+    return names
 
 
 class _Commands:

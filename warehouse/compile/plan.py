@@ -7,11 +7,13 @@ paths, modes and triggers are decided in one place.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from warehouse.compile.errors import SelectionError
+from warehouse.compile.fingerprint import TableChange
 from warehouse.spec.paths import checkpoint_is_new
 from warehouse.spec.table import (
     LAYERS,
@@ -202,17 +204,46 @@ def build_plan(
     return [plan_table(project, n) for n in select_tables(project, layer=layer, tables=tables)]
 
 
-def render(plans: list[TablePlan], fmt: PlanFormat) -> str:
+def render(
+    plans: list[TablePlan], fmt: PlanFormat, *, changes: Mapping[str, TableChange] | None = None
+) -> str:
+    """The plans in `fmt`; `changes`: each table's change since its last run (text, json)."""
+    changes = changes or {}
     if fmt == "json":
-        return json.dumps({"tables": [p.to_dict() for p in plans]}, indent=2)
+        tables = [
+            {**p.to_dict(), **({"change": changes[p.name].to_dict()} if p.name in changes else {})}
+            for p in plans
+        ]
+        return json.dumps({"tables": tables}, indent=2)
     if fmt == "mermaid":
         return render_mermaid(plans)
     if fmt == "dot":
         return render_dot(plans)
-    return render_text(plans)
+    return render_text(plans, changes=changes)
 
 
-def render_text(plans: list[TablePlan]) -> str:
+def render_changes(plans: list[TablePlan], changes: Mapping[str, TableChange]) -> list[str]:
+    """The plan's closing lines: how many tables of each kind, and the command a full
+    refresh needs."""
+    picked = [changes[p.name] for p in plans if p.name in changes]
+    if not picked:
+        return []
+    counts: dict[str, int] = {}
+    for c in picked:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    words = {"full_refresh": "full refresh", "restart": "restart"}
+    lines = ["changes: " + ", ".join(f"{n} {words.get(s, s)}" for s, n in sorted(counts.items()))]
+    roots = [c.table for c in picked if c.status == "full_refresh" and not c.follows]
+    if roots:
+        lines.append(
+            f"a full refresh is needed: `warehouse run --full-refresh {','.join(roots)}` "
+            "resets and rebuilds them and the tables that follow them"
+        )
+    return lines
+
+
+def render_text(plans: list[TablePlan], *, changes: Mapping[str, TableChange] | None = None) -> str:
+    changes = changes or {}
     lines: list[str] = []
     for i, p in enumerate(plans, 1):
         lines.append(f"{i}. {p.name}  [{p.layer}]  ({p.file})")
@@ -239,8 +270,11 @@ def render_text(plans: list[TablePlan]) -> str:
         lines.append(f"   trigger:     {p.trigger} (availableNow with --once)")
         if p.publish:
             lines.append(f"   publish:     kafka topic `{p.publish}` (compacted)")
+        if p.name in changes:
+            lines.append(f"   change:      {changes[p.name].line()}")
     if not plans:
         lines.append("no tables selected")
+    lines += render_changes(plans, changes)
     return "\n".join(lines)
 
 

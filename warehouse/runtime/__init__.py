@@ -1,9 +1,10 @@
 """Running a project: the SparkSession factory, engine resolution, the pipeline runner and
 the foreachBatch writer it gives each query, one run of a table outside a pipeline
-(`warehouse test`), status, recover and reset."""
+(`warehouse test`), status, recover and reset, and what changed since each table last ran."""
 
 from __future__ import annotations
 
+from warehouse.runtime.changes import table_changes
 from warehouse.runtime.engines import resolve_engine, resolve_engines
 from warehouse.runtime.errors import QueryFailedError, RecoverError, RuntimeConfigError
 from warehouse.runtime.failures import RetryPolicy
@@ -30,4 +31,5 @@ __all__ = [
     "run_batch",
     "run_until_done",
     "status",
+    "table_changes",
 ]

@@ -8,6 +8,8 @@ from warehouse.errors import WarehouseError
 __all__ = [
     "CheckpointError",
     "ClassArchiveError",
+    "DataLossRefusedError",
+    "DefinitionChangedError",
     "JarsError",
     "NewCheckpointError",
     "QueryFailedError",
@@ -56,6 +58,16 @@ class NewCheckpointError(RuntimeConfigError):
     def __init__(self, message: str, *, table: str, path: str) -> None:
         super().__init__(message, table=table)
         self.path = path
+
+
+class DefinitionChangedError(RuntimeConfigError):
+    """A table changed since its last run so that it needs a full refresh it was not
+    given (`warehouse run --full-refresh T`); `table` names the first such table."""
+
+
+class DataLossRefusedError(RuntimeConfigError):
+    """A full refresh would lose rows: the table's Kafka source no longer holds the
+    offsets its rows start from (retention); `table` names the first such table."""
 
 
 class RecoverError(WarehouseError):

@@ -114,8 +114,8 @@ def _data_loss(plan: TablePlan, text: str) -> QueryFailedError | None:
         "lost records it had acknowledged. Nothing was written. To go on in the log there "
         f"is now, set `on_data_loss: skip` under `source.kafka` in {plan.file} (each batch "
         "that skips records this way records them as `warehouse.dataLoss` in its commit "
-        f"info); to rebuild the table from the topic as it is: `warehouse reset --table "
-        f"{plan.name} --yes`, then `warehouse run`.",
+        f"info); to rebuild the table from the topic as it is: `warehouse run "
+        f"--full-refresh {plan.name}`.",
         table=plan.name,
         layer=plan.layer,
     )
@@ -245,16 +245,16 @@ def _start_over(
         else "reads its input again from the start"
     )
     also = (
-        ", and the same for the tables that read it as a stream ("
+        " and the tables that read it as a stream ("
         + ", ".join(f"`{r}`" for r in readers)
-        + "), whose checkpoints hold positions in the table being replaced"
+        + "), whose checkpoints hold positions in the table being replaced,"
         if readers
         else ""
     )
     return QueryFailedError(
         f"Table `{plan.name}` ({plan.file}): {why}. Nothing was written. To rebuild the "
-        f"table from its input: `warehouse reset --table {plan.name} --yes`{also}, then "
-        f"`warehouse run`: it {again}." + (f" To keep the table as it is, {keep}." if keep else ""),
+        f"table from its input: `warehouse run --full-refresh {plan.name}`: it resets the "
+        f"table{also} and {again}." + (f" To keep the table as it is, {keep}." if keep else ""),
         table=plan.name,
         layer=plan.layer,
     )

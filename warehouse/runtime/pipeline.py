@@ -19,8 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from warehouse.compile.plan import select_tables, source_text
+from warehouse.compile.plan import source_text
 from warehouse.errors import WarehouseError
+from warehouse.runtime.changes import record_fingerprint, refuse_changed
 from warehouse.runtime.checkpoints import (
     refuse_interrupted_recover,
     refuse_new_over_table,
@@ -36,6 +37,7 @@ from warehouse.runtime.failures import (
 from warehouse.runtime.gate import BatchGate, depths
 from warehouse.runtime.locks import holding
 from warehouse.runtime.query import TableQuery, build_query
+from warehouse.runtime.refresh import refresh_selection, refuse_data_loss, reset_for_refresh
 from warehouse.runtime.results import RunResult, add_results, result_of, warned_text
 from warehouse.runtime.run_state import RunStates
 from warehouse.runtime.writer import BatchWriter
@@ -140,10 +142,24 @@ class Pipeline:
         batch_progress: Progress | None = None,
         retry: RetryPolicy | None = None,
         settle_seconds: float = 60.0,
+        full_refresh: list[str] | None = None,
+        full_refresh_all: bool = False,
+        allow_data_loss: bool = False,
     ) -> None:
         self.project = project
         self.spark = spark
-        self.names = select_tables(project, layer=layer, tables=tables)
+        selection = refresh_selection(
+            project,
+            layer=layer,
+            tables=tables,
+            full_refresh=full_refresh or (),
+            full_refresh_all=full_refresh_all,
+        )
+        self.names = selection.names
+        self.resets = selection.reset
+        """The tables the run resets before it starts any query (a full refresh)."""
+        self.allow_data_loss = allow_data_loss
+        self._recorded: set[str] = set()
         self.progress = progress or (lambda line: logger.info("%s", line))
         self.batch_progress = batch_progress
         """Where the continuous mode's per-batch lines go (default: `progress`)."""
@@ -288,13 +304,18 @@ class Pipeline:
 
     def run(self, once: bool = True) -> list[RunResult]:
         """Run the selected tables; returns one `RunResult` per table, in run order.
-        Before any query starts, the run fails when another process runs (or resets) one of
-        them (`TableBusyError`), a checkpoint was written by the other Delta engine, or a
-        checkpoint is new while its table already holds batches (`NewCheckpointError`)."""
+        A full refresh first resets its tables (`DataLossRefusedError` where a topic no
+        longer holds what a table was read from). Before any query starts, the run fails
+        when another process runs (or resets) one of them (`TableBusyError`), a checkpoint
+        was written by the other Delta engine, a checkpoint is new while its table already
+        holds batches (`NewCheckpointError`), or a table changed so that it needs a full
+        refresh it is not given (`DefinitionChangedError`)."""
         with holding(self.project, self.names, doing="run", on_lost=self._lease_lost):
+            self._full_refresh()  # a reset is also a way out of what the checks refuse
             refuse_interrupted_recover(self.project, self.names)
             refuse_other_engine(self.project, self.names, self.engines.delta.name)
             refuse_new_over_table(self.project, self.names)
+            refuse_changed(self.project, self.names)
             self._states = RunStates(self.project, mode="once" if once else "continuous")
             try:
                 if once:
@@ -302,6 +323,33 @@ class Pipeline:
                 return self._run_continuous()
             finally:
                 self._states.stop_all()
+
+    def _full_refresh(self) -> None:
+        """Reset the tables of a full refresh, after refusing one whose topic no longer
+        holds what its rows were read from (unless `allow_data_loss`)."""
+        if not self.resets:
+            return
+        if not self.allow_data_loss:
+            kafka = [
+                n
+                for n in self.resets
+                if isinstance(self.project.tables[n].spec.source, TopicSource)
+            ]
+            bootstrap = self.bootstrap() if kafka else None
+            if bootstrap:
+                refuse_data_loss(self.project, kafka, bootstrap)
+        removed = reset_for_refresh(self.project, self.resets)
+        self.progress(
+            "full refresh: reset "
+            + ", ".join(self.resets)
+            + f" ({len(removed)} locations removed); rebuilding them from their inputs"
+        )
+
+    def _record(self, name: str) -> None:
+        """Record what `name`'s query ran on, once per run (`warehouse plan` compares it)."""
+        if name not in self._recorded:
+            record_fingerprint(self.project, name)
+            self._recorded.add(name)
 
     def _start(
         self, name: str, *, once: bool
@@ -399,6 +447,7 @@ class Pipeline:
                 earlier, result_of(cq.plan, cq.writer.stats, time.monotonic() - started)
             )
             self._states.stopped(name)
+            self._record(name)
             self.progress(r.line())
             results.append(r)
         return results
@@ -481,6 +530,8 @@ class Pipeline:
             q.note_progress()
             if q.query.isActive and q.cq.writer.stats.error is None:
                 q.cq.refresh_snapshots()
+                if q.noted_to is not None:  # a trigger ran on the checkpoint
+                    self._record(name)
                 continue
             if self._stop.is_set():  # stopped by the signal's race, not by a failure
                 return None
@@ -563,6 +614,8 @@ class Pipeline:
             q = live[name]
             q.note_progress()
             self._cleanup(q.cq)
+            if q.cq.writer.stats.error is None and q.query.exception() is None:
+                self._record(name)
             r = add_results(
                 earlier.pop(name, None),
                 result_of(q.cq.plan, q.cq.writer.stats, time.monotonic() - first_start[name]),

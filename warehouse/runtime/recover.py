@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import streams.storage as storage
 from warehouse.runtime.errors import RecoverError
 from warehouse.runtime.locks import holding
-from warehouse.spec.paths import recovering_file, table_exists
+from warehouse.spec.paths import fingerprint_file, recovering_file, table_exists
 from warehouse.spec.table import TableSource, TopicSource
 
 if TYPE_CHECKING:
@@ -113,6 +113,10 @@ def _recover(project: LoadedProject, table: str) -> dict[str, Any]:
         assert isinstance(src, TopicSource) and batch.start is not None
         k = src.kafka
         record_initial_offsets(fresh, batch.start, topics=k.topic_list or None, pattern=k.pattern)
+    # The table is built from what it was: the plan goes on comparing with that.
+    recorded = storage.read_bytes(fingerprint_file(ckpt)) if old else None
+    if recorded is not None:
+        storage.write_bytes(fingerprint_file(fresh), recorded)
     if storage.is_local(ckpt):
         _swap_local(fresh, ckpt)
     else:

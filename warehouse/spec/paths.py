@@ -4,6 +4,7 @@
     <root>/tables/<table>__quarantine    its quarantined rows
     <root>/tables/_quality_events        per-batch expectation metrics
     <root>/checkpoints/<table>           Spark checkpoint
+    <root>/checkpoints/<table>/warehouse-fingerprint.json  what its last run was built from
     <root>/checkpoints/<table>.lock      held while a process runs, resets or recovers it
     <root>/checkpoints/<table>.recovering  a recover under way on object storage
     <root>/runs/<table>.json             its state as the process running it last wrote it
@@ -31,6 +32,7 @@ QUARANTINE_SUFFIX = "__quarantine"
 EVENTS_TABLE = "_quality_events"
 LOCK_SUFFIX = ".lock"
 RECOVERING_SUFFIX = ".recovering"
+FINGERPRINT_FILE = "warehouse-fingerprint.json"
 QUALITY_STATE = ("quality", "state.json")
 EVENTS_SUMMARY = ("quality", "events-summary.json")
 
@@ -111,6 +113,17 @@ def recovering_file(checkpoint: str | Path) -> str:
 def checkpoint_is_new(checkpoint: str | Path) -> bool:
     """Whether the checkpoint has no offsets yet (no batch was planned in it)."""
     return not storage.list_names(join(checkpoint, "offsets"))
+
+
+def fingerprint_file(checkpoint: str | Path) -> str:
+    """Where a run records, inside the table's checkpoint, what the table was built from
+    (`warehouse.compile.fingerprint`): a reset removes it with the checkpoint."""
+    return join(checkpoint, FINGERPRINT_FILE)
+
+
+def checkpoint_holds_state(checkpoint: str | Path) -> bool:
+    """Whether the checkpoint keeps the state of a stateful operator (Spark's `state/`)."""
+    return bool(storage.list_names(join(checkpoint, "state")))
 
 
 def table_exists(path: str | Path) -> bool:

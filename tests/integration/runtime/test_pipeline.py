@@ -17,10 +17,11 @@ from streams.kafka.admin import ensure_topic, produce
 from tests.integration.runtime.helpers import at, order, orders_project, rows, version
 from tests.unit.runtime.projects import write_project
 from warehouse import Project
-from warehouse.runtime.errors import QueryFailedError, RuntimeConfigError
+from warehouse.runtime.errors import DefinitionChangedError, QueryFailedError, RuntimeConfigError
 from warehouse.runtime.pipeline import Pipeline
 from warehouse.runtime.recover import recover, reset
 from warehouse.runtime.status import status
+from warehouse.spec.paths import FINGERPRINT_FILE
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -176,14 +177,23 @@ def ran_then_edited(
 ) -> tuple[Project, Path]:
     """The orders project after a run of one order, with `edit` (old, new) made to
     `dwd_orders`' spec and a `second` order produced: the project loaded again, and the
-    spec's path."""
+    spec's path. The fingerprint the run recorded in `dwd_orders`' checkpoint is removed,
+    as a checkpoint holds none that the framework wrote before it recorded them: the run
+    does not know before the query starts what changed, and the query's own failure
+    says it."""
     topic, root = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine="python")
     produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.5, 0))])
     Pipeline(Project.load(root), spark, layer="all", progress=lambda _: None).run(once=True)
     spec = root / "layers" / "dwd" / "orders.yml"
     spec.write_text(spec.read_text().replace(*edit))
     produce(broker.bootstrap, topic, [("b", second)])
-    return Project.load(root), spec
+    project = Project.load(root)
+    _forget_fingerprint(project, "dwd_orders")
+    return project, spec
+
+
+def _forget_fingerprint(project: Project, table: str) -> None:
+    Path(project.checkpoint_path(table), FINGERPRINT_FILE).unlink()
 
 
 def test_a_table_that_has_to_start_over_says_how_and_following_it_rebuilds_it(
@@ -212,20 +222,27 @@ def test_a_table_that_has_to_start_over_says_how_and_following_it_rebuilds_it(
         "([STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE]"
     ), message
     assert (
-        "`warehouse reset --table dwd_orders --yes`, then `warehouse run`: it reads "
+        "`warehouse run --full-refresh dwd_orders`: it resets the table and reads "
         "`ods_orders` again from the start. To keep the table as it is, restore the "
         "definition the checkpoint was written with." in message
     )
     assert rows(project.table_path("dwd_orders"), ["order_id", "user_id"]) == [("o1", "u1")]
 
-    reset(project, "dwd_orders")
-    Pipeline(project, spark, layer="dwd", progress=lambda _: None).run(once=True)
+    Pipeline(project, spark, full_refresh=["dwd_orders"], progress=lambda _: None).run(once=True)
     assert rows(project.table_path("dwd_orders"), ["order_id", "user_id"]) == [
         ("o1", "u1"),
         ("o1", "u2"),
     ]
 
+    # The input table rebuilt under its reader: the reader's recorded fingerprint names
+    # the old table, so the run refuses it before any query starts...
     reset(project, "ods_orders")
+    with pytest.raises(DefinitionChangedError) as refused:
+        Pipeline(project, spark, layer="all", progress=lambda _: None).run(once=True)
+    assert "its input table `ods_orders` was rebuilt since it last read it" in str(refused.value)
+    assert not Path(project.table_path("ods_orders")).exists()  # nothing ran
+    # ...and without one, the reader's query refuses the position it holds in the old one.
+    _forget_fingerprint(project, "dwd_orders")
     with pytest.raises(QueryFailedError) as failed:
         Pipeline(project, spark, layer="all", progress=lambda _: None).run(once=True)
     assert str(failed.value).startswith(
@@ -234,8 +251,7 @@ def test_a_table_that_has_to_start_over_says_how_and_following_it_rebuilds_it(
         f"{project.checkpoint_path('dwd_orders')} last read it"
     ), str(failed.value)
     assert len(rows(project.table_path("ods_orders"), ["order_id"])) == 2  # rebuilt
-    reset(project, "dwd_orders")
-    Pipeline(project, spark, layer="dwd", progress=lambda _: None).run(once=True)
+    Pipeline(project, spark, full_refresh=["dwd_orders"], progress=lambda _: None).run(once=True)
     assert rows(project.table_path("dwd_orders"), ["order_id", "user_id"]) == [
         ("o1", "u1"),
         ("o1", "u2"),
@@ -295,8 +311,8 @@ def test_a_batch_failing_with_our_own_error_ends_its_query_quietly_saying_the_fi
         f"Table `dwd_orders` (layers/dwd/orders.yml): column `amount` has type "
         f"`decimal(12,2)` in the table {project.table_path('dwd_orders')} but `double` in "
         "the batch, and a table does not change a column's type. Nothing was written. To "
-        "rebuild the table from its input: `warehouse reset --table dwd_orders --yes`, then "
-        "`warehouse run`: it reads `ods_orders` again from the start. To keep the table as "
+        "rebuild the table from its input: `warehouse run --full-refresh dwd_orders`: it "
+        "resets the table and reads `ods_orders` again from the start. To keep the table as "
         "it is, cast `amount` back to `decimal(12,2)` in its query (sql)."
     )
     assert rows(project.table_path("dwd_orders"), ["order_id"]) == [("o1",)]

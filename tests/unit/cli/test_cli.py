@@ -180,3 +180,17 @@ def test_submit_script_runs_as_a_file_and_reports_project_errors(tmp_path: Path)
     )
     assert result.returncode == 2, result.stderr
     assert "no project folder" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_run_refuses_refresh_options_that_do_not_go_together_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proj = str(write_project(tmp_path / "proj"))
+    for args, said in (
+        (["--allow-data-loss"], "give it with `--full-refresh T[,U]` or `--full-refresh-all`"),
+        (["--full-refresh", "ods_orders", "--full-refresh-all"], "give one"),
+        (["--refresh", "ods_orders", "--table", "dwd_orders"], "as `--table` does; give one"),
+        (["--full-refresh", "nope"], "Unknown table `nope`"),
+    ):
+        assert main(["--project", proj, "run", "--once", *args]) == 2
+        assert said in capsys.readouterr().err
