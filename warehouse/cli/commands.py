@@ -57,6 +57,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from warehouse.runtime.locks import holding
+    from warehouse.runtime.pipeline import refuse_unrunnable
     from warehouse.runtime.refresh import refresh_selection
 
     if args.refresh and args.table:
@@ -72,8 +73,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     tables = args.refresh or args.table
     refresh = {"full_refresh": args.full_refresh or (), "full_refresh_all": args.full_refresh_all}
     selection = refresh_selection(project, layer=args.layer, tables=tables, **refresh)
-    # Held before Spark starts, so a table another process runs is refused in a moment.
+    # Held and checked before Spark starts, so that a table another process runs, or one
+    # whose checkpoint cannot go on, is refused in a moment; a full refresh resets first.
     with holding(project, selection.names, doing="run"):
+        if not selection.reset:
+            refuse_unrunnable(project, selection.names)
         spark = _session(project)
         pipeline = project.pipeline(
             spark,

@@ -65,6 +65,17 @@ INITIALIZING = ("Initializing StreamExecution", "Initializing sources")
 the Python workers of Python data sources)."""
 
 
+def refuse_unrunnable(project: LoadedProject, names: list[str]) -> None:
+    """The refusals of a run that need no session, so that a caller may ask them before
+    Spark starts: a checkpoint a `warehouse recover` was replacing when it stopped, a new
+    checkpoint over a table that holds batches (`NewCheckpointError`), a table changed so
+    that it needs a full refresh it is not given (`DefinitionChangedError`).
+    `Pipeline.run` asks them again, after a full refresh's resets."""
+    refuse_interrupted_recover(project, names)
+    refuse_new_over_table(project, names)
+    refuse_changed(project, names)
+
+
 @dataclass
 class _Live:
     """A running continuous query and which start of its table it is."""
@@ -312,10 +323,8 @@ class Pipeline:
         refresh it is not given (`DefinitionChangedError`)."""
         with holding(self.project, self.names, doing="run", on_lost=self._lease_lost):
             self._full_refresh()  # a reset is also a way out of what the checks refuse
-            refuse_interrupted_recover(self.project, self.names)
             refuse_other_engine(self.project, self.names, self.engines.delta.name)
-            refuse_new_over_table(self.project, self.names)
-            refuse_changed(self.project, self.names)
+            refuse_unrunnable(self.project, self.names)
             self._states = RunStates(self.project, mode="once" if once else "continuous")
             try:
                 if once:

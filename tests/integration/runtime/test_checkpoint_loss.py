@@ -43,6 +43,19 @@ def killed(project: Path, point: str, *args: str) -> subprocess.CompletedProcess
     )
 
 
+def without_java(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`warehouse ARGS...` where no Java can start: what it answers, it answered before
+    starting Spark."""
+    return subprocess.run(
+        [sys.executable, "-m", "warehouse", "--project", str(project), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={**os.environ, "JAVA_HOME": str(project / "no-java")},
+    )
+
+
 def batch(first: int, good: int, bad: int) -> list[tuple[str, str]]:
     """`good` orders and `bad` records the table quarantines (a null `order_id`, or not
     JSON), from order number `first` on."""
@@ -67,7 +80,8 @@ def test_run_over_a_table_with_a_lost_checkpoint_refuses_then_recover_goes_on(
 
     for name in ("ods_orders", "dwd_orders"):
         shutil.rmtree(root / "checkpoints" / name)
-    again = cli(proj, "run", "--layer", "all", "--once")
+    # Refused before Spark starts: the run is answered where no Java could start.
+    again = without_java(proj, "run", "--layer", "all", "--once")
     assert again.returncode == 2, again.stdout[-2000:] + again.stderr[-3000:]
     assert "`warehouse recover --table ods_orders`" in again.stderr
     assert "`warehouse reset --table dwd_orders --yes`" in again.stderr
@@ -129,7 +143,7 @@ def test_a_reset_cut_short_never_leaves_an_old_checkpoint_over_an_empty_table(
 
     cut = killed(proj, "reset", "reset", "--table", "ods_orders", "--yes")
     assert cut.returncode == -9, cut.stdout + cut.stderr[-3000:]
-    after = cli(proj, "run", "--table", "ods_orders", "--once")
+    after = without_java(proj, "run", "--table", "ods_orders", "--once")
     assert after.returncode == 2, after.stdout + after.stderr[-3000:]
     assert "`warehouse reset --table ods_orders --yes`" in after.stderr
     assert len(rows(ods, COORDINATES)) == 30
