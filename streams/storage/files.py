@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from streams.storage.location import local_path
+from streams.storage.location import OBJECT_STORE_SCHEMES, local_path, scheme
 from streams.storage.settings import StorageSettings, current
 
 if TYPE_CHECKING:
@@ -30,11 +30,31 @@ def _info(location: str, settings: StorageSettings | None) -> pafs.FileInfo:
     return fs.get_file_info(path)
 
 
+def _holds_object(location: str, settings: StorageSettings | None) -> bool:
+    """Whether an object store holds any object under the prefix of `location`. A store
+    may still list a prefix whose objects are all gone (S3Proxy's filesystem backend keeps
+    the emptied directories, and no S3 request deletes them); such a folder is not there.
+    Other file systems keep real folders: true."""
+    if scheme(location) not in OBJECT_STORE_SCHEMES:
+        return True
+    import obstore
+
+    from streams.storage.lease import object_store
+
+    store, key = object_store(location, settings or current())
+    for chunk in obstore.list(store, key + "/", chunk_size=1):
+        return bool(chunk)
+    return False
+
+
 def exists(location: str, *, settings: StorageSettings | None = None) -> bool:
     """Whether a file or a (non-empty, on object storage) folder is at `location`."""
     import pyarrow.fs as pafs
 
-    return _info(location, settings).type != pafs.FileType.NotFound
+    kind = _info(location, settings).type
+    if kind == pafs.FileType.Directory:
+        return _holds_object(location, settings)
+    return kind != pafs.FileType.NotFound
 
 
 def is_file(location: str, *, settings: StorageSettings | None = None) -> bool:
@@ -44,9 +64,12 @@ def is_file(location: str, *, settings: StorageSettings | None = None) -> bool:
 
 
 def is_dir(location: str, *, settings: StorageSettings | None = None) -> bool:
+    """Whether a folder is at `location` (on object storage, one that holds an object)."""
     import pyarrow.fs as pafs
 
-    return _info(location, settings).type == pafs.FileType.Directory
+    if _info(location, settings).type != pafs.FileType.Directory:
+        return False
+    return _holds_object(location, settings)
 
 
 def read_bytes(location: str, *, settings: StorageSettings | None = None) -> bytes | None:
@@ -92,8 +115,8 @@ def write_text(location: str, text: str, *, settings: StorageSettings | None = N
 
 
 def list_names(location: str, *, settings: StorageSettings | None = None) -> list[str]:
-    """The names directly in the folder at `location` (files and folders), sorted; empty
-    when there is no such folder."""
+    """The names directly in the folder at `location` (files and folders; on object
+    storage, folders that hold an object), sorted; empty when there is no such folder."""
     import pyarrow.fs as pafs
 
     fs, path = _fs(location, settings)
@@ -101,7 +124,12 @@ def list_names(location: str, *, settings: StorageSettings | None = None) -> lis
         infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
     except NotADirectoryError:
         return []
-    return sorted(i.base_name for i in infos)
+    base = location.rstrip("/")
+    return sorted(
+        i.base_name
+        for i in infos
+        if i.type != pafs.FileType.Directory or _holds_object(f"{base}/{i.base_name}", settings)
+    )
 
 
 def walk_files(location: str, *, settings: StorageSettings | None = None) -> Iterator[str]:

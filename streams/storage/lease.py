@@ -45,7 +45,7 @@ from streams.storage.errors import (
     StorageConfigError,
     StorageError,
 )
-from streams.storage.location import S3_SCHEMES, bucket_key, scheme
+from streams.storage.location import OBJECT_STORE_SCHEMES, S3_SCHEMES, bucket_key, scheme
 from streams.storage.settings import StorageSettings, current
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def object_store(location: str, settings: StorageSettings) -> tuple[Any, str]:
             config[k.lower()] = v
     if kind in S3_SCHEMES:
         url = f"s3://{bucket}"
-    elif kind in ("gs", "abfss", "abfs", "az", "azure"):
+    elif kind in OBJECT_STORE_SCHEMES:
         url = location[: len(location) - len(key)].rstrip("/")
     else:
         raise StorageConfigError(

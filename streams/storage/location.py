@@ -13,6 +13,8 @@ from urllib.parse import unquote, urlparse
 
 S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 """Schemes that name an object in an S3 bucket (Hadoop's connectors and the AWS CLI's)."""
+OBJECT_STORE_SCHEMES = S3_SCHEMES | {"gs", "abfss", "abfs", "az", "azure"}
+"""Schemes of object stores, where a folder is a key prefix (`hdfs://` keeps real folders)."""
 
 
 def scheme(location: str) -> str:

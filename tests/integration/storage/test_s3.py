@@ -15,6 +15,7 @@ import time
 import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, write_deltalake
+from pyarrow.fs import FileSelector
 
 import streams.storage as storage
 from streams.delta import read_table
@@ -207,3 +208,21 @@ def test_a_folder_removed_by_two_cleanups_at_once_is_removed_without_error(s3_ro
             t.join()
         assert errors == []
         assert f"stage-{attempt}" not in storage.list_names(s3_root)
+
+
+def test_a_prefix_left_without_objects_is_no_folder(s3, s3_root: str) -> None:
+    """S3Proxy's filesystem backend keeps a directory whose objects were deleted and lists
+    it as a prefix, which no S3 request deletes (a race of parallel deletes leaves one).
+    On object storage a folder is there while an object is under it: such a prefix does
+    not exist, and a removal of it is done."""
+    bucket, key = s3_root.removeprefix("s3a://").split("/", 1)
+    storage.write_text(f"{s3_root}/kept/part-0.parquet", "data")
+    (s3.folder / "data" / bucket / key / "gone" / "_temporary" / "0").mkdir(parents=True)
+
+    fs, path = storage.current().filesystem(s3_root)
+    assert "gone" in [i.base_name for i in fs.get_file_info(FileSelector(path))]  # listed
+    assert storage.list_names(s3_root) == ["kept"]
+    assert not storage.exists(f"{s3_root}/gone") and not storage.is_dir(f"{s3_root}/gone")
+    assert storage.exists(f"{s3_root}/kept") and storage.is_dir(f"{s3_root}/kept")
+    storage.remove(f"{s3_root}/gone")
+    assert not storage.exists(f"{s3_root}/gone")
