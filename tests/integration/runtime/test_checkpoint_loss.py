@@ -33,26 +33,25 @@ def killed_run(project: Path, point: str) -> subprocess.CompletedProcess[str]:
 
 def killed(project: Path, point: str, *args: str) -> subprocess.CompletedProcess[str]:
     """`warehouse ARGS...` that SIGKILLs itself at the crash point `point`."""
-    return subprocess.run(
-        [sys.executable, "-m", "warehouse", "--project", str(project), *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-        env={**os.environ, "WAREHOUSE_CRASH_POINT": point},
-    )
+    return _warehouse(project, args, {"WAREHOUSE_CRASH_POINT": point}, timeout=600)
 
 
 def without_java(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`warehouse ARGS...` where no Java can start: what it answers, it answered before
     starting Spark."""
+    return _warehouse(project, args, {"JAVA_HOME": str(project / "no-java")}, timeout=120)
+
+
+def _warehouse(
+    project: Path, args: tuple[str, ...], env: dict[str, str], *, timeout: float
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "warehouse", "--project", str(project), *args],
         capture_output=True,
         text=True,
         cwd=REPO,
-        timeout=120,
-        env={**os.environ, "JAVA_HOME": str(project / "no-java")},
+        timeout=timeout,
+        env={**os.environ, **env},
     )
 
 
