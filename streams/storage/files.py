@@ -163,24 +163,56 @@ def remove(location: str, *, settings: StorageSettings | None = None) -> bool:
     kind = fs.get_file_info(path).type
     if kind == pafs.FileType.NotFound:
         return False
-    if kind == pafs.FileType.Directory:
-        # A store that keeps folders (directory markers, a file-system-backed server) can
-        # still list one that the delete's parallel requests emptied, and a folder listed
-        # a moment ago can be gone when its delete arrives: delete what is left, and a
-        # folder already gone is deleted.
-        for _ in range(3):
-            try:
-                fs.delete_dir(path)
-            except FileNotFoundError:
-                break
-            if fs.get_file_info(path).type == pafs.FileType.NotFound:
-                break
+    if kind == pafs.FileType.Directory and scheme(location) in OBJECT_STORE_SCHEMES:
+        _remove_prefix(location, fs, path, settings)
+    elif kind == pafs.FileType.Directory:
+        fs.delete_dir(path)
     else:
         try:
             fs.delete_file(path)
         except FileNotFoundError:
             pass
     return True
+
+
+def _remove_prefix(
+    location: str, fs: pafs.FileSystem, path: str, settings: StorageSettings | None
+) -> None:
+    """Delete every object under the folder at `location` on an object store: the files in
+    one bulk delete, then the folders' markers one by one, the deepest first.
+
+    Folders on a store are marker objects (`a/b/`, written by Hadoop's S3A for every folder
+    it makes) or, on a store backed by a file system (S3Proxy's), directories. pyarrow's
+    `delete_dir` deletes a tree's objects in parallel requests, and where a marker's
+    delete reaches such a store before the delete of the last file under it, the
+    directory outlives both, listed as a folder with nothing in it, which no request
+    removes and which Spark's S3A then finds (a state store location "not empty"). In
+    this order every folder is empty when its marker is deleted. pyarrow's deletes of a
+    marker (the only client here that names a key ending in `/`) also write a marker for
+    the parent when it is left empty, as a file system's folder would stay; the parent is
+    outside the removed folder."""
+    import obstore
+    import pyarrow.fs as pafs
+
+    from streams.storage.lease import object_store
+
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    files = [i.path for i in infos if i.type == pafs.FileType.File]
+    folders = sorted(
+        (i.path for i in infos if i.type == pafs.FileType.Directory),
+        key=lambda p: (-p.count("/"), p),
+    )
+    if files:
+        store, key = object_store(location, settings or current())
+        base = path.rstrip("/")
+        prefix = key.rstrip("/")
+        keys = sorted((prefix + f[len(base) :] for f in files), key=lambda k: -k.count("/"))
+        obstore.delete(store, keys)
+    for folder in [*folders, path]:
+        try:
+            fs.delete_dir(folder)
+        except FileNotFoundError:
+            pass
 
 
 def size(location: str, *, settings: StorageSettings | None = None) -> int | None:

@@ -210,6 +210,35 @@ def test_a_folder_removed_by_two_cleanups_at_once_is_removed_without_error(s3_ro
         assert f"stage-{attempt}" not in storage.list_names(s3_root)
 
 
+def test_a_checkpoint_with_folder_markers_is_removed_with_nothing_left(s3, s3_root: str) -> None:
+    """A checkpoint as Spark's S3A writes it, a marker object for every folder (`state/0/0/`)
+    beside the files: `remove` leaves nothing the store lists, and no directory behind in
+    S3Proxy's folder either, where a marker deleted before the last file under it leaves
+    one that Spark's S3A lists ("state store location not empty" on a new checkpoint)."""
+    bucket, key = s3_root.removeprefix("s3a://").split("/", 1)
+    fs, root = storage.current().filesystem(s3_root)
+    for attempt in range(5):
+        checkpoint = f"{s3_root}/checkpoints/t{attempt}"
+        for folder in ["offsets", "commits", "sources/0", "state/0/0", "state/0/1", "state/1/0"]:
+            fs.create_dir(f"{root}/checkpoints/t{attempt}/{folder}")  # markers, as S3A's mkdirs
+        for name in ["offsets/0", "commits/0", "metadata", "sources/0/0", "state/0/_metadata/m"]:
+            storage.write_text(f"{checkpoint}/{name}", "x")
+        for part in ["0/0", "0/1", "1/0"]:
+            for version in range(1, 4):
+                storage.write_text(f"{checkpoint}/state/{part}/{version}.delta", "x")
+        storage.write_text(f"{s3_root}/checkpoints/kept/commits/0", "x")
+
+        assert storage.remove(checkpoint)
+
+        left = fs.get_file_info(FileSelector(f"{root}/checkpoints", recursive=True))
+        assert sorted(i.path.removeprefix(f"{root}/") for i in left) == [
+            "checkpoints/kept",
+            "checkpoints/kept/commits",
+            "checkpoints/kept/commits/0",
+        ]
+        assert not (s3.folder / "data" / bucket / key / "checkpoints" / f"t{attempt}").exists()
+
+
 def test_a_prefix_left_without_objects_is_no_folder(s3, s3_root: str) -> None:
     """S3Proxy's filesystem backend keeps a directory whose objects were deleted and lists
     it as a prefix, which no S3 request deletes (a race of parallel deletes leaves one).
