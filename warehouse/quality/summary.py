@@ -98,8 +98,10 @@ def quality_summaries(root: str | Path, tables: Sequence[str]) -> dict[str, dict
     for fragment in fragments:
         _fold(sums, fragment.to_table(columns=_COLUMNS).to_pylist())
     logger.info("quality events: read %d of %d file(s)", len(fragments), len(files))
-    state = {"table_id": table_id, "files": sorted(files), "tables": sums}
-    storage.write_text(state_path, json.dumps(state))
+    if fragments or seen != files:
+        # Unchanged sums are not written again: `warehouse ui` asks every few seconds.
+        state = {"table_id": table_id, "files": sorted(files), "tables": sums}
+        storage.write_text(state_path, json.dumps(state))
     return {t: _render(t, sums.get(t)) for t in tables}
 
 

@@ -129,7 +129,7 @@ def test_events_older_than_the_retention_are_deleted(tmp_path):
 
 def test_status_reads_only_the_events_written_since_it_last_read(tmp_path, caplog):
     """`quality_summaries` keeps what it summed (`<root>/quality/events-summary.json`)
-    and reads only the files added since; a file removed (events expired) makes it read
+    and reads only the files added since (and with none, writes nothing); a file removed (events expired) makes it read
     the table again. Either way the summary is the one a whole read gives."""
     import logging
 
@@ -165,6 +165,12 @@ def test_status_reads_only_the_events_written_since_it_last_read(tmp_path, caplo
     assert "read 1 of 4 file(s)" in caplog.text
     assert second == whole()
     assert second["dwd"]["last_batch"]["batch_id"] == 0
+    # nothing new: the same summary, and the kept file is not written again
+    kept = summary.stat().st_mtime_ns, summary.read_bytes()
+    caplog.clear()
+    assert quality_summaries(tmp_path, ["ods", "dwd"]) == second
+    assert "read 0 of 4 file(s)" in caplog.text
+    assert (summary.stat().st_mtime_ns, summary.read_bytes()) == kept
 
     # events expired: a file removed, the table read whole again
     from datetime import timedelta
