@@ -98,9 +98,9 @@ class ConnectWorker:
     """One Connect worker JVM in `work_dir`, talking to the Kafka at `bootstrap`.
 
     A distributed worker's group and internal topics are named after `group` (a new one
-    by default); a second `ConnectWorker` with the same `group` and `work_dir`-independent
-    topics joins the same cluster of workers, and one started again after `stop()` resumes
-    it. Not thread-safe: one owner starts and stops it. `stop()` ends the process it
+    by default): workers given the same `group` form one Connect cluster, and a worker of
+    that group started after another stopped goes on from the state in its topics.
+    Not thread-safe: one owner starts and stops it. `stop()` ends the process it
     started, by pid: SIGTERM (Connect stops its tasks and commits their offsets), SIGKILL
     after a grace period.
     """
