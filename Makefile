@@ -4,7 +4,8 @@
 # installs a C compiler and Python's headers on Debian as root), checks for Java >= 17,
 # resolves the native engines' jars (Spark's Kafka connector, delta-spark) and the
 # object-storage jars (hadoop-aws, the AWS SDK bundle) once into
-# ~/.cache/spark-warehouse/jars (later runs find them there and need no network) and
+# ~/.cache/spark-warehouse/jars, and the test servers' jars (Apache Kafka, S3Proxy, Kafka
+# Connect with Debezium) beside them (later runs find them there and need no network) and
 # makes a class archive of Spark for this Java that local sessions start with, then runs.
 
 PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
@@ -63,6 +64,7 @@ install: $(STAMP) java
 	  || echo "native jars not resolved: sessions will run on the Python engines" >&2
 	@scripts/apache-kafka.sh || echo "Apache Kafka not cached (see above): the oracle tests in tests/integration/oracle will fail until scripts/apache-kafka.sh succeeds" >&2
 	@scripts/s3proxy.sh || echo "S3Proxy not cached (see above): the object-storage tests will fail until scripts/s3proxy.sh succeeds" >&2
+	@scripts/kafka-connect.sh || echo "Kafka Connect and Debezium not cached (see above): the Connect tests (tests/integration/connect, tests/integration/cdc/test_debezium_postgres.py) will fail until scripts/kafka-connect.sh succeeds" >&2
 
 $(BIN)/python:
 	@test -n "$(PYTHON)" || { echo "Python >= 3.11 is required (python3.11 or newer on PATH)" >&2; exit 1; }

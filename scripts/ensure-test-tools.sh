@@ -2,7 +2,9 @@
 # Tools the test suite runs besides Python, Java and Apache Kafka: kcat (Debian package
 # `kcat`), the third Kafka client of the broker tests (tests/integration/broker/test_kcat.py),
 # and the headless browser of the pipeline page's test (tests/integration/ui/): Debian's
-# `chromium` and its `chromium-driver` (/usr/bin/chromium, /usr/bin/chromedriver).
+# `chromium` and its `chromium-driver` (/usr/bin/chromium, /usr/bin/chromedriver), and
+# PostgreSQL 15 (Debian package `postgresql`, binaries in /usr/lib/postgresql/15/bin), the
+# database the Debezium tests capture changes from (tests/support/postgres.py).
 # Installs them with apt-get when running as root on Debian; otherwise says what to install
 # and exits 1, because a test tool that is missing fails its tests (a skipped test would
 # pass without running anything). `make test` runs this first.
@@ -12,6 +14,7 @@ missing() {
   command -v kcat >/dev/null 2>&1 || echo kcat
   [ -x /usr/bin/chromium ] || echo chromium
   [ -x /usr/bin/chromedriver ] || echo chromium-driver
+  [ -x /usr/lib/postgresql/15/bin/postgres ] || echo postgresql
 }
 
 apt_root() {
@@ -35,6 +38,7 @@ The tests need $need, which is not installed and could not be installed here.
 Install it, then run the tests again:
   Debian/Ubuntu:  sudo apt-get install $need
   macOS:          brew install kcat (the browser test runs where Debian's chromium
-                  and chromium-driver are, as /usr/bin/chromium and /usr/bin/chromedriver)
+                  and chromium-driver are, as /usr/bin/chromium and /usr/bin/chromedriver;
+                  the Debezium tests where PostgreSQL 15 is, in /usr/lib/postgresql/15/bin)
 MSG
 exit 1

@@ -75,8 +75,14 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 # Apache Kafka, the oracle of tests/integration/oracle: `apache_kafka`, `apache_kafka_cluster`;
-# the Java client's compiled scenarios: `java_client`.
-pytest_plugins = ["tests.support.apache_kafka", "tests.support.java_client"]
+# the Java client's compiled scenarios: `java_client`; Kafka Connect workers:
+# `connect_workers`; a PostgreSQL server with logical decoding per module: `postgres`.
+pytest_plugins = [
+    "tests.support.apache_kafka",
+    "tests.support.java_client",
+    "tests.support.kafka_connect",
+    "tests.support.postgres",
+]
 
 
 @pytest.fixture(scope="session")

@@ -41,13 +41,15 @@ from streams.kafka.errors import KafkaConfigError
 from streams.kafka.fetch import RECORD_SCHEMA, consumer_config, read_range
 from streams.kafka.offsets import OffsetRange
 
+# The type names JsonConverter writes (Kafka's JsonSchema: FLOAT32 is `float`, FLOAT64 is
+# `double`), not Connect's `Schema.Type` names.
 _PRIMITIVES: dict[str, DataType] = {
     "int8": ByteType(),
     "int16": ShortType(),
     "int32": IntegerType(),
     "int64": LongType(),
-    "float32": FloatType(),
-    "float64": DoubleType(),
+    "float": FloatType(),
+    "double": DoubleType(),
     "boolean": BooleanType(),
     "string": StringType(),
     "bytes": BinaryType(),

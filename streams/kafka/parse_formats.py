@@ -121,7 +121,8 @@ def _parse_raw(df: DataFrame, stage: _Stage) -> ParsedFrames:
 
 def _debezium_envelope(schema: StructType) -> StructType:
     """A Debezium change event's fields: both row images of `schema`, `op`, the source's
-    and the event's `ts_ms`."""
+    and the event's `ts_ms`, and the source's `lsn` (Postgres: the change's position in
+    the write-ahead log; the changes of one transaction share their `ts_ms`, not it)."""
     return StructType.fromJson(
         {
             "type": "struct",
@@ -134,7 +135,8 @@ def _debezium_envelope(schema: StructType) -> StructType:
                     "type": {
                         "type": "struct",
                         "fields": [
-                            {"name": "ts_ms", "type": "long", "nullable": True, "metadata": {}}
+                            {"name": "ts_ms", "type": "long", "nullable": True, "metadata": {}},
+                            {"name": "lsn", "type": "long", "nullable": True, "metadata": {}},
                         ],
                     },
                     "nullable": True,
@@ -203,7 +205,14 @@ def _debezium_exprs(schema: StructType, required: Sequence[str], keys: Sequence[
     )
     cols = [img.getField(f.name).alias(f.name) for f in schema.fields]
     source_ts = F.coalesce(e.getField("source").getField("ts_ms"), e.getField("ts_ms"))
-    good_cols = [*cols, op.alias("_op"), source_ts.alias("_source_ts_ms"), *_coordinates()]
+    source_lsn = e.getField("source").getField("lsn")
+    good_cols = [
+        *cols,
+        op.alias("_op"),
+        source_ts.alias("_source_ts_ms"),
+        source_lsn.alias("_source_lsn"),
+        *_coordinates(),
+    ]
     # Tombstones follow deletes for compaction; they carry no row image.
     staged = [("_parsed", _from_json(text, outer)), ("_env", env), ("_image", image)]
     return _make_exprs(

@@ -151,8 +151,9 @@ class ColumnChecker:
                 else f"its `{k.format}` records need not be keyed by the sink keys ({keys})"
             )
             hint = (
-                " (`_source_ts_ms`, the source database's commit time, which every Debezium "
-                "change carries)"
+                " (`_source_lsn` for Postgres, each change's position in the write-ahead "
+                "log; `_source_ts_ms`, the source database's commit time, which every Debezium "
+                "change carries, where no two changes of a key share one)"
                 if k.format == "debezium-json"
                 else ""
             )

@@ -377,7 +377,11 @@ KAFKA_COORDINATES = (
     Column("_timestamp", "timestamp", True),
 )
 RAW_COLUMNS = (Column("key", "binary"), Column("value", "binary"))
-DEBEZIUM_COLUMNS = (Column("_op", "string", False), Column("_source_ts_ms", "bigint"))
+DEBEZIUM_COLUMNS = (
+    Column("_op", "string", False),
+    Column("_source_ts_ms", "bigint"),
+    Column("_source_lsn", "bigint"),
+)
 UPSERT_COLUMNS = (Column("_deleted", "boolean", False),)
 CHANGE_COLUMNS = (
     Column("_change_type", "string", False),

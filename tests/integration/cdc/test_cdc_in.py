@@ -220,6 +220,7 @@ def test_every_cdc_case_into_scd2_history(spark, tmp_path: Path, engine: str) ->
     assert stored == [
         *columns[:3],
         "_source_ts_ms",
+        "_source_lsn",
         "_topic",
         "_partition",
         "_offset",

@@ -7,6 +7,7 @@ test_source.py against a real broker.
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from pyspark.sql import DataFrame, Row
@@ -177,6 +178,80 @@ def test_debezium_envelope_bare_and_wrapped(spark) -> None:
             Row(_offset=8, _error="invalid JSON"),
         ],
     )
+
+
+def _lsn_change(op: str, uid: int, city: str, source: dict, *, connect: bool) -> str:
+    """A Debezium change whose `source` is `source`, bare or in a Connect envelope (schema
+    as Debezium's Postgres connector writes it: `lsn` an optional int64)."""
+    payload = {"before": None, "after": {"user_id": uid, "city": city}, "op": op}
+    payload["source"] = source
+    if not connect:
+        return json.dumps(payload)
+    row = {
+        "type": "struct",
+        "optional": True,
+        "fields": [
+            {"field": "user_id", "type": "int64", "optional": False},
+            {"field": "city", "type": "string", "optional": True},
+        ],
+    }
+    schema = {
+        "type": "struct",
+        "optional": False,
+        "fields": [
+            {**row, "field": "before"},
+            {**row, "field": "after"},
+            {"field": "op", "type": "string", "optional": False},
+            {
+                "field": "source",
+                "type": "struct",
+                "optional": False,
+                "fields": [
+                    {"field": "ts_ms", "type": "int64", "optional": False},
+                    {"field": "lsn", "type": "int64", "optional": True},
+                    {"field": "txId", "type": "int64", "optional": True},
+                ],
+            },
+        ],
+    }
+    return json.dumps({"schema": schema, "payload": payload})
+
+
+@pytest.mark.parametrize("connect", [False, True], ids=["plain", "connect-envelope"])
+def test_debezium_source_lsn(spark, connect: bool) -> None:
+    """`_source_lsn` is the source's `lsn` as a bigint (Postgres WAL positions pass 2^32),
+    null where the source has none (a database without a log sequence number)."""
+    big = 0x1_2345_6789
+    df = kafka_frame(
+        spark,
+        [
+            ("k", _lsn_change("r", 1, "Oslo", {"ts_ms": 100, "lsn": 23890872}, connect=connect)),
+            # two changes of one transaction: one commit time, two positions in the log
+            (
+                "k",
+                _lsn_change("u", 1, "Rome", {"ts_ms": 200, "lsn": big, "txId": 7}, connect=connect),
+            ),
+            (
+                "k",
+                _lsn_change(
+                    "u", 1, "Pisa", {"ts_ms": 200, "lsn": big + 56, "txId": 7}, connect=connect
+                ),
+            ),
+            ("k", _lsn_change("c", 2, "Bern", {"ts_ms": 300}, connect=connect)),
+        ],
+    )
+    good, bad = parse_kafka(df, format="debezium-json", schema=USERS, connect=connect)
+    assert_rows(
+        good.select("user_id", "city", "_source_ts_ms", "_source_lsn"),
+        [
+            Row(user_id=1, city="Oslo", _source_ts_ms=100, _source_lsn=23890872),
+            Row(user_id=1, city="Rome", _source_ts_ms=200, _source_lsn=big),
+            Row(user_id=1, city="Pisa", _source_ts_ms=200, _source_lsn=big + 56),
+            Row(user_id=2, city="Bern", _source_ts_ms=300, _source_lsn=None),
+        ],
+    )
+    assert dict(good.dtypes)["_source_lsn"] == "bigint"
+    assert bad.count() == 0
 
 
 def test_upsert_json_values_and_deletes(spark) -> None:

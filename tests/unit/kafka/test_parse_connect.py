@@ -9,6 +9,7 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     DoubleType,
+    FloatType,
     IntegerType,
     LongType,
     StringType,
@@ -27,7 +28,10 @@ ROW = {
         {"field": "user_id", "type": "int64", "optional": False},
         {"field": "name", "type": "string", "optional": True},
         {"field": "signup", "type": "int32", "optional": True, "name": "io.debezium.time.Date"},
-        {"field": "score", "type": "float64"},
+        # JsonConverter's names for Connect's FLOAT64 and FLOAT32 (Debezium: a Postgres
+        # `double precision` and `real`)
+        {"field": "score", "type": "double"},
+        {"field": "ratio", "type": "float", "optional": True},
         {"field": "tags", "type": "array", "items": {"type": "string"}, "optional": True},
         {"field": "photo", "type": "bytes", "optional": True},
     ],
@@ -53,6 +57,7 @@ def test_the_row_image_of_the_envelope_schema_with_not_optional_fields_not_null(
             StructField("name", StringType(), True),
             StructField("signup", IntegerType(), True),
             StructField("score", DoubleType(), True),
+            StructField("ratio", FloatType(), True),
             StructField("tags", ArrayType(StringType(), True), True),
             StructField("photo", BinaryType(), True),
         ]
@@ -81,8 +86,8 @@ def test_a_record_without_a_usable_schema_says_what_it_lacks(value: str, words: 
 def test_an_upsert_record_s_columns_are_its_value_s_own_struct() -> None:
     value = json.dumps({"schema": ROW, "payload": {"user_id": 1}})
     struct = connect_struct(value, format="upsert-json")
-    assert struct.fieldNames() == ["user_id", "name", "signup", "score", "tags", "photo"]
-    assert [f.nullable for f in struct.fields] == [False, True, True, True, True, True]
+    assert struct.fieldNames() == ["user_id", "name", "signup", "score", "ratio", "tags", "photo"]
+    assert [f.nullable for f in struct.fields] == [False, True, True, True, True, True, True]
     # A value without a payload (a delete) still carries the row's schema.
     assert connect_struct(json.dumps({"schema": ROW, "payload": None}), format="upsert-json") == (
         struct

@@ -92,13 +92,15 @@ def test_output_columns_of_kafka_tables(shop: Project) -> None:
     ]
     assert [c.nullable for c in shop.schemas["ods_orders"]][:5] == [False, True, True, True, False]
     assert _cols(shop, "ods_payments") == [("key", "binary"), ("value", "binary"), *coords]
-    # debezium row image + `_source_ts_ms`; the SCD2 sink drops `_op` and adds validity columns
+    # debezium row image + `_source_ts_ms`, `_source_lsn`; the SCD2 sink drops `_op` and
+    # adds validity columns
     assert _cols(shop, "dim_users") == [
         ("user_id", "string"),
         ("name", "string"),
         ("city", "string"),
         ("signup_date", "date"),
         ("_source_ts_ms", "bigint"),
+        ("_source_lsn", "bigint"),
         *coords,
         ("valid_from", "timestamp"),
         ("valid_to", "timestamp"),

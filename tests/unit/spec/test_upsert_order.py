@@ -37,7 +37,7 @@ UPSERT = "{mode: upsert, keys: [user_id]}"
     [
         ("json", "topic: users", "its `json` records need not be keyed by the sink keys"),
         ("raw", "topics: [users, more]", "it reads several topics"),
-        ("debezium-json", "topic: users", "`_source_ts_ms`, the source database's commit"),
+        ("debezium-json", "topic: users", "`_source_lsn` for Postgres, each change's position"),
         ("upsert-json", "topics: [users, more]", "it reads several topics"),
         ("upsert-json", "pattern: 'users.*'", "it reads several topics"),
     ],
@@ -66,6 +66,7 @@ def test_a_kafka_upsert_without_sequence_by_is_refused_unless_keyed_by_its_keys(
         _kafka("raw", "{mode: upsert, keys: [key]}"),  # the Kafka key is the sink key
         _kafka("json", "{mode: upsert, keys: [user_id], sequence_by: seq}"),
         _kafka("debezium-json", "{mode: upsert, keys: [user_id], sequence_by: _source_ts_ms}"),
+        _kafka("debezium-json", "{mode: scd2, keys: [user_id], sequence_by: _source_lsn}"),
         _kafka("json", "{mode: upsert, keys: [user_id], sequence_by: _offset}"),  # declared
         _kafka("json", "{mode: scd2, keys: [user_id], sequence_by: seq}"),
         _kafka("json", "{mode: append}"),
