@@ -26,8 +26,9 @@ demo: install
 # tests, the demo (checked against its independent computation, and run continuously),
 # the framework on the 3-node Apache Kafka cluster (whose broker-kill run waits a minute
 # for Spark's Kafka admin client to time out) and the CLI end-to-end runs (CLI
-# processes per engine, each starting Spark, on a local root and on S3) in one,
-# everything else in the other; the two take about the same time. Every test JVM runs C1-only with the serial collector
+# processes per engine, each starting Spark, on a local root and on S3), Kafka Connect
+# and the PostgreSQL -> Debezium CDC tests (Connect workers, a database, Apache Kafka) in
+# one, everything else in the other; the two take about the same time. Every test JVM runs C1-only with the serial collector
 # (tests/conftest.py), Python workers import the compiled pyspark
 # (warehouse/runtime/spark_home.py). Each process prints its slowest tests and the time
 # it took; the second process's output is printed when both are done, and the target
@@ -35,7 +36,8 @@ demo: install
 # arguments.
 SIDE_TESTS := tests/integration/crash tests/integration/cluster tests/integration/demo \
 	tests/integration/oracle/test_framework_on_kafka.py tests/integration/runtime/test_cli_e2e.py \
-	tests/integration/runtime/test_cli_object_storage.py
+	tests/integration/runtime/test_cli_object_storage.py tests/integration/connect \
+	tests/integration/cdc/test_debezium_postgres.py
 
 test: install
 	@scripts/ensure-test-tools.sh
