@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 
 from streams.delta._confs import session_confs
 from streams.delta.errors import DeltaTableNotFoundError
+from streams.sessions import default_parallelism
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ def vacuum_native(
         _RETENTION_WINDOW_IGNORE: "false",
     }
     if spark.conf.get(_LISTING_PARALLELISM, None) is None:
-        settings[_LISTING_PARALLELISM] = str(spark.sparkContext.defaultParallelism)
+        settings[_LISTING_PARALLELISM] = str(default_parallelism(spark))
     with session_confs(spark, settings):
         files = [
             row[0]
