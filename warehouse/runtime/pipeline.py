@@ -122,7 +122,11 @@ def note_progress(cq: Query, updates: list[StreamingQueryProgress]) -> None:
     """Remember the source row count of each batch that ran (Spark keeps only the recent
     progress)."""
     for p in updates:
-        if ran(p):
+        if not ran(p):
+            continue
+        if cq.writer.remote:  # the batches ran on a Connect server: this is all there is
+            cq.writer.note_remote(int(p.batchId), int(p.numInputRows))
+        else:
             # The writer's own count wins: it knows the records of a Kafka batch.
             cq.writer.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
 
