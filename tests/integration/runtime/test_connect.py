@@ -1,0 +1,111 @@
+"""A notebook on a Spark Connect session (Databricks serverless, standard access mode,
+`pyspark-client`): `Project.load(...).pipeline(spark).run(once=True)` on both engines,
+against the real Connect server pyspark ships (`connect_server`).
+
+The batches run in the server's Python worker (`warehouse.runtime.remote`), so what is
+checked is what a user sees: the tables' rows, read with delta-rs, and the run's result.
+The same tables on a classic session are `test_pipeline`'s.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from streams.kafka.admin import ensure_topic, produce
+from streams.sessions import connect_has_format, default_parallelism, is_connect
+from tests.integration.runtime.helpers import at, order, rows
+from tests.unit.runtime.projects import USERS_SCHEMA, write_project
+from warehouse import Project
+from warehouse.runtime.engines import resolve_engine
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+
+def _project(root: Path, *, orders: str, users: str, bootstrap: str, engine: str) -> Project:
+    """The two-layer orders project, and users from keyed CDC (`upsert-json`) into a
+    current-state table (upsert) and a history (SCD2 by offset)."""
+    write_project(root, topic=orders, bootstrap=bootstrap, engine=engine)
+    (root / "schemas" / "users.json").write_text(json.dumps(USERS_SCHEMA))
+    source = f"source:\n  kafka: {{topic: {users}, format: upsert-json, schema: users}}\n"
+    (root / "layers" / "dwd" / "users.yml").write_text(
+        f"table: dim_users\n{source}sink: {{mode: upsert, keys: [user_id]}}\n"
+    )
+    (root / "layers" / "dwd" / "users_history.yml").write_text(
+        f"table: dim_users_history\n{source}"
+        "sink: {mode: scd2, keys: [user_id], sequence_by: _offset}\n"
+    )
+    return Project.load(root)
+
+
+def test_a_connect_session_runs_the_layers_on_the_server(
+    connect_spark, connect_mode, broker, unique, tmp_path: Path, engine: str
+) -> None:
+    orders, users = unique("orders"), unique("users")
+    for topic in (orders, users):
+        ensure_topic(broker.bootstrap, topic, partitions=1)
+    produce(
+        broker.bootstrap,
+        orders,
+        [
+            ("a", order("o1", "u1", 10.5, 0)),
+            ("b", order("o2", "u2", 20.0, 1)),
+            ("a", order("o1", "u1", 10.5, 0)),  # duplicate: kept in ODS, once in DWD
+            ("x", "not json"),  # parse error: quarantined
+            ("n", order(None, "u9", 5.0, 1)),  # null order_id: quarantined
+            ("c", order("o3", "u3", -1.0, 2)),  # filtered by the DWD SQL
+        ],
+    )
+    produce(
+        broker.bootstrap,
+        users,
+        [
+            ('{"user_id": "u1"}', '{"user_id": "u1", "city": "Paris"}'),
+            ('{"user_id": "u2"}', '{"user_id": "u2", "city": "Oslo"}'),
+            ('{"user_id": "u1"}', '{"user_id": "u1", "city": "Rome"}'),
+        ],
+    )
+    project = _project(
+        tmp_path / "proj", orders=orders, users=users, bootstrap=broker.bootstrap, engine=engine
+    )
+
+    results = {r.table: r for r in project.pipeline(connect_spark).run(once=True)}
+
+    assert rows(project.table_path("ods_orders"), ["order_id", "amount", "_offset"]) == [
+        ("o1", 10.5, 0),
+        ("o1", 10.5, 2),
+        ("o2", 20.0, 1),
+        ("o3", -1.0, 5),
+    ]
+    assert rows(project.quarantine_path("ods_orders"), ["source_offset"]) == [(3,), (4,)]
+    assert rows(project.table_path("dwd_orders"), ["order_id", "amount", "event_time"]) == [
+        ("o1", Decimal("10.50"), at(0)),
+        ("o2", Decimal("20.00"), at(1)),
+    ]
+    assert rows(project.table_path("dim_users"), ["user_id", "city"]) == [
+        ("u1", "Rome"),
+        ("u2", "Oslo"),
+    ]
+    assert rows(project.table_path("dim_users_history"), ["user_id", "city", "is_current"]) == [
+        ("u1", "Paris", False),
+        ("u1", "Rome", True),
+        ("u2", "Oslo", True),
+    ]
+    assert {name: (r.batches, r.skipped) for name, r in results.items()} == {
+        "ods_orders": (1, None),
+        "dwd_orders": (results["dwd_orders"].batches, None),
+        "dim_users": (1, None),
+        "dim_users_history": (1, None),
+    }
+    assert results["dwd_orders"].batches >= 1
+
+
+def test_engine_resolution_asks_the_connect_server(connect_spark) -> None:
+    assert is_connect(connect_spark)
+    assert resolve_engine(connect_spark, "kafka", "auto") == "native"
+    assert resolve_engine(connect_spark, "delta", "auto") == "native"
+    assert not connect_has_format(connect_spark, "no_such_format")
+    assert default_parallelism(connect_spark) == 2
