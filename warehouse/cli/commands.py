@@ -28,7 +28,8 @@ def _out(text: str) -> None:
 def load_project(args: argparse.Namespace) -> Project:
     from warehouse.project import Project
 
-    return Project.load(args.project, env=args.env)
+    remote = getattr(args, "remote", None)  # `run --remote sc://...` wins over `spark.remote`
+    return Project.load(args.project, env=args.env, **({"spark__remote": remote} if remote else {}))
 
 
 def _bootstrap(project: Project) -> str:

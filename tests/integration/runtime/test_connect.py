@@ -18,6 +18,7 @@ import pytest
 from streams.kafka.admin import ensure_topic, produce
 from streams.sessions import connect_has_format, default_parallelism, is_connect
 from tests.integration.runtime.helpers import at, order, rows
+from tests.integration.runtime.test_cli_e2e import cli
 from tests.unit.runtime.projects import USERS_SCHEMA, write_project
 from warehouse import Project
 from warehouse.runtime.engines import resolve_engine
@@ -109,3 +110,22 @@ def test_engine_resolution_asks_the_connect_server(connect_spark) -> None:
     assert resolve_engine(connect_spark, "delta", "auto") == "native"
     assert not connect_has_format(connect_spark, "no_such_format")
     assert default_parallelism(connect_spark) == 2
+
+
+def test_warehouse_run_remote_runs_on_the_connect_server(
+    connect_server, broker, unique, tmp_path: Path
+) -> None:
+    """`warehouse run --remote sc://...` in a process that starts no Spark of its own: the
+    engines resolve on the server (`auto`: native there)."""
+    topic = unique("orders")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.5, 0)), ("x", "not json")])
+    root = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, dwd=False)
+
+    done = cli(root, "-v", "run", "--once", "--remote", connect_server.url)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "kafka engine: native" in done.stderr
+    project = Project.load(root)
+    assert rows(project.table_path("ods_orders"), ["order_id", "_offset"]) == [("o1", 0)]
+    assert rows(project.quarantine_path("ods_orders"), ["source_offset"]) == [(1,)]
