@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from streams.delta import DeltaTarget, delta_engine, write_batch
+from streams.delta.tables import open_table
 from streams.kafka.admin import ensure_topic, produce
 from streams.sessions import connect_has_format, default_parallelism, is_connect
 from tests.integration.runtime.helpers import at, order, rows
@@ -129,3 +131,21 @@ def test_warehouse_run_remote_runs_on_the_connect_server(
     project = Project.load(root)
     assert rows(project.table_path("ods_orders"), ["order_id", "_offset"]) == [("o1", 0)]
     assert rows(project.quarantine_path("ods_orders"), ["source_offset"]) == [(1,)]
+
+
+def test_native_optimize_and_vacuum_on_a_connect_session(
+    connect_spark, connect_mode, tmp_path: Path
+) -> None:
+    """OPTIMIZE and VACUUM in SQL on the server (delta-spark's Python API there would need
+    Delta's Connect plugin); rows and the writer's record of its batches stay."""
+    target = DeltaTarget(str(tmp_path / "t"), app_id="a:q", engine="native")
+    for b in range(2):
+        batch = connect_spark.createDataFrame([(b * 10 + i,) for i in range(3)], "id long")
+        write_batch(batch, b, target)
+    files_before = open_table(target.path).get_add_actions().num_rows
+    metrics = delta_engine("native").optimize(connect_spark, target.path)
+    assert metrics["numFilesRemoved"] == files_before > 1
+    deleted = delta_engine("native").vacuum(connect_spark, target.path, 0, force=True)
+    assert len(deleted) == files_before
+    assert rows(Path(target.path), ["id"]) == [(0,), (1,), (2,), (10,), (11,), (12,)]
+    assert write_batch(connect_spark.createDataFrame([(10,)], "id long"), 1, target) is None
