@@ -10,10 +10,13 @@ The same tables on a classic session are `test_pipeline`'s.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from deltalake.exceptions import TableNotFoundError
 
 from streams.delta import DeltaTarget, delta_engine, write_batch
 from streams.delta.tables import open_table
@@ -149,3 +152,39 @@ def test_native_optimize_and_vacuum_on_a_connect_session(
     assert len(deleted) == files_before
     assert rows(Path(target.path), ["id"]) == [(0,), (1,), (2,), (10,), (11,), (12,)]
     assert write_batch(connect_spark.createDataFrame([(10,)], "id long"), 1, target) is None
+
+
+def test_a_continuous_run_on_a_connect_session_stops_when_asked(
+    connect_spark, connect_mode, broker, unique, tmp_path: Path, engine: str
+) -> None:
+    """`run(once=False)`: records produced while it runs reach the table; `request_stop`
+    stops the queries on the server and the run returns."""
+    topic = unique("orders")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    root = write_project(
+        tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, dwd=False, engine=engine
+    )
+    project = Project.load(root)
+    pipeline = project.pipeline(connect_spark)
+    results: list[object] = []
+    runner = threading.Thread(target=lambda: results.extend(pipeline.run(once=False)))
+
+    def landed() -> list[tuple[object, ...]]:
+        try:
+            return rows(project.table_path("ods_orders"), ["order_id"])
+        except (TableNotFoundError, FileNotFoundError):
+            return []
+
+    runner.start()
+    try:
+        produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.5, 0))])
+        deadline = time.monotonic() + 240
+        while landed() != [("o1",)] and runner.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        pipeline.request_stop()
+        runner.join(timeout=180)
+    assert not runner.is_alive()
+    assert landed() == [("o1",)]
+    assert [r.table for r in results] == ["ods_orders"]  # type: ignore[attr-defined]
+    assert not [q for q in connect_spark.streams.active if q.name == "warehouse_ods_orders"]
