@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from streams.sessions import is_connect
 from warehouse.compile.plan import source_text
 from warehouse.errors import WarehouseError
 from warehouse.runtime.changes import record_fingerprint, refuse_changed
@@ -299,8 +300,18 @@ class Pipeline:
 
     def _batch_gate(self) -> BatchGate | None:
         """The continuous run's `BatchGate` (`spark.concurrent_batches`), or None for no
-        limit: `auto` is the cores of a local master."""
+        limit: `auto` is the cores of a local master. On Spark Connect the server runs
+        each query's batches in a worker of its own, where no gate of this process
+        reaches: no gate."""
         slots = self.project.config.spark.concurrent_batches
+        if is_connect(self.spark):
+            if slots not in ("auto", 0):
+                logger.warning(
+                    "`spark.concurrent_batches: %s` is not enforced on a Spark Connect "
+                    "session: the server runs each query's batches",
+                    slots,
+                )
+            return None
         if slots == "auto":
             from warehouse.runtime.session import local_cores
 
