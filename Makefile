@@ -75,7 +75,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	@scripts/ensure-compiler.sh $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bundle,ui]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bundle,ui,connect]'
 	@touch $@
 
 java:

@@ -111,6 +111,54 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The one Spark Connect server of the test run (tests/support/connect.py), with the
+    native engines' jars on its class path: the Connect tests of both engines share it."""
+    from tests.support.connect import ConnectServer
+    from warehouse.runtime.jars import cached_jars, default_cache_dir
+
+    jars = cached_jars(default_cache_dir())
+    if jars is None or not (jars.kafka and jars.delta):
+        pytest.fail("the native engines' jars are not cached: run `make install`", pytrace=False)
+    server = ConnectServer(tmp_path_factory.mktemp("connect"), conf=jars.spark_conf()).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_spark(connect_server) -> Iterator[object]:
+    """A Spark Connect session to `connect_server`, as a notebook on serverless holds one.
+
+    Built by pyspark's Connect builder, which leaves the process's mode alone: the classic
+    `spark` fixture's tests in the same run keep building classic columns. A test using
+    this session asks for `connect_mode` (or `session`) to be in Connect mode."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    session = RemoteSparkSession.builder.remote(connect_server.url).create()
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def connect_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process in Spark Connect mode for the test, as a user's Connect-only process is
+    (`pyspark.sql.functions` then build Connect columns)."""
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+
+
+@pytest.fixture(params=["classic", "connect"])
+def session(request: pytest.FixtureRequest):
+    """The test's SparkSession: the shared classic `spark`, or `connect_spark` (with the
+    process in Connect mode)."""
+    if request.param == "classic":
+        return request.getfixturevalue("spark")
+    request.getfixturevalue("connect_mode")
+    return request.getfixturevalue("connect_spark")
+
+
 ENGINES = ("python", "native")
 """The two engines every table-running test runs on: `python` (the pip-only data sources,
 delta-rs) and `native` (Spark's `kafka` format, delta-spark)."""

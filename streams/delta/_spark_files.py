@@ -75,7 +75,7 @@ def write_files(
     if spark.conf.get(_TIMESTAMP_TYPE_CONF, None) != "TIMESTAMP_MICROS":
         spark.conf.set(_TIMESTAMP_TYPE_CONF, "TIMESTAMP_MICROS")
     stage = os.path.join(root, STAGING_DIR, uuid.uuid4().hex)
-    writer = df.write.mode("errorifexists").option(
+    writer = df.write.mode("error").option(  # Spark Connect knows only this name of it
         "mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"
     )
     if spark.conf.get(_CODEC_CONF, None) is None:

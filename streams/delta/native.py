@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -48,6 +49,7 @@ from streams.delta.tombstones import (
     keep_after_tombstones_spark,
     record_tombstones,
 )
+from streams.sessions import connect_has_format, is_connect
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +57,12 @@ _CODEC_CONF = "spark.sql.parquet.compression.codec"
 
 
 def native_delta_available(spark: SparkSession) -> bool:
-    """True when the session's JVM can load delta-spark (`io.delta.tables.DeltaTable`)."""
+    """True when the session's JVM can load delta-spark (`io.delta.tables.DeltaTable`); on
+    Spark Connect, when the server knows the `delta` format."""
+    if is_connect(spark):
+        return connect_has_format(spark, "delta")
     jvm = getattr(spark, "_jvm", None)
-    if jvm is None:  # Spark Connect: ask the server by trying the format instead
+    if jvm is None:
         return False
     try:
         jvm.java.lang.Class.forName(
@@ -265,9 +270,16 @@ def _rows(table: Any) -> int | None:
     return 0 if table is None else file_rows(add_actions(table))
 
 
+UNKNOWN_SIZE = 2**63 - 1
+"""Spark's size of a plan that states none (`Long.MaxValue`)."""
+
+
 def _estimated_bytes(df: DataFrame) -> int:
     """Spark's estimate of `df`'s size (its default, far above any limit here, for a
-    source that states none, such as a Kafka batch)."""
+    source that states none, such as a Kafka batch). A Spark Connect client sees no plan
+    statistics: to it every batch is of unknown size, merged by delta-spark."""
+    if is_connect(df.sparkSession):
+        return UNKNOWN_SIZE
     return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
 
 
@@ -336,7 +348,6 @@ def _upsert(
     user_meta: str,
     table: Any,
 ) -> None:
-    from delta.tables import DeltaTable
 
     spark = df.sparkSession
     changes = dedupe_changes(df, target)
@@ -357,7 +368,7 @@ def _upsert(
                 few, record_tombstones(deletes, target, touched=few), target
             )
         small = _small(n, lambda: _rows(table), lambda: few.nbytes)
-        if small and mergeable(table, target, changes.schema):
+        if small and not is_connect(spark) and mergeable(table, target, changes.schema):
             crash_point("before_commit")
             if merge_on_driver(spark, few, target, batch_id, user_meta) is not None:
                 return
@@ -379,16 +390,77 @@ def _upsert(
     crash_point("before_commit")
     extra = _LOCAL_SOURCE if few is not None else None
     with _idempotent_dml(spark, batch_id, target, user_meta, small=small, extra=extra):
-        (
-            DeltaTable.forPath(spark, target.path)
-            .alias("t")
-            .merge(source.alias("s"), on)
-            .whenMatchedDelete(f"s.`{DELETE_FLAG}` AND {newer}")
-            .whenMatchedUpdate(f"NOT s.`{DELETE_FLAG}` AND {newer}", cols)
-            .whenNotMatchedInsert(f"NOT s.`{DELETE_FLAG}`", cols)
-            .execute()
+        _merge(
+            spark,
+            target.path,
+            source,
+            on,
+            delete=f"s.`{DELETE_FLAG}` AND {newer}",
+            update=(f"NOT s.`{DELETE_FLAG}` AND {newer}", cols),
+            insert=(f"NOT s.`{DELETE_FLAG}`", cols),
         )
     _record_if_skipped(df, batch_id, target, user_meta)
+
+
+Clause = tuple[str | None, dict[str, str]]
+"""A MERGE clause: its condition (None: every row) and its column expressions."""
+
+
+def _merge(
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    on: str,
+    *,
+    delete: str | None = None,
+    update: Clause,
+    insert: Clause,
+) -> None:
+    """MERGE `source` (as `s`) into the Delta table at `path` (as `t`): matched rows
+    deleted where `delete` holds, else updated by `update`; unmatched rows inserted by
+    `insert`. delta-spark's Python API on a classic session; on Spark Connect the same
+    statement in SQL, which needs only Delta's SQL extension on the server (delta-spark's
+    Connect API needs Delta's Connect plugin there too)."""
+    if is_connect(spark):
+        _merge_sql(spark, path, source, on, delete=delete, update=update, insert=insert)
+        return
+    from delta.tables import DeltaTable
+
+    builder = DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), on)
+    if delete is not None:
+        builder = builder.whenMatchedDelete(delete)
+    builder = builder.whenMatchedUpdate(update[0], update[1])
+    builder.whenNotMatchedInsert(insert[0], insert[1]).execute()
+
+
+def _merge_sql(
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    on: str,
+    *,
+    delete: str | None,
+    update: Clause,
+    insert: Clause,
+) -> None:
+    def when(condition: str | None) -> str:
+        return "" if condition is None else f" AND ({condition})"
+
+    clauses = [] if delete is None else [f"WHEN MATCHED{when(delete)} THEN DELETE"]
+    sets = ", ".join(f"t.`{c}` = {e}" for c, e in update[1].items())
+    clauses.append(f"WHEN MATCHED{when(update[0])} THEN UPDATE SET {sets}")
+    columns = ", ".join(f"`{c}`" for c in insert[1])
+    values = ", ".join(insert[1].values())
+    clauses.append(f"WHEN NOT MATCHED{when(insert[0])} THEN INSERT ({columns}) VALUES ({values})")
+    view = f"warehouse_merge_source_{uuid.uuid4().hex}"
+    source.createOrReplaceTempView(view)
+    try:
+        location = path.replace("`", "``")
+        spark.sql(
+            f"MERGE INTO delta.`{location}` AS t USING `{view}` AS s ON {on} " + " ".join(clauses)
+        ).collect()
+    finally:
+        spark.catalog.dropTempView(view)
 
 
 _LOCAL_SOURCE = {"spark.databricks.delta.merge.materializeSource": "none"}
@@ -436,7 +508,6 @@ def _scd2(
     changes (collected to the driver: CDC batches of dimensions are small) against the
     current rows of the keys they touch. A small plan into a small table is merged on
     the driver instead (`driver_merge.scd2_on_driver`)."""
-    from delta.tables import DeltaTable
 
     spark = df.sparkSession
     rows = df.withColumn(ARRIVAL, F.monotonically_increasing_id()).toArrow()
@@ -452,22 +523,22 @@ def _scd2(
         ]
     )
     small = _small(source.num_rows, lambda: _rows(planned), lambda: source.nbytes)
-    if small and mergeable(planned, target, from_arrow_schema(source.schema), drop=ACTION):
+    # The driver's commit goes through delta-spark's JVM classes: a classic session's only.
+    schema = from_arrow_schema(source.schema)
+    if small and not is_connect(spark) and mergeable(planned, target, schema, drop=ACTION):
         if scd2_on_driver(spark, planned, source, target, batch_id, user_meta) is not None:
             _log_scd2(target, batch_id, counts)
             return
     data = [c for c in source.column_names if c != ACTION]
     staged = spark.createDataFrame(source)
     with _idempotent_dml(spark, batch_id, target, user_meta, small=small, extra=_LOCAL_SOURCE):
-        (
-            DeltaTable.forPath(spark, target.path)
-            .alias("t")
-            .merge(staged.alias("s"), on)
-            .whenMatchedUpdate(set={VALID_TO: f"s.`{VALID_TO}`", IS_CURRENT: "false"})
-            .whenNotMatchedInsert(
-                condition=f"s.`{ACTION}` = 'insert'", values={c: f"s.`{c}`" for c in data}
-            )
-            .execute()
+        _merge(
+            spark,
+            target.path,
+            staged,
+            on,
+            update=(None, {VALID_TO: f"s.`{VALID_TO}`", IS_CURRENT: "false"}),
+            insert=(f"s.`{ACTION}` = 'insert'", {c: f"s.`{c}`" for c in data}),
         )
     _log_scd2(target, batch_id, counts)
 

@@ -17,6 +17,8 @@ from pyspark.sql import SparkSession
 
 from streams.delta._confs import session_confs
 from streams.delta.errors import DeltaTableNotFoundError
+from streams.delta.tables import is_table
+from streams.sessions import default_parallelism, is_connect
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +34,19 @@ _LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism
 
 
 def _table(spark: SparkSession, path: str | Path, what: str) -> Any:
+    """delta-spark's table at `path`; on Spark Connect only checked to be there (None):
+    delta-spark's Connect API needs Delta's Connect plugin on the server, its SQL only
+    Delta's SQL extension, so the callers run SQL there."""
     from delta.tables import DeltaTable
 
+    if is_connect(spark):
+        if not is_table(str(path)):
+            raise DeltaTableNotFoundError(
+                f"No Delta table at `{path}` to {what}; run the table's query first "
+                "(`warehouse run --table ...`).",
+                path=str(path),
+            )
+        return None
     if not DeltaTable.isDeltaTable(spark, str(path)):
         raise DeltaTableNotFoundError(
             f"No Delta table at `{path}` to {what}; run the table's query first "
@@ -46,7 +59,12 @@ def _table(spark: SparkSession, path: str | Path, what: str) -> Any:
 def optimize_native(spark: SparkSession, path: str | Path) -> dict[str, Any]:
     """Compact small files (`OPTIMIZE`); returns Delta's metrics (`numFilesAdded`,
     `numFilesRemoved`, ...)."""
-    result = _table(spark, path, "optimize").optimize().executeCompaction().collect()
+    table = _table(spark, path, "optimize")
+    if table is None:  # Spark Connect
+        location = str(path).replace("`", "``")
+        result = spark.sql(f"OPTIMIZE delta.`{location}`").collect()
+    else:
+        result = table.optimize().executeCompaction().collect()
     metrics = result[0]["metrics"].asDict(recursive=True) if result else {}
     logger.info(
         "Delta table %s: optimize removed %s files, added %s",
@@ -76,7 +94,7 @@ def vacuum_native(
         _RETENTION_WINDOW_IGNORE: "false",
     }
     if spark.conf.get(_LISTING_PARALLELISM, None) is None:
-        settings[_LISTING_PARALLELISM] = str(spark.sparkContext.defaultParallelism)
+        settings[_LISTING_PARALLELISM] = str(default_parallelism(spark))
     with session_confs(spark, settings):
         files = [
             row[0]
@@ -85,7 +103,12 @@ def vacuum_native(
             ).collect()
         ]
         if not dry_run and files:
-            table.vacuum(float(retention_hours))
+            if table is None:  # Spark Connect
+                spark.sql(
+                    f"VACUUM delta.`{location}` RETAIN {int(retention_hours)} HOURS"
+                ).collect()
+            else:
+                table.vacuum(float(retention_hours))
     logger.info(
         "Delta table %s: vacuum %s %d files",
         path,

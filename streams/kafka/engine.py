@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from streams.kafka.errors import KafkaConfigError
 from streams.kafka.java_options import SHADED_PREFIX, java_client_options, with_failover_timeouts
 from streams.kafka.source import DEFAULT_MAX_OFFSETS_PER_TRIGGER
+from streams.sessions import connect_has_format, default_parallelism, is_connect
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class PythonKafka:
             reader = reader.option("split_offsets", str(int(request.split_offsets)))
         if request.checkpoint_location:
             reader = reader.option("checkpoint_location", request.checkpoint_location)
-        tasks = request.max_tasks or spark.sparkContext.defaultParallelism
+        tasks = request.max_tasks or default_parallelism(spark)
         reader = reader.option("max_tasks", str(int(tasks)))
         return reader.load()
 
@@ -130,7 +131,10 @@ class NativeKafka:
     reads_in_python_tasks = False
 
     def available(self, spark: SparkSession) -> bool:
-        """True when Spark's native Kafka source (spark-sql-kafka-0-10) is on the class path."""
+        """True when Spark's native Kafka source (spark-sql-kafka-0-10) is on the class path
+        (of the Connect server, for a Connect session)."""
+        if is_connect(spark):
+            return connect_has_format(spark, "kafka")
         try:
             jvm = spark._jvm  # type: ignore[attr-defined]
             if jvm is None:

@@ -25,6 +25,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from streams.kafka import FetchOptions, KafkaInputPartition, input_partitions
+from streams.sessions import default_parallelism
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def planned_partitions(
             return found
         if found or fetch is None:
             return None
-        tasks = max_tasks or df.sparkSession.sparkContext.defaultParallelism
+        tasks = max_tasks or default_parallelism(df.sparkSession)
         return input_partitions(start, end, fetch, max_tasks=tasks)
     except Exception as e:  # noqa: BLE001 - Py4J errors of a Spark whose internals differ
         logger.info("Kafka ranges of the batch not readable from its plan: %s", e)

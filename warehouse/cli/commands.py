@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import streams.storage as storage
+from streams.sessions import is_connect
 from warehouse.cli.errors import UsageError
 from warehouse.cli.table_tests import cmd_test as cmd_test
 
@@ -28,7 +29,8 @@ def _out(text: str) -> None:
 def load_project(args: argparse.Namespace) -> Project:
     from warehouse.project import Project
 
-    return Project.load(args.project, env=args.env)
+    remote = getattr(args, "remote", None)  # `run --remote sc://...` wins over `spark.remote`
+    return Project.load(args.project, env=args.env, **({"spark__remote": remote} if remote else {}))
 
 
 def _bootstrap(project: Project) -> str:
@@ -276,7 +278,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             app_name="warehouse-demo",
             object_storage=not storage.is_local(project.root),
         )
-        spark.sparkContext.setLogLevel("FATAL")  # the demo prints its own progress and errors
+        if not is_connect(spark):  # a Connect server's log level is the server's
+            spark.sparkContext.setLogLevel("FATAL")  # the demo prints its own progress and errors
         if args.continuous:
             from warehouse.demo.continuous import run_continuous
 

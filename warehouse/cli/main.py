@@ -86,6 +86,11 @@ def _table_commands(sub: _Commands) -> None:
     p.add_argument("--table", action="append", metavar="T")
     p.add_argument("--once", action="store_true", help="process what is available, then exit")
     p.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help="run on this Spark Connect server (overrides `spark.remote` of conf/<env>.yml)",
+    )
+    p.add_argument(
         "--refresh",
         type=_table_list,
         metavar="T[,U]",

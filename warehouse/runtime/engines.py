@@ -3,7 +3,9 @@
 `engines: {kafka: auto, delta: auto}` picks `native` when the JVM classes are on
 the class path (sessions the framework starts after `make install`, a cluster with the
 jars, Databricks) and `python` otherwise (the pip-only path: `streams.kafka` /
-`streams.delta`). The choice and its reason are logged once per session and setting.
+`streams.delta`). A classic session's JVM is asked whether the class loads; a Spark
+Connect session has no JVM here, so its server is asked whether it knows the format
+(`streams.sessions.connect_has_format`). The choice and its reason are logged once per session and setting.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Literal
 
+from streams.sessions import connect_has_format, is_connect
 from warehouse.compile.engines import ResolvedEngines
 from warehouse.runtime.errors import RuntimeConfigError
 from warehouse.runtime.jars import installed_packages
@@ -40,8 +43,10 @@ def native_package(kind: EngineKind) -> str:
 
 def native_available(spark: SparkSession, kind: EngineKind) -> bool:
     """Whether the JVM of `spark` can load the native data source class for `kind`."""
+    if is_connect(spark):
+        return connect_has_format(spark, kind)
     jvm = getattr(spark, "_jvm", None)
-    if jvm is None:  # Spark Connect: no py4j gateway to ask.
+    if jvm is None:
         return False
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
@@ -60,13 +65,17 @@ def _log_choice(spark: SparkSession, kind: EngineKind, setting: str, chosen: str
     if setting != "auto":
         why = f"`engines.{kind}: {setting}`"
     elif chosen == "native":
-        why = f"`auto`: {NATIVE_CLASSES[kind]} is on the class path"
+        why = f"`auto`: {NATIVE_CLASSES[kind]} is on the {_where(spark)} class path"
     else:
         why = (
-            f"`auto`: {NATIVE_CLASSES[kind]} is not on the class path "
+            f"`auto`: {NATIVE_CLASSES[kind]} is not on the {_where(spark)} class path "
             f"(`{native_package(kind)}`; `make install` caches it)"
         )
     logger.info("%s engine: %s (%s)", kind, chosen, why)
+
+
+def _where(spark: SparkSession) -> str:
+    return "Spark Connect server's" if is_connect(spark) else "session's"
 
 
 def resolve_engine(

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from streams.sessions import is_connect
 from warehouse.compile.plan import source_text
 from warehouse.errors import WarehouseError
 from warehouse.runtime.changes import record_fingerprint, refuse_changed
@@ -122,7 +123,11 @@ def note_progress(cq: Query, updates: list[StreamingQueryProgress]) -> None:
     """Remember the source row count of each batch that ran (Spark keeps only the recent
     progress)."""
     for p in updates:
-        if ran(p):
+        if not ran(p):
+            continue
+        if cq.writer.remote:  # the batches ran on a Connect server: this is all there is
+            cq.writer.note_remote(int(p.batchId), int(p.numInputRows))
+        else:
             # The writer's own count wins: it knows the records of a Kafka batch.
             cq.writer.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
 
@@ -295,8 +300,18 @@ class Pipeline:
 
     def _batch_gate(self) -> BatchGate | None:
         """The continuous run's `BatchGate` (`spark.concurrent_batches`), or None for no
-        limit: `auto` is the cores of a local master."""
+        limit: `auto` is the cores of a local master. On Spark Connect the server runs
+        each query's batches in a worker of its own, where no gate of this process
+        reaches: no gate."""
         slots = self.project.config.spark.concurrent_batches
+        if is_connect(self.spark):
+            if slots not in ("auto", 0):
+                logger.warning(
+                    "`spark.concurrent_batches: %s` is not enforced on a Spark Connect "
+                    "session: the server runs each query's batches",
+                    slots,
+                )
+            return None
         if slots == "auto":
             from warehouse.runtime.session import local_cores
 

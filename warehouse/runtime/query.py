@@ -58,7 +58,7 @@ class TableQuery:
             program.stream.writeStream.queryName(f"warehouse_{plan.name}")
             .option("checkpointLocation", plan.checkpoint_path)
             .outputMode(plan.output_mode)
-            .foreachBatch(self.writer)
+            .foreachBatch(self.writer.function(program.stream))
         )
         interval = program.definition.spec.trigger and program.definition.spec.trigger.interval
         if program.once:

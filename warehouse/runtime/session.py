@@ -68,7 +68,7 @@ def existing_session() -> SparkSession | None:
     if session is None:
         # The default session of another thread (a notebook's `spark` seen from a worker thread).
         session = SparkSession._instantiatedSession
-        if session is not None and session._sc._jsc is None:  # stopped
+        if session is not None and getattr(session._sc, "_jsc", None) is None:  # stopped
             session = None
     return session
 
@@ -88,8 +88,10 @@ def get_session(
     """
     session = existing_session()
     if session is not None:
-        logger.debug("reusing the running SparkSession (app %s)", session.sparkContext.appName)
+        logger.debug("reusing the running SparkSession")
         return session
+    if config.remote:
+        return connect_session(config, app_name=app_name)
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -124,6 +126,33 @@ def get_session(
     except (PySparkException, Py4JError, OSError) as e:
         raise _start_failure(config.master, e) from e
     session.sparkContext.setLogLevel(conf.get("warehouse.logLevel", "WARN"))
+    return session
+
+
+def connect_session(config: SparkSettings, *, app_name: str | None = None) -> SparkSession:
+    """A Spark Connect session to `config.remote`, with `config.conf`'s `spark.sql.*`
+    settings (the others are the server's to set when it starts)."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
+
+    assert config.remote is not None
+    builder = SparkSession.builder.remote(config.remote).appName(app_name or config.app_name)
+    for key, value in config.conf.items():
+        if key.startswith("spark.sql."):
+            builder = builder.config(key, value)
+    logger.info("connecting to the Spark Connect server %s", config.remote)
+    try:
+        session = builder.getOrCreate()
+        session.range(0).collect()  # the server answers, or the error says why not
+    except (PySparkException, ImportError, OSError) as e:
+        raise SessionStartError(
+            f"no Spark Connect session at `{config.remote}` (`spark.remote`): "
+            f"{root_cause_line(e).rstrip('.')}. Check that the server runs and listens "
+            "there, and that the `connect` extra is installed "
+            "(`pip install 'spark-warehouse[connect]'`: grpcio, grpcio-status, "
+            "googleapis-common-protos, zstandard).",
+            master=config.remote,
+        ) from e
     return session
 
 

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import streams.storage as storage
+from streams.sessions import is_connect
 from warehouse.errors import known_errors
 from warehouse.runtime.gate import BatchGate, GateClosed
+from warehouse.runtime.remote import RemoteBatches
 from warehouse.write import BatchContext, Outcome, WriteStrategy, strategies
 
 if TYPE_CHECKING:
@@ -183,6 +185,8 @@ class BatchWriter:
         """Set when a batch failed with one of the framework's own errors (`stats.error`)
         and waits for the runner to stop its query."""
         self.on_batch: Callable[[int], None] | None = None
+        self.remote = False
+        """Whether the query's batches run on a Spark Connect server (`function`)."""
         self._publisher: Publisher | None = None
         _quiet_refused_batches()
 
@@ -221,6 +225,26 @@ class BatchWriter:
             # priority), and Spark fixes a batch's offsets before calling us: asking for
             # the next batch's turn now puts what arrives while it waits in that batch.
             self.gate.reserve(self, self.depth, cancelled=lambda: self.stopping)
+
+    def function(self, stream: DataFrame) -> Callable[[DataFrame, int], None]:
+        """What the query of `stream` gets as its `foreachBatch` function: this writer on a
+        classic session, where Spark calls back into this process; on Spark Connect, where
+        the server runs the function in a Python worker of its own, a `RemoteBatches` of
+        the program, and the runner learns of the batches from the query's progress."""
+        if not is_connect(stream.sparkSession):
+            return self
+        self.remote = True
+        return RemoteBatches(self.program)
+
+    def note_remote(self, batch_id: int, input_rows: int) -> None:
+        """Count a batch a Connect server ran (`function`), as its query's progress tells:
+        the rows it read; what it wrote is in the table."""
+        s = self.stats
+        if batch_id in s.input_rows:
+            return
+        s.input_rows[batch_id] = input_rows
+        s.batches += 1
+        s.last_batch = batch_id if s.last_batch is None else max(s.last_batch, batch_id)
 
     def close(self) -> None:
         """Release what the writer keeps between batches (the publisher's Kafka clients),

@@ -118,6 +118,11 @@ class Engines(Settings):
 
 class SparkSettings(Settings):
     master: str = "local[*]"
+    remote: str | None = None
+    """A Spark Connect server (`sc://host:15002`, Spark's `spark.remote`): the sessions
+    the framework starts connect to it instead of starting Spark here. `master`, the JVM's
+    settings and the native jars are then the server's; `conf`'s `spark.sql.*` settings
+    are set on the session."""
     app_name: str = "warehouse"
     conf: Properties = Field(default_factory=lambda: {"spark.sql.shuffle.partitions": "4"})
     native_jars: bool = True

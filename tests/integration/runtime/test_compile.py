@@ -28,8 +28,10 @@ TS = pa.timestamp("us", tz="UTC")
 
 @pytest.mark.kafka
 def test_window_aggregate_joined_with_a_snapshot_upserts_by_window_and_key_and_publishes(
-    spark, broker, unique, tmp_path: Path
+    session, broker, unique, tmp_path: Path
 ) -> None:
+    """On a classic and on a Spark Connect session (where the batches run and publish in
+    the server's Python worker)."""
     topic = unique("mv.city")
     project = Project.load(
         write_dws_project(tmp_path / "proj", bootstrap=broker.bootstrap, publish_topic=topic)
@@ -55,7 +57,7 @@ def test_window_aggregate_joined_with_a_snapshot_upserts_by_window_and_key_and_p
         ),
         configuration=CDF,
     )
-    results = Pipeline(project, spark, layer="dws").run(once=True)
+    results = Pipeline(project, session, layer="dws").run(once=True)
     assert [(r.table, r.skipped) for r in results] == [("dws_city_1m", None)]
     out = project.table_path("dws_city_1m")
     assert rows(out, ["window_start", "window_end", "city", "gmv", "orders"]) == [

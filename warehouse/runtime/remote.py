@@ -1,0 +1,93 @@
+"""The `foreachBatch` function of a table on a Spark Connect session.
+
+Under Spark Connect the client pickles the function given to `foreachBatch` and the
+server runs it in a Python worker of its own, for the whole life of the query. That
+worker shares no memory with the client: `BatchWriter`'s lock, the run's `BatchGate`,
+its `BatchStats` and callbacks would be copies nobody reads. So what travels is only
+what a batch needs to write, `RemoteBatches`: the table's program without its stream
+(the query's own plan), its write strategies built on the server at the first batch,
+and the publisher of a published view. The client learns what happened from the query
+(its progress, its exception) and from the tables; `BatchWriter.function` chooses which
+function a query gets, once, when the query starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING, Any
+
+from warehouse.write import BatchContext, WriteStrategy, strategies
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from streams.cdc import Publisher
+    from warehouse.compile.program import TableProgram
+
+logger = logging.getLogger(__name__)
+
+
+class RemoteBatches:
+    """Picklable callable for `foreachBatch` on Spark Connect: runs each batch through the
+    table's write strategies and publishes after the commit, in the server's worker.
+
+    Concurrency: Spark calls it one batch at a time in one worker process; nothing in it
+    is shared with the client after pickling."""
+
+    def __init__(self, program: TableProgram) -> None:
+        # The stream is the query's plan, on the client's session: not the worker's to hold.
+        self.program = dataclasses.replace(program, stream=None)  # type: ignore[arg-type]
+        self._strategies: tuple[WriteStrategy, ...] | None = None
+        self._publisher: Publisher | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"program": self.program}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.program = state["program"]
+        self._strategies = None
+        self._publisher = None
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        if self._strategies is None:
+            self._strategies = strategies(self.program)
+        batch = BatchContext(self.program, batch_df, batch_id)
+        try:
+            for strategy in self._strategies:
+                out = strategy.write(batch)
+                if out is not None:
+                    break
+            else:
+                raise AssertionError(f"table {self.program.name}: no strategy wrote the batch")
+            if self.program.publish is not None:
+                self._publish()
+        finally:
+            batch.close()
+        logger.info(
+            "table %s: batch %d: %d rows in, %d written, %d quarantined, version %s",
+            self.program.name,
+            batch_id,
+            out.rows_in,
+            out.written,
+            out.quarantined,
+            out.version,
+        )
+
+    def _publish(self) -> None:
+        from streams.cdc import Publisher
+
+        target = self.program.publish
+        assert target is not None
+        if self._publisher is None:
+            self._publisher = Publisher(
+                self.program.plan.table_path,
+                bootstrap=target.bootstrap,
+                topic=target.topic,
+                keys=list(target.keys),
+                table=self.program.name,
+                mode="scd2" if target.mode == "scd2" else "upsert",
+                partitions=target.partitions,
+                client_config=target.client_config,
+            )
+        self._publisher.publish()
