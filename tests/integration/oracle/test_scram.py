@@ -260,13 +260,27 @@ def _login(bootstrap: str, conf: dict[str, Any]) -> tuple[bool, list[str]]:
     return False, refusals()
 
 
+def _described(admin: AdminClient, user: str, timeout: float = 30) -> Any:
+    """`user`'s SCRAM credentials once the broker answering knows them. Apache Kafka
+    acknowledges an alteration when its controller has committed it, and a broker answers
+    a describe from the metadata it has applied, which can be a moment behind."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return admin.describe_user_scram_credentials([user])[user].result(30)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.RESOURCE_NOT_FOUND or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def confluent(bootstrap: str) -> dict[str, Any]:
     user = unique("scram-client")
     admin = AdminClient({"bootstrap.servers": bootstrap, **_conf("PLAIN", ADMIN, ADMIN_PASSWORD)})
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
     upsertion = UserScramCredentialUpsertion(user, info, PASSWORD.encode())
     admin.alter_user_scram_credentials([upsertion])[user].result(30)
-    described = admin.describe_user_scram_credentials([user])[user].result(30)
+    described = _described(admin, user)
     return {
         "described": [(i.mechanism.name, i.iterations) for i in described.scram_credential_infos],
         "right": _login(bootstrap, _conf("SCRAM-SHA-512", user, PASSWORD)),

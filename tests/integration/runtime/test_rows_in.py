@@ -93,7 +93,8 @@ def test_progress_is_noted_once_per_batch_across_gaps_and_idle_reports(
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     stats = BatchStats()
-    cq = SimpleNamespace(writer=SimpleNamespace(stats=stats))  # what note_progress reads
+    # what note_progress reads: a classic session's writer (its batches ran in this process)
+    cq = SimpleNamespace(writer=SimpleNamespace(stats=stats, remote=False))
 
     def arrive(name: str, n: int) -> None:
         (inbox / f"{name}.json").write_text("".join(f'{{"i": {i}}}\n' for i in range(n)))
