@@ -15,7 +15,6 @@ so values are `{"schema": ..., "payload": ...}` envelopes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 import pytest
+
+from tests.support.processes import stop_process
 
 VERSION = "4.1.1"
 SCRIPT = "scripts/kafka-connect.sh"
@@ -296,15 +297,7 @@ class ConnectWorker:
         """SIGTERM the worker (it stops its connectors and commits their offsets), SIGKILL
         if it is still there after `grace`."""
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        stop_process(proc, signal.SIGTERM, grace)
         if self._log is not None:
             self._log.close()
             self._log = None

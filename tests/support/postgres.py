@@ -13,7 +13,6 @@ starts one server per test module and stops it, by pid, when the module ends.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import shutil
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.processes import stop_process
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 SCRIPT = "scripts/ensure-test-tools.sh"
@@ -212,15 +213,7 @@ class Postgres:
         """A fast shutdown (SIGINT: open sessions and replication connections are ended),
         SIGKILL if the server is still there after `grace`; then remove the folder."""
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        stop_process(proc, signal.SIGINT, grace)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self) -> Postgres:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from streams.cdc import Publisher
     from warehouse.compile.engines import ResolvedEngines
     from warehouse.quality.rows import RowChecks
     from warehouse.spec.model import LoadedProject
@@ -91,6 +92,24 @@ class TableProgram:
     @property
     def reads_kafka(self) -> bool:
         return isinstance(self.input, KafkaInput)
+
+    def new_publisher(self) -> Publisher:
+        """The `Publisher` of the table's published view (`publish`, which is set): it keeps
+        its Kafka clients from one batch to the next until closed."""
+        from streams.cdc import Publisher
+
+        target = self.publish
+        assert target is not None
+        return Publisher(
+            self.plan.table_path,
+            bootstrap=target.bootstrap,
+            topic=target.topic,
+            keys=list(target.keys),
+            table=self.name,
+            mode="scd2" if target.mode == "scd2" else "upsert",
+            partitions=target.partitions,
+            client_config=target.client_config,
+        )
 
 
 def snapshot_tables(project: LoadedProject, table: str) -> list[str]:

@@ -75,19 +75,6 @@ class RemoteBatches:
         )
 
     def _publish(self) -> None:
-        from streams.cdc import Publisher
-
-        target = self.program.publish
-        assert target is not None
         if self._publisher is None:
-            self._publisher = Publisher(
-                self.program.plan.table_path,
-                bootstrap=target.bootstrap,
-                topic=target.topic,
-                keys=list(target.keys),
-                table=self.program.name,
-                mode="scd2" if target.mode == "scd2" else "upsert",
-                partitions=target.partitions,
-                client_config=target.client_config,
-            )
+            self._publisher = self.program.new_publisher()
         self._publisher.publish()

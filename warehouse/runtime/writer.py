@@ -379,21 +379,8 @@ class BatchWriter:
         replayed batch publishes nothing twice; it keeps its Kafka clients from one batch
         to the next (`close` ends them).
         """
-        from streams.cdc import Publisher
-
-        target = self.program.publish
-        assert target is not None
         if self._publisher is None:
-            self._publisher = Publisher(
-                self.program.plan.table_path,
-                bootstrap=target.bootstrap,
-                topic=target.topic,
-                keys=list(target.keys),
-                table=self.program.name,
-                mode="scd2" if target.mode == "scd2" else "upsert",
-                partitions=target.partitions,
-                client_config=target.client_config,
-            )
+            self._publisher = self.program.new_publisher()
         result = self._publisher.publish()
         self.stats.published += int(getattr(result, "records", 0) or 0)
         logger.info("table %s: batch %d published %s", self.program.name, batch_id, result)
