@@ -165,7 +165,14 @@ class DeadLetters:
             msg = consumer.poll(max(0.1, min(1.0, deadline - time.monotonic())))
             if msg is None:
                 if time.monotonic() > deadline:
-                    break
+                    raise PublishError(
+                        f"table `{self.table}`: reading the quarantined records back from "
+                        f"`{topic}` [{partition}] returned nothing for {self.timeout:.0f}s "
+                        f"(offsets {sorted(pending)[:5]} still to read). Is the broker "
+                        "reachable?",
+                        topic=self.topic,
+                        table=self.table,
+                    )
                 continue
             err = msg.error()
             if err is not None:
@@ -178,6 +185,8 @@ class DeadLetters:
                     topic=self.topic,
                     table=self.table,
                 ) from KafkaException(err)
+            if (msg.topic(), msg.partition()) != (topic, partition):
+                continue  # fetched for an earlier assignment
             offset = msg.offset()
             if offset in pending:
                 pending.discard(offset)
