@@ -214,6 +214,9 @@ def build_program(
         stream = _table_stream(source, spark, engines, defn, transform, views, registered)
         rows = stream.schema
         batch_transform = None
+    dead_letters = dead_letter_target(project, defn, bootstrap)
+    if dead_letters is not None and isinstance(source, KafkaInput):
+        _check_coordinates_kept(defn, rows)
     targets = Targets.of_table(project, table, engine=engines.delta.name)
     strategy, arrow = choose_strategy(
         defn, source, engines, spark=spark, table_path=plan.table_path
@@ -230,7 +233,7 @@ def build_program(
         strategy=strategy,
         arrow=arrow,
         publish=publish_target(project, defn, bootstrap),
-        dead_letters=dead_letter_target(project, defn, bootstrap),
+        dead_letters=dead_letters,
         events_root=str(project.root),
         events_retention=project.config.quality.events_retention_seconds,
         views=tuple(registered),
@@ -348,6 +351,23 @@ def dead_letter_target(
         bootstrap=bootstrap,
         client_config=project.config.kafka.client_config(),
     )
+
+
+def _check_coordinates_kept(defn: TableDefinition, rows: StructType | None) -> None:
+    """A table with dead letters whose `quarantine` expectations judge rows (`rows`, after
+    the transform) without the Kafka coordinates could not name their original records."""
+    if rows is None or not any(e.on_violation == "quarantine" for e in defn.spec.expectations):
+        return
+    missing = [c for c in ("_topic", "_partition", "_offset") if c not in rows.fieldNames()]
+    quarantine = defn.spec.quarantine
+    if missing and quarantine is not None:
+        raise CompileError(
+            f"Table `{defn.name}` sends dead letters to `{quarantine.kafka.topic}`, but the "
+            "rows its expectations quarantine lack "
+            f"{', '.join(f'`{c}`' for c in missing)}, which name each one's original record. "
+            "Keep them in the table's SELECT (`SELECT *, ...` or list them).",
+            table=defn.name,
+        )
 
 
 def emits_without_data(df: DataFrame, defn: TableDefinition, output_mode: str) -> bool:
