@@ -21,7 +21,10 @@ Records: key = JSON of the sink keys (`{"user_id": 7}`), value = JSON of the
 row's post-image (every table column), a delete = a tombstone (null value).
 Headers `warehouse.table` and `warehouse.version` name the origin. For an SCD2
 table (`mode="scd2"`) the value is the key's current version; a version that
-closes the current row without a new one (a delete) is a tombstone.
+closes the current row without a new one (a delete) is a tombstone. Those are the
+records of the default `ChangeFeed` (`TableChanges`); another feed publishes other
+records of the versions with the same positions and transactions: `DeadLetters`, a
+quarantine table's rows as their original records (`streams.cdc.deadletter`).
 """
 
 from __future__ import annotations
