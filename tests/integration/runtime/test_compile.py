@@ -173,7 +173,7 @@ def test_dead_letters_need_the_coordinates_of_the_rows_they_quarantine(
     (ods / "orders.yml").write_text(
         "table: ods_orders\n"
         f"source: {{kafka: {{topic: {topic}, format: json, schema: o}}}}\n"
-        "transform: {sql: \"SELECT id, _offset FROM source\"}\n"
+        'transform: {sql: "SELECT id, _offset FROM source"}\n'
         f"quarantine: {{kafka: {{topic: {topic}.dlq}}}}\n"
         "expectations:\n"
         "  - expect_column_values_to_not_be_null: {column: id}\n"
