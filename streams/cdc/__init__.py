@@ -7,6 +7,8 @@ its `scd2` mode, `streams.delta.scd2`.)
   that also write the table's position to `<topic>.publish-position` (exactly-once for
   read_committed consumers);
   `Publisher` does the same again and again with its clients kept between calls.
+- `DeadLetters`: a quarantine table's rows as their original records, for a `Publisher`
+  to a dead-letter topic (`DEAD_LETTER_TOPIC_CONFIG`), exactly once the same way.
 - `read_ktable`: a compacted topic read back into a table (latest value per key).
 
 See docs/cdc.md for the rules and guarantees, docs/architecture.md for the seams.
@@ -15,13 +17,16 @@ See docs/cdc.md for the rules and guarantees, docs/architecture.md for the seams
 from __future__ import annotations
 
 from streams.cdc.changelog import changelog_records
+from streams.cdc.deadletter import DEAD_LETTER_TOPIC_CONFIG, DeadLetters
 from streams.cdc.errors import CdcError, KTableError, PublishError
 from streams.cdc.ktable import latest_values, read_ktable
 from streams.cdc.position import marker_group, position_topic, transactional_id
 from streams.cdc.publish import Publisher, PublishResult, publish_changes
 
 __all__ = [
+    "DEAD_LETTER_TOPIC_CONFIG",
     "CdcError",
+    "DeadLetters",
     "KTableError",
     "PublishError",
     "PublishResult",

@@ -24,9 +24,14 @@ PublishMode = Literal["upsert", "scd2"]
 
 @dataclass(frozen=True)
 class ChangeRecord:
+    """One record to publish: of Delta `version`, with headers of its own besides the
+    publisher's (`streams.cdc.produce`). A changelog record always has a key; a dead
+    letter (`streams.cdc.deadletter`) has its original record's, which may be null."""
+
     version: int
-    key: bytes
+    key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 def _json_default(value: Any) -> Any:

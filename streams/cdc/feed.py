@@ -4,6 +4,8 @@ in the order the publisher's positions count them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -39,3 +41,32 @@ def read_changes(
     # position counts the version's records published, read again in this order.
     records.sort(key=lambda r: (r.version, r.key))
     return records
+
+
+class ChangeFeed(Protocol):
+    """What a `Publisher` publishes of a table's versions `[first, last]`, in the order its
+    positions count them. `clears`: whether a topic the publisher finds without its
+    position may hold keys it must tombstone first (a compacted changelog, not a log of
+    records such as dead letters)."""
+
+    clears: ClassVar[bool]
+
+    def read(self, delta: DeltaTable, first: int, last: int) -> list[ChangeRecord]: ...
+
+
+@dataclass(frozen=True)
+class TableChanges:
+    """A keyed table's changelog (`read_changes`): what a published view publishes."""
+
+    path: str
+    name: str
+    topic: str
+    keys: tuple[str, ...]
+    mode: PublishMode
+
+    clears: ClassVar[bool] = True
+
+    def read(self, delta: DeltaTable, first: int, last: int) -> list[ChangeRecord]:
+        return read_changes(
+            delta, self.path, self.name, self.topic, self.keys, self.mode, first, last
+        )

@@ -122,14 +122,18 @@ def start_producer(
 
 def record_size(record: ChangeRecord) -> int:
     """What a record weighs in a transaction's byte bound: its key and value."""
-    return len(record.key) + (len(record.value) if record.value is not None else 0)
+    return len(record.key or b"") + len(record.value or b"")
 
 
 def _produce(
     producer: Producer, topic: str, table: str, records: Sequence[ChangeRecord], report: Any
 ) -> None:
     for r in records:
-        headers = [(HEADER_TABLE, table.encode()), (HEADER_VERSION, str(r.version).encode())]
+        headers = [
+            (HEADER_TABLE, table.encode()),
+            (HEADER_VERSION, str(r.version).encode()),
+            *r.headers,
+        ]
         while True:
             try:
                 producer.produce(

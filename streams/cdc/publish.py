@@ -21,7 +21,10 @@ Records: key = JSON of the sink keys (`{"user_id": 7}`), value = JSON of the
 row's post-image (every table column), a delete = a tombstone (null value).
 Headers `warehouse.table` and `warehouse.version` name the origin. For an SCD2
 table (`mode="scd2"`) the value is the key's current version; a version that
-closes the current row without a new one (a delete) is a tombstone.
+closes the current row without a new one (a delete) is a tombstone. Those are the
+records of the default `ChangeFeed` (`TableChanges`); another feed publishes other
+records of the versions with the same positions and transactions: `DeadLetters`, a
+quarantine table's rows as their original records (`streams.cdc.deadletter`).
 """
 
 from __future__ import annotations
@@ -31,14 +34,14 @@ import logging
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from deltalake import DeltaTable
 
 from streams.cdc.changelog import ChangeRecord, PublishMode
 from streams.cdc.errors import PublishError
-from streams.cdc.feed import read_changes
+from streams.cdc.feed import ChangeFeed, TableChanges
 from streams.cdc.position import (
     POSITION_TOPIC_CONFIG,
     Position,
@@ -175,7 +178,15 @@ class Publisher:
         max_bytes: int = MAX_BYTES,
         max_versions: int | None = None,
         timeout: float = 60.0,
+        feed: ChangeFeed | None = None,
+        topic_config: Mapping[str, str] | None = None,
+        missing_table: Literal["fail", "skip"] = "fail",
     ) -> None:
+        """`feed`: what is published of the table's versions (default: its changelog by
+        `keys` and `mode`, `TableChanges`); `topic_config`: the published topic's
+        configuration when the publisher creates it (default: compacted);
+        `missing_table="skip"`: a call before the table exists publishes nothing (a
+        quarantine table is created by the first batch that quarantines)."""
         self.path = str(path)
         self.name = table or self.path.rstrip("/").rsplit("/", 1)[-1]
         for what, value in (
@@ -189,7 +200,7 @@ class Publisher:
                     topic=topic,
                     table=self.name,
                 )
-        if not keys:
+        if feed is None and not keys:
             raise PublishError(
                 f"table `{self.name}`: publishing to `{topic}` needs the sink keys (the record "
                 "keys of the compacted topic). Use a sink with `keys`.",
@@ -206,6 +217,13 @@ class Publisher:
         self.max_bytes = max_bytes
         self.max_versions = max_versions
         self.timeout = timeout
+        self._feed: ChangeFeed = feed or TableChanges(
+            self.path, self.name, topic, tuple(keys), mode
+        )
+        self._topic_config = dict(
+            {"cleanup.policy": "compact"} if topic_config is None else topic_config
+        )
+        self._missing_table = missing_table
         self._conf = {
             "bootstrap.servers": bootstrap,
             **dict(client_config or {}),
@@ -260,6 +278,8 @@ class Publisher:
         raised, and closes them."""
         name, topic = self.name, self.topic
         delta = self._table.get()  # kept open: a publish per batch reads only new commits
+        if delta is None and self._missing_table == "skip":
+            return PublishResult(name, topic, None, None, transactional=self._use_txn)
         if delta is None:
             raise PublishError(
                 f"table `{name}`: no Delta table at `{self.path}` to publish from; run the "
@@ -336,7 +356,7 @@ class Publisher:
         if at is None or at.table_id != table_id:
             at = self._read_position(consumer, table_id)
         if at.clearing:
-            at = self._clear(delta, at, done)
+            at = self._clear(delta, at, done) if self._feed.clears else Position(table_id, 0)
         if at.version > end:
             if done.first is None:
                 logger.info(
@@ -348,9 +368,7 @@ class Publisher:
             return self._result(done)
         while at.version <= end:
             last = min(end, at.version + self._window - 1)
-            records = read_changes(
-                delta, self.path, name, topic, self.keys, self.mode, at.version, last
-            )
+            records = self._feed.read(delta, at.version, last)
             self._adapt_window(len(records))
             for step, after in self._steps(records[at.records :], at, last):
                 self._commit(step, after)
@@ -499,7 +517,7 @@ class Publisher:
     def _start(self) -> Consumer:
         """Ensure the topics, open the position's consumer and start the producer."""
         for t, partitions, config in (
-            (self.topic, self.partitions, {"cleanup.policy": "compact"}),
+            (self.topic, self.partitions, self._topic_config),
             (position_topic(self.topic), 1, POSITION_TOPIC_CONFIG),
         ):
             ensure_published_topic(

@@ -26,7 +26,7 @@ from warehouse.compile.strategy import ArrowLanding, Strategy, choose_strategy
 from warehouse.compile.targets import Targets
 from warehouse.compile.transform import CompiledTransform
 from warehouse.spec.expectations import is_row_level
-from warehouse.spec.paths import table_exists
+from warehouse.spec.paths import QUARANTINE_SUFFIX, table_exists
 from warehouse.spec.table import Scd2Sink, TableSource, TopicSource, sink_keys
 
 if TYPE_CHECKING:
@@ -55,6 +55,18 @@ class PublishTarget:
     client_config: dict[str, str]
 
 
+@dataclass(frozen=True)
+class DeadLetterTarget:
+    """Where a table sends its quarantined records besides its quarantine table
+    (`quarantine: {kafka: {topic}}`): a topic of the source's cluster
+    (`streams.cdc.DeadLetters`)."""
+
+    topic: str
+    partitions: int
+    bootstrap: str
+    client_config: dict[str, str]
+
+
 @dataclass(frozen=True, eq=False)
 class TableProgram:
     """What one table does, decided when it compiles.
@@ -78,6 +90,7 @@ class TableProgram:
     strategy: Strategy
     arrow: ArrowLanding | None
     publish: PublishTarget | None
+    dead_letters: DeadLetterTarget | None
     events_root: str
     events_retention: float
     """Seconds the quality events are kept (`quality.events_retention`)."""
@@ -109,6 +122,34 @@ class TableProgram:
             mode="scd2" if target.mode == "scd2" else "upsert",
             partitions=target.partitions,
             client_config=target.client_config,
+        )
+
+    def new_dead_letter_publisher(self) -> Publisher:
+        """The `Publisher` of the table's dead letters (`dead_letters`, which is set): the
+        quarantine table's new rows as their original records, exactly once with it."""
+        from streams.cdc import DEAD_LETTER_TOPIC_CONFIG, DeadLetters, Publisher
+
+        target = self.dead_letters
+        assert target is not None
+        path = self.targets.quarantine_path
+        quarantine = self.name + QUARANTINE_SUFFIX
+        return Publisher(
+            path,
+            bootstrap=target.bootstrap,
+            topic=target.topic,
+            keys=[],
+            table=quarantine,
+            partitions=target.partitions,
+            client_config=target.client_config,
+            feed=DeadLetters(
+                path,
+                self.name,
+                target.topic,
+                target.bootstrap,
+                client_config=target.client_config,
+            ),
+            topic_config=DEAD_LETTER_TOPIC_CONFIG,
+            missing_table="skip",
         )
 
 
@@ -173,6 +214,9 @@ def build_program(
         stream = _table_stream(source, spark, engines, defn, transform, views, registered)
         rows = stream.schema
         batch_transform = None
+    dead_letters = dead_letter_target(project, defn, bootstrap)
+    if dead_letters is not None and isinstance(source, KafkaInput):
+        _check_coordinates_kept(defn, rows)
     targets = Targets.of_table(project, table, engine=engines.delta.name)
     strategy, arrow = choose_strategy(
         defn, source, engines, spark=spark, table_path=plan.table_path
@@ -189,6 +233,7 @@ def build_program(
         strategy=strategy,
         arrow=arrow,
         publish=publish_target(project, defn, bootstrap),
+        dead_letters=dead_letters,
         events_root=str(project.root),
         events_retention=project.config.quality.events_retention_seconds,
         views=tuple(registered),
@@ -282,6 +327,47 @@ def publish_target(
         bootstrap=bootstrap,
         client_config=project.config.kafka.client_config(),
     )
+
+
+def dead_letter_target(
+    project: LoadedProject, defn: TableDefinition, bootstrap: str | None
+) -> DeadLetterTarget | None:
+    """Where `defn` sends its quarantined records, or None when only to its quarantine
+    table. The topic is on the cluster the table reads (the project's checks allow it on
+    Kafka-sourced tables only)."""
+    quarantine = defn.spec.quarantine
+    if quarantine is None:
+        return None
+    if not bootstrap:
+        raise CompileError(
+            f"Table `{defn.name}` sends dead letters to the topic "
+            f"`{quarantine.kafka.topic}`, but no Kafka bootstrap was resolved. Set "
+            "`kafka.bootstrap` in conf/<env>.yml, or pass `bootstrap=` to the `Pipeline`.",
+            table=defn.name,
+        )
+    return DeadLetterTarget(
+        topic=quarantine.kafka.topic,
+        partitions=quarantine.kafka.partitions,
+        bootstrap=bootstrap,
+        client_config=project.config.kafka.client_config(),
+    )
+
+
+def _check_coordinates_kept(defn: TableDefinition, rows: StructType | None) -> None:
+    """A table with dead letters whose `quarantine` expectations judge rows (`rows`, after
+    the transform) without the Kafka coordinates could not name their original records."""
+    if rows is None or not any(e.on_violation == "quarantine" for e in defn.spec.expectations):
+        return
+    missing = [c for c in ("_topic", "_partition", "_offset") if c not in rows.fieldNames()]
+    quarantine = defn.spec.quarantine
+    if missing and quarantine is not None:
+        raise CompileError(
+            f"Table `{defn.name}` sends dead letters to `{quarantine.kafka.topic}`, but the "
+            "rows its expectations quarantine lack "
+            f"{', '.join(f'`{c}`' for c in missing)}, which name each one's original record. "
+            "Keep them in the table's SELECT (`SELECT *, ...` or list them).",
+            table=defn.name,
+        )
 
 
 def emits_without_data(df: DataFrame, defn: TableDefinition, output_mode: str) -> bool:

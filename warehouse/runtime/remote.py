@@ -40,6 +40,7 @@ class RemoteBatches:
         self.program = dataclasses.replace(program, stream=None)  # type: ignore[arg-type]
         self._strategies: tuple[WriteStrategy, ...] | None = None
         self._publisher: Publisher | None = None
+        self._dead_letters: Publisher | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"program": self.program}
@@ -48,6 +49,7 @@ class RemoteBatches:
         self.program = state["program"]
         self._strategies = None
         self._publisher = None
+        self._dead_letters = None
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         if self._strategies is None:
@@ -60,6 +62,8 @@ class RemoteBatches:
                     break
             else:
                 raise AssertionError(f"table {self.program.name}: no strategy wrote the batch")
+            if self.program.dead_letters is not None:
+                self._send_dead_letters()
             if self.program.publish is not None:
                 self._publish()
         finally:
@@ -73,6 +77,11 @@ class RemoteBatches:
             out.quarantined,
             out.version,
         )
+
+    def _send_dead_letters(self) -> None:
+        if self._dead_letters is None:
+            self._dead_letters = self.program.new_dead_letter_publisher()
+        self._dead_letters.publish()
 
     def _publish(self) -> None:
         if self._publisher is None:

@@ -188,6 +188,7 @@ class BatchWriter:
         self.remote = False
         """Whether the query's batches run on a Spark Connect server (`function`)."""
         self._publisher: Publisher | None = None
+        self._dead_letters: Publisher | None = None
         _quiet_refused_batches()
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -247,17 +248,21 @@ class BatchWriter:
         s.last_batch = batch_id if s.last_batch is None else max(s.last_batch, batch_id)
 
     def close(self) -> None:
-        """Release what the writer keeps between batches (the publisher's Kafka clients),
+        """Release what the writer keeps between batches (the publishers' Kafka clients),
         once its query has stopped."""
-        publisher, self._publisher = self._publisher, None
-        if publisher is None:
-            return
-        try:
-            publisher.close()
-        except Exception as e:  # noqa: BLE001  # the query has ended; its stop must too
-            logger.warning(
-                "table %s: closing the publisher's Kafka clients failed: %s", self.program.name, e
-            )
+        kept = (self._publisher, self._dead_letters)
+        self._publisher = self._dead_letters = None
+        for publisher in kept:
+            if publisher is None:
+                continue
+            try:
+                publisher.close()
+            except Exception as e:  # noqa: BLE001  # the query has ended; its stop must too
+                logger.warning(
+                    "table %s: closing the publisher's Kafka clients failed: %s",
+                    self.program.name,
+                    e,
+                )
 
     def _stop_requested(self, batch_id: int) -> StopRequested:
         return StopRequested(f"table {self.program.name}: stop requested before batch {batch_id}")
@@ -321,6 +326,8 @@ class BatchWriter:
         batch = BatchContext(self.program, batch_df, batch_id)
         try:
             name, out = self._write(batch)
+            if self.program.dead_letters is not None:
+                self._send_dead_letters(batch_id)
             if self.program.publish is not None:
                 self._publish(batch_id)
         finally:
@@ -371,6 +378,18 @@ class BatchWriter:
             "skipped (already committed)" if out.version is None else out.version,
             elapsed,
         )
+
+    def _send_dead_letters(self, batch_id: int) -> None:
+        """Quarantine table → dead-letter topic: its versions the topic has not received
+        yet, as the original records (`streams.cdc.DeadLetters`), exactly once the way a
+        published view is; a replayed batch sends nothing twice."""
+        if self._dead_letters is None:
+            self._dead_letters = self.program.new_dead_letter_publisher()
+        result = self._dead_letters.publish()
+        if not result.skipped:
+            logger.info(
+                "table %s: batch %d sent dead letters %s", self.program.name, batch_id, result
+            )
 
     def _publish(self, batch_id: int) -> None:
         """Table → compacted topic: the Delta versions the topic has not received yet.

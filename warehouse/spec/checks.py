@@ -213,6 +213,44 @@ class _Checker:
                         f"{others}; each topic has one publishing table. Rename one topic.",
                     )
 
+    def dead_letters(self, defs: Mapping[str, TableDefinition]) -> None:
+        """`quarantine.kafka`: a Kafka-sourced table's records, to a topic of its own."""
+        published = {d.spec.publish.kafka.topic for d in defs.values() if d.spec.publish}
+        by_topic: dict[str, list[TableDefinition]] = {}
+        for d in defs.values():
+            if d.spec.quarantine is None:
+                continue
+            topic = d.spec.quarantine.kafka.topic
+            src = d.spec.source
+            if not isinstance(src, TopicSource):
+                self.add(
+                    d,
+                    "quarantine.kafka",
+                    f"Table `{d.name}` reads the table `{src.table}`, not Kafka: a dead-letter "
+                    "topic takes quarantined Kafka records with their original key and value. "
+                    "Set `quarantine` on the table that reads the topic, or remove it.",
+                )
+                continue
+            if topic in src.topics or topic in published:
+                what = "reads" if topic in src.topics else "publishes a table to"
+                self.add(
+                    d,
+                    "quarantine.kafka.topic",
+                    f"dead-letter topic `{topic}` is a topic the project {what}; give the "
+                    "dead letters a topic of their own (e.g. `dlq.{d.name}`).",
+                )
+                continue
+            by_topic.setdefault(topic, []).append(d)
+        for topic, group in by_topic.items():
+            for d in group if len(group) > 1 else ():
+                others = ticks(f"{o.name}` in `{o.path}" for o in group if o is not d)
+                self.add(
+                    d,
+                    "quarantine.kafka.topic",
+                    f"dead-letter topic `{topic}` is also the dead-letter topic of {others}; "
+                    "each table has its own. Rename one topic.",
+                )
+
     # --- SQL references (for the graph) ------------------------------------------
 
     def static_tables(self, d: TableDefinition, defs: Mapping[str, TableDefinition]) -> list[str]:
@@ -287,6 +325,7 @@ def check_project(
             update["payload_ddl"] = to_ddl(payload[src.kafka.schema_], not_null=True)
         enriched[name] = d.model_copy(update=update)
     checker.publish_topics(enriched)
+    checker.dead_letters(enriched)
     graph = build_graph(enriched)
     for cycle in graph.cycles:
         first = enriched[cycle[0]]

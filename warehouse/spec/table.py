@@ -382,6 +382,31 @@ class Publish(Spec):
     kafka: KafkaPublish
 
 
+class DeadLetterKafka(Spec):
+    """A dead-letter topic: each quarantined record's original key and value, with the
+    reason, the table and the source coordinates in headers (docs/quality.md)."""
+
+    topic: str
+    partitions: int = Field(default=1, gt=0)
+
+    @field_validator("topic")
+    @classmethod
+    def _topic(cls, v: str) -> str:
+        if not TOPIC_RE.match(v) or v in (".", ".."):
+            raise ValueError(
+                f"`{v}` is not a valid Kafka topic name "
+                "(letters, digits, `.`, `_`, `-`; at most 249 characters)"
+            )
+        return v
+
+
+class Quarantine(Spec):
+    """`quarantine: {kafka: {topic: ...}}`: where quarantined records go besides the
+    table's quarantine table."""
+
+    kafka: DeadLetterKafka
+
+
 class TableSpec(Spec):
     """One table of the warehouse. YAML files and Python definitions both produce this."""
 
@@ -397,6 +422,7 @@ class TableSpec(Spec):
     trigger: Trigger | None = None
     snapshots: Snapshots | None = None
     publish: Publish | None = None
+    quarantine: Quarantine | None = None
 
     _name = field_validator("table")(_check_name)
 

@@ -8,8 +8,10 @@ failed expectations, the quarantined row's JSON), quality events and counts must
 equal over two batches (and a batch replayed after its commits changes nothing),
 including records Arrow hands back to Spark's parse (which are
 then judged by Spark on the driver) and records that do not parse. A table with an
-expectation Arrow does not judge (a regex) keeps off the Arrow path. Real broker, real
-Spark, real Delta.
+expectation Arrow does not judge (a regex) keeps off the Arrow path. Both send their
+quarantined records to dead-letter topics too (`quarantine: {kafka: {topic}}`): each
+holds exactly the quarantined records, once each, with their original key and value
+bytes, after the replay as well. Real broker, real Spark, real Delta.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 from streams.delta.arrow import read_table
 from streams.kafka.admin import produce
 from tests.integration.projects import new_topic, start_project
+from tests.integration.quality.dead_letters import assert_dead_letters
 from tests.integration.runtime.helpers import forget_last_batch, version
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
@@ -124,14 +127,22 @@ def _events(project: Project, table: str) -> list[tuple]:
     )
 
 
+def _dlq(topic: str, table: str) -> str:
+    return f"{topic}.dlq.{table}"
+
+
 def _project(root: Path, topic: str, bootstrap: str, engine: str) -> Project:
     schemas = {"flat.json": json.dumps(SCHEMA)}
     ods = start_project(root, bootstrap, "ods", delta=engine, kafka=engine, schemas=schemas)
     source = f"source:\n  kafka: {{topic: {topic}, format: json, schema: flat}}\n"
     sink = "sink: {mode: append}\n"
-    (ods / "arrow.yml").write_text(f"table: ods_arrow\n{source}{sink}{EXPECTATIONS}")
+    dlq = "quarantine: {{kafka: {{topic: {}, partitions: 2}}}}\n"
+    (ods / "arrow.yml").write_text(
+        f"table: ods_arrow\n{source}{sink}{dlq.format(_dlq(topic, 'arrow'))}{EXPECTATIONS}"
+    )
     (ods / "spark.yml").write_text(
-        f"table: ods_spark\n{source}transform:\n  sql: SELECT * FROM source\n{sink}{EXPECTATIONS}"
+        f"table: ods_spark\n{source}transform:\n  sql: SELECT * FROM source\n{sink}"
+        f"{dlq.format(_dlq(topic, 'spark'))}{EXPECTATIONS}"
     )
     (ods / "regex.yml").write_text(
         f"table: ods_regex\n{source}{sink}expectations:\n"
@@ -202,6 +213,14 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
     assert all(failed)
     assert not list(Path(arrow).glob("_warehouse_staging/*")), "staged records left behind"
 
+    def dead_letters() -> None:
+        for name in ("arrow", "spark"):
+            table = f"ods_{name}"
+            dlq, q = _dlq(topic, name), project.quarantine_path(table)
+            assert assert_dead_letters(broker.bootstrap, dlq, topic, q, table) == 2 * 10 + 1
+
+    dead_letters()
+
     # Spark forgets it finished the last batch (as after a crash between the commits and
     # its commit log): the replay finds the batch in the table, the quarantine and the
     # quality events, and writes nothing.
@@ -215,3 +234,4 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
     assert any("skipped (already committed)" in m for m in replayed), replayed
     assert rows(q_arrow, QUARANTINE_COLS) == rows(q_plain, QUARANTINE_COLS)
     assert _events(project, "ods_arrow") == _events(project, "ods_spark")
+    dead_letters()  # the replay sent none twice

@@ -13,10 +13,11 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
+from tests.integration.projects import new_topic, start_project
 from tests.integration.runtime.helpers import T0, at, rows
 from tests.unit.runtime.projects import write_dws_project, write_project
 from warehouse import Project
-from warehouse.compile.errors import TransformError
+from warehouse.compile.errors import CompileError, TransformError
 from warehouse.compile.transform import apply_transform
 from warehouse.runtime.pipeline import Pipeline
 
@@ -159,3 +160,24 @@ def test_sql_transform_error_names_table_and_file(spark, tmp_path: Path) -> None
         apply_transform(df, project=project, defn=project.tables["dwd_orders"], views={})
     assert "Table `dwd_orders` (layer `dwd`, layers/dwd/orders.yml)" in str(e.value)
     assert e.value.__cause__ is not None
+
+
+@pytest.mark.kafka
+def test_dead_letters_need_the_coordinates_of_the_rows_they_quarantine(
+    spark, broker, unique, tmp_path: Path
+) -> None:
+    topic = new_topic(broker.bootstrap, unique("orders"))
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}}}
+    root = tmp_path / "proj"
+    ods = start_project(root, broker.bootstrap, "ods", schemas={"o.json": json.dumps(schema)})
+    (ods / "orders.yml").write_text(
+        "table: ods_orders\n"
+        f"source: {{kafka: {{topic: {topic}, format: json, schema: o}}}}\n"
+        'transform: {sql: "SELECT id, _offset FROM source"}\n'
+        f"quarantine: {{kafka: {{topic: {topic}.dlq}}}}\n"
+        "expectations:\n"
+        "  - expect_column_values_to_not_be_null: {column: id}\n"
+        "    on_violation: quarantine\n"
+    )
+    with pytest.raises(CompileError, match="lack `_topic`, `_partition`, which name"):
+        Pipeline(Project.load(root), spark, layer="ods").run(once=True)

@@ -196,6 +196,16 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
         ("layers/ads/one.yml", "publish.kafka.topic", ("`mv.events`", "`ads_two`")),
         ("layers/ads/two.yml", "publish.kafka.topic", ("`mv.events`", "`ads_one`")),
     ],
+    ("dead_letters", "local"): [
+        ("layers/ods/orders.yml", "quarantine.kafka.topic", ("`dlq.orders`", "`ods_payments`")),
+        ("layers/ods/payments.yml", "quarantine.kafka.topic", ("`dlq.orders`", "`ods_orders`")),
+        ("layers/ods/clicks.yml", "quarantine.kafka.topic", ("`clicks`", "reads", "`dlq.")),
+        ("layers/ods/typo.yml", "quarantine.kafka.topik", ("unknown key `topik`", "`topic`?")),
+        ("layers/ods/typo.yml", "quarantine.kafka.topic", ("required field `topic`",)),
+        ("layers/ods/bad_name.yml", "quarantine.kafka.topic", ("`dlq/../etc`", "topic name")),
+        ("layers/ods/bad_name.yml", "quarantine.kafka.partitions", ("greater than 0",)),
+        ("layers/dwd/orders.yml", "quarantine.kafka", ("`ods_orders`", "not Kafka")),
+    ],
     ("bad_conf", "local"): [
         ("conf/local.yml", "kafka.bootstrap", ("`BROKERS_FOR_BAD_CONF`", "environment variable")),
         ("conf/local.yml", "kafka.securty", ("unknown key `securty`", "`security`?")),
