@@ -7,17 +7,23 @@ its `BatchStats` and callbacks would be copies nobody reads. So what travels is 
 what a batch needs to write, `RemoteBatches`: the table's program without its stream
 (the query's own plan), its write strategies built on the server at the first batch,
 and the publisher of a published view. The client learns what happened from the query
-(its progress, its exception) and from the tables; `BatchWriter.function` chooses which
-function a query gets, once, when the query starts.
+(its progress, its exception) and from each batch's outcome, which the worker writes
+next to the query's checkpoint (`write_outcome`, `<checkpoint>/warehouse-outcomes/<id>.json`)
+before the batch returns and the client reads once the progress shows the batch
+(`read_outcome`); `BatchWriter.function` chooses which function a query gets, once, when
+the query starts.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
-from warehouse.write import BatchContext, WriteStrategy, strategies
+import streams.storage as storage
+from warehouse.write import BatchContext, Outcome, WriteStrategy, strategies
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -52,6 +58,7 @@ class RemoteBatches:
         self._dead_letters = None
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
         if self._strategies is None:
             self._strategies = strategies(self.program)
         batch = BatchContext(self.program, batch_df, batch_id)
@@ -68,14 +75,8 @@ class RemoteBatches:
                 self._publish()
         finally:
             batch.close()
-        logger.info(
-            "table %s: batch %d: %d rows in, %d written, %d quarantined, version %s",
-            self.program.name,
-            batch_id,
-            out.rows_in,
-            out.written,
-            out.quarantined,
-            out.version,
+        write_outcome(
+            self.program.targets.checkpoint, batch_id, out, batch.warned, time.monotonic() - started
         )
 
     def _send_dead_letters(self) -> None:
@@ -87,3 +88,34 @@ class RemoteBatches:
         if self._publisher is None:
             self._publisher = self.program.new_publisher()
         self._publisher.publish()
+
+
+OUTCOMES = "warehouse-outcomes"
+"""The folder of a Connect query's checkpoint that holds its batches' outcomes."""
+
+
+def _outcome_location(checkpoint: str, batch_id: int) -> str:
+    return storage.join(checkpoint, OUTCOMES, f"{batch_id}.json")
+
+
+def write_outcome(
+    checkpoint: str, batch_id: int, out: Outcome, warned: dict[str, int], seconds: float
+) -> None:
+    """Record what batch `batch_id` did for the client (`read_outcome`): one small file,
+    written whole, before the batch returns and so before its progress is reported."""
+    record = {**out._asdict(), "warned": warned, "seconds": round(seconds, 3)}
+    storage.write_text(_outcome_location(checkpoint, batch_id), json.dumps(record))
+
+
+def read_outcome(checkpoint: str, batch_id: int) -> tuple[Outcome, dict[str, int], float] | None:
+    """What the worker recorded of batch `batch_id` (`write_outcome`), removed once read;
+    None when there is no record (a batch that ran before the worker wrote them)."""
+    location = _outcome_location(checkpoint, batch_id)
+    text = storage.read_text(location)
+    if text is None:
+        return None
+    record = json.loads(text)
+    storage.remove(location)
+    warned = {str(k): int(v) for k, v in record.pop("warned").items()}
+    seconds = float(record.pop("seconds"))
+    return Outcome(**record), warned, seconds

@@ -21,7 +21,7 @@ import streams.storage as storage
 from streams.sessions import is_connect
 from warehouse.errors import known_errors
 from warehouse.runtime.gate import BatchGate, GateClosed
-from warehouse.runtime.remote import RemoteBatches
+from warehouse.runtime.remote import RemoteBatches, read_outcome
 from warehouse.write import BatchContext, Outcome, WriteStrategy, strategies
 
 if TYPE_CHECKING:
@@ -189,6 +189,8 @@ class BatchWriter:
         """Whether the query's batches run on a Spark Connect server (`function`)."""
         self._publisher: Publisher | None = None
         self._dead_letters: Publisher | None = None
+        self._noted: set[int] = set()
+        """Batches a Connect server ran that `note_remote` counted."""
         _quiet_refused_batches()
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -238,14 +240,25 @@ class BatchWriter:
         return RemoteBatches(self.program)
 
     def note_remote(self, batch_id: int, input_rows: int) -> None:
-        """Count a batch a Connect server ran (`function`), as its query's progress tells:
-        the rows it read; what it wrote is in the table."""
-        s = self.stats
-        if batch_id in s.input_rows:
+        """Count a batch a Connect server ran (`function`) once its query's progress shows
+        it: by the outcome the worker recorded (`read_outcome`), as a batch run here is
+        counted, and then tell `on_batch`; without a record, only the rows the progress
+        says it read."""
+        if batch_id in self._noted:
             return
-        s.input_rows[batch_id] = input_rows
-        s.batches += 1
-        s.last_batch = batch_id if s.last_batch is None else max(s.last_batch, batch_id)
+        self._noted.add(batch_id)
+        recorded = read_outcome(self.program.targets.checkpoint, batch_id)
+        if recorded is None:
+            s = self.stats
+            s.input_rows.setdefault(batch_id, input_rows)
+            s.batches += 1
+            s.last_batch = batch_id if s.last_batch is None else max(s.last_batch, batch_id)
+            return
+        out, warned, seconds = recorded
+        self.stats.input_rows.setdefault(batch_id, input_rows)
+        self._count(batch_id, "Spark Connect", out, warned, seconds)
+        if self.on_batch is not None:
+            self.on_batch(batch_id)
 
     def close(self) -> None:
         """Release what the writer keeps between batches (the publishers' Kafka clients),

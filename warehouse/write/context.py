@@ -143,7 +143,10 @@ def observed(observation: Observation | None, *, wait: float = 10.0) -> dict[str
     # reported the metrics without blocking (pyspark has no public non-blocking check).
     jo = getattr(observation, "_jo", None)
     if jo is None:
-        return None
+        # Spark Connect's Observation: the response of the action that ran the observed
+        # plan fills it before the action returns; empty until then.
+        result = getattr(observation, "_result", None)
+        return dict(result) if result else None
     deadline = time.monotonic() + wait
     while not jo.future().isCompleted():
         if time.monotonic() >= deadline:

@@ -107,6 +107,12 @@ def test_a_connect_session_runs_the_layers_on_the_server(
         "dim_users_history": (1, None),
     }
     assert results["dwd_orders"].batches >= 1
+    # What the batches did, as the server's worker recorded it for the client.
+    ods = results["ods_orders"]
+    assert (ods.rows_read, ods.rows_written, ods.quarantined, ods.version) == (6, 4, 2, 0)
+    assert results["dwd_orders"].rows_written == 2
+    assert results["dim_users_history"].rows_read == 3
+    assert all(r.version is not None for r in results.values())
 
 
 def test_engine_resolution_asks_the_connect_server(connect_spark) -> None:
@@ -131,6 +137,7 @@ def test_warehouse_run_remote_runs_on_the_connect_server(
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "kafka engine: native" in done.stderr
+    assert "ods_orders [ods]: 1 batch(es), 2 rows in, 1 written, 1 quarantined" in done.stdout
     project = Project.load(root)
     assert rows(project.table_path("ods_orders"), ["order_id", "_offset"]) == [("o1", 0)]
     assert rows(project.quarantine_path("ods_orders"), ["source_offset"]) == [(1,)]
