@@ -10,6 +10,8 @@ sessions keep under the warehouse root is `test_the_names_outlive_the_process`.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -150,3 +152,41 @@ def test_the_names_outlive_the_process(broker, unique, tmp_path: Path) -> None:
     assert "removed spark_catalog.ods.ods_orders, spark_catalog.ods.ods_orders__quarantine, " in (
         done.stdout
     )
+
+
+_WITHOUT_DELTA = """
+import sys
+from warehouse import Project
+from warehouse.runtime.errors import CatalogError
+from warehouse.runtime.session import get_session
+from warehouse.spec.config import SparkSettings
+
+spark = get_session(SparkSettings(master="local[1]", native_jars=False))
+try:
+    Project.load(sys.argv[1]).pipeline(spark).run(once=True)
+except CatalogError as e:
+    print("refused:", e, "exit", e.exit_code)
+spark.stop()
+"""
+
+
+def test_a_session_that_cannot_read_delta_refuses_the_run(tmp_path: Path) -> None:
+    """Without delta-spark Spark can neither register nor read a Delta table by name: the
+    run stops before any query (so before any broker is asked), naming `catalog`."""
+    root = write_project(
+        tmp_path / "proj",
+        bootstrap="127.0.0.1:1",
+        dwd=False,
+        engine="python",
+        extra_conf='catalog: {schema: "{layer}"}\n',
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_DELTA, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "refused: conf/local.yml: `catalog` registers the tables" in done.stdout
+    assert "or remove `catalog`" in done.stdout and done.stdout.rstrip().endswith("exit 2")
+    assert not (root / ".warehouse" / "tables" / "ods_orders").exists()
