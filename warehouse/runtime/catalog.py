@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import streams.storage as storage
 from warehouse.runtime.engines import native_available, native_package
 from warehouse.runtime.errors import CatalogError
+from warehouse.runtime.spark_home import DRIVER_OPTIONS
 from warehouse.spec.config import SparkSettings
 from warehouse.spec.paths import table_exists
 
@@ -153,6 +154,8 @@ def metastore_conf(project: LoadedProject) -> dict[str, str]:
         return {}
     base = os.path.join(root, METASTORE_DIR)
     return {
+        # Derby's log beside its database, not in whatever folder the command ran from.
+        DRIVER_OPTIONS: f"-Dderby.stream.error.file={os.path.join(base, 'derby.log')}",
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": os.path.join(base, "warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL": (
@@ -163,9 +166,15 @@ def metastore_conf(project: LoadedProject) -> dict[str, str]:
 
 def session_settings(project: LoadedProject) -> SparkSettings:
     """`spark:` of the project for a session the framework starts: `metastore_conf` under
-    the project's own `spark.conf` (which may name another metastore)."""
+    the project's own `spark.conf` (which may name another metastore); makes the
+    metastore's folder."""
     spark = project.config.spark
     extra = metastore_conf(project)
     if not extra:
         return spark
-    return spark.model_copy(update={"conf": {**extra, **spark.conf}})
+    # Derby opens its log when it starts, before it creates the database's folder.
+    os.makedirs(os.path.join(storage.local_path(project.root) or "", METASTORE_DIR), exist_ok=True)
+    conf = {**extra, **spark.conf}
+    if DRIVER_OPTIONS in spark.conf:  # the project's Java options, and Derby's log file
+        conf[DRIVER_OPTIONS] = f"{extra[DRIVER_OPTIONS]} {spark.conf[DRIVER_OPTIONS]}"
+    return spark.model_copy(update={"conf": conf})

@@ -146,6 +146,7 @@ def test_the_names_outlive_the_process(broker, unique, tmp_path: Path) -> None:
     done = cli(root, "run", "--once")
     assert done.returncode == 0, done.stdout + done.stderr
     assert (root / ".warehouse" / "_catalog" / "metastore_db").is_dir()
+    assert (root / ".warehouse" / "_catalog" / "derby.log").is_file()
 
     done = cli(root, "reset", "--table", "ods_orders", "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
