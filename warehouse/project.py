@@ -26,6 +26,7 @@ from warehouse.spec.errors import Problem, ProjectError
 from warehouse.spec.layers import load_tables
 from warehouse.spec.loader import load_config, load_schemas
 from warehouse.spec.model import LoadedProject
+from warehouse.spec.names import with_catalog_names
 from warehouse.spec.pycode import forget_modules
 from warehouse.testing import LoadedTest, TableTestRunner, load_tests, select_tests
 
@@ -86,6 +87,8 @@ class Project(LoadedProject):
         # Tables declared but not loaded: their own problems say why, so the tables
         # reading them are not told that they do not exist.
         unloaded = {p.table for p in found if p.table} - {d.name for d in definitions}
+        if config is not None:
+            definitions = with_catalog_names(config.catalog, definitions)
         checked = check_project(project_dir, definitions, payload, broken, unloaded=unloaded)
         problems += checked.problems
         settings = None

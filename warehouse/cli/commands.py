@@ -43,9 +43,10 @@ def _bootstrap(project: Project) -> str:
 
 
 def _session(project: Project) -> Any:
+    from warehouse.runtime.catalog import session_settings
     from warehouse.runtime.session import get_session
 
-    return get_session(project.config.spark, object_storage=not storage.is_local(project.root))
+    return get_session(session_settings(project), object_storage=not storage.is_local(project.root))
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -144,7 +145,9 @@ def cmd_reset(args: argparse.Namespace) -> int:
             "add `--yes` to confirm."
         )
     project = load_project(args)
-    removed = reset(project, args.table)
+    # With `catalog:`, the names go with the table: that needs the session's catalog.
+    spark = _session(project) if project.config.catalog is not None else None
+    removed = reset(project, args.table, spark=spark)
     _out(f"{args.table}: removed " + (", ".join(removed) if removed else "nothing (already empty)"))
     readers = [
         r
@@ -258,6 +261,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     `--continuous`, and stop the broker again if it started it."""
     from warehouse.demo import check_demo_project, demo_broker, run_demo
     from warehouse.generate import GenerateArgumentError
+    from warehouse.runtime.catalog import session_settings
     from warehouse.runtime.session import get_session
 
     events, seed, rate = args.events, args.seed, args.rate
@@ -274,7 +278,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     with demo_broker(project) as (bootstrap, embedded):
         _out("starting Spark ...")
         spark = get_session(
-            project.config.spark,
+            session_settings(project),
             app_name="warehouse-demo",
             object_storage=not storage.is_local(project.root),
         )

@@ -57,6 +57,9 @@ class TablePlan:
     snapshot_max_age: str | None = None
     """`snapshots: {max_age}`: how old a kept copy of `static_tables` may be; None: each
     batch reads their newest version."""
+    catalog_name: str | None = None
+    """`catalog.schema.table` in the session's catalog (`catalog:`); None: a path only."""
+    quarantine_catalog_name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,6 +167,8 @@ def plan_table(
         publish=spec.publish.kafka.topic if spec.publish else None,
         expectations=[f"{e.type} ({e.on_violation})" for e in spec.expectations],
         snapshot_max_age=spec.snapshots.max_age if spec.snapshots else None,
+        catalog_name=project.catalog_name(name),
+        quarantine_catalog_name=project.quarantine_catalog_name(name),
     )
 
 
@@ -265,6 +270,10 @@ def render_text(plans: list[TablePlan], *, changes: Mapping[str, TableChange] | 
         parts = f" partitioned by [{', '.join(p.partition_by)}]" if p.partition_by else ""
         lines.append(f"   sink:        {p.sink_mode}{keys}{parts} ({p.output_mode} output)")
         lines.append(f"   table:       {p.table_path}")
+        if p.catalog_name:
+            lines.append(
+                f"   name:        {p.catalog_name} (quarantine: {p.quarantine_catalog_name})"
+            )
         lines.append(f"   checkpoint:  {p.checkpoint_path}")
         lines.append(f"   quarantine:  {p.quarantine_path}")
         lines.append(f"   trigger:     {p.trigger} (availableNow with --once)")

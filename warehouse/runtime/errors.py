@@ -6,6 +6,7 @@ from warehouse.compile.errors import CheckpointError
 from warehouse.errors import WarehouseError
 
 __all__ = [
+    "CatalogError",
     "CheckpointError",
     "ClassArchiveError",
     "DataLossRefusedError",
@@ -25,6 +26,11 @@ class RuntimeConfigError(WarehouseError):
     """The environment cannot run what the configuration asks for (engine, broker, session)."""
 
     exit_code = 2
+
+
+class CatalogError(RuntimeConfigError):
+    """The session's catalog cannot hold the tables by name (`catalog:`): it cannot read
+    Delta, or refused a registration; `table` names the table where there is one."""
 
 
 class SessionStartError(RuntimeConfigError):

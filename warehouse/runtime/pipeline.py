@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from streams.sessions import is_connect
 from warehouse.compile.plan import source_text
 from warehouse.errors import WarehouseError
+from warehouse.runtime.catalog import Registrar, require_delta
 from warehouse.runtime.changes import record_fingerprint, refuse_changed
 from warehouse.runtime.checkpoints import (
     refuse_interrupted_recover,
@@ -132,6 +133,12 @@ def note_progress(cq: Query, updates: list[StreamingQueryProgress]) -> None:
             cq.writer.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
 
 
+REGISTER_EVERY = 5.0
+"""Seconds between a continuous run's looks for tables to register in the catalog: a
+table's name appears within this long of its first commit, and a quarantine that never
+fills costs one existence check (a listing on object storage) per interval."""
+
+
 class Pipeline:
     """The selected tables of a project on one SparkSession.
 
@@ -188,6 +195,8 @@ class Pipeline:
         self._gate: BatchGate | None = None
         self._states = RunStates(project, mode="continuous")
         """The run's tables' state records (`warehouse.runtime.run_state`)."""
+        self._registrar = Registrar(spark, project, [])
+        """Registers the run's tables in the session's catalog as they appear (`catalog:`)."""
         self._depths = depths(
             {n: project.graph.upstream(n, static=False) for n in project.graph.nodes}
         )
@@ -337,9 +346,12 @@ class Pipeline:
         holds batches (`NewCheckpointError`), or a table changed so that it needs a full
         refresh it is not given (`DefinitionChangedError`)."""
         with holding(self.project, self.names, doing="run", on_lost=self._lease_lost):
+            require_delta(self.spark, self.project)
             self._full_refresh()  # a reset is also a way out of what the checks refuse
             refuse_other_engine(self.project, self.names, self.engines.delta.name)
             refuse_unrunnable(self.project, self.names)
+            self._registrar = Registrar(self.spark, self.project, self.names)
+            self._registrar.check()  # tables written before `catalog:` was set
             self._states = RunStates(self.project, mode="once" if once else "continuous")
             try:
                 if once:
@@ -362,7 +374,7 @@ class Pipeline:
             bootstrap = self.bootstrap() if kafka else None
             if bootstrap:
                 refuse_data_loss(self.project, kafka, bootstrap)
-        removed = reset_for_refresh(self.project, self.resets)
+        removed = reset_for_refresh(self.project, self.resets, spark=self.spark)
         self.progress(
             "full refresh: reset "
             + ", ".join(self.resets)
@@ -472,6 +484,7 @@ class Pipeline:
             )
             self._states.stopped(name)
             self._record(name)
+            self._registrar.check()
             self.progress(r.line())
             results.append(r)
         return results
@@ -514,6 +527,7 @@ class Pipeline:
                 ):
                     failure = self._start_next(live, waiting, first_start)
                 if failure is None:
+                    self._registrar.check(every=REGISTER_EVERY)
                     self._states.beat()
                     self._stop.wait(0.5)
         except KeyboardInterrupt:
@@ -528,6 +542,7 @@ class Pipeline:
                 self._restore_signals(previous)
         if failure is not None:
             raise failure
+        self._registrar.check()  # what committed since the last look
         if self.names:
             self._refuse_lost(self.names[0])
         for name in [n for n in waiting if n not in earlier]:

@@ -36,6 +36,8 @@ from warehouse.spec.paths import fingerprint_file, recovering_file, table_exists
 from warehouse.spec.table import TableSource, TopicSource
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from streams.delta import RecordedBatch
     from warehouse.spec.model import LoadedProject
 
@@ -203,9 +205,11 @@ def _remove_aside(ckpt: str) -> None:
             storage.remove(storage.join(folder, left))
 
 
-def reset(project: LoadedProject, table: str) -> list[str]:
+def reset(project: LoadedProject, table: str, *, spark: SparkSession | None = None) -> list[str]:
     """Delete the table's checkpoint, then its tombstones, its quarantine and the table
-    itself; returns what was removed.
+    itself; returns what was removed. With `spark`, the table's and its quarantine's names
+    in that session's catalog (`catalog:`) are dropped first (and returned first), so no
+    name outlives its data.
 
     The checkpoint goes first: a reset cut short leaves a new checkpoint over what is left
     of the table, which the next run refuses (naming `reset`), never an old checkpoint
@@ -214,7 +218,12 @@ def reset(project: LoadedProject, table: str) -> list[str]:
     not at all."""
     _known(project, table)
     with holding(project, [table], doing="reset"):
-        return _reset(project, table)
+        dropped = []
+        if spark is not None:
+            from warehouse.runtime.catalog import unregister
+
+            dropped = unregister(spark, project, table)
+        return [*dropped, *_reset(project, table)]
 
 
 def _reset(project: LoadedProject, table: str) -> list[str]:

@@ -21,6 +21,8 @@ from warehouse.spec.paths import table_exists
 from warehouse.spec.table import KafkaSource, TopicSource
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from warehouse.spec.model import LoadedProject
 
 logger = logging.getLogger(__name__)
@@ -140,12 +142,15 @@ def _rebuild_from(kafka: KafkaSource, topic: str, partition: int, low: int, high
     return max(low, value) if value >= 0 else low
 
 
-def reset_for_refresh(project: LoadedProject, names: Iterable[str]) -> list[str]:
-    """Reset each table of `names` (table, quarantine, tombstones, checkpoint); the
-    locations removed. The caller holds their locks."""
+def reset_for_refresh(
+    project: LoadedProject, names: Iterable[str], *, spark: SparkSession | None = None
+) -> list[str]:
+    """Reset each table of `names` (table, quarantine, tombstones, checkpoint, and with
+    `spark` their names in its catalog); the locations removed. The caller holds their
+    locks."""
     removed: list[str] = []
     for name in names:
-        gone = reset(project, name)
+        gone = reset(project, name, spark=spark)
         logger.info("table %s: reset for a full refresh (%d locations)", name, len(gone))
         removed += gone
     return removed

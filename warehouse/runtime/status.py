@@ -66,6 +66,8 @@ def table_status(
         "table": name,
         "layer": defn.layer,
         "path": path,
+        "name": project.catalog_name(name),
+        "quarantine_name": project.quarantine_catalog_name(name),
         "exists": table_exists(path),
         "version": None,
         "rows": None,
@@ -214,7 +216,8 @@ def render_status(rows: list[dict[str, Any]]) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)) for b in body]
     for r in rows:
         if r["exists"]:
-            lines.append(f"{r['table']}: {r['path']}")
+            named = f" ({r['name']})" if r.get("name") else ""
+            lines.append(f"{r['table']}: {r['path']}{named}")
     lines += _quality_lines(rows)
     return "\n".join(lines)
 

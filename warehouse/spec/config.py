@@ -137,6 +137,52 @@ class SparkSettings(Settings):
     cores of a local master, no limit on any other; 0: no limit."""
 
 
+_IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+LAYER_PLACEHOLDER = "{layer}"
+
+
+class CatalogSettings(Settings):
+    """Tables by name (`catalog:`; docs/databricks.md, "Unity Catalog names"): every table
+    and its quarantine is registered as `<catalog>.<schema>.<table>` in the session's
+    catalog once its first batch has committed. `schema` may hold `{layer}` (one schema per
+    layer: `"{layer}"`, `"wh_{layer}"`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    catalog: str = "spark_catalog"
+    """`spark_catalog`: Spark's session catalog (locally its Hive metastore under
+    `<warehouse_root>/_catalog`); on Databricks a Unity Catalog catalog."""
+    schema_: str = Field(alias="schema")
+
+    @field_validator("catalog")
+    @classmethod
+    def _catalog(cls, v: str) -> str:
+        if not _IDENTIFIER_RE.match(v):
+            raise ValueError(
+                f"`{v}` is not a catalog name; use letters, digits and `_`, "
+                "not starting with a digit (e.g. `spark_catalog`, `main`)"
+            )
+        return v
+
+    @field_validator("schema_")
+    @classmethod
+    def _schema(cls, v: str) -> str:
+        if not _IDENTIFIER_RE.match(v.replace(LAYER_PLACEHOLDER, "layer")):
+            raise ValueError(
+                f"`{v}` is not a schema name; use letters, digits and `_`, optionally "
+                '`{layer}` for one schema per layer (e.g. `warehouse`, `"{layer}"`, '
+                "`wh_{layer}`)"
+            )
+        return v
+
+    def schema_for(self, layer: str) -> str:
+        return self.schema_.replace(LAYER_PLACEHOLDER, layer)
+
+    def name(self, table: str, layer: str) -> str:
+        """The table's three-part name: `catalog.schema.table`."""
+        return f"{self.catalog}.{self.schema_for(layer)}.{table}"
+
+
 Secrets = dict[str, Annotated[SecretStr, BeforeValidator(_property_text)]]
 """A map of property names to values that may be secrets: printed as `**********`."""
 
@@ -204,6 +250,8 @@ class WarehouseConfig(Settings):
     engines: Engines = Field(default_factory=Engines)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     quality: QualitySettings = Field(default_factory=QualitySettings)
+    catalog: CatalogSettings | None = None
+    """Tables by name in the session's catalog; None: tables are paths only."""
 
     def storage_overrides(self) -> dict[str, Any]:
         """The `storage:` section as `StorageSettings.from_environ`'s keywords: only the

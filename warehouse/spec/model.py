@@ -54,6 +54,18 @@ class LoadedProject:
     def quarantine_path(self, name: str) -> str:
         return paths.quarantine_path(self.root, name)
 
+    def catalog_name(self, name: str) -> str | None:
+        """The table's name in the session's catalog (`catalog.schema.table`), or None
+        without `catalog:`."""
+        catalog = self.config.catalog
+        return None if catalog is None else catalog.name(name, self.tables[name].layer)
+
+    def quarantine_catalog_name(self, name: str) -> str | None:
+        """The name of the table's quarantine (`<table>__quarantine`) in the catalog."""
+        catalog = self.config.catalog
+        layer = self.tables[name].layer
+        return None if catalog is None else catalog.name(paths.quarantine_name(name), layer)
+
     def broker_dir(self) -> Path:
         """Data folder of the embedded broker: `kafka.embedded.data_dir` or `<root>/broker`."""
         return paths.broker_dir(self.path, self.root, self.config.kafka.embedded.data_dir)

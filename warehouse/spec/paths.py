@@ -49,6 +49,11 @@ def table_path(root: str | Path, name: str) -> str:
     return join(root, TABLES_DIR, name)
 
 
+def quarantine_name(name: str) -> str:
+    """The name of a table's quarantine table: `<table>__quarantine`."""
+    return name + QUARANTINE_SUFFIX
+
+
 def quarantine_path(root: str | Path, name: str) -> str:
     return join(root, TABLES_DIR, f"{name}{QUARANTINE_SUFFIX}")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from decimal import Decimal
 from pathlib import Path
 
@@ -31,10 +32,19 @@ from warehouse.runtime.engines import resolve_engine
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
-def _project(root: Path, *, orders: str, users: str, bootstrap: str, engine: str) -> Project:
+def _project(
+    root: Path, *, orders: str, users: str, bootstrap: str, engine: str, schema: str
+) -> Project:
     """The two-layer orders project, and users from keyed CDC (`upsert-json`) into a
-    current-state table (upsert) and a history (SCD2 by offset)."""
-    write_project(root, topic=orders, bootstrap=bootstrap, engine=engine)
+    current-state table (upsert) and a history (SCD2 by offset); every table by name in
+    the server's catalog (`catalog:`, `schema` one per layer)."""
+    write_project(
+        root,
+        topic=orders,
+        bootstrap=bootstrap,
+        engine=engine,
+        extra_conf=f'catalog: {{schema: "{schema}"}}\n',
+    )
     (root / "schemas" / "users.json").write_text(json.dumps(USERS_SCHEMA))
     source = f"source:\n  kafka: {{topic: {users}, format: upsert-json, schema: users}}\n"
     (root / "layers" / "dwd" / "users.yml").write_text(
@@ -74,8 +84,14 @@ def test_a_connect_session_runs_the_layers_on_the_server(
             ('{"user_id": "u1"}', '{"user_id": "u1", "city": "Rome"}'),
         ],
     )
+    tag = uuid.uuid4().hex[:8]  # the server's catalog outlives the test
     project = _project(
-        tmp_path / "proj", orders=orders, users=users, bootstrap=broker.bootstrap, engine=engine
+        tmp_path / "proj",
+        orders=orders,
+        users=users,
+        bootstrap=broker.bootstrap,
+        engine=engine,
+        schema=f"{{layer}}_{tag}",
     )
 
     results = {r.table: r for r in project.pipeline(connect_spark).run(once=True)}
@@ -113,6 +129,14 @@ def test_a_connect_session_runs_the_layers_on_the_server(
     assert results["dwd_orders"].rows_written == 2
     assert results["dim_users_history"].rows_read == 3
     assert all(r.version is not None for r in results.values())
+    # By name in the server's catalog (tests/integration/runtime/test_catalog.py has more),
+    # each with the rows read above from its path.
+    for name in ("ods_orders", "dwd_orders", "dim_users", "dim_users_history"):
+        by_name = connect_spark.table(f"{project.tables[name].layer}_{tag}.{name}").collect()
+        by_path = rows(project.table_path(name), ["user_id"])
+        assert sorted((r.user_id,) for r in by_name) == by_path, name
+    quarantine = connect_spark.table(f"ods_{tag}.ods_orders__quarantine")
+    assert sorted(r.source_offset for r in quarantine.collect()) == [3, 4]
 
 
 def test_engine_resolution_asks_the_connect_server(connect_spark) -> None:

@@ -122,3 +122,31 @@ def test_quality_events_retention_is_an_interval_of_30_days_by_default(tmp_path:
     assert week.events_retention_seconds == 604800
     with pytest.raises(ProjectError, match="events_retention"):
         Project.load(project(tmp_path / "c", "quality: {events_retention: 0 days}\n"), environ={})
+
+
+@pytest.mark.parametrize(
+    ("catalog", "field", "value"),
+    [
+        ("{schema: dwd-orders}", "catalog.schema", "dwd-orders"),
+        ('{schema: "{tier}"}', "catalog.schema", "{tier}"),
+        ("{catalog: 1st, schema: wh}", "catalog.catalog", "1st"),
+        ("{catalog: main}", "catalog.schema", None),
+        ("{schema: wh, location: x}", "catalog.location", None),
+    ],
+)
+def test_a_bad_catalog_setting_names_its_file_and_field(
+    tmp_path: Path, catalog: str, field: str, value: str | None
+) -> None:
+    with pytest.raises(ProjectError) as info:
+        Project.load(project(tmp_path, f"catalog: {catalog}\n"), environ={})
+    [problem] = info.value.problems
+    assert (problem.path, problem.field) == ("conf/local.yml", field)
+    if value is not None:
+        assert f"`{value}`" in problem.message
+
+
+def test_the_catalog_names_every_table_by_layer(tmp_path: Path) -> None:
+    loaded = Project.load(project(tmp_path, 'catalog: {schema: "wh_{layer}"}\n'), environ={})
+    assert loaded.config.catalog is not None
+    assert loaded.catalog_name("ods_events") == "spark_catalog.wh_ods.ods_events"
+    assert Project.load(project(tmp_path / "b", ""), environ={}).catalog_name("ods_events") is None

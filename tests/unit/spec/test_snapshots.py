@@ -70,3 +70,41 @@ def test_snapshots_without_a_table_to_keep_is_a_load_problem(tmp_path: Path) -> 
     assert problem.field == "snapshots.max_age"
     assert "reads no other table of the project as a snapshot" in problem.message
     assert "Remove `snapshots`" in problem.message
+
+
+def _named(tmp_path: Path, catalog: str, sql: str) -> Path:
+    root = _project(tmp_path, "snapshots: {max_age: 30 seconds}\n", sql=sql)
+    (root / "conf").mkdir()
+    (root / "conf" / "local.yml").write_text(f"catalog: {catalog}\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("catalog", "name", "full"),
+    [
+        ('{schema: "{layer}"}', "ods.ods_users", "spark_catalog.ods.ods_users"),
+        ('{schema: "{layer}"}', "spark_catalog.ODS.ods_users", "spark_catalog.ods.ods_users"),
+        ('{catalog: main, schema: "wh_{layer}"}', "main.wh_ods.ods_users", "main.wh_ods.ods_users"),
+    ],
+)
+def test_sql_may_name_a_snapshot_by_its_catalog_name(
+    tmp_path: Path, catalog: str, name: str, full: str
+) -> None:
+    """`schema.table` and `catalog.schema.table` are the project's table: a snapshot, with
+    its place in the graph and its columns checked, as `ods_users` would be."""
+    sql = JOIN.replace("JOIN ods_users u", f"JOIN {name} u")
+    project = Project.load(_named(tmp_path, catalog, sql), environ={})
+    assert project.tables["dwd_orders"].static_tables == ["ods_users"]
+    assert sorted(project.graph.upstream("dwd_orders")) == ["ods_orders", "ods_users"]
+    assert project.catalog_name("ods_users") == full
+    assert project.quarantine_catalog_name("ods_users") == full + "__quarantine"
+    with pytest.raises(ProjectError) as info:  # a column it does not have is still found
+        Project.load(_named(tmp_path / "b", catalog, sql.replace("u.city", "u.town")), environ={})
+    assert "`town`" in str(info.value)
+
+
+def test_a_name_in_another_schema_is_not_a_project_table(tmp_path: Path) -> None:
+    sql = JOIN.replace("JOIN ods_users u", "JOIN dwd.ods_users u")
+    with pytest.raises(ProjectError) as info:
+        Project.load(_named(tmp_path, '{schema: "{layer}"}', sql), environ={})
+    assert "dwd.ods_users" in str(info.value)
