@@ -390,6 +390,18 @@ def cmd_consume(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mirror(args: argparse.Namespace) -> int:
+    from warehouse.runtime import mirror
+
+    project = load_project(args)
+    return mirror.run(
+        project.config.mirror,
+        root=project.config.root_location(project.path),
+        project_dir=project.path,
+        environ=os.environ,
+    )
+
+
 def cmd_jars(args: argparse.Namespace) -> int:
     from warehouse.runtime.jars import (
         cached_jars,

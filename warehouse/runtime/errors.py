@@ -11,6 +11,7 @@ __all__ = [
     "DataLossRefusedError",
     "DefinitionChangedError",
     "JarsError",
+    "MirrorError",
     "NewCheckpointError",
     "QueryFailedError",
     "RecoverError",
@@ -25,6 +26,11 @@ class RuntimeConfigError(WarehouseError):
     """The environment cannot run what the configuration asks for (engine, broker, session)."""
 
     exit_code = 2
+
+
+class MirrorError(RuntimeConfigError):
+    """`warehouse mirror` cannot start MirrorMaker 2: no flows, no Java, or its jars are
+    not cached."""
 
 
 class SessionStartError(RuntimeConfigError):
