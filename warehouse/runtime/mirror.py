@@ -1,7 +1,7 @@
 """`warehouse mirror`: Apache Kafka's MirrorMaker 2 in dedicated mode, from `mirror:`.
 
 The flows of `conf/<env>.yml` become an MM2 properties file (docs/channels.md, "Hub and
-spoke"; docs/decisions/0039-mirror-exactly-once-dedicated.md): every cluster by its alias,
+spoke"; docs/decisions/0039-mirror-in-the-foreground-exactly-once.md): every cluster by its alias,
 every `spoke -> hub` flow enabled with its topics, and exactly-once delivery into each
 target (KIP-618: `<target>.exactly.once.source.support=enabled`, with the internal REST
 server dedicated mode needs for it). Mirrored topics are `<spoke>.<topic>` (MM2's
@@ -15,11 +15,13 @@ are passed on to it and `run` returns once it has exited.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,6 +44,7 @@ JVM_OPTIONS = (
     # What an operator watches: flows starting, tasks, topics created.
     "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.connect.mirror=info",
 )
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _LOGIN_MODULE = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -215,6 +218,15 @@ def work_dir(mirror: MirrorSettings, root: str, project_dir: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix="warehouse-mirror-"))
 
 
+def _die_with_parent() -> None:
+    """In the child before it runs Java: on Linux, SIGKILL it when `warehouse mirror`
+    dies, however it dies (a SIGKILL cannot be passed on), so that no MirrorMaker outlives
+    the command that started it (docs/decisions/0039-mirror-in-the-foreground-exactly-once.md)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def command(java: str, classpath: str, properties: Path, clusters: list[str]) -> list[str]:
     """MirrorMaker's command line: the file's path and the target clusters, no secret."""
     return [java, *JVM_OPTIONS, "-cp", classpath, MAIN, str(properties), "--clusters", *clusters]
@@ -247,7 +259,7 @@ def run(
     logger.info(
         "mirror: %s into %s; properties in %s", [f"{s} -> {t}" for s, t, _ in pairs], targets, path
     )
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
     stopping: list[int] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
