@@ -1,12 +1,13 @@
 """`warehouse mirror` (MirrorMaker 2, dedicated mode) from a spoke into a hub, run as a user
 runs it: `python -m warehouse mirror --project P`.
 
-The spoke is the bundled broker, the hub a real Apache Kafka 4.4.0 node (the target of
-MirrorMaker's exactly-once delivery: its transactions, and Connect's worker group and
-internal topics, are Apache Kafka's own). Records flow into the spoke from a producer
-thread the whole time; the command is SIGKILLed while it mirrors and started again. The
-hub's `<spoke>.<topic>`, read committed, then holds every record of the spoke exactly
-once, key and value equal.
+Two spokes are bundled brokers, the hub a real Apache Kafka 4.4.0 node (the target of
+MirrorMaker's exactly-once delivery: its transactions, and Connect's worker groups and
+internal topics, are Apache Kafka's own). Records flow into both spokes from producer
+threads the whole time; the command is SIGKILLed while it mirrors and started again.
+Each of the hub's `<spoke>.<topic>`, read committed, then holds every record of its
+spoke exactly once, key and value equal, and so does the hub's ODS table that
+`warehouse run` fills from them, `_topic` naming the spoke.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from deltalake import DeltaTable
 
 from tests.support.processes import stop_process
 
@@ -198,20 +200,18 @@ def mirrors() -> Iterator[list[Mirror]]:
         m.stop()
 
 
-def write_project(
-    path: Path, *, spoke: str, spoke_bootstrap: str, hub_bootstrap: str, topic: str
-) -> Path:
+def write_project(path: Path, *, spokes: dict[str, str], hub_bootstrap: str, topic: str) -> Path:
+    """A project whose Kafka is the hub: `mirror:` flows `<spoke> -> hub` of `topic` from
+    each of `spokes` (alias: bootstrap), and one ODS table reading every mirrored topic."""
     (path / "conf").mkdir(parents=True)
     (path / "layers" / "ods").mkdir(parents=True)
+    clusters = {alias: {"bootstrap": bootstrap} for alias, bootstrap in spokes.items()}
     conf = {
         "warehouse_root": str(path / ".warehouse"),
         "kafka": {"bootstrap": hub_bootstrap},
         "mirror": {
-            "clusters": {
-                spoke: {"bootstrap": spoke_bootstrap},
-                "hub": {"bootstrap": hub_bootstrap},
-            },
-            "flows": {f"{spoke} -> hub": {"topics": [topic]}},
+            "clusters": {**clusters, "hub": {"bootstrap": hub_bootstrap}},
+            "flows": {f"{alias} -> hub": {"topics": [topic]} for alias in spokes},
             "replication_factor": 1,
             # One MirrorMaker node: a restarted one takes its tasks back at once instead of
             # waiting for the killed one (Connect's default: five minutes).
@@ -219,38 +219,45 @@ def write_project(
         },
     }
     (path / "conf" / "local.yml").write_text(yaml.safe_dump(conf))
-    # The warehouse's ODS reads the hub's mirrored topic like any other.
+    # The warehouse's ODS reads the hub's mirrored topics like any other.
     table = {
         "table": "ods_orders",
-        "source": {"kafka": {"topic": f"{spoke}.{topic}", "format": "raw"}},
+        "source": {
+            "kafka": {
+                "topics": [f"{alias}.{topic}" for alias in spokes],
+                "format": "raw",
+                "starting_offsets": "earliest",
+            }
+        },
         "sink": {"mode": "append"},
     }
     (path / "layers" / "ods" / "orders.yml").write_text(yaml.safe_dump(table))
     return path
 
 
+def hub_counts(hub: str, topics: list[str]) -> list[int]:
+    return [len(committed_records(hub, t)) for t in topics]
+
+
 def test_mirror_killed_and_restarted_delivers_every_record_once_into_the_hub(
-    broker, apache_kafka, unique, tmp_path: Path, mirrors: list[Mirror]
+    broker, broker_factory, apache_kafka, unique, tmp_path: Path, mirrors: list[Mirror]
 ) -> None:
-    spoke, topic = unique("eu"), unique("orders")
-    hub_topic = f"{spoke}.{topic}"
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    project = write_project(
-        tmp_path / "project",
-        spoke=spoke,
-        spoke_bootstrap=broker.bootstrap,
-        hub_bootstrap=apache_kafka.bootstrap,
-        topic=topic,
-    )
-    feed = Feed(broker.bootstrap, topic, per_second=40)
-    feed.burst(300)
-    feed.start()
+    hub, topic = apache_kafka.bootstrap, unique("orders")
+    spokes = {unique("eu"): broker.bootstrap, unique("us"): broker_factory().bootstrap}
+    mirrored = [f"{alias}.{topic}" for alias in spokes]
+    for bootstrap in spokes.values():
+        create_topic(bootstrap, topic, PARTITIONS)
+    project = write_project(tmp_path / "project", spokes=spokes, hub_bootstrap=hub, topic=topic)
+    feeds = {alias: Feed(b, topic, per_second=20) for alias, b in spokes.items()}
+    for feed in feeds.values():
+        feed.burst(150)
+        feed.start()
     try:
         first = Mirror(project).start()
         mirrors.append(first)
         wait_until(
-            "record on the hub",
-            lambda: len(committed_records(apache_kafka.bootstrap, hub_topic)) >= 100,
+            "records of both spokes on the hub",
+            lambda: min(hub_counts(hub, mirrored)) >= 60,
             first,
             120,
         )
@@ -262,24 +269,28 @@ def test_mirror_killed_and_restarted_delivers_every_record_once_into_the_hub(
         # Killed mid-flow: nothing of it can stop cleanly, and its JVM goes with it.
         stop_process(first.proc, signal.SIGKILL, 0)
         assert all(pid_gone(pid) for pid in jvms), f"MirrorMaker outlived warehouse mirror: {jvms}"
-        killed_at = len(committed_records(apache_kafka.bootstrap, hub_topic))
-        time.sleep(2)  # the feed goes on while nothing mirrors
+        killed_at = hub_counts(hub, mirrored)
+        time.sleep(2)  # the feeds go on while nothing mirrors
 
         second = Mirror(project).start()
         mirrors.append(second)
         wait_until(
-            "progress after the restart",
-            lambda: len(committed_records(apache_kafka.bootstrap, hub_topic)) > killed_at + 100,
+            "progress of both spokes after the restart",
+            lambda: all(
+                n > k + 60 for n, k in zip(hub_counts(hub, mirrored), killed_at, strict=True)
+            ),
             second,
             120,
         )
     finally:
-        feed.stop()
-    sent = Counter(feed.sent)
-    assert len(sent) == len(feed.sent) == feed.next
+        for feed in feeds.values():
+            feed.stop()
+    sent = {f"{alias}.{topic}": Counter(feed.sent) for alias, feed in feeds.items()}
+    for alias, feed in feeds.items():
+        assert len(feed.sent) == len(sent[f"{alias}.{topic}"]) == feed.next
     wait_until(
         "every record on the hub",
-        lambda: len(committed_records(apache_kafka.bootstrap, hub_topic)) >= len(feed.sent),
+        lambda: hub_counts(hub, mirrored) >= [len(feeds[a].sent) for a in spokes],
         second,
         90,
     )
@@ -292,9 +303,32 @@ def test_mirror_killed_and_restarted_delivers_every_record_once_into_the_hub(
     assert second.proc.wait(60) == 0, second.tail()
     assert all(pid_gone(pid) for pid in jvms)
 
-    got = Counter(committed_records(apache_kafka.bootstrap, hub_topic))
-    assert got == sent, (
-        f"{sum(got.values())} records on the hub for {len(sent)} sent: "
-        f"missing {len(sent - got)}, duplicated {sum((got - sent).values())}, "
-        f"e.g. {sorted((sent - got) or (got - sent))[:3]}"
+    for t in mirrored:
+        got = Counter(committed_records(hub, t))
+        assert got == sent[t], (
+            f"{t}: {sum(got.values())} records on the hub for {len(sent[t])} sent: "
+            f"missing {len(sent[t] - got)}, duplicated {sum((got - sent[t]).values())}, "
+            f"e.g. {sorted((sent[t] - got) or (got - sent[t]))[:3]}"
+        )
+
+    # The hub's ODS table: every record of every spoke once, `_topic` naming its spoke.
+    run = subprocess.run(
+        [sys.executable, "-m", "warehouse", "run", "--layer", "ods", "--once"],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    rows = DeltaTable(str(project / ".warehouse" / "tables" / "ods_orders")).to_pyarrow_table()
+    table = Counter(
+        (t, (k, v))
+        for t, k, v in zip(
+            rows.column("_topic").to_pylist(),
+            rows.column("key").to_pylist(),
+            rows.column("value").to_pylist(),
+            strict=True,
+        )
+    )
+    assert table == Counter({(t, kv): n for t, c in sent.items() for kv, n in c.items()})
