@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import streams.storage as storage
 from streams.sessions import is_connect
+from warehouse.cli.broker import load_settings
 from warehouse.cli.errors import UsageError
 from warehouse.cli.table_tests import cmd_test as cmd_test
 
@@ -391,13 +392,14 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
 
 def cmd_mirror(args: argparse.Namespace) -> int:
-    from warehouse.runtime import mirror
+    from warehouse.runtime import mirror  # the runtime package imports pyspark
 
-    project = load_project(args)
+    # MirrorMaker needs the settings only: a folder with just `conf/` will do.
+    project_dir, config = load_settings(args.project, args.env)
     return mirror.run(
-        project.config.mirror,
-        root=project.config.root_location(project.path),
-        project_dir=project.path,
+        config.mirror,
+        root=config.root_location(project_dir),
+        project_dir=project_dir,
         environ=os.environ,
     )
 

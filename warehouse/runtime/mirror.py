@@ -218,13 +218,15 @@ def work_dir(mirror: MirrorSettings, root: str, project_dir: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix="warehouse-mirror-"))
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """In the child before it runs Java: on Linux, SIGKILL it when `warehouse mirror`
     dies, however it dies (a SIGKILL cannot be passed on), so that no MirrorMaker outlives
     the command that started it (docs/decisions/0039-mirror-in-the-foreground-exactly-once.md)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # it died before the line above: nothing will signal
+            os._exit(1)
 
 
 def command(java: str, classpath: str, properties: Path, clusters: list[str]) -> list[str]:
@@ -259,7 +261,10 @@ def run(
     logger.info(
         "mirror: %s into %s; properties in %s", [f"{s} -> {t}" for s, t, _ in pairs], targets, path
     )
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+    parent = os.getpid()
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, preexec_fn=lambda: _die_with_parent(parent)
+    )
     stopping: list[int] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
