@@ -66,7 +66,7 @@ install: $(STAMP) java
 	  || echo "native jars not resolved: sessions will run on the Python engines" >&2
 	@scripts/apache-kafka.sh || echo "Apache Kafka not cached (see above): the oracle tests in tests/integration/oracle will fail until scripts/apache-kafka.sh succeeds" >&2
 	@scripts/s3proxy.sh || echo "S3Proxy not cached (see above): the object-storage tests will fail until scripts/s3proxy.sh succeeds" >&2
-	@scripts/kafka-connect.sh || echo "Kafka Connect and Debezium not cached (see above): the Connect tests (tests/integration/connect, tests/integration/cdc/test_debezium_postgres.py) will fail until scripts/kafka-connect.sh succeeds" >&2
+	@scripts/kafka-connect.sh || echo "Kafka Connect and Debezium not cached (see above): the Connect tests (tests/integration/connect, tests/integration/cdc/test_debezium_postgres.py) will fail, and warehouse mirror refuse to start, until scripts/kafka-connect.sh succeeds" >&2
 
 $(BIN)/python:
 	@test -n "$(PYTHON)" || { echo "Python >= 3.11 is required (python3.11 or newer on PATH)" >&2; exit 1; }

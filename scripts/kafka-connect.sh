@@ -2,7 +2,9 @@
 # Kafka Connect and Debezium's Postgres connector, for the Connect and CDC tests
 # (tests/support/kafka_connect.py): resolves from Maven Central once, into
 #   ~/.cache/spark-warehouse/kafka-connect/<version>/lib/*.jar    the worker: connect-runtime,
-#                                                                  connect-file, connect-json
+#                                                                  connect-file, connect-json,
+#                                                                  connect-mirror (MirrorMaker 2,
+#                                                                  for `warehouse mirror`)
 #   ~/.cache/spark-warehouse/kafka-connect/<version>/classpath    (the worker's jars, one a line)
 #   ~/.cache/spark-warehouse/kafka-connect/<version>/plugins/debezium-connector-postgres/*.jar
 #                                                                  a plugin folder (plugin.path)
@@ -24,12 +26,15 @@ DEST="$CACHE/$VERSION"
 PLUGIN=debezium-connector-postgres
 # slf4j-simple gives the worker's slf4j 1.x logging a sink (stderr, level set by the launcher).
 WORKER=(org.apache.kafka:connect-runtime:$VERSION org.apache.kafka:connect-file:$VERSION
-  org.apache.kafka:connect-json:$VERSION org.slf4j:slf4j-simple:1.7.36)
+  org.apache.kafka:connect-json:$VERSION org.apache.kafka:connect-mirror:$VERSION
+  org.apache.kafka:connect-mirror-client:$VERSION org.slf4j:slf4j-simple:1.7.36)
 
 die() { echo "kafka-connect: $*" >&2; exit 1; }
 
-complete() {  # the class path file is there, names only existing jars, and the plugin has jars
+complete() {  # the class path file is there, names only existing jars (MirrorMaker's among
+  # them: caches made before it was added are resolved again), and the plugin has jars
   [ -s "$DEST/classpath" ] || return 1
+  grep -q "/connect-mirror-$VERSION.jar\$" "$DEST/classpath" || return 1
   while IFS= read -r jar; do [ -f "$jar" ] || return 1; done <"$DEST/classpath"
   compgen -G "$DEST/plugins/$PLUGIN/*.jar" >/dev/null
 }

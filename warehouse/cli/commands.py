@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import streams.storage as storage
 from streams.sessions import is_connect
+from warehouse.cli.broker import load_settings
 from warehouse.cli.errors import UsageError
 from warehouse.cli.table_tests import cmd_test as cmd_test
 
@@ -392,6 +393,19 @@ def cmd_consume(args: argparse.Namespace) -> int:
     )
     _err(f"consumed {read} record(s) from topic `{args.topic}` at {bootstrap}")
     return 0
+
+
+def cmd_mirror(args: argparse.Namespace) -> int:
+    from warehouse.runtime import mirror  # the runtime package imports pyspark
+
+    # MirrorMaker needs the settings only: a folder with just `conf/` will do.
+    project_dir, config = load_settings(args.project, args.env)
+    return mirror.run(
+        config.mirror,
+        root=config.root_location(project_dir),
+        project_dir=project_dir,
+        environ=os.environ,
+    )
 
 
 def cmd_jars(args: argparse.Namespace) -> int:

@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     _table_commands(sub)
     _broker_commands(sub, common)
     _topic_commands(sub)
+    _channel_commands(sub)
     _example_commands(sub)
     _setup_commands(sub)
     return parser
@@ -218,6 +219,20 @@ def _topic_commands(sub: _Commands) -> None:
         default=5.0,
         metavar="S",
         help="exit when nothing new came for S seconds (default 5; 0: never)",
+    )
+
+
+def _channel_commands(sub: _Commands) -> None:
+    """`mirror`: MirrorMaker 2 between clusters (docs/channels.md)."""
+    sub.add_parser(
+        "mirror",
+        help="run MirrorMaker 2 for the `spoke -> hub` flows of `mirror:` (exactly once)",
+        description=(
+            "Runs Apache Kafka's MirrorMaker 2 (dedicated mode) in the foreground for the "
+            "flows of the `mirror:` section of conf/<env>.yml, exactly once into each hub; "
+            "topic T of spoke S arrives as `S.T`. Stops on SIGINT/SIGTERM. Needs Java and "
+            "the jars `make install` (scripts/kafka-connect.sh) caches."
+        ),
     )
 
 

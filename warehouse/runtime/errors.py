@@ -12,6 +12,7 @@ __all__ = [
     "DataLossRefusedError",
     "DefinitionChangedError",
     "JarsError",
+    "MirrorError",
     "NewCheckpointError",
     "QueryFailedError",
     "RecoverError",
@@ -31,6 +32,11 @@ class RuntimeConfigError(WarehouseError):
 class CatalogError(RuntimeConfigError):
     """The session's catalog cannot hold the tables by name (`catalog:`): it cannot read
     Delta, or refused a registration; `table` names the table where there is one."""
+
+
+class MirrorError(RuntimeConfigError):
+    """`warehouse mirror` cannot start MirrorMaker 2: no flows, no Java, or its jars are
+    not cached."""
 
 
 class SessionStartError(RuntimeConfigError):

@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -239,6 +240,110 @@ class QualitySettings(Settings):
         return interval_seconds(self.events_retention)
 
 
+_ALIAS_RE = re.compile(r"[A-Za-z0-9_-]+")
+_FLOW_RE = re.compile(r"^\s*([^\s>-][^\s>]*?)\s*->\s*([^\s>]+)\s*$")
+
+
+class MirrorCluster(Settings):
+    """A Kafka cluster MirrorMaker 2 reads from or writes to, by its alias (the key in
+    `mirror.clusters`, and the prefix of the topics mirrored from it)."""
+
+    bootstrap: str = Field(min_length=1)
+    security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+    client: Properties = Field(default_factory=dict)
+    """More Java client properties for every client MirrorMaker opens on this cluster."""
+
+
+class MirrorFlow(Settings):
+    """What one `spoke -> hub` flow mirrors."""
+
+    topics: list[str] | str
+    """Topic names (`[orders, payments]`, each matched exactly) or one Java regex
+    (`"orders|payments\\..*"`)."""
+
+    @field_validator("topics")
+    @classmethod
+    def _some_topic(cls, v: list[str] | str) -> list[str] | str:
+        if isinstance(v, str):
+            if not v.strip():
+                raise ValueError("an empty regex mirrors nothing; name topics or give a regex")
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise ValueError(f"`{v}` is not a regex ({e})") from None
+            return v
+        if not v:
+            raise ValueError("an empty list mirrors nothing; name at least one topic")
+        bad = [t for t in v if not t or "," in t or t.strip() != t]
+        if bad:
+            raise ValueError(f"{', '.join(f'`{t}`' for t in bad)}: not a topic name")
+        return v
+
+
+class MirrorSettings(Settings):
+    """`warehouse mirror`: MirrorMaker 2 in dedicated mode, flows `spoke -> hub`, exactly
+    once into each target (docs/channels.md, "Hub and spoke")."""
+
+    clusters: dict[str, MirrorCluster] = Field(default_factory=dict)
+    flows: dict[str, MirrorFlow] = Field(default_factory=dict)
+    """`"eu -> hub": {topics: [orders]}`: the hub gets `eu.orders`."""
+    replication_factor: Annotated[int, Field(ge=1)] | None = None
+    """Replication factor of the topics MirrorMaker creates (mirrored and internal);
+    default: MirrorMaker's own (2 for mirrored topics, 3 for its internal ones)."""
+    properties: Properties = Field(default_factory=dict)
+    """More MirrorMaker 2 properties, written last (`sync.topic.configs.enabled: false`,
+    `eu->hub.tasks.max: 4`)."""
+    work_dir: str | None = None
+    """Where the generated properties file goes (default: `<warehouse_root>/mirror`, or
+    a temporary folder when the root is not local)."""
+
+    @field_validator("clusters")
+    @classmethod
+    def _aliases(cls, v: dict[str, MirrorCluster]) -> dict[str, MirrorCluster]:
+        bad = [name for name in v if not _ALIAS_RE.fullmatch(name)]
+        if bad:
+            raise ValueError(
+                f"cluster name {', '.join(f'`{n}`' for n in bad)}: use letters, digits, `_` "
+                "and `-` only (the name prefixes mirrored topics: `<spoke>.<topic>`)"
+            )
+        return v
+
+    @field_validator("flows")
+    @classmethod
+    def _flows(cls, v: dict[str, MirrorFlow], info: ValidationInfo) -> dict[str, MirrorFlow]:
+        clusters = info.data.get("clusters")
+        known = sorted(clusters or {})
+        out: dict[str, MirrorFlow] = {}
+        for key, flow in v.items():
+            m = _FLOW_RE.match(key)
+            if m is None:
+                raise ValueError(f"flow `{key}`: write it `spoke -> hub` (two cluster names)")
+            source, target = m.groups()
+            if source == target:
+                raise ValueError(f"flow `{key}`: a cluster cannot mirror into itself")
+            if clusters is not None:
+                unknown = [c for c in (source, target) if c not in clusters]
+                if unknown:
+                    names = ", ".join(f"`{c}`" for c in known) or "none"
+                    raise ValueError(
+                        f"flow `{key}`: {', '.join(f'`{c}`' for c in unknown)} is not in "
+                        f"`mirror.clusters` (named: {names}); add it there"
+                    )
+            normal = f"{source} -> {target}"
+            if normal in out:
+                raise ValueError(f"flow `{key}`: `{normal}` is given twice")
+            out[normal] = flow
+        return out
+
+    def pairs(self) -> list[tuple[str, str, MirrorFlow]]:
+        """The flows as (source, target, flow), in the file's order."""
+        out = []
+        for key, flow in self.flows.items():
+            source, target = (part.strip() for part in key.split("->"))
+            out.append((source, target, flow))
+        return out
+
+
 class WarehouseConfig(Settings):
     """The one root settings object of a project environment."""
 
@@ -252,6 +357,7 @@ class WarehouseConfig(Settings):
     quality: QualitySettings = Field(default_factory=QualitySettings)
     catalog: CatalogSettings | None = None
     """Tables by name in the session's catalog; None: tables are paths only."""
+    mirror: MirrorSettings = Field(default_factory=MirrorSettings)
 
     def storage_overrides(self) -> dict[str, Any]:
         """The `storage:` section as `StorageSettings.from_environ`'s keywords: only the

@@ -31,6 +31,7 @@ COMMANDS: dict[str, list[str]] = {
     "broker status": ["broker", "status"],
     "produce": ["produce", "--topic", "t", "in.jsonl"],
     "consume": ["consume", "--topic", "t", "--max", "1"],
+    "mirror": ["mirror"],
     "demo": ["demo"],
     "generate": ["generate"],
     "jars": ["jars", "show"],

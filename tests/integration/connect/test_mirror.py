@@ -1,0 +1,334 @@
+"""`warehouse mirror` (MirrorMaker 2, dedicated mode) from a spoke into a hub, run as a user
+runs it: `python -m warehouse mirror --project P`.
+
+Two spokes are bundled brokers, the hub a real Apache Kafka 4.4.0 node (the target of
+MirrorMaker's exactly-once delivery: its transactions, and Connect's worker groups and
+internal topics, are Apache Kafka's own). Records flow into both spokes from producer
+threads the whole time; the command is SIGKILLed while it mirrors and started again.
+Each of the hub's `<spoke>.<topic>`, read committed, then holds every record of its
+spoke exactly once, key and value equal, and so does the hub's ODS table that
+`warehouse run` fills from them, `_topic` naming the spoke.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from deltalake import DeltaTable
+
+from tests.support.processes import stop_process
+
+pytestmark = pytest.mark.kafka
+
+REPO = Path(__file__).resolve().parents[3]
+PARTITIONS = 2
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def committed_records(bootstrap: str, topic: str, timeout: float = 30) -> list[tuple[bytes, bytes]]:
+    """Every committed record of `topic` as (key, value), read with isolation.level=
+    read_committed up to each partition's end; [] when the topic does not exist yet."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    meta = admin.list_topics(topic, timeout=10).topics.get(topic)
+    if meta is None or meta.error is not None or not meta.partitions:
+        return []
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "mirror-test-reader",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    try:
+        parts = sorted(meta.partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in parts
+        }
+        out: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            positions = {
+                tp.partition: tp.offset
+                for tp in consumer.position([TopicPartition(topic, p) for p in parts])
+            }
+            if all(ends[p] == 0 or positions[p] >= ends[p] for p in parts):
+                return out
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                continue
+            out.append((msg.key(), msg.value()))
+        raise AssertionError(f"{topic}: not read to its end ({ends}) in {timeout:.0f}s")
+    finally:
+        consumer.close()
+
+
+class Feed:
+    """A producer thread writing `(k<i>, {"i": i})` to the spoke until stopped; `sent`
+    holds what the spoke acknowledged. Owned by one test; `stop()` joins the thread."""
+
+    def __init__(self, bootstrap: str, topic: str, *, per_second: float) -> None:
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+        )
+        self.topic = topic
+        self.interval = 1 / per_second
+        self.sent: list[tuple[bytes, bytes]] = []
+        self.next = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def burst(self, count: int) -> None:
+        for _ in range(count):
+            self._send()
+        assert self.producer.flush(30) == 0
+
+    def _send(self) -> None:
+        i = self.next
+        self.next += 1
+        key, value = f"k{i:05d}".encode(), json.dumps({"i": i, "pad": "x" * (i % 13)}).encode()
+
+        def delivered(err: object, _msg: object) -> None:
+            assert err is None, err
+            self.sent.append((key, value))
+
+        self.producer.produce(self.topic, value, key, on_delivery=delivered)
+        self.producer.poll(0)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._send()
+            time.sleep(self.interval)
+
+    def start(self) -> Feed:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        assert self.producer.flush(30) == 0
+
+
+class Mirror:
+    """`python -m warehouse mirror --project P` as a child process, its output in a log file."""
+
+    def __init__(self, project: Path) -> None:
+        self.project = project
+        self.log = project / "mirror.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Mirror:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "warehouse", "mirror", "--project", str(self.project)],
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        return self
+
+    def jvm_pids(self) -> list[int]:
+        assert self.proc is not None
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
+        return [int(p) for p in children.read_text().split()] if children.exists() else []
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        stop_process(self.proc, signal.SIGTERM, 30)
+
+
+def wait_until(what: str, predicate, mirror: Mirror, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        assert mirror.proc is not None
+        if mirror.proc.poll() is not None:
+            raise AssertionError(
+                f"warehouse mirror exited ({mirror.proc.returncode}) before {what}:\n{mirror.tail()}"
+            )
+        time.sleep(0.5)
+    raise AssertionError(
+        f"no {what} after {timeout:.0f}s; warehouse mirror's log:\n{mirror.tail()}"
+    )
+
+
+def pid_gone(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+        except FileNotFoundError:
+            return True
+        if state == "Z":  # exited; its parent (init) has not reaped it yet
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def mirrors() -> Iterator[list[Mirror]]:
+    started: list[Mirror] = []
+    yield started
+    for m in started:
+        m.stop()
+
+
+def write_project(path: Path, *, spokes: dict[str, str], hub_bootstrap: str, topic: str) -> Path:
+    """A project whose Kafka is the hub: `mirror:` flows `<spoke> -> hub` of `topic` from
+    each of `spokes` (alias: bootstrap), and one ODS table reading every mirrored topic."""
+    (path / "conf").mkdir(parents=True)
+    (path / "layers" / "ods").mkdir(parents=True)
+    clusters = {alias: {"bootstrap": bootstrap} for alias, bootstrap in spokes.items()}
+    conf = {
+        "warehouse_root": str(path / ".warehouse"),
+        "kafka": {"bootstrap": hub_bootstrap},
+        "mirror": {
+            "clusters": {**clusters, "hub": {"bootstrap": hub_bootstrap}},
+            "flows": {f"{alias} -> hub": {"topics": [topic]} for alias in spokes},
+            "replication_factor": 1,
+            # One MirrorMaker node: a restarted one takes its tasks back at once instead of
+            # waiting for the killed one (Connect's default: five minutes).
+            "properties": {"scheduled.rebalance.max.delay.ms": 0},
+        },
+    }
+    (path / "conf" / "local.yml").write_text(yaml.safe_dump(conf))
+    # The warehouse's ODS reads the hub's mirrored topics like any other.
+    table = {
+        "table": "ods_orders",
+        "source": {
+            "kafka": {
+                "topics": [f"{alias}.{topic}" for alias in spokes],
+                "format": "raw",
+                "starting_offsets": "earliest",
+            }
+        },
+        "sink": {"mode": "append"},
+    }
+    (path / "layers" / "ods" / "orders.yml").write_text(yaml.safe_dump(table))
+    return path
+
+
+def hub_counts(hub: str, topics: list[str]) -> list[int]:
+    return [len(committed_records(hub, t)) for t in topics]
+
+
+def test_mirror_killed_and_restarted_delivers_every_record_once_into_the_hub(
+    broker, broker_factory, apache_kafka, unique, tmp_path: Path, mirrors: list[Mirror]
+) -> None:
+    hub, topic = apache_kafka.bootstrap, unique("orders")
+    spokes = {unique("eu"): broker.bootstrap, unique("us"): broker_factory().bootstrap}
+    mirrored = [f"{alias}.{topic}" for alias in spokes]
+    for bootstrap in spokes.values():
+        create_topic(bootstrap, topic, PARTITIONS)
+    project = write_project(tmp_path / "project", spokes=spokes, hub_bootstrap=hub, topic=topic)
+    feeds = {alias: Feed(b, topic, per_second=20) for alias, b in spokes.items()}
+    for feed in feeds.values():
+        feed.burst(150)
+        feed.start()
+    try:
+        first = Mirror(project).start()
+        mirrors.append(first)
+        wait_until(
+            "records of both spokes on the hub",
+            lambda: min(hub_counts(hub, mirrored)) >= 60,
+            first,
+            120,
+        )
+        properties = project / ".warehouse" / "mirror" / "mm2.properties"
+        assert properties.stat().st_mode & 0o777 == 0o600
+        jvms = first.jvm_pids()
+        assert jvms, f"no MirrorMaker JVM under warehouse mirror:\n{first.tail()}"
+
+        # Killed mid-flow: nothing of it can stop cleanly, and its JVM goes with it.
+        stop_process(first.proc, signal.SIGKILL, 0)
+        assert all(pid_gone(pid) for pid in jvms), f"MirrorMaker outlived warehouse mirror: {jvms}"
+        killed_at = hub_counts(hub, mirrored)
+        time.sleep(2)  # the feeds go on while nothing mirrors
+
+        second = Mirror(project).start()
+        mirrors.append(second)
+        wait_until(
+            "progress of both spokes after the restart",
+            lambda: all(
+                n > k + 60 for n, k in zip(hub_counts(hub, mirrored), killed_at, strict=True)
+            ),
+            second,
+            120,
+        )
+    finally:
+        for feed in feeds.values():
+            feed.stop()
+    sent = {f"{alias}.{topic}": Counter(feed.sent) for alias, feed in feeds.items()}
+    for alias, feed in feeds.items():
+        assert len(feed.sent) == len(sent[f"{alias}.{topic}"]) == feed.next
+    wait_until(
+        "every record on the hub",
+        lambda: hub_counts(hub, mirrored) >= [len(feeds[a].sent) for a in spokes],
+        second,
+        90,
+    )
+    time.sleep(3)  # a duplicate would arrive now
+
+    # Stopped as an operator stops it: SIGTERM, passed on to MirrorMaker; exit status 0.
+    assert second.proc is not None
+    jvms = second.jvm_pids()
+    second.proc.send_signal(signal.SIGTERM)
+    assert second.proc.wait(60) == 0, second.tail()
+    assert all(pid_gone(pid) for pid in jvms)
+
+    for t in mirrored:
+        got = Counter(committed_records(hub, t))
+        assert got == sent[t], (
+            f"{t}: {sum(got.values())} records on the hub for {len(sent[t])} sent: "
+            f"missing {len(sent[t] - got)}, duplicated {sum((got - sent[t]).values())}, "
+            f"e.g. {sorted((sent[t] - got) or (got - sent[t]))[:3]}"
+        )
+
+    # The hub's ODS table: every record of every spoke once, `_topic` naming its spoke.
+    run = subprocess.run(
+        [sys.executable, "-m", "warehouse", "run", "--layer", "ods", "--once"],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    rows = DeltaTable(str(project / ".warehouse" / "tables" / "ods_orders")).to_pyarrow_table()
+    table = Counter(
+        (t, (k, v))
+        for t, k, v in zip(
+            rows.column("_topic").to_pylist(),
+            rows.column("key").to_pylist(),
+            rows.column("value").to_pylist(),
+            strict=True,
+        )
+    )
+    assert table == Counter({(t, kv): n for t, c in sent.items() for kv, n in c.items()})
