@@ -1,10 +1,12 @@
-"""Small helpers over the real clients (confluent-kafka) used by the broker tests:
-create topics, produce, read back, end offsets and committed offsets."""
+"""Small helpers over the real clients (confluent-kafka) used by the tests: create
+topics, produce, read back, end offsets and committed offsets."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -183,6 +185,52 @@ def read_all(
                 continue
             assert msg.error() is None, msg.error()
             out.append((msg.partition(), msg.offset(), msg.value()))
+        return out
+    finally:
+        consumer.close()
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record as `read_topic` reads it: its coordinates, bytes and headers."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, bytes]
+
+
+def read_topic(
+    bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout: float = 60.0
+) -> list[Record]:
+    """Every record of every partition of `topic`, as a `read_committed` (or
+    `isolation`) consumer sees it."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout).topics[topic]
+        out: list[Record] = []
+        for p in sorted(meta.partitions):
+            tp = TopicPartition(topic, p)
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(topic, p, low)])
+            deadline = time.monotonic() + timeout
+            while consumer.position([tp])[0].offset < high:
+                assert time.monotonic() < deadline, f"{topic} [{p}]: did not reach {high}"
+                for msg in consumer.consume(500, timeout=0.5):
+                    assert msg.error() is None, msg.error()
+                    out.append(
+                        Record(p, msg.offset(), msg.key(), msg.value(), dict(msg.headers() or []))
+                    )
         return out
     finally:
         consumer.close()

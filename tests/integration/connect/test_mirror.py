@@ -25,10 +25,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from deltalake import DeltaTable
 
+from tests.support.broker_clients import read_topic
 from tests.support.processes import stop_process
 
 pytestmark = pytest.mark.kafka
@@ -49,38 +50,7 @@ def committed_records(bootstrap: str, topic: str, timeout: float = 30) -> list[t
     meta = admin.list_topics(topic, timeout=10).topics.get(topic)
     if meta is None or meta.error is not None or not meta.partitions:
         return []
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "mirror-test-reader",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 50,
-        }
-    )
-    try:
-        parts = sorted(meta.partitions)
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in parts
-        }
-        out: list[tuple[bytes, bytes]] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            positions = {
-                tp.partition: tp.offset
-                for tp in consumer.position([TopicPartition(topic, p) for p in parts])
-            }
-            if all(ends[p] == 0 or positions[p] >= ends[p] for p in parts):
-                return out
-            msg = consumer.poll(0.2)
-            if msg is None or msg.error() is not None:
-                continue
-            out.append((msg.key(), msg.value()))
-        raise AssertionError(f"{topic}: not read to its end ({ends}) in {timeout:.0f}s")
-    finally:
-        consumer.close()
+    return [(r.key, r.value) for r in read_topic(bootstrap, topic, timeout=timeout)]
 
 
 class Feed:

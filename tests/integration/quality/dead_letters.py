@@ -1,16 +1,10 @@
-"""What the dead-letter tests read back: every record of a topic with its coordinates
-and headers, and the check that a dead-letter topic holds exactly a quarantine table's
-records, each once, as they were produced."""
+"""What the dead-letter tests check: that a dead-letter topic holds exactly a quarantine
+table's records, each once, as they were produced."""
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-
-from confluent_kafka import Consumer, TopicPartition
 
 from streams.cdc.deadletter import (
     HEADER_CONNECTOR,
@@ -22,50 +16,7 @@ from streams.cdc.deadletter import (
     HEADER_TOPIC,
 )
 from streams.delta.arrow import read_table
-
-
-@dataclass(frozen=True)
-class Record:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: dict[str, bytes]
-
-
-def read_topic(
-    bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout: float = 60.0
-) -> list[Record]:
-    """Every record of every partition of `topic`, as a `read_committed` (or
-    `isolation`) consumer sees it."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"test-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-        }
-    )
-    try:
-        meta = consumer.list_topics(topic, timeout=timeout).topics[topic]
-        out: list[Record] = []
-        for p in sorted(meta.partitions):
-            tp = TopicPartition(topic, p)
-            low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
-            if high <= low:
-                continue
-            consumer.assign([TopicPartition(topic, p, low)])
-            deadline = time.monotonic() + timeout
-            while consumer.position([tp])[0].offset < high:
-                assert time.monotonic() < deadline, f"{topic} [{p}]: did not reach {high}"
-                for msg in consumer.consume(500, timeout=0.5):
-                    assert msg.error() is None, msg.error()
-                    out.append(
-                        Record(p, msg.offset(), msg.key(), msg.value(), dict(msg.headers() or []))
-                    )
-        return out
-    finally:
-        consumer.close()
+from tests.support.broker_clients import read_topic
 
 
 def assert_dead_letters(

@@ -23,7 +23,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.integration.projects import new_topic, start_project
-from tests.integration.quality.dead_letters import assert_dead_letters, read_topic
+from tests.integration.quality.dead_letters import assert_dead_letters
+from tests.support.broker_clients import read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
