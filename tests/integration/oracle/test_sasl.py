@@ -191,8 +191,9 @@ def _kafka_python_refusal(bootstrap: str, user: str, password: str) -> tuple[str
     kafka-python (3.0) drops the bytes of a read that also meets the end of the stream, so
     when a broker's close follows its answer closely enough the client reports a bare
     disconnect instead. Kafka closes right after writing the refusal (it delays the write,
-    not the close), which loses it about one time in ten here; a producer that saw no SASL
-    error is therefore tried again, up to four times."""
+    not the close), which loses it about one time in ten on a quiet machine and can lose it
+    on every try on a busy one; a producer that saw no SASL error is tried again, up to four
+    times. The bundled broker lingers before closing, so its refusal always arrives."""
     for _ in range(3):
         refused = _kafka_python_attempt(bootstrap, user, password)
         if refused[1]:
@@ -249,12 +250,16 @@ def kafka_python(bootstrap: str) -> dict[str, Any]:
 
 def test_kafka_python(sasl_brokers: dict[str, str]) -> None:
     on_bundled, on_kafka = on_both(sasl_brokers, kafka_python)
-    assert on_kafka["right_password"] == (0, 0)
-    assert on_kafka["wrong_password"] == (
+    refused = (
         "KafkaTimeoutError",
         [
             "[Error 58] SaslAuthenticationFailedError: SaslAuthenticationFailedError: "
             "Authentication failed: Invalid username or password"
         ],
     )
-    assert on_bundled == on_kafka
+    assert on_kafka["right_password"] == on_bundled["right_password"] == (0, 0)
+    assert on_bundled["wrong_password"] == refused
+    # On a busy machine Kafka's close reaches kafka-python with its refusal on every try
+    # (see _kafka_python_refusal), and the client reports a bare disconnect: Kafka's answer
+    # itself is checked on the wire by test_wire.
+    assert on_kafka["wrong_password"] in (refused, ("KafkaTimeoutError", []))
