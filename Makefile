@@ -20,36 +20,15 @@ PYTEST_ARGS ?=
 demo: install
 	$(BIN)/warehouse demo
 
-# The whole suite runs as two pytest processes side by side: the crash tests (20+ lives
-# of a child process per engine, each a fresh Spark start-up; the soak of the continuous
-# example under kills and a full broker disk), the standalone-cluster
-# tests, the demo (checked against its independent computation, and run continuously),
-# the framework on the 3-node Apache Kafka cluster (whose broker-kill run waits a minute
-# for Spark's Kafka admin client to time out) and the CLI end-to-end runs (CLI
-# processes per engine, each starting Spark, on a local root and on S3), Kafka Connect
-# and the PostgreSQL -> Debezium CDC tests (Connect workers, a database, Apache Kafka) in
-# one, everything else in the other; the two take about the same time. Every test JVM runs C1-only with the serial collector
+# The whole suite: four pytest processes side by side (scripts/test-suite.sh says which
+# tests each runs, and why). Every test JVM runs C1-only with the serial collector
 # (tests/conftest.py), Python workers import the compiled pyspark
-# (warehouse/runtime/spark_home.py). Each process prints its slowest tests and the time
-# it took; the second process's output is printed when both are done, and the target
-# fails if either does. PYTEST_ARGS given: one pytest process with exactly those
-# arguments.
-SIDE_TESTS := tests/integration/crash tests/integration/cluster tests/integration/demo \
-	tests/integration/oracle/test_framework_on_kafka.py tests/integration/runtime/test_cli_e2e.py \
-	tests/integration/runtime/test_cli_object_storage.py tests/integration/connect \
-	tests/integration/cdc/test_debezium_postgres.py
-
+# (warehouse/runtime/spark_home.py). PYTEST_ARGS given: one pytest process with exactly
+# those arguments.
 test: install
 	@scripts/ensure-test-tools.sh
 ifeq ($(strip $(PYTEST_ARGS)),)
-	@side_log=$$(mktemp); \
-	$(BIN)/python -m pytest -p no:cacheprovider --durations=15 $(SIDE_TESTS) >"$$side_log" 2>&1 & side=$$!; \
-	$(BIN)/python -m pytest --durations=25 $(addprefix --ignore=,$(SIDE_TESTS)); main_rc=$$?; \
-	wait $$side; side_rc=$$?; \
-	echo "==== pytest $(SIDE_TESTS) (ran beside the run above) ===="; \
-	cat "$$side_log"; rm -f "$$side_log"; \
-	echo "==== exit status: rest of the suite $$main_rc, $(SIDE_TESTS) $$side_rc ===="; \
-	test $$main_rc = 0 && test $$side_rc = 0
+	@scripts/test-suite.sh
 else
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 endif

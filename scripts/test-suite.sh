@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The whole suite (`make test`), as four pytest processes side by side. Most tests wait:
+# on a Spark start-up, on a child process's life in the crash tests, on a broker, a
+# Connect worker or a database; one process at a time leaves a third of the two cores
+# idle, four keep them busy. Tests share servers and Spark sessions within a process
+# (session fixtures), so the groups are whole directories or files:
+#   crash    the crash tests (20+ lives of a child process per engine, each a fresh Spark
+#            start-up; the soak of the continuous example under kills and a full disk)
+#   servers  the standalone cluster, the demo (checked against its independent
+#            computation, and run continuously), the framework on the 3-node Apache Kafka
+#            cluster, the CLI end-to-end runs (local root and S3), Kafka Connect,
+#            MirrorMaker 2 and PostgreSQL -> Debezium
+#   runtime  the rest of tests/integration/runtime, and tests/integration/cli
+#   rest     everything else: the unit tests, the broker against Apache Kafka, Delta,
+#            Kafka, CDC, quality, table tests
+# The groups take about the same time. `rest` prints as it runs; each other group's output
+# is printed once it is done, with its slowest tests. The exit status is the first
+# failing group's, and every group's status is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+PYTEST=(.venv/bin/python -m pytest)
+
+crash=(tests/integration/crash)
+servers=(tests/integration/cluster tests/integration/demo
+	tests/integration/oracle/test_framework_on_kafka.py
+	tests/integration/runtime/test_cli_e2e.py tests/integration/runtime/test_cli_object_storage.py
+	tests/integration/connect tests/integration/cdc/test_debezium_postgres.py)
+runtime=(tests/integration/runtime tests/integration/cli)
+
+ignore() { for p in "$@"; do printf -- '--ignore=%s\n' "$p"; done; }
+mapfile -t runtime_ignores < <(ignore "${servers[@]}")
+mapfile -t rest_ignores < <(ignore "${crash[@]}" "${servers[@]}" "${runtime[@]}")
+
+logs=$(mktemp -d)
+declare -A names=()
+pids=()
+stop() {
+	trap - INT TERM
+	kill -- "${pids[@]}" 2>/dev/null
+	wait
+	rm -rf "$logs"
+	exit 130
+}
+trap stop INT TERM
+
+start() { # name, pytest arguments: one group in the background, its output to a log
+	local name=$1
+	shift
+	"${PYTEST[@]}" -p no:cacheprovider --durations=15 "$@" >"$logs/$name" 2>&1 &
+	pids+=($!)
+	names[$!]=$name
+}
+start crash "${crash[@]}"
+start servers "${servers[@]}"
+start runtime "${runtime[@]}" "${runtime_ignores[@]}"
+
+declare -A status=()
+"${PYTEST[@]}" --durations=25 "${rest_ignores[@]}"
+status[rest]=$?
+running=("${pids[@]}")
+while ((${#running[@]})); do
+	wait -n -p done_pid "${running[@]}"
+	rc=$?
+	name=${names[$done_pid]}
+	status[$name]=$rc
+	echo "==== pytest group '$name' (ran beside the run above): exit status $rc ===="
+	cat "$logs/$name"
+	left=()
+	for pid in "${running[@]}"; do [ "$pid" = "$done_pid" ] || left+=("$pid"); done
+	running=("${left[@]}")
+done
+rm -rf "$logs"
+
+summary=""
+first=0
+for name in rest runtime crash servers; do
+	summary+=" $name ${status[$name]}"
+	if [ "$first" = 0 ] && [ "${status[$name]}" != 0 ]; then first=${status[$name]}; fi
+done
+echo "==== exit status per group:$summary ===="
+exit "$first"
