@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import streams.storage as storage
 from warehouse.compile.plan import select_tables
 from warehouse.spec.paths import table_exists
-from warehouse.spec.table import TopicSource
+from warehouse.spec.table import DEFAULT_CLUSTER
 
 if TYPE_CHECKING:
     from warehouse.spec.model import LoadedProject
@@ -103,7 +103,9 @@ def table_status(
         row["quality"] = quality[name]
     topics = defn.spec.source.topics
     if topics:
-        row["lag"] = _lag(project, topics, row["committed_offsets"], bootstrap)
+        cluster = defn.source_cluster or DEFAULT_CLUSTER
+        servers = project.config.kafka.bootstrap_of(cluster, bootstrap)
+        row["lag"] = _lag(project, topics, row["committed_offsets"], servers, cluster=cluster)
     upstream = [t for t in defn.spec.source.upstream_tables if t in project.tables]
     if upstream:
         row["versions_behind"] = versions_behind(project, upstream, ckpt)
@@ -143,12 +145,19 @@ def reachable(bootstrap: str, *, timeout: float = 2.0) -> bool:
     return False
 
 
-def _lag(project: LoadedProject, topics: list[str], committed: Any, bootstrap: str | None) -> Any:
+def _lag(
+    project: LoadedProject,
+    topics: list[str],
+    committed: Any,
+    bootstrap: str | None,
+    *,
+    cluster: str,
+) -> Any:
     if bootstrap is None or not reachable(bootstrap):
         return None
     from streams.kafka import KafkaStreamError, end_offsets
 
-    conf = project.config.kafka.client_config({"socket.timeout.ms": "5000"})
+    conf = project.config.kafka.client_config({"socket.timeout.ms": "5000"}, cluster=cluster)
     try:
         end = end_offsets(bootstrap, topics, client_config=conf)
     except (KafkaStreamError, Exception) as e:  # noqa: BLE001  # broker down: no lag, no error
@@ -168,14 +177,15 @@ def status(
     """Per table: path, Delta version, rows, last batch, committed offsets, lag (Kafka
     records; `versions_behind` its input tables for a table read from tables), quarantine.
 
-    With `resolve`, an `embedded` bootstrap is looked up from the running broker
-    (never started); lag is None when no broker answers.
+    `bootstrap`: the default cluster's; with `resolve`, an `embedded` one is looked up
+    from the running broker (never started); lag is None when no broker answers. A table
+    on a named cluster is asked there.
     """
     names = select_tables(project, layer=layer, tables=tables)
     if (
         bootstrap is None
         and resolve
-        and any(isinstance(project.tables[n].spec.source, TopicSource) for n in names)
+        and any(project.tables[n].source_cluster == DEFAULT_CLUSTER for n in names)
     ):
         from warehouse.runtime.bootstrap import resolve_bootstrap
 
