@@ -247,7 +247,9 @@ class Pipeline:
             servers = kafka.bootstrap_of(src.kafka.cluster, bootstrap)
             if servers:
                 config = kafka.client_config(src.kafka.options, cluster=src.kafka.cluster)
-                check_reachable(servers, config, table=name, layer=defn.layer)
+                check_reachable(
+                    servers, config, table=name, layer=defn.layer, cluster=src.kafka.cluster
+                )
 
     def _check_topics(self, bootstrap: str | None) -> None:
         """Once per run, before any query starts: every topic a table names (`topic`,
