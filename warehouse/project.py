@@ -96,6 +96,7 @@ class Project(LoadedProject):
             broken,
             unloaded=unloaded,
             clusters=config.kafka.cluster_names if config is not None else None,
+            conf=f"conf/{env}.yml",
         )
         problems += checked.problems
         settings = None

@@ -204,7 +204,7 @@ class _Checker:
         for i, message in validate_all(exps):
             self.add(d, f"expectations[{i}].{exps[i].type}", message)
 
-    def clusters(self, d: TableDefinition, known: list[str]) -> None:
+    def clusters(self, d: TableDefinition, known: list[str], conf: str) -> None:
         """Every `cluster` the table names is `default` or a name of `kafka.clusters`."""
         named = []
         src = d.spec.source
@@ -220,7 +220,7 @@ class _Checker:
                     d,
                     fld,
                     f"Table `{d.name}` names the Kafka cluster `{cluster}`, which "
-                    f"conf/<env>.yml does not declare (clusters: {ticks(known)}). Add it "
+                    f"{conf} does not declare (clusters: {ticks(known)}). Add it "
                     f"under `kafka.clusters` or name a declared one.{did_you_mean(cluster, known)}",
                 )
 
@@ -331,13 +331,14 @@ def check_project(
     *,
     unloaded: set[str] | None = None,
     clusters: list[str] | None = None,
+    conf: str = "conf/<env>.yml",
 ) -> CheckedProject:
     """Check `definitions` together; return them in run order with graph, columns, problems.
 
     `broken`: schemas present but invalid; `unloaded`: tables declared but not loaded
     (their problems are reported already), which the tables reading them do not repeat;
     `clusters`: the Kafka clusters of the environment (`default` first), None when its
-    config did not load (the tables' clusters are then not checked)."""
+    config did not load (the tables' clusters are then not checked); `conf`: its file."""
     checker = _Checker(project_dir, payload, broken or set(), unloaded)
     defs = checker.unique_names(definitions)
     # An unloaded table's columns are unknown, as a Python transform's are.
@@ -348,7 +349,7 @@ def check_project(
         checker.python(d)
         checker.expectations(d)
         if clusters is not None:
-            checker.clusters(d, clusters)
+            checker.clusters(d, clusters, conf)
         static = checker.static_tables(d, defs)
         for t in static:
             checker.layer_order(d, defs[t], *sql_location(d))

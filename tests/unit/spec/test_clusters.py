@@ -41,7 +41,13 @@ CASES = {
         (
             "layers/ods/unknown.yml",
             "source.kafka.cluster",
-            ("`eux`", "does not declare", "`default`, `eu`, `us`", "`kafka.clusters`", "`eu`?"),
+            (
+                "`eux`",
+                "conf/local.yml does not declare",
+                "`default`, `eu`, `us`",
+                "`kafka.clusters`",
+                "`eu`?",
+            ),
         ),
         ("layers/ods/unknown.yml", "publish.kafka.cluster", ("`asia`", "`default`, `eu`, `us`")),
         ("layers/ods/unknown.yml", "quarantine.kafka.cluster", ("`mars`", "`default`, `eu`, `us`")),
