@@ -219,7 +219,6 @@ class Pipeline:
         cluster (None otherwise). Unless the caller gave the bootstrap, the first call also
         checks every cluster the run's tables read (`_check_reachable`, `_check_topics`)."""
         if self._bootstrap_given is None and not self._resolved:
-            self._resolved = True
             clusters = {c for n in self.names for c in self.project.tables[n].kafka_clusters}
             if self._bootstrap is None and DEFAULT_CLUSTER in clusters:
                 from warehouse.runtime.bootstrap import resolve_bootstrap
@@ -228,6 +227,7 @@ class Pipeline:
             if clusters:
                 self._check_reachable(self._bootstrap)
                 self._check_topics(self._bootstrap)
+            self._resolved = True  # a failed check is asked again on the next call
         return self._bootstrap
 
     def _check_reachable(self, bootstrap: str | None) -> None:
