@@ -1,7 +1,8 @@
 """A table on a named Kafka cluster (`kafka.clusters`), on both engines.
 
-Two bundled broker processes: `home` is the default cluster (`kafka.bootstrap`), `eu` a
-named one. `ods_orders` reads the topic `orders` of `eu` (`home` holds a topic of the same
+Two bundled broker processes: `home` is the default cluster (`kafka.bootstrap`,
+PLAINTEXT), `eu` a named one that takes SASL/PLAIN clients only (its password from
+`${EU_PASSWORD}`), so a client given the default cluster's settings cannot read it. `ods_orders` reads the topic `orders` of `eu` (`home` holds a topic of the same
 name with other records, which must not be read), publishes its rows to `mv.orders` on
 `home` and sends the records its expectation quarantines to its dead-letter topic, which
 follows the table to `eu`. Two `--once` runs: the table's rows, the published records and
@@ -15,9 +16,11 @@ import json
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from streams.broker.launcher import broker_status
+from streams.kafka.admin import ensure_topic, produce
 from tests.integration.projects import new_topic, table_rows
 from tests.integration.quality.dead_letters import assert_dead_letters
 from tests.support.broker_clients import read_topic
@@ -42,13 +45,28 @@ def _orders(first: int, count: int) -> list[tuple[str, str]]:
     return out
 
 
-def _project(root: Path, home: str, eu: str, engine: str) -> Project:
+USER, PASSWORD = "warehouse", "s3cret"
+SASL = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": USER,
+    "sasl.password": PASSWORD,
+}
+
+
+def _project(root: Path, home: str, eu: str, engine: str, *, sasl: bool = True) -> Project:
+    security = (
+        f", security: {{protocol: SASL_PLAINTEXT, sasl_mechanism: PLAIN, username: {USER}, "
+        'password: "${EU_PASSWORD}"}'
+        if sasl
+        else ""
+    )
     (root / "conf").mkdir(parents=True)
     (root / "conf" / "local.yml").write_text(
         f"warehouse_root: {root / '.warehouse'}\n"
         "kafka:\n"
         f'  bootstrap: "{home}"\n'
-        f'  clusters: {{eu: {{bootstrap: "{eu}", client: {{client.id: wh-eu}}}}}}\n'
+        f'  clusters:\n    eu: {{bootstrap: "{eu}", client: {{client.id: wh-eu}}{security}}}\n'
         f"engines: {{kafka: {engine}, delta: {engine}}}\n"
         'spark:\n  master: "local[2]"\n  conf:\n    spark.sql.shuffle.partitions: "2"\n'
     )
@@ -65,19 +83,23 @@ def _project(root: Path, home: str, eu: str, engine: str) -> Project:
         "publish: {kafka: {topic: mv.orders}}\n"
         "quarantine: {kafka: {topic: dlq.orders}}\n"
     )
-    return Project.load(root)
+    return Project.load(root, environ={"EU_PASSWORD": PASSWORD})
 
 
-def _topics(bootstrap: str) -> set[str]:
-    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics)
+def _topics(bootstrap: str, config: dict[str, str] | None = None) -> set[str]:
+    admin = AdminClient({**(config or {}), "bootstrap.servers": bootstrap})
+    return set(admin.list_topics(timeout=30).topics)
 
 
 def test_a_table_reads_a_named_cluster_and_publishes_to_the_default_one(
     broker_factory, tmp_path: Path, spark, engine: str
 ) -> None:
-    home, eu = broker_factory(), broker_factory()
+    home, eu = broker_factory(), broker_factory(**{"sasl.users": f"{USER}:{PASSWORD}"})
     new_topic(home.bootstrap, "orders", [("x", json.dumps({"id": -1, "city": "home"}))] * 50)
-    new_topic(eu.bootstrap, "orders", _orders(1, 200), partitions=2)
+    ensure_topic(eu.bootstrap, "orders", partitions=2, client_config=SASL)
+    produce(eu.bootstrap, "orders", _orders(1, 200), client_config=SASL)
+    with pytest.raises(KafkaException):  # the default cluster's settings do not reach `eu`
+        AdminClient({"bootstrap.servers": eu.bootstrap}).list_topics(timeout=5)
     project = _project(tmp_path / "proj", home.bootstrap, eu.bootstrap, engine)
 
     def run_once() -> None:
@@ -85,7 +107,7 @@ def test_a_table_reads_a_named_cluster_and_publishes_to_the_default_one(
         assert [r.table for r in results] == ["ods_orders"]
 
     run_once()
-    new_topic(eu.bootstrap, "orders", _orders(201, 100))  # the topic exists: more records
+    produce(eu.bootstrap, "orders", _orders(201, 100), client_config=SASL)
     run_once()
 
     produced = [json.loads(v) for _, v in _orders(1, 300)]
@@ -97,7 +119,7 @@ def test_a_table_reads_a_named_cluster_and_publishes_to_the_default_one(
     assert (
         sorted((json.loads(r.key)["id"], json.loads(r.value)["city"]) for r in published) == kept
     ), "the published records are not the table's rows, once each"
-    assert "mv.orders" not in _topics(eu.bootstrap)
+    assert "mv.orders" not in _topics(eu.bootstrap, SASL)
 
     letters = assert_dead_letters(
         eu.bootstrap,
@@ -105,6 +127,7 @@ def test_a_table_reads_a_named_cluster_and_publishes_to_the_default_one(
         "orders",
         project.quarantine_path("ods_orders"),
         "ods_orders",
+        client_config=SASL,
     )
     assert letters == 12
     assert "dlq.orders" not in _topics(home.bootstrap)
@@ -115,7 +138,7 @@ def test_a_run_on_named_clusters_only_starts_no_embedded_broker_and_checks_their
 ) -> None:
     eu = broker_factory()
     root = tmp_path / "proj"
-    _project(root, "embedded", eu.bootstrap, "python")
+    _project(root, "embedded", eu.bootstrap, "python", sasl=False)
     table = root / "layers" / "ods" / "orders.yml"
     # Everything on `eu`: the default cluster (the embedded broker) is not needed.
     table.write_text(
