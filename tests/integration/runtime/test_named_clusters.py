@@ -27,6 +27,7 @@ from tests.support.broker_clients import read_topic
 from warehouse import Project
 from warehouse.runtime.errors import QueryFailedError
 from warehouse.runtime.pipeline import Pipeline
+from warehouse.runtime.status import status
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -131,6 +132,10 @@ def test_a_table_reads_a_named_cluster_and_publishes_to_the_default_one(
     )
     assert letters == 12
     assert "dlq.orders" not in _topics(home.bootstrap)
+
+    # `status` asks the table's cluster, with its security, for the lag.
+    [row] = status(project, tables=["ods_orders"])
+    assert row["lag"] == {"total": 0, "topics": {"orders": 0}}
 
 
 def test_a_run_on_named_clusters_only_starts_no_embedded_broker_and_checks_their_topics(

@@ -10,6 +10,7 @@ import pytest
 
 from tests.unit.runtime.projects import write_dws_project
 from warehouse import Project
+from warehouse.compile.inputs import kafka_input
 from warehouse.compile.program import dead_letter_target, publish_target
 from warehouse.runtime.bootstrap import check_reachable
 from warehouse.runtime.errors import QueryFailedError
@@ -25,7 +26,7 @@ EU = """\
 def project(tmp_path: Path) -> Project:
     """`dim_users` reads `users` on `eu` with dead letters (following it to `eu`);
     `dws_city_1m` publishes to `eu`; `ods_orders` reads the default cluster and sends its
-    dead letters to `eu`."""
+    dead letters to `eu`; `ods_clicks` reads `clicks` on `eu` with an option of its own."""
     root = write_dws_project(tmp_path / "proj", bootstrap="127.0.0.1:9", publish_topic="mv.c")
     conf = root / "conf" / "local.yml"
     conf.write_text(conf.read_text().replace("engines:", EU + "engines:", 1))
@@ -38,6 +39,10 @@ def project(tmp_path: Path) -> Project:
     dws.write_text(dws.read_text().replace("topic: mv.c}", "topic: mv.c, cluster: eu}"))
     ods = root / "layers" / "ods" / "orders.yml"
     ods.write_text(ods.read_text() + "quarantine: {kafka: {topic: dlq.orders, cluster: eu}}\n")
+    (root / "layers" / "ods" / "clicks.yml").write_text(
+        "table: ods_clicks\n"
+        "source: {kafka: {topic: clicks, cluster: eu, format: raw, options: {fetch.min.bytes: '1'}}}\n"
+    )
     return Project.load(root)
 
 
@@ -65,6 +70,18 @@ def test_publish_and_dead_letters_go_to_their_cluster_with_its_security(project:
     assert (orders.bootstrap, orders.client_config) == ("eu-1:9092", SASL)
     plain = {"security.protocol": "PLAINTEXT"}
     assert (orders.source_bootstrap, orders.source_client_config) == ("home:9092", plain)
+
+
+def test_a_table_reads_its_cluster_with_its_security_and_its_own_options(
+    project: Project,
+) -> None:
+    clicks = project.tables["ods_clicks"]
+    read = kafka_input(project, clicks, clicks.spec.source.kafka, "home:9092")  # type: ignore[union-attr]
+    assert (read.bootstrap, read.client_config) == ("eu-1:9092", {**SASL, "fetch.min.bytes": "1"})
+    assert read.fetch_options().bootstrap == "eu-1:9092"
+    orders = project.tables["ods_orders"]
+    home = kafka_input(project, orders, orders.spec.source.kafka, "home:9092")  # type: ignore[union-attr]
+    assert (home.bootstrap, home.client_config) == ("home:9092", {"security.protocol": "PLAINTEXT"})
 
 
 def test_a_named_cluster_that_does_not_answer_names_its_settings() -> None:
