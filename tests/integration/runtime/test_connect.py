@@ -30,7 +30,9 @@ from tests.unit.runtime.projects import USERS_SCHEMA, write_project
 from warehouse import Project
 from warehouse.runtime.engines import resolve_engine
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+# A Connect server's session and every layer of the example through it: about 4 minutes
+# a test on a busy 2-core machine, so the hang guard is wider than the suite's 600 s.
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.timeout(1200)]
 
 
 def _project(
