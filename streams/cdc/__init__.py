@@ -6,7 +6,8 @@ its `scd2` mode, `streams.delta.scd2`.)
 - `publish_changes`: a table's change feed to a compacted topic in Kafka transactions
   that also write the table's position to `<topic>.publish-position` (exactly-once for
   read_committed consumers);
-  `Publisher` does the same again and again with its clients kept between calls.
+  `Publisher` does the same again and again with its clients kept between calls;
+  `published_position` reads where it stands, for readers beside it.
 - `DeadLetters`: a quarantine table's rows as their original records, for a `Publisher`
   to a dead-letter topic (`DEAD_LETTER_TOPIC_CONFIG`), exactly once the same way.
 - `read_ktable`: a compacted topic read back into a table (latest value per key).
@@ -20,7 +21,13 @@ from streams.cdc.changelog import changelog_records
 from streams.cdc.deadletter import DEAD_LETTER_TOPIC_CONFIG, DeadLetters
 from streams.cdc.errors import CdcError, KTableError, PublishError
 from streams.cdc.ktable import latest_values, read_ktable
-from streams.cdc.position import marker_group, position_topic, transactional_id
+from streams.cdc.position import (
+    Position,
+    marker_group,
+    position_topic,
+    published_position,
+    transactional_id,
+)
 from streams.cdc.publish import Publisher, PublishResult, publish_changes
 
 __all__ = [
@@ -28,6 +35,7 @@ __all__ = [
     "CdcError",
     "DeadLetters",
     "KTableError",
+    "Position",
     "PublishError",
     "PublishResult",
     "Publisher",
@@ -36,6 +44,7 @@ __all__ = [
     "marker_group",
     "position_topic",
     "publish_changes",
+    "published_position",
     "read_ktable",
     "transactional_id",
 ]

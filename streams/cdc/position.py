@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -182,3 +184,39 @@ def legacy_position(consumer: Consumer, topic: str, *, timeout: float) -> Positi
         position_topic(topic),
     )
     return Position(str(meta["table_id"]), int(tp.offset))
+
+
+def published_position(
+    bootstrap: str,
+    topic: str,
+    table: str,
+    *,
+    client_config: Mapping[str, Any] | None = None,
+    timeout: float = 10.0,
+) -> Position | None:
+    """Where the publisher of `table` to `topic` stands, as a `read_committed` reader sees
+    it (an open transaction's position shows once it commits): the record of
+    `position_topic(topic)`, else the offset an older publisher committed; None when it
+    has published nothing (no position topic yet, or no position of `table` in it).
+
+    For readers beside the publisher (`warehouse status`): it opens its own consumer,
+    joins no group and commits nothing."""
+    ptopic = position_topic(topic)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            **dict(client_config or {}),
+            "group.id": marker_group(table),  # only read (`legacy_position`), never joined
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        meta = consumer.list_topics(ptopic, timeout=timeout).topics.get(ptopic)
+        if meta is None or meta.error is not None:
+            return None
+        return read_position(consumer, topic, table, timeout=timeout) or legacy_position(
+            consumer, topic, timeout=timeout
+        )
+    finally:
+        consumer.close()

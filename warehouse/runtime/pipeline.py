@@ -40,7 +40,13 @@ from warehouse.runtime.gate import BatchGate, depths
 from warehouse.runtime.locks import holding
 from warehouse.runtime.query import TableQuery, build_query
 from warehouse.runtime.refresh import refresh_selection, refuse_data_loss, reset_for_refresh
-from warehouse.runtime.results import RunResult, add_results, result_of, warned_text
+from warehouse.runtime.results import (
+    RunResult,
+    add_results,
+    dead_letters_text,
+    result_of,
+    warned_text,
+)
 from warehouse.runtime.run_state import RunStates
 from warehouse.runtime.writer import BatchWriter
 from warehouse.spec.paths import table_exists
@@ -647,7 +653,8 @@ class Pipeline:
         s = cq.writer.stats
         (self.batch_progress or self.progress)(
             f"{cq.plan.name}: batch {batch_id} done ({s.rows_written} rows written, "
-            f"{s.quarantined} quarantined{warned_text(s.warned)} so far)"
+            f"{s.quarantined} quarantined{warned_text(s.warned)}"
+            f"{dead_letters_text(s.dead_letters)} so far)"
         )
 
     def _stop_all(

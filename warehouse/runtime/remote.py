@@ -20,7 +20,7 @@ import dataclasses
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import streams.storage as storage
 from warehouse.write import BatchContext, Outcome, WriteStrategy, strategies
@@ -69,25 +69,31 @@ class RemoteBatches:
                     break
             else:
                 raise AssertionError(f"table {self.program.name}: no strategy wrote the batch")
-            if self.program.dead_letters is not None:
-                self._send_dead_letters()
-            if self.program.publish is not None:
-                self._publish()
+            sent = self._send_dead_letters() if self.program.dead_letters is not None else 0
+            published = self._publish() if self.program.publish is not None else 0
         finally:
             batch.close()
         write_outcome(
-            self.program.targets.checkpoint, batch_id, out, batch.warned, time.monotonic() - started
+            self.program.targets.checkpoint,
+            batch_id,
+            RemoteOutcome(
+                out,
+                batch.warned,
+                time.monotonic() - started,
+                published=published,
+                dead_letters=sent,
+            ),
         )
 
-    def _send_dead_letters(self) -> None:
+    def _send_dead_letters(self) -> int:
         if self._dead_letters is None:
             self._dead_letters = self.program.new_dead_letter_publisher()
-        self._dead_letters.publish()
+        return self._dead_letters.publish().records
 
-    def _publish(self) -> None:
+    def _publish(self) -> int:
         if self._publisher is None:
             self._publisher = self.program.new_publisher()
-        self._publisher.publish()
+        return self._publisher.publish().records
 
 
 OUTCOMES = "warehouse-outcomes"
@@ -98,16 +104,32 @@ def _outcome_location(checkpoint: str, batch_id: int) -> str:
     return storage.join(checkpoint, OUTCOMES, f"{batch_id}.json")
 
 
-def write_outcome(
-    checkpoint: str, batch_id: int, out: Outcome, warned: dict[str, int], seconds: float
-) -> None:
+class RemoteOutcome(NamedTuple):
+    """What a batch on a Connect server did: its write strategy's `outcome`, the rows that
+    failed each `warn` expectation, its seconds, and the records it published to the
+    table's view and sent to its dead-letter topic after its commits."""
+
+    outcome: Outcome
+    warned: dict[str, int]
+    seconds: float
+    published: int = 0
+    dead_letters: int = 0
+
+
+def write_outcome(checkpoint: str, batch_id: int, done: RemoteOutcome) -> None:
     """Record what batch `batch_id` did for the client (`read_outcome`): one small file,
     written whole, before the batch returns and so before its progress is reported."""
-    record = {**out._asdict(), "warned": warned, "seconds": round(seconds, 3)}
+    record = {
+        **done.outcome._asdict(),
+        "warned": done.warned,
+        "seconds": round(done.seconds, 3),
+        "published": done.published,
+        "dead_letters": done.dead_letters,
+    }
     storage.write_text(_outcome_location(checkpoint, batch_id), json.dumps(record))
 
 
-def read_outcome(checkpoint: str, batch_id: int) -> tuple[Outcome, dict[str, int], float] | None:
+def read_outcome(checkpoint: str, batch_id: int) -> RemoteOutcome | None:
     """What the worker recorded of batch `batch_id` (`write_outcome`), removed once read;
     None when there is no record (a batch that ran before the worker wrote them)."""
     location = _outcome_location(checkpoint, batch_id)
@@ -116,6 +138,10 @@ def read_outcome(checkpoint: str, batch_id: int) -> tuple[Outcome, dict[str, int
         return None
     record = json.loads(text)
     storage.remove(location)
-    warned = {str(k): int(v) for k, v in record.pop("warned").items()}
-    seconds = float(record.pop("seconds"))
-    return Outcome(**record), warned, seconds
+    return RemoteOutcome(
+        Outcome(*(record[f] for f in Outcome._fields)),
+        {str(k): int(v) for k, v in record["warned"].items()},
+        float(record["seconds"]),
+        int(record.get("published", 0)),
+        int(record.get("dead_letters", 0)),
+    )

@@ -24,6 +24,9 @@ class RunResult:
     seconds: float = 0.0
     version: int | None = None
     published: int = 0
+    dead_letters: int | None = None
+    """Records sent to the table's dead-letter topic (`quarantine: {kafka: ...}`); None
+    for a table without one."""
     skipped: str | None = None
     warned: dict[str, int] = field(default_factory=dict)
     """Rows that failed a `warn` expectation (kept, unless another set them aside), by
@@ -40,6 +43,7 @@ class RunResult:
             f"{self.rows_written} written, {self.quarantined} quarantined"
             + (f", {self.dropped} dropped" if self.dropped else "")
             + warned_text(self.warned)
+            + dead_letters_text(self.dead_letters)
             + (f", {self.published} published" if self.published else "")
             + (f", version {self.version}" if self.version is not None else ", no new version")
             + f", {self.seconds:.1f}s"
@@ -61,11 +65,23 @@ def add_results(earlier: RunResult | None, later: RunResult) -> RunResult:
         seconds=earlier.seconds + later.seconds,
         version=later.version if later.version is not None else earlier.version,
         published=earlier.published + later.published,
+        dead_letters=_add(earlier.dead_letters, later.dead_letters),
         warned={
             k: earlier.warned.get(k, 0) + later.warned.get(k, 0)
             for k in {**earlier.warned, **later.warned}
         },
     )
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
+def dead_letters_text(sent: int | None) -> str:
+    """`, N dead letters sent` for a table with a dead-letter topic (None: without one)."""
+    if sent is None:
+        return ""
+    return f", {sent} dead letter{'' if sent == 1 else 's'} sent"
 
 
 def warned_text(warned: dict[str, int]) -> str:
@@ -86,5 +102,6 @@ def result_of(plan: TablePlan, stats: BatchStats, seconds: float) -> RunResult:
         seconds=seconds,
         version=stats.last_version,
         published=stats.published,
+        dead_letters=stats.dead_letters,
         warned=dict(stats.warned),
     )

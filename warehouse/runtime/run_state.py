@@ -1,8 +1,8 @@
 """What a running table is doing, as the process running it says: `<root>/runs/<table>.json`.
 
 `Pipeline.run` writes each of its tables' record (`RunStates`) when the table's query
-starts, after each batch (its id, time, rows in, written and quarantined, the last
-`RECENT` batches kept), every `HEARTBEAT_SECONDS` while it runs, and when it stops or
+starts, after each batch (its id, time, rows in, written and quarantined, dead letters
+sent for a table with a dead-letter topic, the last `RECENT` batches kept), every `HEARTBEAT_SECONDS` while it runs, and when it stops or
 fails. The record goes through `streams.storage`, so it is one small file written whole
 on a local disk and one object on object storage, and readers see the old record or the
 new one. `warehouse ui` reads them (`read_states`).
@@ -99,8 +99,11 @@ class RunStates:
             if record is None:
                 return
             seen = self._seen[name]
-            done = {k: int(getattr(stats, k)) - seen[k] for k in _COUNTERS}
-            self._seen[name] = {k: int(getattr(stats, k)) for k in _COUNTERS}
+            now_counts = {k: int(getattr(stats, k)) for k in _COUNTERS}
+            if stats.dead_letters is not None:  # a table with a dead-letter topic
+                now_counts["dead_letters"] = stats.dead_letters
+            done = {k: n - seen.get(k, 0) for k, n in now_counts.items()}
+            self._seen[name] = now_counts
             entry = {"batch_id": batch_id, "at": _iso(now), **done, "version": stats.last_version}
             record["batches"] = [*record["batches"], entry][-RECENT:]
             self._beat(record, now)

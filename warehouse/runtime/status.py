@@ -2,7 +2,8 @@
 
 Everything comes from the tables themselves (the Delta log and the commit info
 the sink writes), the checkpoints, and, for Kafka-sourced tables, the broker's
-end offsets. A broker that is down only removes the lag column.
+end offsets and the position of a table's dead letters. A broker that is down only
+removes the lag column and that position.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import streams.storage as storage
 from warehouse.compile.plan import select_tables
-from warehouse.spec.paths import table_exists
+from warehouse.spec.paths import QUARANTINE_SUFFIX, table_exists
 from warehouse.spec.table import DEFAULT_CLUSTER
 
 if TYPE_CHECKING:
@@ -106,6 +107,15 @@ def table_status(
         cluster = defn.source_cluster or DEFAULT_CLUSTER
         servers = project.config.kafka.bootstrap_of(cluster, bootstrap)
         row["lag"] = _lag(project, topics, row["committed_offsets"], servers, cluster=cluster)
+    if defn.spec.quarantine is not None:
+        cluster = defn.dead_letter_cluster or DEFAULT_CLUSTER
+        row["dead_letters"] = dead_letters_status(
+            project,
+            name,
+            defn.spec.quarantine.kafka.topic,
+            project.config.kafka.bootstrap_of(cluster, bootstrap),
+            cluster=cluster,
+        )
     upstream = [t for t in defn.spec.source.upstream_tables if t in project.tables]
     if upstream:
         row["versions_behind"] = versions_behind(project, upstream, ckpt)
@@ -129,6 +139,48 @@ def versions_behind(
         position = delta_source_position(checkpoint, table_id(path))
         behind[name] = max(0, newest + 1 - (position or 0))
     return {"total": sum(behind.values()), "tables": behind} if behind else None
+
+
+def dead_letters_status(
+    project: LoadedProject,
+    name: str,
+    topic: str,
+    bootstrap: str | None,
+    *,
+    cluster: str = DEFAULT_CLUSTER,
+) -> dict[str, Any]:
+    """How far table `name`'s dead letters are sent to `topic` (at `bootstrap`, of
+    `cluster`): the quarantine table's
+    newest version (None before its first), the newest whose dead letters are all in the
+    topic (`sent_version`, None before any), and the versions not sent yet
+    (`versions_behind`); the last two None when no broker answers."""
+    from streams.delta import latest_version, table_id
+
+    qpath = project.quarantine_path(name)
+    newest = latest_version(qpath)
+    row: dict[str, Any] = {
+        "topic": topic,
+        "quarantine_version": newest,
+        "sent_version": None,
+        "versions_behind": None,
+    }
+    if bootstrap is None or not reachable(bootstrap):
+        return row
+    from streams.cdc import published_position
+
+    conf = project.config.kafka.client_config({"socket.timeout.ms": "5000"}, cluster=cluster)
+    try:
+        at = published_position(bootstrap, topic, name + QUARANTINE_SUFFIX, client_config=conf)
+    except Exception as e:  # noqa: BLE001  # broker down: no position, no error
+        logger.info("dead letters of %s: position unavailable: %s", name, e)
+        return row
+    first_unsent = 0
+    # A position of another table id is an earlier quarantine table's (a reset table).
+    if at is not None and newest is not None and at.table_id == table_id(qpath):
+        first_unsent = at.version
+    row["sent_version"] = first_unsent - 1 if first_unsent > 0 else None
+    row["versions_behind"] = 0 if newest is None else max(0, newest + 1 - first_unsent)
+    return row
 
 
 def reachable(bootstrap: str, *, timeout: float = 2.0) -> bool:
@@ -185,7 +237,7 @@ def status(
     if (
         bootstrap is None
         and resolve
-        and any(project.tables[n].source_cluster == DEFAULT_CLUSTER for n in names)
+        and any(DEFAULT_CLUSTER in project.tables[n].kafka_clusters for n in names)
     ):
         from warehouse.runtime.bootstrap import resolve_bootstrap
 
@@ -228,8 +280,22 @@ def render_status(rows: list[dict[str, Any]]) -> str:
         if r["exists"]:
             named = f" ({r['name']})" if r.get("name") else ""
             lines.append(f"{r['table']}: {r['path']}{named}")
+    lines += [_dead_letters_line(r) for r in rows if r.get("dead_letters")]
     lines += _quality_lines(rows)
     return "\n".join(lines)
+
+
+def _dead_letters_line(row: dict[str, Any]) -> str:
+    d = row["dead_letters"]
+    head = f"{row['table']}: dead letters to {d['topic']}: "
+    newest, sent, behind = d["quarantine_version"], d["sent_version"], d["versions_behind"]
+    if newest is None:
+        return head + "none yet (no quarantine table)"
+    if behind is None:
+        return head + f"quarantine version {newest}, sent version unknown (no broker answered)"
+    done = "none sent" if sent is None else f"sent through version {sent}"
+    late = "up to date" if behind == 0 else f"{behind} version{'' if behind == 1 else 's'} behind"
+    return head + f"{done} of quarantine version {newest} ({late})"
 
 
 def _quality_lines(rows: list[dict[str, Any]]) -> list[str]:

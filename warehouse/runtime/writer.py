@@ -55,6 +55,8 @@ class BatchStats:
     """Time batches waited for a slot of the run's `BatchGate` before they began."""
     error: BaseException | None = None
     published: int = 0
+    dead_letters: int | None = None
+    """Records sent to the table's dead-letter topic; None without one."""
     warned: dict[str, int] = field(default_factory=dict)
     """Rows that failed a `warn` expectation (kept, unless another set them aside), by
     expectation: the quality events' `failed`."""
@@ -172,7 +174,7 @@ class BatchWriter:
     ) -> None:
         self.program = program
         self.session = session
-        self.stats = BatchStats()
+        self.stats = BatchStats(dead_letters=None if program.dead_letters is None else 0)
         self.strategies: tuple[WriteStrategy, ...] = strategies(program)
         self.gate = gate
         self.depth = depth
@@ -254,9 +256,10 @@ class BatchWriter:
             s.batches += 1
             s.last_batch = batch_id if s.last_batch is None else max(s.last_batch, batch_id)
             return
-        out, warned, seconds = recorded
         self.stats.input_rows.setdefault(batch_id, input_rows)
-        self._count(batch_id, "Spark Connect", out, warned, seconds)
+        self.stats.published += recorded.published
+        self._count_dead_letters(recorded.dead_letters)
+        self._count(batch_id, "Spark Connect", recorded.outcome, recorded.warned, recorded.seconds)
         if self.on_batch is not None:
             self.on_batch(batch_id)
 
@@ -399,10 +402,15 @@ class BatchWriter:
         if self._dead_letters is None:
             self._dead_letters = self.program.new_dead_letter_publisher()
         result = self._dead_letters.publish()
+        self._count_dead_letters(result.records)
         if not result.skipped:
             logger.info(
                 "table %s: batch %d sent dead letters %s", self.program.name, batch_id, result
             )
+
+    def _count_dead_letters(self, records: int) -> None:
+        if self.stats.dead_letters is not None:
+            self.stats.dead_letters += records
 
     def _publish(self, batch_id: int) -> None:
         """Table → compacted topic: the Delta versions the topic has not received yet.

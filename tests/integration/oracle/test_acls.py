@@ -54,7 +54,8 @@ from tests.support.broker_wire import Wire
 from tests.support.java_client import JavaClient
 from tests.support.kafka_tools import run as kafka_tool
 
-pytestmark = pytest.mark.kafka
+# Every API refused and allowed on both brokers: over 2 minutes on a busy machine.
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(1200)]
 
 ADMIN, ADMIN_PASSWORD = next(iter(SASL_USERS.items()))
 PASSWORD = "acl-oracle-pw-6b90"

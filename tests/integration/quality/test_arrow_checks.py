@@ -11,7 +11,8 @@ then judged by Spark on the driver) and records that do not parse. A table with 
 expectation Arrow does not judge (a regex) keeps off the Arrow path. Both send their
 quarantined records to dead-letter topics too (`quarantine: {kafka: {topic}}`): each
 holds exactly the quarantined records, once each, with their original key and value
-bytes, after the replay as well. Real broker, real Spark, real Delta.
+bytes, after the replay as well; the run counts them and `warehouse status` shows them
+all sent. Real broker, real Spark, real Delta.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tests.integration.quality.dead_letters import assert_dead_letters
 from tests.integration.runtime.helpers import forget_last_batch, version
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
+from warehouse.runtime.status import status
 from warehouse.spec.paths import events_path
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -204,6 +206,11 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
     for res in results:
         a = res["ods_arrow"]
         assert (a.rows_written, a.dropped) == (401, 2)
+        # Each batch sent its quarantined records as dead letters; a table without a
+        # dead-letter topic counts none.
+        assert a.dead_letters == res["ods_spark"].dead_letters == a.quarantined
+        assert res["ods_regex"].dead_letters is None
+        assert f", {a.quarantined} dead letters sent," in a.line()
     # The run line counts the rows that failed the `warn` expectation, as its quality
     # events do, on either path.
     in_set = "expect_column_values_to_be_in_set(city)"
@@ -218,6 +225,17 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
             table = f"ods_{name}"
             dlq, q = _dlq(topic, name), project.quarantine_path(table)
             assert assert_dead_letters(broker.bootstrap, dlq, topic, q, table) == 2 * 10 + 1
+        # `warehouse status` (and its --json) says where they go and that all are sent.
+        shown = {r["table"]: r for r in status(project, bootstrap=broker.bootstrap)}
+        for name in ("arrow", "spark"):
+            newest = version(project.quarantine_path(f"ods_{name}"))
+            assert shown[f"ods_{name}"]["dead_letters"] == {
+                "topic": _dlq(topic, name),
+                "quarantine_version": newest,
+                "sent_version": newest,
+                "versions_behind": 0,
+            }
+        assert "dead_letters" not in shown["ods_regex"]
 
     dead_letters()
 
@@ -228,7 +246,8 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
     before = {p: version(p) for p in (arrow, q_arrow, events)}
     forget_last_batch(project.checkpoint_path("ods_arrow"))
     caplog.clear()
-    Pipeline(project, spark, layer="ods", tables=["ods_arrow"]).run(once=True)
+    (again,) = Pipeline(project, spark, layer="ods", tables=["ods_arrow"]).run(once=True)
+    assert again.dead_letters == 0
     assert {p: version(p) for p in (arrow, q_arrow, events)} == before
     replayed = [r.getMessage() for r in caplog.records if "ods_arrow: batch" in r.getMessage()]
     assert any("skipped (already committed)" in m for m in replayed), replayed

@@ -25,19 +25,23 @@ from streams.kafka.admin import ensure_topic, produce
 from streams.sessions import connect_has_format, default_parallelism, is_connect
 from tests.integration.runtime.helpers import at, order, rows
 from tests.integration.runtime.test_cli_e2e import cli
+from tests.support.broker_clients import read_topic
 from tests.unit.runtime.projects import USERS_SCHEMA, write_project
 from warehouse import Project
 from warehouse.runtime.engines import resolve_engine
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+# A Connect server's session and every layer of the example through it: about 4 minutes
+# a test on a busy 2-core machine, so the hang guard is wider than the suite's 600 s.
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.timeout(1200)]
 
 
 def _project(
     root: Path, *, orders: str, users: str, bootstrap: str, engine: str, schema: str
 ) -> Project:
-    """The two-layer orders project, and users from keyed CDC (`upsert-json`) into a
-    current-state table (upsert) and a history (SCD2 by offset); every table by name in
-    the server's catalog (`catalog:`, `schema` one per layer)."""
+    """The two-layer orders project (ODS sending its quarantined records to the dead-letter
+    topic `<orders>.dlq`), and users from keyed CDC (`upsert-json`) into a current-state
+    table (upsert) and a history (SCD2 by offset); every table by name in the server's
+    catalog (`catalog:`, `schema` one per layer)."""
     write_project(
         root,
         topic=orders,
@@ -45,6 +49,8 @@ def _project(
         engine=engine,
         extra_conf=f'catalog: {{schema: "{schema}"}}\n',
     )
+    ods = root / "layers" / "ods" / "orders.yml"
+    ods.write_text(ods.read_text() + f"quarantine: {{kafka: {{topic: {orders}.dlq}}}}\n")
     (root / "schemas" / "users.json").write_text(json.dumps(USERS_SCHEMA))
     source = f"source:\n  kafka: {{topic: {users}, format: upsert-json, schema: users}}\n"
     (root / "layers" / "dwd" / "users.yml").write_text(
@@ -126,6 +132,11 @@ def test_a_connect_session_runs_the_layers_on_the_server(
     # What the batches did, as the server's worker recorded it for the client.
     ods = results["ods_orders"]
     assert (ods.rows_read, ods.rows_written, ods.quarantined, ods.version) == (6, 4, 2, 0)
+    assert ods.dead_letters == 2  # sent by the worker after the commits
+    assert sorted(r.value for r in read_topic(broker.bootstrap, f"{orders}.dlq")) == sorted(
+        [b"not json", order(None, "u9", 5.0, 1).encode()]
+    )
+    assert results["dim_users"].dead_letters is None
     assert results["dwd_orders"].rows_written == 2
     assert results["dim_users_history"].rows_read == 3
     assert all(r.version is not None for r in results.values())

@@ -133,9 +133,13 @@ def test_a_table_reads_a_named_cluster_and_publishes_to_the_default_one(
     assert letters == 12
     assert "dlq.orders" not in _topics(home.bootstrap)
 
-    # `status` asks the table's cluster, with its security, for the lag.
+    # `status` asks the table's cluster, with its security, for the lag and how far its
+    # dead letters are sent.
     [row] = status(project, tables=["ods_orders"])
     assert row["lag"] == {"total": 0, "topics": {"orders": 0}}
+    assert row["dead_letters"]["topic"] == "dlq.orders"
+    assert row["dead_letters"]["versions_behind"] == 0
+    assert row["dead_letters"]["sent_version"] == row["dead_letters"]["quarantine_version"]
 
 
 def test_a_run_on_named_clusters_only_starts_no_embedded_broker_and_checks_their_topics(

@@ -38,3 +38,19 @@ def test_rows_failing_a_warn_expectation_are_counted_in_the_line_and_over_attemp
         "expect_column_values_to_be_in_set(tier)": 3,
         "expect_column_values_to_not_be_null(city)": 1,
     }
+
+
+def test_a_table_with_a_dead_letter_topic_counts_the_dead_letters_sent() -> None:
+    """Shown for a table with a dead-letter topic, 0 included (quarantined rows that were
+    not sent are worth seeing); absent from the line of a table without one."""
+    plain = RunResult("ods_orders", "ods", batches=1, rows_read=6, quarantined=1, version=3)
+    assert "dead letter" not in plain.line()
+    dlq = replace(plain, dead_letters=0)
+    assert dlq.line() == (
+        "ods_orders [ods]: 1 batch(es), 6 rows in, 0 written, 1 quarantined, "
+        "0 dead letters sent, version 3, 0.0s"
+    )
+    assert ", 1 dead letter sent," in replace(plain, dead_letters=1).line()
+    assert add_results(dlq, replace(plain, dead_letters=2)).dead_letters == 2
+    assert add_results(plain, plain).dead_letters is None
+    assert replace(plain, dead_letters=21).to_dict()["dead_letters"] == 21

@@ -47,6 +47,22 @@ def test_records_follow_a_table_from_start_to_stop(tmp_path: Path) -> None:
     assert read_states(p, ["ods_orders"], now=now[0])["ods_orders"]["state"] == "stopped"
 
 
+def test_a_batch_of_a_table_with_a_dead_letter_topic_records_the_dead_letters_sent(
+    tmp_path: Path,
+) -> None:
+    p = project(tmp_path)
+    states = RunStates(p, mode="once")
+    states.started("ods_orders")
+    states.batch("ods_orders", 0, BatchStats(rows_in=5, quarantined=2, dead_letters=2))
+    states.batch("ods_orders", 1, BatchStats(rows_in=9, quarantined=3, dead_letters=3))
+    record = read_states(p, ["ods_orders"])["ods_orders"]["record"]
+    assert [b["dead_letters"] for b in record["batches"]] == [2, 1]
+    states.started("ods_orders")
+    states.batch("ods_orders", 0, BatchStats(rows_in=5, quarantined=2))
+    first = read_states(p, ["ods_orders"])["ods_orders"]["record"]["batches"][0]
+    assert "dead_letters" not in first
+
+
 def test_a_failure_is_kept_with_its_reason(tmp_path: Path) -> None:
     p = project(tmp_path)
     states = RunStates(p, mode="once")
