@@ -89,7 +89,15 @@ class Project(LoadedProject):
         unloaded = {p.table for p in found if p.table} - {d.name for d in definitions}
         if config is not None:
             definitions = with_catalog_names(config.catalog, definitions)
-        checked = check_project(project_dir, definitions, payload, broken, unloaded=unloaded)
+        checked = check_project(
+            project_dir,
+            definitions,
+            payload,
+            broken,
+            unloaded=unloaded,
+            clusters=config.kafka.cluster_names if config is not None else None,
+            conf=f"conf/{env}.yml",
+        )
         problems += checked.problems
         settings = None
         if config is not None:

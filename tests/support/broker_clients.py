@@ -202,12 +202,18 @@ class Record:
 
 
 def read_topic(
-    bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout: float = 60.0
+    bootstrap: str,
+    topic: str,
+    *,
+    isolation: str = "read_committed",
+    timeout: float = 60.0,
+    client_config: dict[str, str] | None = None,
 ) -> list[Record]:
     """Every record of every partition of `topic`, as a `read_committed` (or
-    `isolation`) consumer sees it."""
+    `isolation`) consumer sees it; `client_config`: more properties (security)."""
     consumer = Consumer(
         {
+            **(client_config or {}),
             "bootstrap.servers": bootstrap,
             "group.id": f"test-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,

@@ -15,6 +15,7 @@ from streams.sessions import is_connect
 from warehouse.cli.broker import load_settings
 from warehouse.cli.errors import UsageError
 from warehouse.cli.table_tests import cmd_test as cmd_test
+from warehouse.spec.table import DEFAULT_CLUSTER
 
 if TYPE_CHECKING:
     from warehouse.project import Project
@@ -34,10 +35,20 @@ def load_project(args: argparse.Namespace) -> Project:
     return Project.load(args.project, env=args.env, **({"spark__remote": remote} if remote else {}))
 
 
-def _bootstrap(project: Project) -> str:
-    """The project's Kafka bootstrap; an `embedded` one starts the bundled broker on demand."""
+def _bootstrap(project: Project, cluster: str = DEFAULT_CLUSTER) -> str:
+    """The bootstrap of one of the project's Kafka clusters (`--cluster`); an `embedded`
+    default one starts the bundled broker on demand."""
     from warehouse.runtime.bootstrap import resolve_bootstrap
 
+    kafka = project.config.kafka
+    if cluster not in kafka.cluster_names:
+        raise UsageError(
+            f"`--cluster {cluster}`: conf/{project.env}.yml declares no such Kafka cluster "
+            f"(clusters: {', '.join(f'`{c}`' for c in kafka.cluster_names)}). Name one of "
+            "them, or add it under `kafka.clusters`."
+        )
+    if cluster != DEFAULT_CLUSTER:
+        return kafka.clusters[cluster].bootstrap
     bootstrap = resolve_bootstrap(project, start=True)
     assert bootstrap is not None  # start=True resolves `embedded` or raises
     return bootstrap
@@ -362,9 +373,12 @@ def cmd_produce(args: argparse.Namespace) -> int:
     project = load_project(args)
     lines, source = open_input(args.input)
     records = read_json_lines(lines, source=source, key=args.key)
-    bootstrap = _bootstrap(project)
+    bootstrap = _bootstrap(project, args.cluster)
     sent = produce_lines(
-        bootstrap, args.topic, records, client_config=project.config.kafka.client_config()
+        bootstrap,
+        args.topic,
+        records,
+        client_config=project.config.kafka.client_config(cluster=args.cluster),
     )
     keyed = f", keyed by `{args.key}`" if args.key else ""
     _out(f"produced {sent} record(s) to topic `{args.topic}` at {bootstrap}{keyed}")
@@ -381,11 +395,11 @@ def cmd_consume(args: argparse.Namespace) -> int:
             "e.g. `warehouse consume --topic T --from-beginning --max 10 --timeout 5`."
         )
     project = load_project(args)
-    bootstrap = _bootstrap(project)
+    bootstrap = _bootstrap(project, args.cluster)
     read = consume_topic(
         bootstrap,
         args.topic,
-        client_config=project.config.kafka.client_config(),
+        client_config=project.config.kafka.client_config(cluster=args.cluster),
         from_beginning=args.from_beginning,
         max_records=args.max,
         idle_timeout=args.timeout,

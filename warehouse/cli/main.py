@@ -196,6 +196,12 @@ def _topic_commands(sub: _Commands) -> None:
     """`produce` and `consume`: JSON lines into a topic, a topic's records out."""
     p = sub.add_parser("produce", help="send JSON lines to a topic (all lines checked first)")
     p.add_argument("--topic", required=True, metavar="T")
+    p.add_argument(
+        "--cluster",
+        default="default",
+        metavar="NAME",
+        help="the Kafka cluster of the topic: a name of `kafka.clusters` (default: `default`)",
+    )
     p.add_argument("--key", metavar="FIELD", help="key each record by this top-level field")
     p.add_argument(
         "input",
@@ -207,6 +213,12 @@ def _topic_commands(sub: _Commands) -> None:
 
     p = sub.add_parser("consume", help="print a topic's records as key<TAB>value (read_committed)")
     p.add_argument("--topic", required=True, metavar="T")
+    p.add_argument(
+        "--cluster",
+        default="default",
+        metavar="NAME",
+        help="the Kafka cluster of the topic: a name of `kafka.clusters` (default: `default`)",
+    )
     p.add_argument(
         "--from-beginning",
         action="store_true",

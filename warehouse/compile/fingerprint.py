@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sqlglot import exp
 
 from warehouse.spec.sqlcheck import parse_query
-from warehouse.spec.table import TableDefinition, TopicSource
+from warehouse.spec.table import DEFAULT_CLUSTER, Publish, TableDefinition, TopicSource
 
 if TYPE_CHECKING:
     from warehouse.spec.model import LoadedProject
@@ -59,8 +59,10 @@ def _source_parts(defn: TableDefinition) -> dict[str, Any]:
     src = defn.spec.source
     if isinstance(src, TopicSource):
         k = src.kafka
+        # The default cluster is left out, so that a table on it keeps its fingerprint.
+        cluster = {} if k.cluster == DEFAULT_CLUSTER else {"cluster": k.cluster}
         return {
-            "source": {"topics": sorted(k.topic_list), "pattern": k.pattern},
+            "source": {"topics": sorted(k.topic_list), "pattern": k.pattern, **cluster},
             "parse": {"format": k.format, "schema": k.schema_, "connect": k.connect_schema},
             "reading": {
                 "starting_offsets": k.starting_offsets,
@@ -79,6 +81,14 @@ def _source_parts(defn: TableDefinition) -> dict[str, Any]:
         "parse": None,
         "reading": {"max_versions": src.max_versions_per_trigger},
     }
+
+
+def _publish_part(publish: Publish | None) -> dict[str, Any] | None:
+    if publish is None:
+        return None
+    # The default cluster is left out, so that a table on it keeps its fingerprint.
+    default = publish.kafka.cluster == DEFAULT_CLUSTER
+    return publish.model_dump(mode="json", exclude={"kafka": {"cluster"}} if default else None)
 
 
 def _transform_part(project: LoadedProject, defn: TableDefinition) -> dict[str, Any] | None:
@@ -145,7 +155,7 @@ def fingerprint(
         "run": {
             "trigger": spec.trigger.model_dump(mode="json") if spec.trigger else None,
             "snapshots": spec.snapshots.model_dump(mode="json") if spec.snapshots else None,
-            "publish": spec.publish.model_dump(mode="json") if spec.publish else None,
+            "publish": _publish_part(spec.publish),
             "tombstone_retention": retention,
         },
         "columns": None if columns is None or columns.opaque else {c.name: c.type for c in columns},

@@ -140,14 +140,17 @@ def kafka_input(
 ) -> KafkaInput:
     """The table's `KafkaInput`; a `connect_schema` table reads its columns from the newest
     record's Connect schema here, once per query start (a change of the source table's
-    columns needs a restart)."""
+    columns needs a restart). `bootstrap`: the default cluster's, as resolved; a table on
+    a named cluster reads that cluster's."""
+    kafka = project.config.kafka
+    bootstrap = kafka.bootstrap_of(source.cluster, bootstrap)
     if not bootstrap:
         raise CompileError(
             f"Table `{defn.name}` reads Kafka but no bootstrap was resolved; "
             "set `kafka.bootstrap` in conf/<env>.yml.",
             table=defn.name,
         )
-    client_config = project.config.kafka.client_config(source.options)
+    client_config = kafka.client_config(source.options, cluster=source.cluster)
     payload = defn.payload_ddl
     if source.connect_schema:
         payload = _connect_schema_ddl(defn, source, bootstrap, client_config)

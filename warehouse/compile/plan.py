@@ -16,6 +16,7 @@ from warehouse.compile.errors import SelectionError
 from warehouse.compile.fingerprint import TableChange
 from warehouse.spec.paths import checkpoint_is_new
 from warehouse.spec.table import (
+    DEFAULT_CLUSTER,
     LAYERS,
     Scd2Sink,
     TableDefinition,
@@ -60,6 +61,11 @@ class TablePlan:
     catalog_name: str | None = None
     """`catalog.schema.table` in the session's catalog (`catalog:`); None: a path only."""
     quarantine_catalog_name: str | None = None
+    cluster: str | None = None
+    """The named Kafka cluster (`kafka.clusters`) the table reads; None: the default
+    cluster, or no Kafka."""
+    publish_cluster: str | None = None
+    """The named Kafka cluster `publish` writes to; None: the default cluster."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,11 +99,25 @@ def source_text(defn: TableDefinition, *, checkpoint: str | Path | None = None) 
         start = k.starting_offsets if isinstance(k.starting_offsets, str) else "explicit offsets"
         if checkpoint is not None and not checkpoint_is_new(checkpoint):
             start = "its checkpoint"
-        return f"kafka {where} as {fmt} from {start}"
+        return f"kafka {where}{_on(k.cluster)} as {fmt} from {start}"
     text = f"table `{src.table}` ({src.read})"
     for j in src.join_streams:
         text += f" join stream `{j.table}`"
     return text
+
+
+def _on(cluster: str | None) -> str:
+    """` on cluster `eu``, or nothing for the default cluster."""
+    return "" if cluster in (None, DEFAULT_CLUSTER) else f" on cluster `{cluster}`"
+
+
+def _named(cluster: str | None) -> str | None:
+    return None if cluster == DEFAULT_CLUSTER else cluster
+
+
+def _topic_node(topic: str, cluster: str | None) -> str:
+    """A topic's node in a drawn graph: by cluster and name."""
+    return f"{cluster}/{topic}" if cluster else topic
 
 
 def _transform_text(defn: TableDefinition) -> str | None:
@@ -169,6 +189,8 @@ def plan_table(
         snapshot_max_age=spec.snapshots.max_age if spec.snapshots else None,
         catalog_name=project.catalog_name(name),
         quarantine_catalog_name=project.quarantine_catalog_name(name),
+        cluster=_named(defn.source_cluster),
+        publish_cluster=_named(spec.publish.kafka.cluster) if spec.publish else None,
     )
 
 
@@ -278,7 +300,9 @@ def render_text(plans: list[TablePlan], *, changes: Mapping[str, TableChange] | 
         lines.append(f"   quarantine:  {p.quarantine_path}")
         lines.append(f"   trigger:     {p.trigger} (availableNow with --once)")
         if p.publish:
-            lines.append(f"   publish:     kafka topic `{p.publish}` (compacted)")
+            lines.append(
+                f"   publish:     kafka topic `{p.publish}`{_on(p.publish_cluster)} (compacted)"
+            )
         if p.name in changes:
             lines.append(f"   change:      {changes[p.name].line()}")
     if not plans:
@@ -298,6 +322,7 @@ def render_mermaid(plans: list[TablePlan]) -> str:
         lines.append(f'  {_node_id(p.name)}["{p.name}<br/>{p.layer} · {p.sink_mode}"]')
     for p in plans:
         for t in p.topics:
+            t = _topic_node(t, p.cluster)
             tid = "k_" + "".join(c if c.isalnum() else "_" for c in t)
             lines.append(f'  {tid}[("{t}")] --> {_node_id(p.name)}')
         for up in p.upstreams:
@@ -307,8 +332,9 @@ def render_mermaid(plans: list[TablePlan]) -> str:
         for st in p.static_tables:
             lines.append(f"  {_node_id(st)} -.-> {_node_id(p.name)}")
         if p.publish:
-            pid = "k_" + "".join(c if c.isalnum() else "_" for c in p.publish)
-            lines.append(f'  {_node_id(p.name)} --> {pid}[("{p.publish}")]')
+            out = _topic_node(p.publish, p.publish_cluster)
+            pid = "k_" + "".join(c if c.isalnum() else "_" for c in out)
+            lines.append(f'  {_node_id(p.name)} --> {pid}[("{out}")]')
     return "\n".join(lines)
 
 
@@ -318,6 +344,7 @@ def render_dot(plans: list[TablePlan]) -> str:
         lines.append(f'  "{p.name}" [label="{p.name}\\n{p.layer} · {p.sink_mode}"];')
     for p in plans:
         for t in p.topics:
+            t = _topic_node(t, p.cluster)
             lines.append(f'  "kafka:{t}" [shape=cylinder];')
             lines.append(f'  "kafka:{t}" -> "{p.name}";')
         for up in p.upstreams:
@@ -325,7 +352,8 @@ def render_dot(plans: list[TablePlan]) -> str:
         for st in p.static_tables:
             lines.append(f'  "{st}" -> "{p.name}" [style=dashed];')
         if p.publish:
-            lines.append(f'  "kafka:{p.publish}" [shape=cylinder];')
-            lines.append(f'  "{p.name}" -> "kafka:{p.publish}";')
+            out = _topic_node(p.publish, p.publish_cluster)
+            lines.append(f'  "kafka:{out}" [shape=cylinder];')
+            lines.append(f'  "{p.name}" -> "kafka:{out}";')
     lines.append("}")
     return "\n".join(lines)

@@ -27,7 +27,7 @@ from warehouse.compile.targets import Targets
 from warehouse.compile.transform import CompiledTransform
 from warehouse.spec.expectations import is_row_level
 from warehouse.spec.paths import QUARANTINE_SUFFIX, table_exists
-from warehouse.spec.table import Scd2Sink, TableSource, TopicSource, sink_keys
+from warehouse.spec.table import DEFAULT_CLUSTER, Scd2Sink, TableSource, TopicSource, sink_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -65,6 +65,9 @@ class DeadLetterTarget:
     partitions: int
     bootstrap: str
     client_config: dict[str, str]
+    source_bootstrap: str
+    """The cluster the table reads, where the original records are read back."""
+    source_client_config: dict[str, str]
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,8 +148,8 @@ class TableProgram:
                 path,
                 self.name,
                 target.topic,
-                target.bootstrap,
-                client_config=target.client_config,
+                target.source_bootstrap,
+                client_config=target.source_client_config,
             ),
             topic_config=DEAD_LETTER_TOPIC_CONFIG,
             missing_table="skip",
@@ -312,6 +315,8 @@ def publish_target(
     publish = defn.spec.publish
     if publish is None:
         return None
+    kafka = project.config.kafka
+    bootstrap = kafka.bootstrap_of(publish.kafka.cluster, bootstrap)
     if not bootstrap:
         raise CompileError(
             f"Table `{defn.name}` publishes to the topic `{publish.kafka.topic}`, but no "
@@ -325,7 +330,7 @@ def publish_target(
         mode="scd2" if isinstance(defn.spec.sink, Scd2Sink) else "upsert",
         partitions=publish.kafka.partitions,
         bootstrap=bootstrap,
-        client_config=project.config.kafka.client_config(),
+        client_config=kafka.client_config(cluster=publish.kafka.cluster),
     )
 
 
@@ -333,12 +338,18 @@ def dead_letter_target(
     project: LoadedProject, defn: TableDefinition, bootstrap: str | None
 ) -> DeadLetterTarget | None:
     """Where `defn` sends its quarantined records, or None when only to its quarantine
-    table. The topic is on the cluster the table reads (the project's checks allow it on
-    Kafka-sourced tables only)."""
+    table. The topic is on the cluster the table reads unless it names its own `cluster`
+    (the project's checks allow it on Kafka-sourced tables only); the original records
+    are read back from the cluster the table reads."""
     quarantine = defn.spec.quarantine
-    if quarantine is None:
+    cluster = defn.dead_letter_cluster
+    if quarantine is None or cluster is None:
         return None
-    if not bootstrap:
+    kafka = project.config.kafka
+    source = defn.source_cluster or DEFAULT_CLUSTER
+    source_bootstrap = kafka.bootstrap_of(source, bootstrap)
+    bootstrap = kafka.bootstrap_of(cluster, bootstrap)
+    if not bootstrap or not source_bootstrap:
         raise CompileError(
             f"Table `{defn.name}` sends dead letters to the topic "
             f"`{quarantine.kafka.topic}`, but no Kafka bootstrap was resolved. Set "
@@ -349,7 +360,9 @@ def dead_letter_target(
         topic=quarantine.kafka.topic,
         partitions=quarantine.kafka.partitions,
         bootstrap=bootstrap,
-        client_config=project.config.kafka.client_config(),
+        client_config=kafka.client_config(cluster=cluster),
+        source_bootstrap=source_bootstrap,
+        source_client_config=kafka.client_config(cluster=source),
     )
 
 

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from warehouse.runtime.errors import QueryFailedError, RuntimeConfigError
+from warehouse.spec.config import ENV_PREFIX
+from warehouse.spec.table import DEFAULT_CLUSTER
 
 if TYPE_CHECKING:
     from warehouse.spec.model import LoadedProject
@@ -58,12 +60,13 @@ def check_reachable(
     *,
     table: str,
     layer: str | None = None,
+    cluster: str = DEFAULT_CLUSTER,
     timeout: float = REACH_TIMEOUT_S,
 ) -> None:
-    """Ask `bootstrap` for the cluster's metadata once, with the client settings `table`
-    reads with, and raise `QueryFailedError` naming the table and the bootstrap when no
-    answer comes within `timeout` seconds: Spark's Java client would otherwise take
-    minutes of admin timeouts to fail the query."""
+    """Ask `bootstrap` (of `cluster`) for the cluster's metadata once, with the client
+    settings `table` reads with, and raise `QueryFailedError` naming the table, the
+    bootstrap and the settings to check when no answer comes within `timeout` seconds:
+    Spark's Java client would otherwise take minutes of admin timeouts to fail the query."""
     from confluent_kafka import KafkaException
 
     try:
@@ -77,11 +80,12 @@ def check_reachable(
         admin.list_topics(timeout=timeout)
     except KafkaException as e:
         reason = e.args[0].str() if e.args and hasattr(e.args[0], "str") else str(e)
+        at = "kafka" if cluster == DEFAULT_CLUSTER else f"kafka.clusters.{cluster}"
         raise QueryFailedError(
             f"Table `{table}` reads Kafka at `{bootstrap}`, which did not answer within "
             f"{timeout:.0f}s ({reason}). Check that the broker runs and that "
-            "`kafka.bootstrap` in conf/<env>.yml (or `WAREHOUSE__KAFKA__BOOTSTRAP`) names "
-            "it, with the security settings it expects (`kafka.security`).",
+            f"`{at}.bootstrap` in conf/<env>.yml (or `{ENV_PREFIX}{at.upper().replace('.', '__')}"
+            f"__BOOTSTRAP`) names it, with the security settings it expects (`{at}.security`).",
             table=table,
             layer=layer,
         ) from e

@@ -50,7 +50,7 @@ from warehouse.runtime.results import (
 from warehouse.runtime.run_state import RunStates
 from warehouse.runtime.writer import BatchWriter
 from warehouse.spec.paths import table_exists
-from warehouse.spec.table import TopicSource
+from warehouse.spec.table import DEFAULT_CLUSTER, TopicSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -195,6 +195,8 @@ class Pipeline:
         self.retry = retry or RetryPolicy()
         self.settle_seconds = settle_seconds
         self._bootstrap = bootstrap
+        self._bootstrap_given = bootstrap
+        self._resolved = False
         self._engines: ResolvedEngines | None = None
         self._stop = threading.Event()
         self._lost: Exception | None = None
@@ -218,32 +220,42 @@ class Pipeline:
         return self._engines
 
     def bootstrap(self) -> str | None:
-        needs_kafka = any(
-            isinstance(self.project.tables[n].spec.source, TopicSource)
-            or self.project.tables[n].spec.publish
-            for n in self.names
-        )
-        if self._bootstrap is None and needs_kafka:
-            from warehouse.runtime.bootstrap import resolve_bootstrap
+        """The default cluster's bootstrap, resolved once per run: an `embedded` one starts
+        the bundled broker, and only when a table of the run reads or writes the default
+        cluster (None otherwise). Unless the caller gave the bootstrap, the first call also
+        checks every cluster the run's tables read (`_check_reachable`, `_check_topics`)."""
+        if self._bootstrap_given is None and not self._resolved:
+            clusters = {c for n in self.names for c in self.project.tables[n].kafka_clusters}
+            if self._bootstrap is None and DEFAULT_CLUSTER in clusters:
+                from warehouse.runtime.bootstrap import resolve_bootstrap
 
-            self._bootstrap = resolve_bootstrap(self.project, start=True)
-            if not self.project.config.kafka.is_embedded:
+                self._bootstrap = resolve_bootstrap(self.project, start=True)
+            if clusters:
                 self._check_reachable(self._bootstrap)
-            self._check_topics(self._bootstrap)
+                self._check_topics(self._bootstrap)
+            self._resolved = True  # a failed check is asked again on the next call
         return self._bootstrap
 
     def _check_reachable(self, bootstrap: str | None) -> None:
-        """Once per run, before any query starts: the configured Kafka answers (with the
-        first Kafka-sourced table's client settings), or the run fails in seconds."""
+        """Once per run, before any query starts: each configured Kafka cluster the run's
+        tables read answers (with the first of its tables' client settings), or the run
+        fails in seconds. An `embedded` default cluster was just started: not asked."""
         from warehouse.runtime.bootstrap import check_reachable
 
+        kafka = self.project.config.kafka
+        asked = {DEFAULT_CLUSTER} if kafka.is_embedded else set()
         for name in self.names:
             defn = self.project.tables[name]
             src = defn.spec.source
-            if bootstrap and isinstance(src, TopicSource):
-                config = self.project.config.kafka.client_config(src.kafka.options)
-                check_reachable(bootstrap, config, table=name, layer=defn.layer)
-                return
+            if not isinstance(src, TopicSource) or src.kafka.cluster in asked:
+                continue
+            asked.add(src.kafka.cluster)
+            servers = kafka.bootstrap_of(src.kafka.cluster, bootstrap)
+            if servers:
+                config = kafka.client_config(src.kafka.options, cluster=src.kafka.cluster)
+                check_reachable(
+                    servers, config, table=name, layer=defn.layer, cluster=src.kafka.cluster
+                )
 
     def _check_topics(self, bootstrap: str | None) -> None:
         """Once per run, before any query starts: every topic a table names (`topic`,
@@ -253,24 +265,27 @@ class Pipeline:
         topic not created yet fails the run here, on both, naming the table and its file."""
         from warehouse.runtime.bootstrap import listed_topics
 
-        if not bootstrap:
-            return
-        listed: dict[tuple, set[str] | None] = {}  # one listing per distinct client settings
+        kafka = self.project.config.kafka
+        # one listing per cluster and distinct client settings
+        listed: dict[tuple, set[str] | None] = {}
         for name in self.names:
             defn = self.project.tables[name]
             if not isinstance(defn.spec.source, TopicSource) or not defn.spec.source.topics:
                 continue
             k = defn.spec.source.kafka
-            config = self.project.config.kafka.client_config(k.options)
-            key = tuple(sorted(config.items()))
+            servers = kafka.bootstrap_of(k.cluster, bootstrap)
+            if not servers:
+                continue
+            config = kafka.client_config(k.options, cluster=k.cluster)
+            key = (servers, *sorted(config.items()))
             if key not in listed:
-                listed[key] = listed_topics(bootstrap, config)
+                listed[key] = listed_topics(servers, config)
             topics = listed[key]
             absent = [] if topics is None else [t for t in k.topic_list if t not in topics]
             if absent:
                 raise QueryFailedError(
                     f"Table `{name}` ({defn.path}) reads Kafka topic `{absent[0]}`, which "
-                    f"does not exist on `{bootstrap}`. Create it, or produce to it first "
+                    f"does not exist on `{servers}`. Create it, or produce to it first "
                     f"(`warehouse produce --topic {absent[0]} FILE`: a broker with "
                     "`auto.create.topics.enable`, as the bundled one, creates it), or correct "
                     f"`source.kafka.{'topic' if k.topic else 'topics'}`.",
@@ -377,9 +392,8 @@ class Pipeline:
                 for n in self.resets
                 if isinstance(self.project.tables[n].spec.source, TopicSource)
             ]
-            bootstrap = self.bootstrap() if kafka else None
-            if bootstrap:
-                refuse_data_loss(self.project, kafka, bootstrap)
+            if kafka:
+                refuse_data_loss(self.project, kafka, self.bootstrap())
         removed = reset_for_refresh(self.project, self.resets, spark=self.spark)
         self.progress(
             "full refresh: reset "

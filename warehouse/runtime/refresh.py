@@ -63,10 +63,11 @@ def refresh_selection(
     )
 
 
-def refuse_data_loss(project: LoadedProject, names: Iterable[str], bootstrap: str) -> None:
+def refuse_data_loss(project: LoadedProject, names: Iterable[str], bootstrap: str | None) -> None:
     """Before a full refresh deletes anything: no Kafka-sourced table among `names` whose
     rows start at offsets the topic no longer holds, or that its `starting_offsets` would
-    not read again (`latest`): every such partition is named with both offsets."""
+    not read again (`latest`): every such partition is named with both offsets.
+    `bootstrap`: the default cluster's, as resolved (None when no table reads it)."""
     from streams.delta import first_recorded_start
     from streams.kafka import log_offsets
 
@@ -79,8 +80,12 @@ def refuse_data_loss(project: LoadedProject, names: Iterable[str], bootstrap: st
         held = first_recorded_start(path, name) or {}
         if not held:
             continue
-        config = project.config.kafka.client_config(src.kafka.options)
-        start, end = log_offsets(bootstrap, list(held), client_config=config)
+        kafka, cluster = project.config.kafka, src.kafka.cluster
+        servers = kafka.bootstrap_of(cluster, bootstrap)
+        if servers is None:
+            continue
+        config = kafka.client_config(src.kafka.options, cluster=cluster)
+        start, end = log_offsets(servers, list(held), client_config=config)
         problems += [(name, p) for p in _lost(src.kafka, held, start, end)]
     if not problems:
         return

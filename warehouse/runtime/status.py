@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import streams.storage as storage
 from warehouse.compile.plan import select_tables
 from warehouse.spec.paths import QUARANTINE_SUFFIX, table_exists
-from warehouse.spec.table import TopicSource
+from warehouse.spec.table import DEFAULT_CLUSTER
 
 if TYPE_CHECKING:
     from warehouse.spec.model import LoadedProject
@@ -104,10 +104,17 @@ def table_status(
         row["quality"] = quality[name]
     topics = defn.spec.source.topics
     if topics:
-        row["lag"] = _lag(project, topics, row["committed_offsets"], bootstrap)
+        cluster = defn.source_cluster or DEFAULT_CLUSTER
+        servers = project.config.kafka.bootstrap_of(cluster, bootstrap)
+        row["lag"] = _lag(project, topics, row["committed_offsets"], servers, cluster=cluster)
     if defn.spec.quarantine is not None:
+        cluster = defn.dead_letter_cluster or DEFAULT_CLUSTER
         row["dead_letters"] = dead_letters_status(
-            project, name, defn.spec.quarantine.kafka.topic, bootstrap
+            project,
+            name,
+            defn.spec.quarantine.kafka.topic,
+            project.config.kafka.bootstrap_of(cluster, bootstrap),
+            cluster=cluster,
         )
     upstream = [t for t in defn.spec.source.upstream_tables if t in project.tables]
     if upstream:
@@ -135,9 +142,15 @@ def versions_behind(
 
 
 def dead_letters_status(
-    project: LoadedProject, name: str, topic: str, bootstrap: str | None
+    project: LoadedProject,
+    name: str,
+    topic: str,
+    bootstrap: str | None,
+    *,
+    cluster: str = DEFAULT_CLUSTER,
 ) -> dict[str, Any]:
-    """How far table `name`'s dead letters are sent to `topic`: the quarantine table's
+    """How far table `name`'s dead letters are sent to `topic` (at `bootstrap`, of
+    `cluster`): the quarantine table's
     newest version (None before its first), the newest whose dead letters are all in the
     topic (`sent_version`, None before any), and the versions not sent yet
     (`versions_behind`); the last two None when no broker answers."""
@@ -155,7 +168,7 @@ def dead_letters_status(
         return row
     from streams.cdc import published_position
 
-    conf = project.config.kafka.client_config({"socket.timeout.ms": "5000"})
+    conf = project.config.kafka.client_config({"socket.timeout.ms": "5000"}, cluster=cluster)
     try:
         at = published_position(bootstrap, topic, name + QUARANTINE_SUFFIX, client_config=conf)
     except Exception as e:  # noqa: BLE001  # broker down: no position, no error
@@ -184,12 +197,19 @@ def reachable(bootstrap: str, *, timeout: float = 2.0) -> bool:
     return False
 
 
-def _lag(project: LoadedProject, topics: list[str], committed: Any, bootstrap: str | None) -> Any:
+def _lag(
+    project: LoadedProject,
+    topics: list[str],
+    committed: Any,
+    bootstrap: str | None,
+    *,
+    cluster: str,
+) -> Any:
     if bootstrap is None or not reachable(bootstrap):
         return None
     from streams.kafka import KafkaStreamError, end_offsets
 
-    conf = project.config.kafka.client_config({"socket.timeout.ms": "5000"})
+    conf = project.config.kafka.client_config({"socket.timeout.ms": "5000"}, cluster=cluster)
     try:
         end = end_offsets(bootstrap, topics, client_config=conf)
     except (KafkaStreamError, Exception) as e:  # noqa: BLE001  # broker down: no lag, no error
@@ -209,14 +229,15 @@ def status(
     """Per table: path, Delta version, rows, last batch, committed offsets, lag (Kafka
     records; `versions_behind` its input tables for a table read from tables), quarantine.
 
-    With `resolve`, an `embedded` bootstrap is looked up from the running broker
-    (never started); lag is None when no broker answers.
+    `bootstrap`: the default cluster's; with `resolve`, an `embedded` one is looked up
+    from the running broker (never started); lag is None when no broker answers. A table
+    on a named cluster is asked there.
     """
     names = select_tables(project, layer=layer, tables=tables)
     if (
         bootstrap is None
         and resolve
-        and any(isinstance(project.tables[n].spec.source, TopicSource) for n in names)
+        and any(DEFAULT_CLUSTER in project.tables[n].kafka_clusters for n in names)
     ):
         from warehouse.runtime.bootstrap import resolve_bootstrap
 

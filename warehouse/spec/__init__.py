@@ -5,8 +5,10 @@ query starts.
 """
 
 from warehouse.spec.config import (
+    DEFAULT_CLUSTER,
     EmbeddedBroker,
     Engines,
+    KafkaCluster,
     KafkaSecurity,
     KafkaSettings,
     SparkSettings,
@@ -54,6 +56,8 @@ __all__ = [
     "Edge",
     "JoinStream",
     "KafkaPublish",
+    "DEFAULT_CLUSTER",
+    "KafkaCluster",
     "KafkaSecurity",
     "KafkaSettings",
     "KafkaSource",

@@ -22,7 +22,14 @@ from warehouse.spec.graph import TableGraph, build_graph
 from warehouse.spec.pycode import ImportProblem, import_reference
 from warehouse.spec.schemas import Columns, to_ddl
 from warehouse.spec.sqlcheck import parse_query, read_tables
-from warehouse.spec.table import LAYERS, KafkaSource, TableDefinition, TableSource, TopicSource
+from warehouse.spec.table import (
+    DEFAULT_CLUSTER,
+    LAYERS,
+    KafkaSource,
+    TableDefinition,
+    TableSource,
+    TopicSource,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -197,26 +204,51 @@ class _Checker:
         for i, message in validate_all(exps):
             self.add(d, f"expectations[{i}].{exps[i].type}", message)
 
+    def clusters(self, d: TableDefinition, known: list[str], conf: str) -> None:
+        """Every `cluster` the table names is `default` or a name of `kafka.clusters`."""
+        named = []
+        src = d.spec.source
+        if isinstance(src, TopicSource):
+            named.append(("source.kafka.cluster", src.kafka.cluster))
+        if d.spec.publish is not None:
+            named.append(("publish.kafka.cluster", d.spec.publish.kafka.cluster))
+        if d.spec.quarantine is not None and d.spec.quarantine.kafka.cluster is not None:
+            named.append(("quarantine.kafka.cluster", d.spec.quarantine.kafka.cluster))
+        for fld, cluster in named:
+            if cluster not in known:
+                self.add(
+                    d,
+                    fld,
+                    f"Table `{d.name}` names the Kafka cluster `{cluster}`, which "
+                    f"{conf} does not declare (clusters: {ticks(known)}). Add it "
+                    f"under `kafka.clusters` or name a declared one.{did_you_mean(cluster, known)}",
+                )
+
     def publish_topics(self, defs: Mapping[str, TableDefinition]) -> None:
-        by_topic: dict[str, list[TableDefinition]] = {}
+        by_topic: dict[tuple[str, str], list[TableDefinition]] = {}
         for d in defs.values():
             if d.spec.publish is not None:
-                by_topic.setdefault(d.spec.publish.kafka.topic, []).append(d)
-        for topic, group in by_topic.items():
+                k = d.spec.publish.kafka
+                by_topic.setdefault((k.cluster, k.topic), []).append(d)
+        for (cluster, topic), group in by_topic.items():
             if len(group) > 1:
                 for d in group:
                     others = ticks(f"{o.name}` in `{o.path}" for o in group if o is not d)
                     self.add(
                         d,
                         "publish.kafka.topic",
-                        f"topic `{topic}` is also published by "
+                        f"topic `{topic}`{_on(cluster)} is also published by "
                         f"{others}; each topic has one publishing table. Rename one topic.",
                     )
 
     def dead_letters(self, defs: Mapping[str, TableDefinition]) -> None:
         """`quarantine.kafka`: a Kafka-sourced table's records, to a topic of its own."""
-        published = {d.spec.publish.kafka.topic for d in defs.values() if d.spec.publish}
-        by_topic: dict[str, list[TableDefinition]] = {}
+        published = {
+            (d.spec.publish.kafka.cluster, d.spec.publish.kafka.topic)
+            for d in defs.values()
+            if d.spec.publish
+        }
+        by_topic: dict[tuple[str, str], list[TableDefinition]] = {}
         for d in defs.values():
             if d.spec.quarantine is None:
                 continue
@@ -231,24 +263,26 @@ class _Checker:
                     "Set `quarantine` on the table that reads the topic, or remove it.",
                 )
                 continue
-            if topic in src.topics or topic in published:
-                what = "reads" if topic in src.topics else "publishes a table to"
+            cluster = d.dead_letter_cluster or src.kafka.cluster
+            reads = cluster == src.kafka.cluster and topic in src.topics
+            if reads or (cluster, topic) in published:
+                what = "reads" if reads else "publishes a table to"
                 self.add(
                     d,
                     "quarantine.kafka.topic",
-                    f"dead-letter topic `{topic}` is a topic the project {what}; give the "
-                    "dead letters a topic of their own (e.g. `dlq.{d.name}`).",
+                    f"dead-letter topic `{topic}`{_on(cluster)} is a topic the project "
+                    f"{what}; give the dead letters a topic of their own (e.g. `dlq.{d.name}`).",
                 )
                 continue
-            by_topic.setdefault(topic, []).append(d)
-        for topic, group in by_topic.items():
+            by_topic.setdefault((cluster, topic), []).append(d)
+        for (cluster, topic), group in by_topic.items():
             for d in group if len(group) > 1 else ():
                 others = ticks(f"{o.name}` in `{o.path}" for o in group if o is not d)
                 self.add(
                     d,
                     "quarantine.kafka.topic",
-                    f"dead-letter topic `{topic}` is also the dead-letter topic of {others}; "
-                    "each table has its own. Rename one topic.",
+                    f"dead-letter topic `{topic}`{_on(cluster)} is also the dead-letter topic "
+                    f"of {others}; each table has its own. Rename one topic.",
                 )
 
     # --- SQL references (for the graph) ------------------------------------------
@@ -268,6 +302,11 @@ class _Checker:
             return False
         tree, _ = parse_query(d.sql)
         return tree is not None and bool(set(read_tables(tree)) & self.unloaded)
+
+
+def _on(cluster: str) -> str:
+    """` on cluster `eu``, or nothing for the default cluster."""
+    return "" if cluster == DEFAULT_CLUSTER else f" on cluster `{cluster}`"
 
 
 def _schemas_known(payload: Mapping[str, Columns]) -> str:
@@ -291,11 +330,15 @@ def check_project(
     broken: set[str] | None = None,
     *,
     unloaded: set[str] | None = None,
+    clusters: list[str] | None = None,
+    conf: str = "conf/<env>.yml",
 ) -> CheckedProject:
     """Check `definitions` together; return them in run order with graph, columns, problems.
 
     `broken`: schemas present but invalid; `unloaded`: tables declared but not loaded
-    (their problems are reported already), which the tables reading them do not repeat."""
+    (their problems are reported already), which the tables reading them do not repeat;
+    `clusters`: the Kafka clusters of the environment (`default` first), None when its
+    config did not load (the tables' clusters are then not checked); `conf`: its file."""
     checker = _Checker(project_dir, payload, broken or set(), unloaded)
     defs = checker.unique_names(definitions)
     # An unloaded table's columns are unknown, as a Python transform's are.
@@ -305,6 +348,8 @@ def check_project(
         checker.source(d, defs)
         checker.python(d)
         checker.expectations(d)
+        if clusters is not None:
+            checker.clusters(d, clusters, conf)
         static = checker.static_tables(d, defs)
         for t in static:
             checker.layer_order(d, defs[t], *sql_location(d))

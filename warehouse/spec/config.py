@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from streams.storage import DEFAULT_LEASE_SECONDS, StorageSettings
+from warehouse.spec.table import DEFAULT_CLUSTER, NAME_RE
 
 Engine = Literal["auto", "native", "python"]
 
@@ -93,19 +94,83 @@ class EmbeddedBroker(Settings):
     """Broker properties (`num.partitions: 3`), written as Kafka's server.properties."""
 
 
+class KafkaCluster(Settings):
+    """A named Kafka cluster of `kafka.clusters` besides the default one: a table reads
+    from it, publishes or sends dead letters to it by `cluster: NAME`."""
+
+    bootstrap: str = Field(min_length=1)
+    security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+    client: Properties = Field(default_factory=dict)  # extra librdkafka properties
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _not_embedded(cls, v: str) -> str:
+        if v.strip() == "embedded":
+            raise ValueError(
+                "`embedded` (the bundled broker) can only be the default cluster "
+                "(`kafka.bootstrap`); give this cluster's servers as `host:port[,host:port]`"
+            )
+        return v
+
+    def client_config(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """librdkafka properties of every client: security, then `client`, then `extra`."""
+        return {**self.security.client_config(), **self.client, **(extra or {})}
+
+
 class KafkaSettings(Settings):
     bootstrap: str = "embedded"
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
     client: Properties = Field(default_factory=dict)  # extra librdkafka properties
     embedded: EmbeddedBroker = Field(default_factory=EmbeddedBroker)
+    clusters: dict[str, KafkaCluster] = Field(default_factory=dict)
+    """More clusters by name (`eu: {bootstrap: ..., security: ...}`); the one above is
+    `default`."""
+
+    @field_validator("clusters", mode="before")
+    @classmethod
+    def _cluster_names(cls, v: Any) -> Any:
+        # Before the clusters' own fields: a bad name is reported even when they are bad too.
+        if not isinstance(v, Mapping):
+            return v
+        said = []
+        for name in v:
+            if name == DEFAULT_CLUSTER:
+                said.append(
+                    f"`{DEFAULT_CLUSTER}` names the cluster of `kafka.bootstrap`; give this "
+                    "cluster another name"
+                )
+            elif not isinstance(name, str) or not NAME_RE.match(name):
+                said.append(
+                    f"`{name}` is not a cluster name; use lower-case letters, digits and `_`, "
+                    "starting with a letter or `_` (e.g. `eu`, `payments_dc`)"
+                )
+        if said:
+            raise ValueError("; ".join(said))
+        return v
 
     @property
     def is_embedded(self) -> bool:
         return self.bootstrap == "embedded"
 
-    def client_config(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        """librdkafka properties of every client: security, then `client`, then `extra`."""
+    @property
+    def cluster_names(self) -> list[str]:
+        """`default`, then the named clusters in the file's order."""
+        return [DEFAULT_CLUSTER, *self.clusters]
+
+    def client_config(
+        self, extra: Mapping[str, str] | None = None, *, cluster: str = DEFAULT_CLUSTER
+    ) -> dict[str, str]:
+        """librdkafka properties of every client of `cluster`: its security, then its
+        `client`, then `extra`."""
+        if cluster != DEFAULT_CLUSTER:
+            return self.clusters[cluster].client_config(extra)
         return {**self.security.client_config(), **self.client, **(extra or {})}
+
+    def bootstrap_of(self, cluster: str, default: str | None) -> str | None:
+        """`cluster`'s bootstrap servers: `default` (the default cluster's, as resolved:
+        an `embedded` one is the running broker's) for `default`, else the named
+        cluster's."""
+        return default if cluster == DEFAULT_CLUSTER else self.clusters[cluster].bootstrap
 
 
 class Engines(Settings):

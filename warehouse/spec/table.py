@@ -64,6 +64,19 @@ def _check_name(value: str) -> str:
     return value
 
 
+DEFAULT_CLUSTER = "default"
+"""The name of the cluster `kafka.bootstrap` names (`cluster: default` in a table)."""
+
+
+def _check_cluster(value: str) -> str:
+    if not NAME_RE.match(value):
+        raise ValueError(
+            f"`{value}` is not a cluster name; use lower-case letters, digits and `_` "
+            "(`default`, or a name of `kafka.clusters` in conf/<env>.yml)"
+        )
+    return value
+
+
 class KafkaSource(Spec):
     """Read one topic, a list of topics, or a topic pattern."""
 
@@ -83,6 +96,11 @@ class KafkaSource(Spec):
     size of the topics' newest records when the query starts (both engines)."""
     on_data_loss: Literal["fail", "skip"] = "fail"
     options: dict[str, str] = Field(default_factory=dict)
+    cluster: str = DEFAULT_CLUSTER
+    """The Kafka cluster the topics are on: `default` (`kafka.bootstrap`) or a name of
+    `kafka.clusters`."""
+
+    _cluster = field_validator("cluster")(_check_cluster)
 
     @model_validator(mode="after")
     def _one_subscription(self) -> KafkaSource:
@@ -369,6 +387,10 @@ class KafkaPublish(Spec):
     topic: str
     partitions: int = Field(default=1, gt=0)
     format: Literal["json"] = "json"
+    cluster: str = DEFAULT_CLUSTER
+    """The Kafka cluster the topic is on: `default` or a name of `kafka.clusters`."""
+
+    _cluster = field_validator("cluster")(_check_cluster)
 
     @field_validator("topic")
     @classmethod
@@ -388,6 +410,13 @@ class DeadLetterKafka(Spec):
 
     topic: str
     partitions: int = Field(default=1, gt=0)
+    cluster: str | None = None
+    """The Kafka cluster the topic is on; None: the cluster the table reads."""
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str | None) -> str | None:
+        return None if v is None else _check_cluster(v)
 
     @field_validator("topic")
     @classmethod
@@ -492,6 +521,29 @@ class TableDefinition(Spec):
     @property
     def layer_index(self) -> int:
         return LAYERS.index(self.layer)
+
+    @property
+    def source_cluster(self) -> str | None:
+        """The Kafka cluster the table reads (None: it reads a table)."""
+        src = self.spec.source
+        return src.kafka.cluster if isinstance(src, TopicSource) else None
+
+    @property
+    def dead_letter_cluster(self) -> str | None:
+        """The Kafka cluster of the table's dead-letter topic (None: it has none): its own
+        `cluster`, else the cluster the table reads."""
+        q = self.spec.quarantine
+        if q is None:
+            return None
+        return q.kafka.cluster or self.source_cluster or DEFAULT_CLUSTER
+
+    @property
+    def kafka_clusters(self) -> list[str]:
+        """Every Kafka cluster the table reads or writes, each once."""
+        found = [self.source_cluster, self.dead_letter_cluster]
+        if self.spec.publish is not None:
+            found.append(self.spec.publish.kafka.cluster)
+        return list(dict.fromkeys(c for c in found if c is not None))
 
     @property
     def python(self) -> str | None:

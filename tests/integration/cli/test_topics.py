@@ -99,3 +99,36 @@ def test_consume_of_a_topic_that_never_appears_exits_1(broker, unique, tmp_path:
     assert out.returncode == 1
     assert f"Topic `{topic}`" in out.stderr and "warehouse plan" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_produce_and_consume_name_a_cluster_and_leave_the_embedded_broker_stopped(
+    broker, unique, tmp_path: Path
+) -> None:
+    eu = f'  clusters: {{eu: {{bootstrap: "{broker.bootstrap}"}}}}\n'
+    project = write_project(tmp_path / "proj")  # the default cluster: `embedded`
+    conf = project / "conf" / "local.yml"
+    conf.write_text(conf.read_text().replace("engines:", eu + "engines:", 1))
+    topic = unique("events")
+    done = warehouse(
+        "produce", "--topic", topic, "--cluster", "eu", "-", project=project, stdin='{"n": 1}\n'
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"to topic `{topic}` at {broker.bootstrap}" in done.stdout
+    out = warehouse(
+        "consume",
+        "--topic",
+        topic,
+        "--cluster",
+        "eu",
+        "--from-beginning",
+        "--max",
+        "1",
+        project=project,
+    )
+    assert out.stdout.splitlines() == ['null\t{"n": 1}']
+    assert not (project / ".warehouse" / "broker").exists(), "the embedded broker started"
+    wrong = warehouse(
+        "produce", "--topic", topic, "--cluster", "us", "-", project=project, stdin=""
+    )
+    assert wrong.returncode == 2
+    assert "`--cluster us`" in wrong.stderr and "`default`, `eu`" in wrong.stderr

@@ -20,14 +20,24 @@ from tests.support.broker_clients import read_topic
 
 
 def assert_dead_letters(
-    bootstrap: str, dlq: str, source: str, quarantine: Path | str, table: str
+    bootstrap: str,
+    dlq: str,
+    source: str,
+    quarantine: Path | str,
+    table: str,
+    *,
+    client_config: dict[str, str] | None = None,
 ) -> int:
     """`dlq` holds one dead letter per row of the quarantine table `quarantine` (of
     `table`, reading `source`): the source record's key and value bytes, the Connect
-    headers naming its coordinates, the table and the row's reason. Returns how many."""
-    produced = {(r.partition, r.offset): r for r in read_topic(bootstrap, source)}
+    headers naming its coordinates, the table and the row's reason. Returns how many.
+    `client_config`: the cluster's client properties (security)."""
+    produced = {
+        (r.partition, r.offset): r
+        for r in read_topic(bootstrap, source, client_config=client_config)
+    }
     rows = read_table(str(quarantine)).to_pylist()
-    letters = read_topic(bootstrap, dlq)
+    letters = read_topic(bootstrap, dlq, client_config=client_config)
     by_coordinates = Counter(
         (int(r.headers[HEADER_PARTITION]), int(r.headers[HEADER_OFFSET])) for r in letters
     )

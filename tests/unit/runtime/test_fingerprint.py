@@ -138,3 +138,19 @@ def test_a_full_refresh_resets_the_tables_named_and_their_stream_readers(root: P
     assert refresh_selection(project, layer="all", full_refresh=["dwd_orders"]).names == both
     assert refresh_selection(project, layer="ods", full_refresh_all=True).reset == both
     assert refresh_selection(project, tables=["dwd_orders"]) == Selection(["dwd_orders"], [])
+
+
+def test_a_table_moved_to_another_kafka_cluster_needs_a_full_refresh(root: Path) -> None:
+    conf = root / "conf" / "local.yml"
+    conf.write_text(
+        conf.read_text().replace(
+            "engines:", '  clusters: {eu: {bootstrap: "eu-1:9092"}}\nengines:', 1
+        )
+    )
+    topic = "topic: orders,"
+    # `cluster: default` written out is the table as it was.
+    found = _change(root, "ods_orders", ODS, topic, "topic: orders, cluster: default,")
+    assert found == Classified("unchanged")
+    found = _change(root, "ods_orders", ODS, "cluster: default,", "cluster: eu,")
+    assert found.status == "full_refresh"
+    assert found.reasons == ["source changed: the source its checkpoint's position is in"]

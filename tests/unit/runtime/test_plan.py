@@ -43,6 +43,7 @@ def test_json_plan_round_trips_every_field(project: Project) -> None:
     assert dwd["checkpoint_path"].endswith("/checkpoints/dwd_orders")
     assert dwd["layer"] == "dwd" and dwd["file"] == "layers/dwd/orders.yml"
     assert set(dwd) >= {"source", "sink_mode", "keys", "output_mode", "trigger", "publish"}
+    assert (dwd["cluster"], dwd["publish_cluster"]) == (None, None)  # the default cluster
 
 
 def test_text_plan_lists_tables_in_order(project: Project) -> None:
