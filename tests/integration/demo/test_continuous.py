@@ -29,8 +29,10 @@ from warehouse.generate import ShopGenerator
 
 # The once pass of twelve queries, then twelve continuous starts one at a time: measured
 # ready after 165 s on the native engines at load average ~6, 5 min 46 s on the Python
-# ones at 10-19 (other jobs); the timeout is for worse.
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]
+# ones at 10-19 (other jobs), and over 8 minutes with the CPU busy all the time (`make
+# test`'s four processes beside other work); READY_WITHIN and the timeout are for worse.
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(1500)]
+READY_WITHIN_S = 900
 
 REPO = Path(__file__).resolve().parents[3]
 EVENTS, RATE, SEED = 300, 5.0, 7
@@ -148,7 +150,7 @@ def test_continuous_demo_refreshes_until_ctrl_c(tmp_path: Path, engine: str) -> 
     broker_pid: int | None = None
     started = time.monotonic()
     try:
-        deadline = started + 480
+        deadline = started + READY_WITHIN_S
         while time.monotonic() < deadline and proc.poll() is None and not ready(screen):
             pid_file = root / "broker" / "broker.pid"
             if broker_pid is None and pid_file.is_file() and pid_file.read_text().strip():
