@@ -5,23 +5,26 @@
 # idle, four keep them busy. Tests share servers and Spark sessions within a process
 # (session fixtures), so the groups are whole directories or files:
 #   crash    the crash tests (20+ lives of a child process per engine, each a fresh Spark
-#            start-up; the soak of the continuous example under kills and a full disk)
+#            start-up; the soak of the continuous example under kills and a full disk), and
+#            the table tests (`warehouse test` of every table of the example): alone, the
+#            crash tests finish first
 #   servers  the standalone cluster, the demo (checked against its independent
 #            computation, and run continuously), the framework on the 3-node Apache Kafka
 #            cluster, the CLI end-to-end runs (local root and S3), Kafka Connect,
 #            MirrorMaker 2 and PostgreSQL -> Debezium
 #   runtime  the rest of tests/integration/runtime, and tests/integration/cli
 #   rest     everything else: the unit tests, the broker against Apache Kafka, Delta,
-#            Kafka, CDC, quality, table tests
-# The groups take about the same time. `rest` prints as it runs; each other group's output
-# is printed once it is done, with its slowest tests. The exit status is the first
-# failing group's, and every group's status is printed last.
+#            Kafka, CDC, quality
+# The groups take about the same time (docs/decisions/0041-four-test-processes.md). `rest`
+# prints as it runs; each other group's output is printed once it is done, with its
+# slowest tests. The exit status is the first failing group's, and every group's status
+# is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 PYTEST=(.venv/bin/python -m pytest)
 
-crash=(tests/integration/crash)
+crash=(tests/integration/crash tests/integration/testing)
 servers=(tests/integration/cluster tests/integration/demo
 	tests/integration/oracle/test_framework_on_kafka.py
 	tests/integration/runtime/test_cli_e2e.py tests/integration/runtime/test_cli_object_storage.py
