@@ -17,3 +17,18 @@ def load_problems(name: str, env: str = "local", **kwargs: object) -> ProjectErr
     with pytest.raises(ProjectError) as info:
         Project.load(PROJECTS / name, env=env, environ=kwargs.pop("environ", {}), **kwargs)
     return info.value
+
+
+def assert_problems(error: ProjectError, expected: list[tuple[str, str, list[str]]]) -> None:
+    """`error` reports exactly the problems `expected`, each as (file, field, words its
+    message holds), in any order."""
+    unmatched = list(error.problems)
+    for path, field, words in expected:
+        hits = [
+            p
+            for p in unmatched
+            if p.path == path and p.field == field and all(w in p.message for w in words)
+        ]
+        assert hits, f"no problem {path}: {field}: {words} in:\n{error}"
+        unmatched.remove(hits[0])
+    assert not unmatched, f"unexpected problems: {unmatched}"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.runtime.projects import write_project
-from tests.unit.spec.conftest import load_problems
+from tests.unit.spec.conftest import assert_problems, load_problems
 from warehouse import Project
 from warehouse.compile.plan import build_plan, render
 
@@ -73,16 +73,7 @@ CASES = {
 @pytest.mark.parametrize("env", list(CASES))
 def test_cluster_problems_name_file_field_and_the_known_clusters(env: str) -> None:
     error = load_problems("clusters", env)
-    unmatched = list(error.problems)
-    for path, field, words in CASES[env]:
-        hits = [
-            p
-            for p in unmatched
-            if p.path == path and p.field == field and all(w in p.message for w in words)
-        ]
-        assert hits, f"no problem {path}: {field}: {words} in:\n{error}"
-        unmatched.remove(hits[0])
-    assert not unmatched, f"unexpected problems: {unmatched}"
+    assert_problems(error, CASES[env])
 
 
 def _write(root: Path, extra_conf: str) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.spec.conftest import load_problems
+from tests.unit.spec.conftest import assert_problems, load_problems
 
 # (project, env) -> every expected problem as (file, field, words the message must contain).
 # The count is exact: a check that reports something false fails here too.
@@ -259,17 +259,7 @@ CASES: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {
 @pytest.mark.parametrize(("project", "env"), list(CASES), ids=[f"{p}-{e}" for p, e in CASES])
 def test_each_problem_is_reported_with_file_field_and_fix(project: str, env: str) -> None:
     error = load_problems(project, env)
-    expected = CASES[(project, env)]
-    unmatched = list(error.problems)
-    for path, field, words in expected:
-        hits = [
-            p
-            for p in unmatched
-            if p.path == path and p.field == field and all(w in p.message for w in words)
-        ]
-        assert hits, f"no problem {path}: {field}: {words} in:\n{error}"
-        unmatched.remove(hits[0])
-    assert not unmatched, f"unexpected problems: {unmatched}"
+    assert_problems(error, CASES[(project, env)])
     assert error.exit_code == 2
 
 
