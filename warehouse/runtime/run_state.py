@@ -2,8 +2,8 @@
 
 `Pipeline.run` writes each of its tables' record (`RunStates`) when the table's query
 starts, after each batch (its id, time, rows in, written and quarantined, dead letters
-sent for a table with a dead-letter topic, the last `RECENT` batches kept), every `HEARTBEAT_SECONDS` while it runs, and when it stops or
-fails. The record goes through `streams.storage`, so it is one small file written whole
+sent for a table with a dead-letter topic, the last `RECENT` batches kept), every
+`HEARTBEAT_SECONDS` while it runs, and when it stops or fails. The record goes through `streams.storage`, so it is one small file written whole
 on a local disk and one object on object storage, and readers see the old record or the
 new one. `warehouse ui` reads them (`read_states`).
 

@@ -114,7 +114,14 @@ class KafkaCluster(Settings):
 
     def client_config(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """librdkafka properties of every client: security, then `client`, then `extra`."""
-        return {**self.security.client_config(), **self.client, **(extra or {})}
+        return _client_config(self.security, self.client, extra)
+
+
+def _client_config(
+    security: KafkaSecurity, client: Mapping[str, str], extra: Mapping[str, str] | None
+) -> dict[str, str]:
+    """A cluster's librdkafka properties: its security, then its `client`, then `extra`."""
+    return {**security.client_config(), **client, **(extra or {})}
 
 
 class KafkaSettings(Settings):
@@ -164,7 +171,7 @@ class KafkaSettings(Settings):
         `client`, then `extra`."""
         if cluster != DEFAULT_CLUSTER:
             return self.clusters[cluster].client_config(extra)
-        return {**self.security.client_config(), **self.client, **(extra or {})}
+        return _client_config(self.security, self.client, extra)
 
     def bootstrap_of(self, cluster: str, default: str | None) -> str | None:
         """`cluster`'s bootstrap servers: `default` (the default cluster's, as resolved:
