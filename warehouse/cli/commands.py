@@ -415,22 +415,22 @@ def cmd_mirror(args: argparse.Namespace) -> int:
 
     # MirrorMaker needs the settings only: a folder with just `conf/` will do.
     project_dir, config = load_settings(args.project, args.env)
-    kafka = config.kafka
-    default = None
-    if kafka.is_embedded and DEFAULT_CLUSTER in config.mirror.aliases():
+
+    def start_embedded() -> str:
         # A flow of the default cluster, the bundled broker: started on demand, as for
         # `produce` and `consume`.
         from streams.broker.launcher import ensure_broker
 
-        emb = kafka.embedded
+        emb = config.kafka.embedded
         data_dir = broker_dir(project_dir, config.root_location(project_dir), emb.data_dir)
-        default = ensure_broker(data_dir, host=emb.host, port=emb.port, config=dict(emb.config))
+        return ensure_broker(data_dir, host=emb.host, port=emb.port, config=dict(emb.config))
+
     return mirror.run(
         config,
         root=config.root_location(project_dir),
         project_dir=project_dir,
         environ=os.environ,
-        default_bootstrap=default,
+        start_embedded=start_embedded,
         out=_err,
     )
 

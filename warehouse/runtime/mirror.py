@@ -303,12 +303,14 @@ def run(
     root: str,
     project_dir: Path,
     environ: Mapping[str, str],
-    default_bootstrap: str | None = None,
+    start_embedded: Callable[[], str] | None = None,
     out: Callable[[str], None] | None = None,
 ) -> int:
     """Run MirrorMaker 2 for `config.mirror`'s flows until it exits or this process is told
     to stop (SIGINT/SIGTERM, passed on to it); its exit status (0 after a requested stop).
-    `default_bootstrap`: the running bundled broker's servers (see `endpoints`);
+    `start_embedded`: starts the bundled broker (or finds it running) and returns its
+    servers, called once Java and the jars are found, when a flow names a default cluster
+    that is `embedded`;
     `out` gets the clusters and flows (`describe`) before MirrorMaker starts."""
     mirror = config.mirror
     pairs = mirror.pairs()
@@ -318,9 +320,12 @@ def run(
             "`mirror: {flows: {eu -> default: {topics: [orders]}}}` with `eu` under "
             "`kafka.clusters` (or `mirror.clusters`)"
         )
-    clusters = endpoints(config, default_bootstrap=default_bootstrap)
     classpath = cached_classpath(environ)
     java = java_binary(environ)
+    default = None
+    if config.kafka.is_embedded and DEFAULT_CLUSTER in mirror.aliases() and start_embedded:
+        default = start_embedded()
+    clusters = endpoints(config, default_bootstrap=default)
     path = write_properties(
         work_dir(mirror, root, project_dir) / "mm2.properties",
         mirror_properties(mirror, clusters),

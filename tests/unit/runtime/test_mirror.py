@@ -306,6 +306,17 @@ def test_an_embedded_default_cluster_is_the_running_broker(tmp_path: Path) -> No
     assert props["default.bootstrap.servers"] == "127.0.0.1:40123"
     with pytest.raises(MirrorError, match="`default` cluster.*`embedded`.*not resolved"):
         mirror.endpoints(config, default_bootstrap=None)
+    # No broker is started for a MirrorMaker that cannot run.
+    started: list[str] = []
+    with pytest.raises(MirrorError, match="not cached"):
+        mirror.run(
+            config,
+            root=str(tmp_path),
+            project_dir=tmp_path,
+            environ={"KAFKA_CONNECT_CACHE": str(tmp_path / "none")},
+            start_embedded=lambda: started.append("broker") or "127.0.0.1:1",
+        )
+    assert started == []
 
 
 @pytest.mark.parametrize(
