@@ -310,8 +310,8 @@ def run(
     to stop (SIGINT/SIGTERM, passed on to it); its exit status (0 after a requested stop).
     `start_embedded`: starts the bundled broker (or finds it running) and returns its
     servers, called once Java and the jars are found, when a flow names a default cluster
-    that is `embedded`;
-    `out` gets the clusters and flows (`describe`) before MirrorMaker starts."""
+    that is `embedded`. `out` gets the clusters and flows (`describe`) before MirrorMaker
+    starts."""
     mirror = config.mirror
     pairs = mirror.pairs()
     if not pairs:

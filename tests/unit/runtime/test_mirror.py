@@ -297,6 +297,15 @@ def test_the_printed_plan_says_where_each_cluster_comes_from_and_no_secret(
     assert "eu-secret" not in shown and "hub-pw" not in shown
 
 
+def test_a_project_cluster_the_java_client_cannot_log_in_with_names_its_field(
+    tmp_path: Path,
+) -> None:
+    conf = SHARED.replace("client: {request.timeout.ms: 60000}", "client: {sasl.mechanism: GSSAPI}")
+    config = load_shared(tmp_path, conf).config
+    with pytest.raises(MirrorError, match=r"cluster `eu` \(`kafka.clusters.eu`\).*`GSSAPI`"):
+        mirror.endpoints(config, default_bootstrap=None)
+
+
 def test_an_embedded_default_cluster_is_the_running_broker(tmp_path: Path) -> None:
     conf = SHARED.replace('bootstrap: "hub1:9092"', "bootstrap: embedded")
     config = load_shared(tmp_path, conf).config
