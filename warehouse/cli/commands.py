@@ -15,6 +15,7 @@ from streams.sessions import is_connect
 from warehouse.cli.broker import load_settings
 from warehouse.cli.errors import UsageError
 from warehouse.cli.table_tests import cmd_test as cmd_test
+from warehouse.spec.paths import broker_dir
 from warehouse.spec.table import DEFAULT_CLUSTER
 
 if TYPE_CHECKING:
@@ -414,11 +415,23 @@ def cmd_mirror(args: argparse.Namespace) -> int:
 
     # MirrorMaker needs the settings only: a folder with just `conf/` will do.
     project_dir, config = load_settings(args.project, args.env)
+
+    def start_embedded() -> str:
+        # A flow of the default cluster, the bundled broker: started on demand, as for
+        # `produce` and `consume`.
+        from streams.broker.launcher import ensure_broker
+
+        emb = config.kafka.embedded
+        data_dir = broker_dir(project_dir, config.root_location(project_dir), emb.data_dir)
+        return ensure_broker(data_dir, host=emb.host, port=emb.port, config=dict(emb.config))
+
     return mirror.run(
-        config.mirror,
+        config,
         root=config.root_location(project_dir),
         project_dir=project_dir,
         environ=os.environ,
+        start_embedded=start_embedded,
+        out=_err,
     )
 
 

@@ -7,6 +7,11 @@ target (KIP-618: `<target>.exactly.once.source.support=enabled`, with the intern
 server dedicated mode needs for it). Mirrored topics are `<spoke>.<topic>` (MM2's
 `DefaultReplicationPolicy`).
 
+A flow's cluster is an alias of `mirror.clusters` or one of the project's Kafka clusters
+(`default`, a name of `kafka.clusters`), whose bootstrap, security and client
+properties MirrorMaker then takes as the native engine's Java client does
+(`streams.kafka.java_options`).
+
 The file holds the clusters' secrets: it is written 0600 and never printed; MirrorMaker
 gets its path, not its content, on the command line. MirrorMaker runs in the foreground
 as a child JVM on the class path `scripts/kafka-connect.sh` caches; SIGINT and SIGTERM
@@ -23,12 +28,16 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from streams.kafka.errors import KafkaConfigError
+from streams.kafka.java_options import java_client_options
 from warehouse.runtime.errors import MirrorError
-from warehouse.spec.config import KafkaSecurity, MirrorSettings
+from warehouse.spec.config import KafkaSecurity, MirrorSettings, WarehouseConfig
+from warehouse.spec.table import DEFAULT_CLUSTER
 
 logger = logging.getLogger(__name__)
 
@@ -86,16 +95,60 @@ def _java_literal(name: str) -> str:
     return "".join(f"\\{c}" if c in ".^$|?*+()[]{}\\" else c for c in name)
 
 
-def mirror_properties(mirror: MirrorSettings) -> dict[str, str]:
-    """The MM2 properties of `mirror:` (with secrets): clusters, flows, exactly once."""
+@dataclass(frozen=True)
+class MirrorEndpoint:
+    """One cluster of the flows as MirrorMaker reaches it: `declared_at` is the field
+    that declares it (`mirror.clusters.eu`, `kafka.clusters.eu`, `kafka.bootstrap`)."""
+
+    alias: str
+    bootstrap: str
+    declared_at: str
+    client: dict[str, str] = field(repr=False)
+    """Java client properties, secrets included: they go to the properties file only."""
+
+
+def endpoints(config: WarehouseConfig, *, default_bootstrap: str | None) -> list[MirrorEndpoint]:
+    """The clusters `config.mirror`'s flows name, in `MirrorSettings.aliases` order.
+    `default_bootstrap`: the running bundled broker's servers, needed only when a flow
+    names a default cluster that is `embedded`."""
+    kafka, mirror = config.kafka, config.mirror
+    out = []
+    for alias in mirror.aliases():
+        at = config.mirror_cluster_at(alias)
+        if alias in mirror.clusters:
+            c = mirror.clusters[alias]
+            client = {**java_security(c.security), **c.client}
+            out.append(MirrorEndpoint(alias, c.bootstrap, f"mirror.clusters.{alias}", client))
+            continue
+        if at is None:
+            raise MirrorError(
+                f"flow cluster `{alias}` is neither in `mirror.clusters` nor one of the "
+                f"project's Kafka clusters ({', '.join(f'`{c}`' for c in kafka.cluster_names)})"
+            )
+        default = default_bootstrap if kafka.is_embedded else kafka.bootstrap
+        bootstrap = kafka.bootstrap_of(alias, default)
+        if bootstrap is None:
+            raise MirrorError(
+                f"a flow names the `{DEFAULT_CLUSTER}` cluster, which is `embedded` (the "
+                "bundled broker) but not resolved: start it and pass its servers"
+            )
+        try:
+            client = java_client_options(kafka.client_config(cluster=alias))
+        except KafkaConfigError as e:
+            raise MirrorError(f"cluster `{alias}` (`{at}`): {e}") from e
+        out.append(MirrorEndpoint(alias, bootstrap, at, client))
+    return out
+
+
+def mirror_properties(mirror: MirrorSettings, clusters: list[MirrorEndpoint]) -> dict[str, str]:
+    """The MM2 properties of `mirror:` (with secrets) over `clusters` (`endpoints`):
+    clusters, flows, exactly once."""
     pairs = mirror.pairs()
-    used = [c for c in mirror.clusters if any(c in (s, t) for s, t, _ in pairs)]
-    props: dict[str, str] = {"clusters": ", ".join(used)}
-    for alias in used:
-        cluster = mirror.clusters[alias]
-        props[f"{alias}.bootstrap.servers"] = cluster.bootstrap
-        for key, value in {**java_security(cluster.security), **cluster.client}.items():
-            props[f"{alias}.{key}"] = value
+    props: dict[str, str] = {"clusters": ", ".join(c.alias for c in clusters)}
+    for cluster in clusters:
+        props[f"{cluster.alias}.bootstrap.servers"] = cluster.bootstrap
+        for key, value in cluster.client.items():
+            props[f"{cluster.alias}.{key}"] = value
     for source, target, flow in pairs:
         props[f"{source}->{target}.enabled"] = "true"
         props[f"{source}->{target}.topics"] = topics_pattern(flow.topics)
@@ -234,26 +287,48 @@ def command(java: str, classpath: str, properties: Path, clusters: list[str]) ->
     return [java, *JVM_OPTIONS, "-cp", classpath, MAIN, str(properties), "--clusters", *clusters]
 
 
+def describe(mirror: MirrorSettings, clusters: list[MirrorEndpoint]) -> list[str]:
+    """What `warehouse mirror` prints before it starts: each cluster with its servers and
+    the field declaring it, then each flow. No secret: those are in the file only."""
+    lines = [f"cluster {c.alias}: {c.bootstrap} (from `{c.declared_at}`)" for c in clusters]
+    for source, target, flow in mirror.pairs():
+        topics = flow.topics if isinstance(flow.topics, str) else ", ".join(flow.topics)
+        lines.append(f"flow {source} -> {target}: {topics} (arriving as `{source}.<topic>`)")
+    return lines
+
+
 def run(
-    mirror: MirrorSettings,
+    config: WarehouseConfig,
     *,
     root: str,
     project_dir: Path,
     environ: Mapping[str, str],
+    start_embedded: Callable[[], str] | None = None,
+    out: Callable[[str], None] | None = None,
 ) -> int:
-    """Run MirrorMaker 2 for `mirror`'s flows until it exits or this process is told to
-    stop (SIGINT/SIGTERM, passed on to it); its exit status (0 after a requested stop)."""
+    """Run MirrorMaker 2 for `config.mirror`'s flows until it exits or this process is told
+    to stop (SIGINT/SIGTERM, passed on to it); its exit status (0 after a requested stop).
+    `start_embedded`: starts the bundled broker (or finds it running) and returns its
+    servers, called once Java and the jars are found, when a flow names a default cluster
+    that is `embedded`. `out` gets the clusters and flows (`describe`) before MirrorMaker
+    starts."""
+    mirror = config.mirror
     pairs = mirror.pairs()
     if not pairs:
         raise MirrorError(
             "`mirror.flows` is empty: add a flow to conf/<env>.yml, e.g. "
-            "`mirror: {clusters: {eu: {bootstrap: ...}, hub: {bootstrap: ...}}, "
-            "flows: {eu -> hub: {topics: [orders]}}}`"
+            "`mirror: {flows: {eu -> default: {topics: [orders]}}}` with `eu` under "
+            "`kafka.clusters` (or `mirror.clusters`)"
         )
     classpath = cached_classpath(environ)
     java = java_binary(environ)
+    default = None
+    if config.kafka.is_embedded and DEFAULT_CLUSTER in mirror.aliases() and start_embedded:
+        default = start_embedded()
+    clusters = endpoints(config, default_bootstrap=default)
     path = write_properties(
-        work_dir(mirror, root, project_dir) / "mm2.properties", mirror_properties(mirror)
+        work_dir(mirror, root, project_dir) / "mm2.properties",
+        mirror_properties(mirror, clusters),
     )
     targets = list(dict.fromkeys(t for _, t, _ in pairs))
     # This process runs only the targets' workers: a hub's MirrorMaker reads every spoke.
@@ -261,6 +336,10 @@ def run(
     logger.info(
         "mirror: %s into %s; properties in %s", [f"{s} -> {t}" for s, t, _ in pairs], targets, path
     )
+    for line in describe(mirror, clusters):
+        logger.info("mirror: %s", line)
+        if out is not None:
+            out(line)
     parent = os.getpid()
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, preexec_fn=lambda: _die_with_parent(parent)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from warehouse.spec.column_checks import ColumnChecker, did_you_mean, sql_location, ticks
+from warehouse.spec.config import WarehouseConfig
 from warehouse.spec.errors import Problem
 from warehouse.spec.expectations import validate_all
 from warehouse.spec.graph import TableGraph, build_graph
@@ -321,6 +322,40 @@ def _reserved(name: str) -> str | None:
     if name == "_quality_events":
         return "`_quality_events` holds the expectation counts"
     return None
+
+
+def mirror_problems(config: WarehouseConfig, conf: str) -> list[tuple[str, str]]:
+    """(field, message) for each cluster of `mirror:` that `kafka:` contradicts or leaves
+    unknown: an alias of `mirror.clusters` that is also one of the project's Kafka
+    clusters, a flow naming a cluster neither declares. `conf`: the settings' file."""
+    kafka, mirror = config.kafka, config.mirror
+    out = []
+    for alias in mirror.clusters:
+        other = kafka.declared_at(alias)
+        if other is not None:
+            out.append(
+                (
+                    f"mirror.clusters.{alias}",
+                    f"cluster `{alias}` is declared twice: here and as the project's Kafka "
+                    f"cluster `{other}` in {conf}. A flow naming `{alias}` takes that "
+                    f"cluster's bootstrap, security and client as they are: remove "
+                    f"`mirror.clusters.{alias}`, or give it another alias.",
+                )
+            )
+    known = list(dict.fromkeys([*mirror.clusters, *kafka.cluster_names]))
+    for source, target, _ in mirror.pairs():
+        for cluster in (source, target):
+            if config.mirror_cluster_at(cluster) is None:
+                out.append(
+                    (
+                        "mirror.flows",
+                        f"flow `{source} -> {target}` names the cluster `{cluster}`, which "
+                        f"{conf} does not declare (clusters: {ticks(known)}). Add it under "
+                        "`mirror.clusters` (MirrorMaker only) or `kafka.clusters`, or name a "
+                        f"declared one.{did_you_mean(cluster, known)}",
+                    )
+                )
+    return out
 
 
 def check_project(

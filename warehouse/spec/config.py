@@ -21,7 +21,6 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -173,6 +172,13 @@ class KafkaSettings(Settings):
             return self.clusters[cluster].client_config(extra)
         return _client_config(self.security, self.client, extra)
 
+    def declared_at(self, cluster: str) -> str | None:
+        """The field that declares `cluster`: `kafka.bootstrap` for `default`,
+        `kafka.clusters.<name>` for a named one; None when there is no such cluster."""
+        if cluster == DEFAULT_CLUSTER:
+            return "kafka.bootstrap"
+        return f"kafka.clusters.{cluster}" if cluster in self.clusters else None
+
     def bootstrap_of(self, cluster: str, default: str | None) -> str | None:
         """`cluster`'s bootstrap servers: `default` (the default cluster's, as resolved:
         an `embedded` one is the running broker's) for `default`, else the named
@@ -318,7 +324,10 @@ _FLOW_RE = re.compile(r"^\s*([^\s>-][^\s>]*?)\s*->\s*([^\s>]+)\s*$")
 
 class MirrorCluster(Settings):
     """A Kafka cluster MirrorMaker 2 reads from or writes to, by its alias (the key in
-    `mirror.clusters`, and the prefix of the topics mirrored from it)."""
+    `mirror.clusters`, and the prefix of the topics mirrored from it), for a cluster the
+    project's tables do not use. A flow may also name one of the project's Kafka clusters
+    (`default`, a name of `kafka.clusters`), which brings its own bootstrap, security
+    and client properties."""
 
     bootstrap: str = Field(min_length=1)
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
@@ -357,8 +366,12 @@ class MirrorSettings(Settings):
     once into each target (docs/channels.md, "Hub and spoke")."""
 
     clusters: dict[str, MirrorCluster] = Field(default_factory=dict)
+    """Clusters only MirrorMaker uses, by alias; optional when the flows name the
+    project's Kafka clusters."""
     flows: dict[str, MirrorFlow] = Field(default_factory=dict)
-    """`"eu -> hub": {topics: [orders]}`: the hub gets `eu.orders`."""
+    """`"eu -> hub": {topics: [orders]}`: the hub gets `eu.orders`. Each name is an alias
+    of `mirror.clusters` or one of the project's Kafka clusters (`default`, a name of
+    `kafka.clusters`)."""
     replication_factor: Annotated[int, Field(ge=1)] | None = None
     """Replication factor of the topics MirrorMaker creates (mirrored and internal);
     default: MirrorMaker's own (2 for mirrored topics, 3 for its internal ones)."""
@@ -382,9 +395,9 @@ class MirrorSettings(Settings):
 
     @field_validator("flows")
     @classmethod
-    def _flows(cls, v: dict[str, MirrorFlow], info: ValidationInfo) -> dict[str, MirrorFlow]:
-        clusters = info.data.get("clusters")
-        known = sorted(clusters or {})
+    def _flows(cls, v: dict[str, MirrorFlow]) -> dict[str, MirrorFlow]:
+        # Whether a flow's clusters are declared needs `kafka` too: the loader checks it
+        # once both have loaded (`warehouse.spec.checks.mirror_problems`).
         out: dict[str, MirrorFlow] = {}
         for key, flow in v.items():
             m = _FLOW_RE.match(key)
@@ -393,14 +406,6 @@ class MirrorSettings(Settings):
             source, target = m.groups()
             if source == target:
                 raise ValueError(f"flow `{key}`: a cluster cannot mirror into itself")
-            if clusters is not None:
-                unknown = [c for c in (source, target) if c not in clusters]
-                if unknown:
-                    names = ", ".join(f"`{c}`" for c in known) or "none"
-                    raise ValueError(
-                        f"flow `{key}`: {', '.join(f'`{c}`' for c in unknown)} is not in "
-                        f"`mirror.clusters` (named: {names}); add it there"
-                    )
             normal = f"{source} -> {target}"
             if normal in out:
                 raise ValueError(f"flow `{key}`: `{normal}` is given twice")
@@ -414,6 +419,15 @@ class MirrorSettings(Settings):
             source, target = (part.strip() for part in key.split("->"))
             out.append((source, target, flow))
         return out
+
+    def aliases(self) -> list[str]:
+        """The clusters the flows name: those of `mirror.clusters` in its order, then the
+        project's Kafka clusters in the flows' order."""
+        named = dict.fromkeys(c for s, t, _ in self.pairs() for c in (s, t))
+        return [
+            *(c for c in self.clusters if c in named),
+            *(c for c in named if c not in self.clusters),
+        ]
 
 
 class WarehouseConfig(Settings):
@@ -430,6 +444,15 @@ class WarehouseConfig(Settings):
     catalog: CatalogSettings | None = None
     """Tables by name in the session's catalog; None: tables are paths only."""
     mirror: MirrorSettings = Field(default_factory=MirrorSettings)
+
+    def mirror_cluster_at(self, alias: str) -> str | None:
+        """Where MirrorMaker's cluster `alias` is declared: `mirror.clusters.<alias>`, else
+        the project's Kafka cluster of that name (`kafka.bootstrap` for `default`,
+        `kafka.clusters.<alias>`); None when neither declares it. A name both declare
+        does not load (`warehouse.spec.checks.mirror_problems`)."""
+        if alias in self.mirror.clusters:
+            return f"mirror.clusters.{alias}"
+        return self.kafka.declared_at(alias)
 
     def storage_overrides(self) -> dict[str, Any]:
         """The `storage:` section as `StorageSettings.from_environ`'s keywords: only the

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from warehouse.spec.checks import mirror_problems
 from warehouse.spec.config import (
     _VAR_RE,
     ENV_PREFIX,
@@ -280,7 +281,23 @@ def load_config(
                 p = Problem("<environment>", p.field, f"{p.message} (from `{var}`)")
             out.append(p)
         return None, out
-    return (None, missing) if missing else (config, [])
+    # What `mirror:` names needs `kafka:` as well: checked once both have loaded.
+    both = [
+        Problem(rel, fld, message, line=_line(lines, fld))
+        for fld, message in mirror_problems(config, rel)
+    ]
+    if missing or both:
+        return None, [*missing, *both]
+    return config, []
+
+
+def _line(lines: Mapping[tuple[Any, ...], int], fld: str) -> int | None:
+    """The line of a dotted field (`mirror.clusters.eu`), or of the nearest one above it."""
+    parts = tuple(fld.split("."))
+    for n in range(len(parts), 0, -1):
+        if parts[:n] in lines:
+            return lines[parts[:n]]
+    return None
 
 
 def _missing_vars(value: Any, environ: Mapping[str, str], at: tuple[Any, ...]) -> Iterator[tuple]:

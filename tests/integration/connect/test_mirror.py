@@ -3,7 +3,9 @@ runs it: `python -m warehouse mirror --project P`.
 
 Two spokes are bundled brokers, the hub a real Apache Kafka 4.4.0 node (the target of
 MirrorMaker's exactly-once delivery: its transactions, and Connect's worker groups and
-internal topics, are Apache Kafka's own). Records flow into both spokes from producer
+internal topics, are Apache Kafka's own). The hub is the project's default cluster and
+one spoke one of its `kafka.clusters`, both named in `mirror.flows` without being
+written again; the other spoke is declared in `mirror.clusters` only. Records flow into both spokes from producer
 threads the whole time; the command is SIGKILLed while it mirrors and started again.
 Each of the hub's `<spoke>.<topic>`, read committed, then holds every record of its
 spoke exactly once, key and value equal, and so does the hub's ODS table that
@@ -170,18 +172,25 @@ def mirrors() -> Iterator[list[Mirror]]:
         m.stop()
 
 
-def write_project(path: Path, *, spokes: dict[str, str], hub_bootstrap: str, topic: str) -> Path:
-    """A project whose Kafka is the hub: `mirror:` flows `<spoke> -> hub` of `topic` from
-    each of `spokes` (alias: bootstrap), and one ODS table reading every mirrored topic."""
+def write_project(
+    path: Path, *, spokes: dict[str, str], shared: set[str], hub_bootstrap: str, topic: str
+) -> Path:
+    """A project whose default Kafka cluster is the hub: `mirror:` flows `<spoke> -> default`
+    of `topic` from each of `spokes` (alias: bootstrap), those of `shared` declared once as
+    the project's `kafka.clusters`, the others in `mirror.clusters`; and one ODS table
+    reading every mirrored topic."""
     (path / "conf").mkdir(parents=True)
     (path / "layers" / "ods").mkdir(parents=True)
     clusters = {alias: {"bootstrap": bootstrap} for alias, bootstrap in spokes.items()}
     conf = {
         "warehouse_root": str(path / ".warehouse"),
-        "kafka": {"bootstrap": hub_bootstrap},
+        "kafka": {
+            "bootstrap": hub_bootstrap,
+            "clusters": {a: c for a, c in clusters.items() if a in shared},
+        },
         "mirror": {
-            "clusters": {**clusters, "hub": {"bootstrap": hub_bootstrap}},
-            "flows": {f"{alias} -> hub": {"topics": [topic]} for alias in spokes},
+            "clusters": {a: c for a, c in clusters.items() if a not in shared},
+            "flows": {f"{alias} -> default": {"topics": [topic]} for alias in spokes},
             "replication_factor": 1,
             # One MirrorMaker node: a restarted one takes its tasks back at once instead of
             # waiting for the killed one (Connect's default: five minutes).
@@ -213,11 +222,16 @@ def test_mirror_killed_and_restarted_delivers_every_record_once_into_the_hub(
     broker, broker_factory, apache_kafka, unique, tmp_path: Path, mirrors: list[Mirror]
 ) -> None:
     hub, topic = apache_kafka.bootstrap, unique("orders")
-    spokes = {unique("eu"): broker.bootstrap, unique("us"): broker_factory().bootstrap}
+    # `eu` is one of the project's Kafka clusters (a lower-case identifier), `us` only
+    # MirrorMaker's; the hub is the project's default cluster.
+    eu, us = unique("eu").replace("-", "_"), unique("us")
+    spokes = {eu: broker.bootstrap, us: broker_factory().bootstrap}
     mirrored = [f"{alias}.{topic}" for alias in spokes]
     for bootstrap in spokes.values():
         create_topic(bootstrap, topic, PARTITIONS)
-    project = write_project(tmp_path / "project", spokes=spokes, hub_bootstrap=hub, topic=topic)
+    project = write_project(
+        tmp_path / "project", spokes=spokes, shared={eu}, hub_bootstrap=hub, topic=topic
+    )
     feeds = {alias: Feed(b, topic, per_second=20) for alias, b in spokes.items()}
     for feed in feeds.values():
         feed.burst(150)
@@ -233,6 +247,11 @@ def test_mirror_killed_and_restarted_delivers_every_record_once_into_the_hub(
         )
         properties = project / ".warehouse" / "mirror" / "mm2.properties"
         assert properties.stat().st_mode & 0o777 == 0o600
+        # What it printed before MirrorMaker started: each cluster and where it is declared.
+        printed = first.log.read_text(errors="replace")
+        assert f"cluster {eu}: {spokes[eu]} (from `kafka.clusters.{eu}`)" in printed
+        assert f"cluster {us}: {spokes[us]} (from `mirror.clusters.{us}`)" in printed
+        assert f"cluster default: {hub} (from `kafka.bootstrap`)" in printed
         jvms = first.jvm_pids()
         assert jvms, f"no MirrorMaker JVM under warehouse mirror:\n{first.tail()}"
 
