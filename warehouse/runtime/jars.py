@@ -11,6 +11,12 @@ Jars that pyspark already ships (Hadoop, Parquet, Jackson, ...) are left out of 
 manifest: Spark's class loaders look in Spark's own jars first, so a second copy would
 only be dead weight on every executor.
 
+Resolution asks Maven Central first and the local Maven repository (`~/.m2/repository`)
+only for what Central cannot give. Spark's own Ivy settings ask the local repository
+first, and take an artifact from it whenever its POM is there, even when its jar is not:
+a `~/.m2` that Maven filled with POMs only (as resolving another project's dependencies
+leaves it) fails the whole resolution with "download failed".
+
 Object storage has jars of its own, cached the same way under a manifest of their own
 (keyed by the Hadoop version pyspark ships): Hadoop's S3 connector `hadoop-aws` and the
 AWS SDK bundle it needs (`fetch_storage_jars`). Sessions the framework starts put them
@@ -158,31 +164,76 @@ def spark_own_artifacts() -> set[str]:
     return {artifact_name(p.name, grouped=False) for p in jars.glob("*.jar")}
 
 
-def _resolve_in_child(coordinates: list[str], ivy_dir: Path) -> list[Path]:
-    """Start a throwaway local Spark JVM that resolves `coordinates` with Ivy; return the
-    files Spark put on its class path. A child process, so the caller's JVM (if any)
-    is not touched."""
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
+
+_IVY_SETTINGS = """<ivysettings>
+  <settings defaultResolver="warehouse"/>
+  <resolvers>
+    <chain name="warehouse" returnFirst="true">
+      <ibiblio name="central" m2compatible="true" root="{central}"/>
+      <ibiblio name="local-m2" m2compatible="true" root="{local_m2}"/>
+    </chain>
+  </resolvers>
+</ivysettings>
+"""
+
+
+def ivy_settings(
+    ivy_dir: Path, *, central: str = MAVEN_CENTRAL, local_m2: Path | None = None
+) -> Path:
+    """Write the Ivy settings of a resolution into `ivy_dir`: `central` first, then the
+    local Maven repository (`~/.m2/repository` by default); return the file."""
+    local_m2 = local_m2 or Path.home() / ".m2" / "repository"
+    ivy_dir.mkdir(parents=True, exist_ok=True)
+    path = ivy_dir / "ivysettings.xml"
+    path.write_text(_IVY_SETTINGS.format(central=central, local_m2=local_m2.resolve().as_uri()))
+    return path
+
+
+_IVY_PROBLEM = re.compile(r"download failed|NOT FOUND|UNRESOLVED|unresolved dependency|Exception")
+
+
+def _ivy_problems(stderr: str) -> str:
+    """What Ivy said went wrong (its failed downloads, unresolved modules, the exception),
+    else the end of the child's stderr."""
+    lines = stderr.strip().splitlines()
+    problems = [ln.rstrip() for ln in lines if _IVY_PROBLEM.search(ln) and "Traceback" not in ln]
+    return "\n".join(problems[:15] or lines[-15:])
+
+
+def _resolve_in_child(
+    coordinates: list[str],
+    ivy_dir: Path,
+    *,
+    central: str = MAVEN_CENTRAL,
+    local_m2: Path | None = None,
+) -> list[Path]:
+    """Start a throwaway local Spark JVM that resolves `coordinates` with Ivy (`ivy_settings`);
+    return the files Spark put on its class path. A child process, so the caller's JVM (if
+    any) is not touched."""
+    settings = ivy_settings(ivy_dir, central=central, local_m2=local_m2)
     code = (
         "import sys\n"
         "from pyspark.sql import SparkSession\n"
         "s = (SparkSession.builder.master('local[1]').appName('warehouse-jars')\n"
         "     .config('spark.jars.packages', sys.argv[1]).config('spark.jars.ivy', sys.argv[2])\n"
+        "     .config('spark.jars.ivySettings', sys.argv[3])\n"
         "     .config('spark.ui.enabled', 'false').getOrCreate())\n"
         "print('JARS=' + (s.sparkContext.getConf().get('spark.jars', '')))\n"
         "s.stop()\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", code, ",".join(coordinates), str(ivy_dir)],
+        [sys.executable, "-c", code, ",".join(coordinates), str(ivy_dir), str(settings)],
         capture_output=True,
         text=True,
         check=False,
     )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("JARS=")), None)
     if proc.returncode != 0 or line is None:
-        tail = "\n".join((proc.stderr or "").strip().splitlines()[-15:])
         raise JarsError(
             f"Could not resolve {', '.join(coordinates)} from Maven (exit {proc.returncode}). "
-            f"Spark's Ivy said:\n{tail}\nCheck that Maven Central is reachable, or set "
+            f"Spark's Ivy said:\n{_ivy_problems(proc.stderr or '')}\nCheck that Maven Central "
+            f"({central}) is reachable, or set "
             "`engines: {kafka: python, delta: python}` to run without the native jars."
         )
     urls = [u for u in line[len("JARS=") :].split(",") if u]
