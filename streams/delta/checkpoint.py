@@ -156,6 +156,15 @@ def remove_interrupted_writes(checkpoint_dir: str | Path) -> list[str]:
     return removed
 
 
+def _source_lines(offsets: dict) -> str:
+    """An offset log entry's source lines: one, or one per source of `{"sources": [...]}`
+    (as `batch_end_offsets` reads a several-source query's entry)."""
+    sources = offsets.get("sources") if set(offsets) == {"sources"} else None
+    if isinstance(sources, list):
+        return "\n".join(json.dumps(s) for s in sources)
+    return json.dumps(offsets)
+
+
 def write_replay_checkpoint(
     checkpoint_dir: str | Path,
     *,
@@ -166,7 +175,8 @@ def write_replay_checkpoint(
     committed: bool = False,
     settings_from: str | Path | None = None,
 ) -> None:
-    """Write a new checkpoint of a one-source query (`checkpoint_dir` must not exist) as
+    """Write a new checkpoint of a query (`checkpoint_dir` must not exist; offsets of
+    one source, or `{"sources": [...]}` of several in the query's order) as
     Spark leaves one whose batch `batch_id` was planned, `[start, end)`, and not
     committed: the query `query_id` started on it replays that batch, then goes on.
     `committed`: the batch is committed too, and the query goes on from `end`.
@@ -198,10 +208,10 @@ def write_replay_checkpoint(
                 option="start",
             )
         storage.write_text(
-            storage.join(offsets, str(batch_id - 1)), f"v1\n{meta}\n{json.dumps(start)}"
+            storage.join(offsets, str(batch_id - 1)), f"v1\n{meta}\n{_source_lines(start)}"
         )
         storage.write_text(storage.join(commits, str(batch_id - 1)), _COMMIT)
-    storage.write_text(storage.join(offsets, str(batch_id)), f"v1\n{meta}\n{json.dumps(end)}")
+    storage.write_text(storage.join(offsets, str(batch_id)), f"v1\n{meta}\n{_source_lines(end)}")
     if committed:
         storage.write_text(storage.join(commits, str(batch_id)), _COMMIT)
     # Written last: a checkpoint is a query's only once its metadata names the query.
