@@ -132,7 +132,8 @@ def _federated_lag(
     bootstrap: str | None,
 ) -> dict[str, Any] | None:
     """A federated table's lag per cluster, from the offsets its commits record by
-    cluster, and in total (None for a cluster no broker answers for, and in total then)."""
+    cluster, and in total: None for a cluster no broker answers for, and in total then;
+    None when none answers."""
     from warehouse.compile.federation import of_cluster
 
     per: dict[str, Any] = {}
@@ -141,8 +142,9 @@ def _federated_lag(
         done = of_cluster(row["committed_offsets"], cluster)
         per[cluster] = _lag(project, topics, done, servers, cluster=cluster)
     answered = [lag["total"] for lag in per.values() if lag is not None]
-    total = sum(answered) if len(answered) == len(per) else None
-    return {"total": total, "clusters": per}
+    if not answered:
+        return None
+    return {"total": sum(answered) if len(answered) == len(per) else None, "clusters": per}
 
 
 def versions_behind(
@@ -282,7 +284,8 @@ def render_status(rows: list[dict[str, Any]]) -> str:
     header = ("table", "layer", "version", "rows", "last batch", "lag", "quarantine")
     body = []
     for r in rows:
-        lag = r["lag"]["total"] if isinstance(r.get("lag"), dict) else "-"
+        lag = r["lag"]["total"] if isinstance(r.get("lag"), dict) else None
+        lag = "-" if lag is None else lag
         body.append(
             (
                 r["table"],
