@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,7 @@ def write_replay_checkpoint(
     end: dict,
     committed: bool = False,
     settings_from: str | Path | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> None:
     """Write a new checkpoint of a query (`checkpoint_dir` must not exist; offsets of
     one source, or `{"sources": [...]}` of several in the query's order) as
@@ -184,9 +186,12 @@ def write_replay_checkpoint(
     `start` is the end of batch `batch_id - 1` (logged and committed before it); batch 0
     has none (its start is the source's initial offset). The batch metadata records the
     session settings of the newest batch of the checkpoint `settings_from` (the one
-    replaced), else none: Spark then takes its defaults for the settings of stateful
-    operators, which a one-source query without state does not use, and logs a warning
-    for each, once."""
+    replaced), else `settings`: Spark then takes its defaults for the other settings of
+    stateful operators, which a query without state does not use, and logs a warning
+    for each, once. Spark 4.2 reads `spark.sql.shuffle.partitions` of the last two
+    batches whatever the query (`OfflineStateRepartitionUtils.isRepartitionBatch`) and
+    fails a replay without it (`None.get`): give it in `settings`, as the query's
+    session has it."""
     folder = str(checkpoint_dir)
     if storage.exists(folder):
         raise DeltaConfigError(
@@ -195,6 +200,7 @@ def write_replay_checkpoint(
             option="checkpoint",
         )
     conf = _batch_settings(str(settings_from)) if settings_from is not None else {}
+    conf = conf or dict(settings or {})
     meta = json.dumps(
         {"batchWatermarkMs": 0, "batchTimestampMs": int(time.time() * 1000), "conf": conf}
     )

@@ -122,6 +122,7 @@ def _recover(project: LoadedProject, table: str) -> dict[str, Any]:
         end=end,
         committed=not replay,
         settings_from=ckpt if old else None,
+        settings=_SHUFFLE_DEFAULT | _shuffle(project),
     )
     if replay and batch_id == 0:
         from streams.kafka import record_initial_offsets
@@ -164,6 +165,18 @@ def _recover(project: LoadedProject, table: str) -> dict[str, Any]:
         "ending_offsets": batch.end,
         "old_checkpoint_removed": old,
     }
+
+
+_SHUFFLE = "spark.sql.shuffle.partitions"
+_SHUFFLE_DEFAULT = {_SHUFFLE: "200"}
+"""Spark's own default, for a project whose `spark.conf` does not set it."""
+
+
+def _shuffle(project: LoadedProject) -> dict[str, str]:
+    """The shuffle partitions the project's sessions run with, which a checkpoint rebuilt
+    without the old one records (`write_replay_checkpoint`'s `settings`)."""
+    value = project.config.spark.conf.get(_SHUFFLE)
+    return {} if value is None else {_SHUFFLE: str(value)}
 
 
 def _position(table: str, batch: RecordedBatch) -> tuple[str, int, bool]:

@@ -119,6 +119,16 @@ def test_a_replay_checkpoint_of_several_sources_has_a_line_each(tmp_path: Path) 
     write_replay_checkpoint(ckpt, query_id="q1", batch_id=1, start=start, end=end)
     assert batch_end_offsets(ckpt, 0) == start
     assert batch_end_offsets(ckpt, 1) == end
+    # Without the replaced checkpoint, the settings given (Spark 4.2 needs the shuffle
+    # partitions of the last two batches to replay the newest).
+    written = tmp_path / "s"
+    settings = {"spark.sql.shuffle.partitions": "4"}
+    write_replay_checkpoint(
+        written, query_id="q", batch_id=1, start=start, end=end, settings=settings
+    )
+    for batch in ("0", "1"):
+        meta = json.loads((written / "offsets" / batch).read_text().splitlines()[1])
+        assert meta["conf"] == settings
     assert (ckpt / "offsets" / "1").read_text().splitlines()[2:] == [
         '{"t": {"0": 9}}',
         '{"t": {"0": 4}}',
