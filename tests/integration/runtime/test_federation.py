@@ -8,8 +8,8 @@ partition by partition); only the city says which cluster a record is from. `ods
 appends every record with its `_cluster` (every 25th has no id and is quarantined, its
 cluster in the quarantined `row`), `ods_latest` upserts one row per `(_cluster, id)`.
 Runs: once, again after more records on each cluster, again with nothing new (a restart
-from the checkpoint), and, after `warehouse recover` rebuilt the checkpoint from the
-offsets the table's commits record per cluster, once more after more records: every
+from the checkpoint), and, after the checkpoint was lost and `warehouse recover` rebuilt
+it from the offsets the table's commits record per cluster, once more after more records: every
 record is in the table exactly once, from its own cluster. Real brokers, real Spark,
 real Delta.
 """
@@ -17,6 +17,7 @@ real Delta.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -146,8 +147,9 @@ def test_a_table_reads_one_topic_from_two_clusters_exactly_once(
         "clusters": {c: {"total": 0, "topics": {"orders": 0}} for c in CLUSTERS},
     }
 
-    # Recover rebuilds the checkpoint from the table's own log, per cluster: the next run
-    # replays the newest batch (nothing of it written twice) and goes on from there.
+    # The checkpoint is lost: recover rebuilds it from the table's own log, per cluster;
+    # the next run replays the newest batch (nothing of it written twice) and goes on.
+    shutil.rmtree(project.checkpoint_path("ods_orders"))
     done = recover(project, "ods_orders")
     assert done["replays"] is True
     assert done["ending_offsets"] == row["committed_offsets"]
