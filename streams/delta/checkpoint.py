@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,15 @@ def remove_interrupted_writes(checkpoint_dir: str | Path) -> list[str]:
     return removed
 
 
+def _source_lines(offsets: dict) -> str:
+    """An offset log entry's source lines: one, or one per source of `{"sources": [...]}`
+    (as `batch_end_offsets` reads a several-source query's entry)."""
+    sources = offsets.get("sources") if set(offsets) == {"sources"} else None
+    if isinstance(sources, list):
+        return "\n".join(json.dumps(s) for s in sources)
+    return json.dumps(offsets)
+
+
 def write_replay_checkpoint(
     checkpoint_dir: str | Path,
     *,
@@ -165,8 +175,10 @@ def write_replay_checkpoint(
     end: dict,
     committed: bool = False,
     settings_from: str | Path | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> None:
-    """Write a new checkpoint of a one-source query (`checkpoint_dir` must not exist) as
+    """Write a new checkpoint of a query (`checkpoint_dir` must not exist; offsets of
+    one source, or `{"sources": [...]}` of several in the query's order) as
     Spark leaves one whose batch `batch_id` was planned, `[start, end)`, and not
     committed: the query `query_id` started on it replays that batch, then goes on.
     `committed`: the batch is committed too, and the query goes on from `end`.
@@ -174,9 +186,12 @@ def write_replay_checkpoint(
     `start` is the end of batch `batch_id - 1` (logged and committed before it); batch 0
     has none (its start is the source's initial offset). The batch metadata records the
     session settings of the newest batch of the checkpoint `settings_from` (the one
-    replaced), else none: Spark then takes its defaults for the settings of stateful
-    operators, which a one-source query without state does not use, and logs a warning
-    for each, once."""
+    replaced), else `settings`: Spark then takes its defaults for the other settings of
+    stateful operators, which a query without state does not use, and logs a warning
+    for each, once. Spark 4.2 reads `spark.sql.shuffle.partitions` of the last two
+    batches whatever the query (`OfflineStateRepartitionUtils.isRepartitionBatch`) and
+    fails a replay without it (`None.get`): give it in `settings`, as the query's
+    session has it."""
     folder = str(checkpoint_dir)
     if storage.exists(folder):
         raise DeltaConfigError(
@@ -185,6 +200,7 @@ def write_replay_checkpoint(
             option="checkpoint",
         )
     conf = _batch_settings(str(settings_from)) if settings_from is not None else {}
+    conf = conf or dict(settings or {})
     meta = json.dumps(
         {"batchWatermarkMs": 0, "batchTimestampMs": int(time.time() * 1000), "conf": conf}
     )
@@ -198,10 +214,10 @@ def write_replay_checkpoint(
                 option="start",
             )
         storage.write_text(
-            storage.join(offsets, str(batch_id - 1)), f"v1\n{meta}\n{json.dumps(start)}"
+            storage.join(offsets, str(batch_id - 1)), f"v1\n{meta}\n{_source_lines(start)}"
         )
         storage.write_text(storage.join(commits, str(batch_id - 1)), _COMMIT)
-    storage.write_text(storage.join(offsets, str(batch_id)), f"v1\n{meta}\n{json.dumps(end)}")
+    storage.write_text(storage.join(offsets, str(batch_id)), f"v1\n{meta}\n{_source_lines(end)}")
     if committed:
         storage.write_text(storage.join(commits, str(batch_id)), _COMMIT)
     # Written last: a checkpoint is a query's only once its metadata names the query.

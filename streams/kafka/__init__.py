@@ -22,7 +22,11 @@ from streams.kafka.errors import (
     KafkaStreamError,
 )
 from streams.kafka.fetch import consumer_config, read_range
-from streams.kafka.initial_offsets import record_initial_offsets, recorded_initial_offsets
+from streams.kafka.initial_offsets import (
+    record_initial_offsets,
+    recorded_federation_initial_offsets,
+    recorded_initial_offsets,
+)
 from streams.kafka.offsets import OffsetRange, rewound
 from streams.kafka.parse import as_struct, parse_kafka, required_fields
 from streams.kafka.parse_connect import sample_connect_struct
@@ -84,6 +88,7 @@ __all__ = [
     "read_partition",
     "record_hash",
     "record_initial_offsets",
+    "recorded_federation_initial_offsets",
     "recorded_initial_offsets",
     "register_source",
     "required_fields",

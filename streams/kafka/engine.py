@@ -51,6 +51,10 @@ class KafkaRead:
     checkpoint_location: str | None = None
     """Python engine only: the query's checkpoint, where the source records its resolved
     initial offsets (Spark's own source finds its checkpoint itself)."""
+    cluster: str | None = None
+    """Python engine only: the cluster this source reads when a query reads the same
+    topics from several (federation); it keys the source's initial offsets, so that
+    each cluster's source keeps its own."""
 
 
 class KafkaEngine(Protocol):
@@ -114,6 +118,8 @@ class PythonKafka:
             reader = reader.option("split_offsets", str(int(request.split_offsets)))
         if request.checkpoint_location:
             reader = reader.option("checkpoint_location", request.checkpoint_location)
+        if request.cluster:
+            reader = reader.option("cluster", request.cluster)
         tasks = request.max_tasks or default_parallelism(spark)
         reader = reader.option("max_tasks", str(int(tasks)))
         return reader.load()

@@ -34,9 +34,13 @@ SPARK_LOG = ("sources", "0", "0")
 source of a query: index 0): a zero byte, `v1`, a newline, the offsets' JSON."""
 
 
-def subscription_text(topics: list[str] | None, pattern: str | None) -> str:
-    """What the Python source keys its initial offsets by: `topics=a,b` or `pattern=...`."""
-    return f"topics={','.join(topics)}" if topics else f"pattern={pattern}"
+def subscription_text(
+    topics: list[str] | None, pattern: str | None, *, cluster: str | None = None
+) -> str:
+    """What the Python source keys its initial offsets by: `topics=a,b` or `pattern=...`,
+    and `cluster=eu;` before it for one of a federation's sources (each its own)."""
+    text = f"topics={','.join(topics)}" if topics else f"pattern={pattern}"
+    return f"cluster={cluster};{text}" if cluster else text
 
 
 def record_initial_offsets(
@@ -45,13 +49,51 @@ def record_initial_offsets(
     *,
     topics: list[str] | None,
     pattern: str | None,
+    cluster: str | None = None,
+    index: int = 0,
 ) -> None:
     """Record `offsets` as the initial offsets of the query's Kafka source on either
-    engine: the Python source's log and Spark's `sources/0/0`, each read only by its own
-    source when batch 0 is planned or replayed."""
-    InitialOffsetsLog(checkpoint, subscription_text(topics, pattern)).write(offsets)
+    engine: the Python source's log and Spark's `sources/<index>/0`, each read only by its
+    own source when batch 0 is planned or replayed. `cluster`, `index`: one of a
+    federation's sources, the query's `index`th, reading `cluster`."""
+    subscription = subscription_text(topics, pattern, cluster=cluster)
+    InitialOffsetsLog(checkpoint, subscription).write(offsets)
     body = json.dumps(to_json_dict(from_json_dict(offsets)), separators=(",", ":"))
-    storage.write_bytes(storage.join(str(checkpoint), *SPARK_LOG), b"\x00v1\n" + body.encode())
+    spark_log = storage.join(str(checkpoint), "sources", str(int(index)), "0")
+    storage.write_bytes(spark_log, b"\x00v1\n" + body.encode())
+
+
+def recorded_federation_initial_offsets(
+    checkpoint: str | Path,
+    *,
+    clusters: list[str],
+    topics: list[str] | None,
+    pattern: str | None,
+) -> dict[str, list] | None:
+    """The initial offsets of a federation's sources (one per cluster, in `clusters`'
+    order, the query's source order), as `{"sources": [offsets, ...]}` like the offset
+    log of a several-source query; None when some source recorded none. Each source's:
+    the Python source's log for that cluster, else Spark's `sources/<index>/0`."""
+    found: list = []
+    for index, cluster in enumerate(clusters):
+        subscription = subscription_text(topics, pattern, cluster=cluster)
+        offsets = InitialOffsetsLog(checkpoint, subscription).read()
+        if offsets is None:
+            offsets = _spark_initial(storage.join(str(checkpoint), "sources", str(index), "0"))
+        if offsets is None:
+            return None
+        found.append(offsets)
+    return {"sources": found}
+
+
+def _spark_initial(path: str) -> dict[str, dict[str, int]] | None:
+    raw = storage.read_bytes(path)
+    if raw is None:
+        return None
+    version, _, body = raw.lstrip(b"\x00").decode().partition("\n")
+    if version != "v1" or not body.startswith("{"):
+        return None
+    return to_json_dict(from_json_dict(json.loads(body)))
 
 
 def recorded_initial_offsets(checkpoint: str | Path) -> dict[str, dict[str, int]] | None:
@@ -66,13 +108,7 @@ def recorded_initial_offsets(checkpoint: str | Path) -> dict[str, dict[str, int]
     if ours:
         data = json.loads(storage.read_text(storage.join(folder, ours[-1][1])) or "{}")
         return to_json_dict(from_json_dict(data.get("offsets")))
-    raw = storage.read_bytes(storage.join(str(checkpoint), *SPARK_LOG))
-    if raw is None:
-        return None
-    version, _, body = raw.lstrip(b"\x00").decode().partition("\n")
-    if version != "v1" or not body.startswith("{"):
-        return None
-    return to_json_dict(from_json_dict(json.loads(body)))
+    return _spark_initial(storage.join(str(checkpoint), *SPARK_LOG))
 
 
 class InitialOffsetsLog:

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from streams.kafka.parse_frames import (
+    CLUSTER_COLUMN,
     ParsedFrames,
     _coordinates,
     _Exprs,
@@ -112,9 +113,12 @@ def _parse_raw(df: DataFrame, stage: _Stage) -> ParsedFrames:
     cols = [F.col("key"), F.col("value")]
     if "headers" in df.columns:
         cols.append(F.col("headers"))
-    good = df.select(*cols, *_coordinates())
+    coordinates = _coordinates()
+    if CLUSTER_COLUMN in df.columns:
+        coordinates.append(F.col(CLUSTER_COLUMN).alias("_" + CLUSTER_COLUMN))
+    good = df.select(*cols, *coordinates)
     bad = df.where(F.lit(False)).select(
-        F.col("key"), F.col("value"), *_coordinates(), F.lit(None).cast("string").alias("_error")
+        F.col("key"), F.col("value"), *coordinates, F.lit(None).cast("string").alias("_error")
     )
     return ParsedFrames(good, bad)
 

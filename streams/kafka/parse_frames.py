@@ -112,6 +112,23 @@ def _make_exprs(
     )
 
 
+CLUSTER_COLUMN = "cluster"
+"""The source column a federated read adds (the record's cluster); parsed rows, good and
+bad, carry it as `_cluster`."""
+
+
+def _with_cluster(e: _Exprs) -> _Exprs:
+    """`e` carrying the record's cluster (`cluster` → `_cluster`) into good and bad rows."""
+    tagged = F.col(CLUSTER_COLUMN).alias("_" + CLUSTER_COLUMN)
+    raw = _RAW + CLUSTER_COLUMN
+    return e._replace(
+        good=(*e.good, tagged),
+        bad=(*e.bad, tagged),
+        flat=(F.col(CLUSTER_COLUMN).alias(raw), *e.flat[:-2], tagged, *e.flat[-2:]),
+        raw_back=(*e.raw_back, F.col(raw).alias(CLUSTER_COLUMN)),
+    )
+
+
 def _split(df: DataFrame, e: _Exprs, stage: _Stage) -> ParsedFrames:
     """`good`/`bad` of `df` parsed by `e`. Only the flag is computed for every record: the
     explanation (a second, VARIANT parse of the text) runs on the flagged rows alone,
@@ -121,6 +138,8 @@ def _split(df: DataFrame, e: _Exprs, stage: _Stage) -> ParsedFrames:
     already extracted and the flags; no `_parsed` struct and no `headers` (Spark caches
     nested values one by one, several times slower than the parse itself). The
     explanation of the bad rows is then computed by parsing those few rows again."""
+    if CLUSTER_COLUMN in df.columns:
+        e = _with_cluster(e)
     staged = df
     for name, col in e.staged:
         staged = staged.withColumn(name, col)

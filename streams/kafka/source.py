@@ -243,7 +243,7 @@ class _Options:
                 client[k[len(_CLIENT_PREFIX) :]] = v
         self.client_config = client
         ckpt = opts.get("checkpoint_location")
-        subscription = subscription_text(self.topics, pattern)
+        subscription = subscription_text(self.topics, pattern, cluster=opts.get("cluster"))
         self.initial_log = InitialOffsetsLog(ckpt, subscription) if ckpt else None
 
     def matches(self, topic: str) -> bool:

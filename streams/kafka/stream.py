@@ -51,6 +51,7 @@ def read_kafka_stream(
     max_tasks: int | None = None,
     include_headers: bool = True,
     checkpoint_location: str | None = None,
+    cluster: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over Kafka with columns `key, value, topic, partition, offset,
     timestamp, timestamp_type, headers`.
@@ -74,6 +75,9 @@ def read_kafka_stream(
     restarts before batch 0 committed; without it `latest` (or `earliest` after
     retention) is resolved again at such a restart, and records can be skipped or
     repeated. Spark's own source does this by itself.
+    `cluster`: the name of the cluster `bootstrap` is, when the query reads the same
+    topics from several (federation): each cluster's Python source then keeps its own
+    initial offsets under the checkpoint (Spark's keeps one file per source anyway).
     """
     names = _topics_arg(topics)
     if (names is None) == (pattern is None):
@@ -119,5 +123,6 @@ def read_kafka_stream(
         split_offsets=split_offsets,
         max_tasks=max_tasks,
         checkpoint_location=str(checkpoint_location) if checkpoint_location else None,
+        cluster=cluster,
     )
     return kafka_engine(engine).read_stream(spark, request)

@@ -61,6 +61,8 @@ def _source_parts(defn: TableDefinition) -> dict[str, Any]:
         k = src.kafka
         # The default cluster is left out, so that a table on it keeps its fingerprint.
         cluster = {} if k.cluster == DEFAULT_CLUSTER else {"cluster": k.cluster}
+        if k.federated:
+            cluster = {"clusters": k.cluster_list}
         return {
             "source": {"topics": sorted(k.topic_list), "pattern": k.pattern, **cluster},
             "parse": {"format": k.format, "schema": k.schema_, "connect": k.connect_schema},

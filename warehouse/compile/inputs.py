@@ -27,12 +27,23 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class ClusterRead:
+    """One cluster a federated table reads its topics from: its name and how to reach it."""
+
+    name: str
+    bootstrap: str
+    client_config: dict[str, str]
+
+
+@dataclass(frozen=True)
 class KafkaInput:
     """Kafka topics as the table reads them, and how each batch's records parse.
 
     `payload`: the payload schema (a Spark DDL string: `schemas/NAME`, or the records'
     Connect schema for `connect_schema`), None for `raw`. `keys`: the sink keys the
-    parse holds records to (`keys_held`)."""
+    parse holds records to (`keys_held`). `bootstrap`, `client_config`: the (first)
+    cluster's; `federation`: every cluster of a federated table (`source.kafka.clusters`)
+    in the query's source order, empty for a table that reads one."""
 
     table: str
     source: KafkaSource
@@ -40,6 +51,7 @@ class KafkaInput:
     client_config: dict[str, str]
     payload: str | None
     keys: tuple[str, ...]
+    federation: tuple[ClusterRead, ...] = ()
 
     def parse(self, df: DataFrame, **hooks: Any) -> ParsedFrames:
         """`parse_kafka` of `df` as this table reads its records: its format, Kafka
@@ -81,24 +93,54 @@ class KafkaInput:
         self, spark: SparkSession, engines: ResolvedEngines, *, checkpoint: str
     ) -> DataFrame:
         """The topics as a streaming DataFrame of Kafka records: parse, transform and
-        checks run per batch, where bad records can go to quarantine."""
+        checks run per batch, where bad records can go to quarantine.
+
+        A federation reads each cluster with a Kafka source of its own, the record's
+        cluster in a `cluster` column, all unioned: the query's checkpoint keeps each
+        source's offsets (one line per source in its offset log), so each cluster's
+        partitions have their own position and a batch is exactly its sources' ranges."""
+        from pyspark.sql import functions as F
+
+        if not self.federation:
+            return self._read(spark, engines, checkpoint, self.bootstrap, self.client_config)
+        frames = [
+            self._read(spark, engines, checkpoint, c.bootstrap, c.client_config, c.name).withColumn(
+                "cluster", F.lit(c.name)
+            )
+            for c in self.federation
+        ]
+        out = frames[0]
+        for frame in frames[1:]:
+            out = out.unionByName(frame)
+        return out
+
+    def _read(
+        self,
+        spark: SparkSession,
+        engines: ResolvedEngines,
+        checkpoint: str,
+        bootstrap: str,
+        client_config: dict[str, str],
+        cluster: str | None = None,
+    ) -> DataFrame:
         from streams.kafka import read_kafka_stream
 
         k = self.source
         return read_kafka_stream(
             spark,
-            bootstrap=self.bootstrap,
+            bootstrap=bootstrap,
             topics=k.topic_list or None,
             pattern=k.pattern,
             starting_offsets=k.starting_offsets,
             max_offsets_per_trigger=k.max_offsets_per_trigger,
             max_bytes_per_trigger=k.max_bytes_per_trigger,
             on_data_loss=k.on_data_loss,
-            client_config=self.client_config,
+            client_config=client_config,
             engine=engines.kafka.name,
             # Only `raw` keeps headers in the table; the parsed formats drop them.
             include_headers=k.format == "raw",
             checkpoint_location=checkpoint,
+            cluster=cluster,
         )
 
 
@@ -143,14 +185,20 @@ def kafka_input(
     columns needs a restart). `bootstrap`: the default cluster's, as resolved; a table on
     a named cluster reads that cluster's."""
     kafka = project.config.kafka
-    bootstrap = kafka.bootstrap_of(source.cluster, bootstrap)
-    if not bootstrap:
-        raise CompileError(
-            f"Table `{defn.name}` reads Kafka but no bootstrap was resolved; "
-            "set `kafka.bootstrap` in conf/<env>.yml.",
-            table=defn.name,
+    default = bootstrap
+    reads = []
+    for cluster in source.cluster_list:
+        servers = kafka.bootstrap_of(cluster, default)
+        if not servers:
+            raise CompileError(
+                f"Table `{defn.name}` reads Kafka but no bootstrap was resolved; "
+                "set `kafka.bootstrap` in conf/<env>.yml.",
+                table=defn.name,
+            )
+        reads.append(
+            ClusterRead(cluster, servers, kafka.client_config(source.options, cluster=cluster))
         )
-    client_config = kafka.client_config(source.options, cluster=source.cluster)
+    bootstrap, client_config = reads[0].bootstrap, reads[0].client_config
     payload = defn.payload_ddl
     if source.connect_schema:
         payload = _connect_schema_ddl(defn, source, bootstrap, client_config)
@@ -165,6 +213,7 @@ def kafka_input(
         client_config=client_config,
         payload=payload,
         keys=tuple(_keys_held(defn, source, payload)),
+        federation=tuple(reads) if source.federated else (),
     )
 
 

@@ -63,7 +63,10 @@ class TablePlan:
     quarantine_catalog_name: str | None = None
     cluster: str | None = None
     """The named Kafka cluster (`kafka.clusters`) the table reads; None: the default
-    cluster, or no Kafka."""
+    cluster, or no Kafka; a federation's first cluster."""
+    clusters: list[str] | None = None
+    """A federation's clusters (`source.kafka.clusters`), in its query's source order;
+    None: it reads one cluster, or no Kafka."""
     publish_cluster: str | None = None
     """The named Kafka cluster `publish` writes to; None: the default cluster."""
 
@@ -99,7 +102,10 @@ def source_text(defn: TableDefinition, *, checkpoint: str | Path | None = None) 
         start = k.starting_offsets if isinstance(k.starting_offsets, str) else "explicit offsets"
         if checkpoint is not None and not checkpoint_is_new(checkpoint):
             start = "its checkpoint"
-        return f"kafka {where}{_on(k.cluster)} as {fmt} from {start}"
+        on = _on(k.cluster)
+        if k.federated:
+            on = f" on clusters {', '.join(f'`{c}`' for c in k.cluster_list)} (federated)"
+        return f"kafka {where}{on} as {fmt} from {start}"
     text = f"table `{src.table}` ({src.read})"
     for j in src.join_streams:
         text += f" join stream `{j.table}`"
@@ -118,6 +124,12 @@ def _named(cluster: str | None) -> str | None:
 def _topic_node(topic: str, cluster: str | None) -> str:
     """A topic's node in a drawn graph: by cluster and name."""
     return f"{cluster}/{topic}" if cluster else topic
+
+
+def _topic_nodes(p: TablePlan) -> list[str]:
+    """The nodes of the topics a table reads: each topic on each of its clusters."""
+    clusters = [_named(c) for c in p.clusters] if p.clusters else [p.cluster]
+    return [_topic_node(t, c) for t in p.topics for c in clusters]
 
 
 def _transform_text(defn: TableDefinition) -> str | None:
@@ -190,6 +202,7 @@ def plan_table(
         catalog_name=project.catalog_name(name),
         quarantine_catalog_name=project.quarantine_catalog_name(name),
         cluster=_named(defn.source_cluster),
+        clusters=defn.source_clusters if len(defn.source_clusters) > 1 else None,
         publish_cluster=_named(spec.publish.kafka.cluster) if spec.publish else None,
     )
 
@@ -321,8 +334,7 @@ def render_mermaid(plans: list[TablePlan]) -> str:
     for p in plans:
         lines.append(f'  {_node_id(p.name)}["{p.name}<br/>{p.layer} · {p.sink_mode}"]')
     for p in plans:
-        for t in p.topics:
-            t = _topic_node(t, p.cluster)
+        for t in _topic_nodes(p):
             tid = "k_" + "".join(c if c.isalnum() else "_" for c in t)
             lines.append(f'  {tid}[("{t}")] --> {_node_id(p.name)}')
         for up in p.upstreams:
@@ -343,8 +355,7 @@ def render_dot(plans: list[TablePlan]) -> str:
     for p in plans:
         lines.append(f'  "{p.name}" [label="{p.name}\\n{p.layer} · {p.sink_mode}"];')
     for p in plans:
-        for t in p.topics:
-            t = _topic_node(t, p.cluster)
+        for t in _topic_nodes(p):
             lines.append(f'  "kafka:{t}" [shape=cylinder];')
             lines.append(f'  "kafka:{t}" -> "{p.name}";')
         for up in p.upstreams:

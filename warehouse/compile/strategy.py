@@ -107,12 +107,14 @@ def arrow_landing(
     judges as Spark does (`warehouse.quality.arrow_rows`), flat payload types Arrow parses
     as Spark does, and `engines.parse` not `spark`. With engines whose own reads and
     commits are not already Python tasks and delta-rs commits (the native ones) also a
-    local session and a table on the local file system (`_local`)."""
+    local session and a table on the local file system (`_local`). Not for a federation:
+    its tasks would read each range without knowing the range's cluster."""
     from warehouse.compile.inputs import KafkaInput
 
     spec = defn.spec
     if (
         not isinstance(source, KafkaInput)
+        or source.federation
         or source.source.format != "json"
         or not isinstance(spec.sink, AppendSink)
         or engines.parse != "arrow"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from warehouse.compile.errors import CheckpointError
+from warehouse.compile.federation import CLUSTERS_KEY, by_cluster, of_cluster
 from warehouse.spec.expectations import interval_seconds
 from warehouse.spec.paths import QUARANTINE_SUFFIX
 from warehouse.spec.table import Scd2Sink, Sink, TopicSource, UpsertSink, sink_keys
@@ -44,20 +45,31 @@ class Targets:
     sink: Sink
     from_kafka: bool
     engine: str
+    clusters: tuple[str, ...] = ()
+    """A federated table's clusters in its query's source order (empty otherwise): its
+    commits record offsets by cluster (`warehouse.compile.federation`)."""
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    """A federated table's subscription, which keys its sources' initial offsets."""
     _query_id: str | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def of_table(cls, project: LoadedProject, name: str, *, engine: str) -> Targets:
         """The targets of `project`'s table `name`, written with the Delta engine `engine`."""
         spec = project.tables[name].spec
+        src = spec.source
+        federated = isinstance(src, TopicSource) and src.kafka.federated
         return cls(
             table=name,
             table_path=str(project.table_path(name)),
             quarantine_path=str(project.quarantine_path(name)),
             checkpoint=str(project.checkpoint_path(name)),
             sink=spec.sink,
-            from_kafka=isinstance(spec.source, TopicSource),
+            from_kafka=isinstance(src, TopicSource),
             engine=engine,
+            clusters=tuple(src.kafka.cluster_list) if federated else (),
+            topics=tuple(src.kafka.topic_list) if federated else (),
+            pattern=src.kafka.pattern if federated else None,
         )
 
     def app_id(self) -> str:
@@ -94,7 +106,7 @@ class Targets:
         from streams.delta import batch_end_offsets
 
         info = {
-            "warehouse.sourceOffsets": batch_end_offsets(self.checkpoint, batch_id),
+            "warehouse.sourceOffsets": self._named(batch_end_offsets(self.checkpoint, batch_id)),
             "warehouse.batchId": batch_id,
             "warehouse.table": self.table,
         }
@@ -111,20 +123,33 @@ class Targets:
         went on in the log there is now."""
         from streams.kafka import rewound
 
-        lost = rewound(info.get("warehouse.startOffsets"), info["warehouse.sourceOffsets"])
+        start, end = info.get("warehouse.startOffsets"), info["warehouse.sourceOffsets"]
+        if self.clusters:
+            by = {c: rewound(of_cluster(start, c), of_cluster(end, c)) for c in self.clusters}
+            lost_by = {c: lost for c, lost in by.items() if lost}
+            if lost_by:
+                info["warehouse.dataLoss"] = {CLUSTERS_KEY: lost_by}
+            for cluster, lost in lost_by.items():
+                self._log_loss(lost, batch_id, f" of cluster {cluster}")
+            return
+        lost = rewound(start, end)
         if not lost:
             return
         info["warehouse.dataLoss"] = lost
+        self._log_loss(lost, batch_id)
+
+    def _log_loss(self, lost: dict[str, Any], batch_id: int, where: str = "") -> None:
         for topic, parts in lost.items():
             for part, (position, end) in parts.items():
                 logger.warning(
-                    "table %s: batch %d: topic %s partition %s ends at offset %d, below the "
+                    "table %s: batch %d: topic %s%s partition %s ends at offset %d, below the "
                     "query's position %d (the topic was created again, or the broker lost "
                     "records); on_data_loss=skip: going on in the log there is now, "
                     "recorded as warehouse.dataLoss in the batch's commit info",
                     self.table,
                     batch_id,
                     topic,
+                    where,
                     part,
                     end,
                     position,
@@ -136,12 +161,25 @@ class Targets:
         from streams.delta import batch_end_offsets
 
         if batch_id > 0:
-            return batch_end_offsets(self.checkpoint, batch_id - 1)
+            return self._named(batch_end_offsets(self.checkpoint, batch_id - 1))
         if not self.from_kafka:
             return None
-        from streams.kafka import recorded_initial_offsets
+        from streams.kafka import recorded_federation_initial_offsets, recorded_initial_offsets
 
+        if self.clusters:
+            return self._named(
+                recorded_federation_initial_offsets(
+                    self.checkpoint,
+                    clusters=list(self.clusters),
+                    topics=self.topics or None,
+                    pattern=self.pattern,
+                )
+            )
         return recorded_initial_offsets(self.checkpoint)
+
+    def _named(self, offsets: dict | None) -> dict | None:
+        """A federated query's offsets by cluster, as its commits record them."""
+        return by_cluster(offsets, self.clusters) if self.clusters else offsets
 
     @property
     def unique_columns(self) -> tuple[str, ...]:

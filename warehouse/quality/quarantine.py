@@ -23,6 +23,9 @@ from warehouse.quality.arrow_quarantine import PARSE_ERROR, UNKNOWN_ERROR
 
 COORDINATES = ("_topic", "_partition", "_offset", "_timestamp")
 """Kafka coordinates carried by Kafka-sourced tables; kept out of the quarantined `row`."""
+CLUSTER = "_cluster"
+"""A federated table's coordinate beside them (the record's cluster): kept in `row`, so
+that a quarantined record of a federation names its cluster in the fixed schema."""
 
 QUARANTINE_SCHEMA = StructType(
     [
@@ -81,13 +84,14 @@ def quarantine_from_parse_errors(bad_df: DataFrame, *, batch_id: int) -> DataFra
     """`parse_kafka`'s `bad` frame (`key, value, _topic, ..., _error`) as quarantine rows.
 
     `reason` is `parse error: <_error>`, `failed_expectations` is empty, the raw
-    key and value are kept as bytes and `row` is null (there is no parsed row).
+    key and value are kept as bytes and `row` is null (there is no parsed row), or for a
+    federated table's record `{"_cluster": ...}`, the cluster it was read from.
     """
     cols = bad_df.columns
     error = F.col("_error") if "_error" in cols else F.lit(UNKNOWN_ERROR)
     return to_quarantine(
         bad_df,
-        data_cols=[c for c in cols if c in COORDINATES],
+        data_cols=[c for c in cols if c in COORDINATES or c == CLUSTER],
         reason=F.concat(F.lit(PARSE_ERROR), F.coalesce(error.cast("string"), F.lit(UNKNOWN_ERROR))),
         failed=F.array().cast("array<string>"),
         batch_id=batch_id,

@@ -50,7 +50,7 @@ from warehouse.runtime.results import (
 from warehouse.runtime.run_state import RunStates
 from warehouse.runtime.writer import BatchWriter
 from warehouse.spec.paths import table_exists
-from warehouse.spec.table import DEFAULT_CLUSTER, TopicSource
+from warehouse.spec.table import DEFAULT_CLUSTER, KafkaSource, TopicSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -247,15 +247,16 @@ class Pipeline:
         for name in self.names:
             defn = self.project.tables[name]
             src = defn.spec.source
-            if not isinstance(src, TopicSource) or src.kafka.cluster in asked:
+            if not isinstance(src, TopicSource):
                 continue
-            asked.add(src.kafka.cluster)
-            servers = kafka.bootstrap_of(src.kafka.cluster, bootstrap)
-            if servers:
-                config = kafka.client_config(src.kafka.options, cluster=src.kafka.cluster)
-                check_reachable(
-                    servers, config, table=name, layer=defn.layer, cluster=src.kafka.cluster
-                )
+            for cluster in src.kafka.cluster_list:
+                if cluster in asked:
+                    continue
+                asked.add(cluster)
+                servers = kafka.bootstrap_of(cluster, bootstrap)
+                if servers:
+                    config = kafka.client_config(src.kafka.options, cluster=cluster)
+                    check_reachable(servers, config, table=name, layer=defn.layer, cluster=cluster)
 
     def _check_topics(self, bootstrap: str | None) -> None:
         """Once per run, before any query starts: every topic a table names (`topic`,
@@ -273,25 +274,32 @@ class Pipeline:
             if not isinstance(defn.spec.source, TopicSource) or not defn.spec.source.topics:
                 continue
             k = defn.spec.source.kafka
-            servers = kafka.bootstrap_of(k.cluster, bootstrap)
-            if not servers:
-                continue
-            config = kafka.client_config(k.options, cluster=k.cluster)
-            key = (servers, *sorted(config.items()))
-            if key not in listed:
-                listed[key] = listed_topics(servers, config)
-            topics = listed[key]
-            absent = [] if topics is None else [t for t in k.topic_list if t not in topics]
-            if absent:
-                raise QueryFailedError(
-                    f"Table `{name}` ({defn.path}) reads Kafka topic `{absent[0]}`, which "
-                    f"does not exist on `{servers}`. Create it, or produce to it first "
-                    f"(`warehouse produce --topic {absent[0]} FILE`: a broker with "
-                    "`auto.create.topics.enable`, as the bundled one, creates it), or correct "
-                    f"`source.kafka.{'topic' if k.topic else 'topics'}`.",
-                    table=name,
-                    layer=defn.layer,
-                )
+            for cluster in k.cluster_list:
+                servers = kafka.bootstrap_of(cluster, bootstrap)
+                if not servers:
+                    continue
+                config = kafka.client_config(k.options, cluster=cluster)
+                key = (servers, *sorted(config.items()))
+                if key not in listed:
+                    listed[key] = listed_topics(servers, config)
+                self._refuse_absent(name, k, servers, listed[key])
+
+    def _refuse_absent(
+        self, name: str, k: KafkaSource, servers: str, topics: set[str] | None
+    ) -> None:
+        """Fail the run when a topic `name` reads is not among `servers`' `topics`."""
+        defn = self.project.tables[name]
+        absent = [] if topics is None else [t for t in k.topic_list if t not in topics]
+        if absent:
+            raise QueryFailedError(
+                f"Table `{name}` ({defn.path}) reads Kafka topic `{absent[0]}`, which "
+                f"does not exist on `{servers}`. Create it, or produce to it first "
+                f"(`warehouse produce --topic {absent[0]} FILE`: a broker with "
+                "`auto.create.topics.enable`, as the bundled one, creates it), or correct "
+                f"`source.kafka.{'topic' if k.topic else 'topics'}`.",
+                table=name,
+                layer=defn.layer,
+            )
 
     def _missing_inputs(self, name: str, *, snapshots: bool = False) -> list[str]:
         """Input tables of `name` with no Delta table yet; `snapshots`: also the tables its

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import streams.storage as storage
+from warehouse.compile.federation import as_sources
 from warehouse.runtime.errors import RecoverError
 from warehouse.runtime.locks import holding
 from warehouse.spec.paths import fingerprint_file, recovering_file, table_exists
@@ -98,23 +99,44 @@ def _recover(project: LoadedProject, table: str) -> dict[str, Any]:
         )
     _remove_aside(ckpt)
     query_id, batch_id, replay = _position(table, batch)
+    clusters = src.kafka.cluster_list if src.kafka.federated else None
+    start, end = batch.start, batch.end
+    if clusters is not None:
+        start, end = as_sources(start, clusters), as_sources(end, clusters)
+        if end is None:
+            raise RecoverError(
+                f"Table `{table}` reads the clusters {', '.join(f'`{c}`' for c in clusters)}, "
+                f"but its newest commit in {path} records no offsets for some of them "
+                f"(`{batch.end}`): it was written with other clusters. Use `warehouse reset "
+                f"--table {table} --yes` to reprocess from the configured start.",
+                table=table,
+            )
+        replay = replay and start is not None
     fresh = f"{ckpt}{_ASIDE[1]}{int(time.time() * 1000)}"
     old = storage.is_dir(ckpt)
     write_replay_checkpoint(
         fresh,
         query_id=query_id,
         batch_id=batch_id,
-        start=batch.start if replay else None,
-        end=batch.end,
+        start=start if replay else None,
+        end=end,
         committed=not replay,
         settings_from=ckpt if old else None,
+        settings=_SHUFFLE_DEFAULT | _shuffle(project),
     )
     if replay and batch_id == 0:
         from streams.kafka import record_initial_offsets
 
-        assert isinstance(src, TopicSource) and batch.start is not None
+        assert isinstance(src, TopicSource) and start is not None
         k = src.kafka
-        record_initial_offsets(fresh, batch.start, topics=k.topic_list or None, pattern=k.pattern)
+        topics = k.topic_list or None
+        if clusters is None:
+            record_initial_offsets(fresh, start, topics=topics, pattern=k.pattern)
+        for index, cluster in enumerate(clusters or []):
+            offsets = start["sources"][index]
+            record_initial_offsets(
+                fresh, offsets, topics=topics, pattern=k.pattern, cluster=cluster, index=index
+            )
     # The table is built from what it was: the plan goes on comparing with that.
     recorded = storage.read_bytes(fingerprint_file(ckpt)) if old else None
     if recorded is not None:
@@ -143,6 +165,18 @@ def _recover(project: LoadedProject, table: str) -> dict[str, Any]:
         "ending_offsets": batch.end,
         "old_checkpoint_removed": old,
     }
+
+
+_SHUFFLE = "spark.sql.shuffle.partitions"
+_SHUFFLE_DEFAULT = {_SHUFFLE: "200"}
+"""Spark's own default, for a project whose `spark.conf` does not set it."""
+
+
+def _shuffle(project: LoadedProject) -> dict[str, str]:
+    """The shuffle partitions the project's sessions run with, which a checkpoint rebuilt
+    without the old one records (`write_replay_checkpoint`'s `settings`)."""
+    value = project.config.spark.conf.get(_SHUFFLE)
+    return {} if value is None else {_SHUFFLE: str(value)}
 
 
 def _position(table: str, batch: RecordedBatch) -> tuple[str, int, bool]:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from warehouse.compile.federation import of_cluster
 from warehouse.compile.plan import ordered_names, select_tables
 from warehouse.runtime.errors import DataLossRefusedError
 from warehouse.runtime.recover import reset
@@ -77,16 +78,18 @@ def refuse_data_loss(project: LoadedProject, names: Iterable[str], bootstrap: st
         path = project.table_path(name)
         if not isinstance(src, TopicSource) or not table_exists(path):
             continue
-        held = first_recorded_start(path, name) or {}
-        if not held:
-            continue
-        kafka, cluster = project.config.kafka, src.kafka.cluster
-        servers = kafka.bootstrap_of(cluster, bootstrap)
-        if servers is None:
-            continue
-        config = kafka.client_config(src.kafka.options, cluster=cluster)
-        start, end = log_offsets(servers, list(held), client_config=config)
-        problems += [(name, p) for p in _lost(src.kafka, held, start, end)]
+        recorded = first_recorded_start(path, name) or {}
+        kafka = project.config.kafka
+        for cluster in src.kafka.cluster_list:
+            # A federation's commits record offsets by cluster (`compile.federation`).
+            held = of_cluster(recorded, cluster) if src.kafka.federated else recorded
+            servers = kafka.bootstrap_of(cluster, bootstrap)
+            if not held or servers is None:
+                continue
+            config = kafka.client_config(src.kafka.options, cluster=cluster)
+            start, end = log_offsets(servers, list(held), client_config=config)
+            on = f" on cluster `{cluster}`" if src.kafka.federated else ""
+            problems += [(name, p + on) for p in _lost(src.kafka, held, start, end)]
     if not problems:
         return
     lines = [

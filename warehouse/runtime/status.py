@@ -103,7 +103,9 @@ def table_status(
             quality = quality_summaries(project.root, [name])
         row["quality"] = quality[name]
     topics = defn.spec.source.topics
-    if topics:
+    if topics and len(defn.source_clusters) > 1:
+        row["lag"] = _federated_lag(project, defn.source_clusters, topics, row, bootstrap)
+    elif topics:
         cluster = defn.source_cluster or DEFAULT_CLUSTER
         servers = project.config.kafka.bootstrap_of(cluster, bootstrap)
         row["lag"] = _lag(project, topics, row["committed_offsets"], servers, cluster=cluster)
@@ -120,6 +122,29 @@ def table_status(
     if upstream:
         row["versions_behind"] = versions_behind(project, upstream, ckpt)
     return row
+
+
+def _federated_lag(
+    project: LoadedProject,
+    clusters: list[str],
+    topics: list[str],
+    row: dict[str, Any],
+    bootstrap: str | None,
+) -> dict[str, Any] | None:
+    """A federated table's lag per cluster, from the offsets its commits record by
+    cluster, and in total: None for a cluster no broker answers for, and in total then;
+    None when none answers."""
+    from warehouse.compile.federation import of_cluster
+
+    per: dict[str, Any] = {}
+    for cluster in clusters:
+        servers = project.config.kafka.bootstrap_of(cluster, bootstrap)
+        done = of_cluster(row["committed_offsets"], cluster)
+        per[cluster] = _lag(project, topics, done, servers, cluster=cluster)
+    answered = [lag["total"] for lag in per.values() if lag is not None]
+    if not answered:
+        return None
+    return {"total": sum(answered) if len(answered) == len(per) else None, "clusters": per}
 
 
 def versions_behind(
@@ -259,7 +284,8 @@ def render_status(rows: list[dict[str, Any]]) -> str:
     header = ("table", "layer", "version", "rows", "last batch", "lag", "quarantine")
     body = []
     for r in rows:
-        lag = r["lag"]["total"] if isinstance(r.get("lag"), dict) else "-"
+        lag = r["lag"]["total"] if isinstance(r.get("lag"), dict) else None
+        lag = "-" if lag is None else lag
         body.append(
             (
                 r["table"],

@@ -27,9 +27,11 @@ from warehouse.spec.table import (
     DEFAULT_CLUSTER,
     LAYERS,
     KafkaSource,
+    Scd2Sink,
     TableDefinition,
     TableSource,
     TopicSource,
+    UpsertSink,
 )
 
 logger = logging.getLogger(__name__)
@@ -209,7 +211,9 @@ class _Checker:
         """Every `cluster` the table names is `default` or a name of `kafka.clusters`."""
         named = []
         src = d.spec.source
-        if isinstance(src, TopicSource):
+        if isinstance(src, TopicSource) and src.kafka.federated:
+            named.extend(("source.kafka.clusters", c) for c in src.kafka.cluster_list)
+        elif isinstance(src, TopicSource):
             named.append(("source.kafka.cluster", src.kafka.cluster))
         if d.spec.publish is not None:
             named.append(("publish.kafka.cluster", d.spec.publish.kafka.cluster))
@@ -224,6 +228,35 @@ class _Checker:
                     f"{conf} does not declare (clusters: {ticks(known)}). Add it "
                     f"under `kafka.clusters` or name a declared one.{did_you_mean(cluster, known)}",
                 )
+
+    def federation(self, d: TableDefinition) -> None:
+        """A table reading several clusters (`source.kafka.clusters`) orders its rows by
+        nothing Kafka gives across clusters, and its quarantined records cannot name one
+        source cluster to be read back from."""
+        src = d.spec.source
+        if not isinstance(src, TopicSource) or not src.kafka.federated:
+            return
+        sink = d.spec.sink
+        seq = sink.sequence_by if isinstance(sink, UpsertSink | Scd2Sink) else None
+        if seq in ("_offset", "_partition"):
+            self.add(
+                d,
+                "sink.sequence_by",
+                f"Table `{d.name}` reads the clusters {ticks(src.kafka.cluster_list)}: "
+                f"`{seq}` of one cluster says nothing about the order of another's records, "
+                "so it cannot say which change of a key is the latest. Sequence by a column "
+                "of the records (an event time, a version), or read one cluster.",
+            )
+        if d.spec.quarantine is not None:
+            self.add(
+                d,
+                "quarantine.kafka",
+                f"Table `{d.name}` reads the clusters {ticks(src.kafka.cluster_list)}: a "
+                "dead-letter topic sends each quarantined record with its original key and "
+                "value, read back from the one cluster the table reads, which a federation "
+                "does not have. Quarantined rows stay in the table's quarantine table "
+                "(with `_cluster`); remove `quarantine`, or read one cluster.",
+            )
 
     def publish_topics(self, defs: Mapping[str, TableDefinition]) -> None:
         by_topic: dict[tuple[str, str], list[TableDefinition]] = {}
@@ -383,6 +416,7 @@ def check_project(
         checker.source(d, defs)
         checker.python(d)
         checker.expectations(d)
+        checker.federation(d)
         if clusters is not None:
             checker.clusters(d, clusters, conf)
         static = checker.static_tables(d, defs)

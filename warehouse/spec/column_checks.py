@@ -87,7 +87,7 @@ class ColumnChecker:
         unknown = Columns(opaque=True)
         if isinstance(src, TopicSource):
             payload = self.payload.get(src.kafka.schema_) if src.kafka.schema_ else None
-            return kafka_columns(src.kafka.format, payload)
+            return kafka_columns(src.kafka.format, payload, federated=src.kafka.federated)
         for i, join in enumerate(src.join_streams):
             if join.watermark is not None:
                 self._need(

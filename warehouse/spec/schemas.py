@@ -376,6 +376,8 @@ KAFKA_COORDINATES = (
     Column("_offset", "bigint", False),
     Column("_timestamp", "timestamp", True),
 )
+CLUSTER_COLUMN = Column("_cluster", "string", False)
+"""The cluster a federated table's row was read from (`source.kafka.clusters`)."""
 RAW_COLUMNS = (Column("key", "binary"), Column("value", "binary"))
 DEBEZIUM_COLUMNS = (
     Column("_op", "string", False),
@@ -397,12 +399,16 @@ SCD2_COLUMNS = (
 CDC_MARKERS = ("_op", "_deleted")
 
 
-def kafka_columns(format: str, payload: Sequence[Column] | None) -> Columns:
-    """Columns of a Kafka-sourced table before its transform (see `parse_kafka`)."""
+def kafka_columns(
+    format: str, payload: Sequence[Column] | None, *, federated: bool = False
+) -> Columns:
+    """Columns of a Kafka-sourced table before its transform (see `parse_kafka`);
+    `federated`: read from several clusters, each row with its `_cluster`."""
+    coordinates = (*KAFKA_COORDINATES, CLUSTER_COLUMN) if federated else KAFKA_COORDINATES
     if format == "raw":
-        return Columns([*RAW_COLUMNS, *KAFKA_COORDINATES])
+        return Columns([*RAW_COLUMNS, *coordinates])
     extra = {"debezium-json": DEBEZIUM_COLUMNS, "upsert-json": UPSERT_COLUMNS}.get(format, ())
-    return Columns([*(payload or ()), *extra, *KAFKA_COORDINATES], opaque=payload is None)
+    return Columns([*(payload or ()), *extra, *coordinates], opaque=payload is None)
 
 
 def table_source_columns(upstream: Columns, read: str) -> Columns:

@@ -99,11 +99,36 @@ class KafkaSource(Spec):
     cluster: str = DEFAULT_CLUSTER
     """The Kafka cluster the topics are on: `default` (`kafka.bootstrap`) or a name of
     `kafka.clusters`."""
+    clusters: list[str] | None = None
+    """Federation: the same topics read from each of these clusters at once (`default` or
+    names of `kafka.clusters`, at least two); each row carries its cluster in `_cluster`.
+    Instead of `cluster`."""
 
     _cluster = field_validator("cluster")(_check_cluster)
 
+    @field_validator("clusters")
+    @classmethod
+    def _federation(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return None
+        for c in v:
+            _check_cluster(c)
+        twice = sorted({c for c in v if v.count(c) > 1})
+        if twice:
+            raise ValueError(
+                f"names the cluster {', '.join(f'`{c}`' for c in twice)} more than once; "
+                "name each cluster once"
+            )
+        if len(v) < 2:
+            raise ValueError(
+                "federation reads at least two clusters; for one, write `cluster: NAME`"
+            )
+        return v
+
     @model_validator(mode="after")
     def _one_subscription(self) -> KafkaSource:
+        if self.clusters is not None and "cluster" in self.model_fields_set:
+            raise ValueError("give `cluster` (one cluster) or `clusters` (federation), not both")
         given = [k for k in ("topic", "topics", "pattern") if getattr(self, k)]
         if len(given) != 1:
             raise ValueError(
@@ -130,6 +155,18 @@ class KafkaSource(Spec):
     @property
     def topic_list(self) -> list[str]:
         return [self.topic] if self.topic else list(self.topics or [])
+
+    @property
+    def federated(self) -> bool:
+        """True when the topics are read from several clusters (`clusters`)."""
+        return self.clusters is not None
+
+    @property
+    def cluster_list(self) -> list[str]:
+        """The clusters the topics are read from, in the order the query reads them: a
+        federation's sorted by name (so its checkpoint's sources keep their order whatever
+        order the file lists them in), else the one `cluster`."""
+        return sorted(self.clusters) if self.clusters is not None else [self.cluster]
 
 
 class JoinStream(Spec):
@@ -524,9 +561,17 @@ class TableDefinition(Spec):
 
     @property
     def source_cluster(self) -> str | None:
-        """The Kafka cluster the table reads (None: it reads a table)."""
+        """The Kafka cluster the table reads (None: it reads a table; for a federation,
+        the first of `source_clusters`)."""
         src = self.spec.source
-        return src.kafka.cluster if isinstance(src, TopicSource) else None
+        return src.kafka.cluster_list[0] if isinstance(src, TopicSource) else None
+
+    @property
+    def source_clusters(self) -> list[str]:
+        """Every Kafka cluster the table reads (one, several for a federation, none when
+        it reads a table)."""
+        src = self.spec.source
+        return src.kafka.cluster_list if isinstance(src, TopicSource) else []
 
     @property
     def dead_letter_cluster(self) -> str | None:
@@ -540,7 +585,7 @@ class TableDefinition(Spec):
     @property
     def kafka_clusters(self) -> list[str]:
         """Every Kafka cluster the table reads or writes, each once."""
-        found = [self.source_cluster, self.dead_letter_cluster]
+        found = [*self.source_clusters, self.dead_letter_cluster]
         if self.spec.publish is not None:
             found.append(self.spec.publish.kafka.cluster)
         return list(dict.fromkeys(c for c in found if c is not None))

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warehouse.compile import build_program
+from warehouse.compile import KafkaInput, build_program
 from warehouse.errors import known_errors, root_cause_line
 from warehouse.runtime import new_checkpoint, run_batch, run_until_done
 from warehouse.spec.errors import Problem
@@ -203,9 +203,13 @@ class TableTestRunner:
 
     def _records(self, program: TableProgram, given: dict[str, list[Any]]) -> DataFrame:
         """The test's records of the table's topics as one batch of Kafka records, in the
-        columns of the table's stream: partition 0, offsets from 0 per topic."""
+        columns of the table's stream: partition 0, offsets from 0 per topic; a federated
+        table's records are its first cluster's (`_cluster`)."""
         schema = program.stream.schema
         now = dt.datetime.now()
+        source = program.input
+        federation = source.federation if isinstance(source, KafkaInput) else ()
+        cluster = federation[0].name if federation else None
         rows = []
         for topic, records in given.items():
             for offset, record in enumerate(records):
@@ -218,6 +222,7 @@ class TableTestRunner:
                     "timestamp": now,
                     "timestamp_type": 0,
                     "timestampType": 0,
+                    "cluster": cluster,
                 }
                 rows.append(tuple(values.get(f.name) for f in schema.fields))
         return self.spark.createDataFrame(rows, schema)

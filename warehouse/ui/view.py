@@ -147,8 +147,8 @@ def _table_row(name: str, state: dict[str, Any], st: dict[str, Any]) -> dict[str
 
 def _lag_text(lag: Any, behind: Any) -> str | None:
     """A Kafka-sourced table's lag in records, a table-sourced one's in versions of its
-    input tables."""
-    if isinstance(lag, dict):
+    input tables (a federated table's total is None while a cluster does not answer)."""
+    if isinstance(lag, dict) and lag.get("total") is not None:
         return f"{lag['total']:,} records"
     if isinstance(behind, dict):
         n = behind["total"]

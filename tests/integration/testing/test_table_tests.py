@@ -88,6 +88,38 @@ def _warehouse(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+FEDERATED = """\
+tests:
+  - name: a federated table's records are its first cluster's
+    table: ods_events
+    given:
+      events: [{event_id: e1, kind: view, event_time: "2026-01-01T10:00:00Z"}]
+    expect:
+      rows: [{event_id: e1, _cluster: default}]
+"""
+
+
+def test_a_federated_tables_test_reads_its_records_as_its_first_clusters(
+    spark, project_dir: Path, tmp_path: Path
+) -> None:
+    """`warehouse test` gives a federated table's records the `_cluster` of its first
+    cluster (no broker: the clusters are not asked)."""
+    conf = project_dir / "conf" / "local.yml"
+    conf.write_text(
+        conf.read_text().replace("clusters: {}", 'clusters: {eu: {bootstrap: "eu-1:9092"}}')
+    )
+    events = project_dir / "layers" / "ods" / "events.yml"
+    events.write_text(
+        events.read_text().replace("topic: events,", "topic: events, clusters: [eu, default],")
+    )
+    for test in (project_dir / "tests").iterdir():
+        test.unlink()
+    (project_dir / "tests" / "federated.yml").write_text(FEDERATED)
+    project = Project.load(project_dir, engines={"kafka": "python", "delta": "python"})
+    [result] = project.test_runner(spark, tmp_path / "work").run(project.table_tests())
+    assert result.error is None and result.passed, result.report()
+
+
 @pytest.mark.slow
 def test_the_command_prints_the_differing_rows_and_exits_1(project_dir: Path) -> None:
     done = _warehouse(project_dir, "--engine", "python", "--table", "dwd_events")

@@ -111,6 +111,30 @@ def test_a_replay_checkpoint_reads_back_as_spark_left_it(tmp_path: Path) -> None
     assert sorted(p.name for p in (done / "commits").iterdir()) == ["0"]
 
 
+def test_a_replay_checkpoint_of_several_sources_has_a_line_each(tmp_path: Path) -> None:
+    """A federated query's sources (one per cluster) each get their line, in order."""
+    ckpt = tmp_path / "c"
+    start = {"sources": [{"t": {"0": 5}}, {"t": {"0": 2}}]}
+    end = {"sources": [{"t": {"0": 9}}, {"t": {"0": 4}}]}
+    write_replay_checkpoint(ckpt, query_id="q1", batch_id=1, start=start, end=end)
+    assert batch_end_offsets(ckpt, 0) == start
+    assert batch_end_offsets(ckpt, 1) == end
+    # Without the replaced checkpoint, the settings given (Spark 4.2 needs the shuffle
+    # partitions of the last two batches to replay the newest).
+    written = tmp_path / "s"
+    settings = {"spark.sql.shuffle.partitions": "4"}
+    write_replay_checkpoint(
+        written, query_id="q", batch_id=1, start=start, end=end, settings=settings
+    )
+    for batch in ("0", "1"):
+        meta = json.loads((written / "offsets" / batch).read_text().splitlines()[1])
+        assert meta["conf"] == settings
+    assert (ckpt / "offsets" / "1").read_text().splitlines()[2:] == [
+        '{"t": {"0": 9}}',
+        '{"t": {"0": 4}}',
+    ]
+
+
 def test_a_readers_position_in_a_table_by_either_engines_offsets(tmp_path: Path) -> None:
     """The first version a reader still reads of the table `tid`: the Python source's
     `version` is the last one read; delta-spark's `reservoirVersion` the one it is in. A
