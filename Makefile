@@ -54,7 +54,8 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	@scripts/ensure-compiler.sh $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,bundle,ui,connect]'
+	$(BIN)/python -m pip install -q -c constraints.txt uv
+	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt -e '.[dev,bundle,ui,connect]'
 	@touch $@
 
 java:
