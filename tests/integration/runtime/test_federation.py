@@ -24,7 +24,7 @@ import pytest
 
 from streams.kafka.admin import ensure_topic, produce
 from tests.integration.projects import table_rows
-from tests.integration.runtime.test_named_clusters import PASSWORD, SASL, SCHEMA, USER
+from tests.integration.runtime.test_named_clusters import PASSWORD, SASL, USER, write_conf
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
 from warehouse.runtime.recover import recover
@@ -59,18 +59,11 @@ def _produce(servers: dict[str, str], first: int, count: int) -> None:
 
 
 def _project(root: Path, home: str, eu: str, engine: str) -> Project:
-    (root / "conf").mkdir(parents=True)
-    (root / "conf" / "local.yml").write_text(
-        f"warehouse_root: {root / '.warehouse'}\n"
-        "kafka:\n"
-        f'  bootstrap: "{home}"\n'
-        f'  clusters:\n    eu: {{bootstrap: "{eu}", security: {{protocol: SASL_PLAINTEXT, '
-        f'sasl_mechanism: PLAIN, username: {USER}, password: "${{EU_PASSWORD}}"}}}}\n'
-        f"engines: {{kafka: {engine}, delta: {engine}}}\n"
-        'spark:\n  master: "local[2]"\n  conf:\n    spark.sql.shuffle.partitions: "2"\n'
+    security = (
+        f"protocol: SASL_PLAINTEXT, sasl_mechanism: PLAIN, username: {USER}, "
+        'password: "${EU_PASSWORD}"'
     )
-    (root / "schemas").mkdir()
-    (root / "schemas" / "orders.json").write_text(json.dumps(SCHEMA))
+    write_conf(root, home, f'bootstrap: "{eu}", security: {{{security}}}', engine)
     ods = root / "layers" / "ods"
     ods.mkdir(parents=True)
     source = (

@@ -55,6 +55,22 @@ SASL = {
 }
 
 
+def write_conf(root: Path, home: str, eu: str, engine: str) -> None:
+    """conf/local.yml with `home` as the default cluster and `eu` (the fields of
+    `kafka.clusters.eu`) as a named one, and schemas/orders.json."""
+    (root / "conf").mkdir(parents=True)
+    (root / "conf" / "local.yml").write_text(
+        f"warehouse_root: {root / '.warehouse'}\n"
+        "kafka:\n"
+        f'  bootstrap: "{home}"\n'
+        f"  clusters:\n    eu: {{{eu}}}\n"
+        f"engines: {{kafka: {engine}, delta: {engine}}}\n"
+        'spark:\n  master: "local[2]"\n  conf:\n    spark.sql.shuffle.partitions: "2"\n'
+    )
+    (root / "schemas").mkdir()
+    (root / "schemas" / "orders.json").write_text(json.dumps(SCHEMA))
+
+
 def _project(root: Path, home: str, eu: str, engine: str, *, sasl: bool = True) -> Project:
     security = (
         f", security: {{protocol: SASL_PLAINTEXT, sasl_mechanism: PLAIN, username: {USER}, "
@@ -62,17 +78,7 @@ def _project(root: Path, home: str, eu: str, engine: str, *, sasl: bool = True) 
         if sasl
         else ""
     )
-    (root / "conf").mkdir(parents=True)
-    (root / "conf" / "local.yml").write_text(
-        f"warehouse_root: {root / '.warehouse'}\n"
-        "kafka:\n"
-        f'  bootstrap: "{home}"\n'
-        f'  clusters:\n    eu: {{bootstrap: "{eu}", client: {{client.id: wh-eu}}{security}}}\n'
-        f"engines: {{kafka: {engine}, delta: {engine}}}\n"
-        'spark:\n  master: "local[2]"\n  conf:\n    spark.sql.shuffle.partitions: "2"\n'
-    )
-    (root / "schemas").mkdir()
-    (root / "schemas" / "orders.json").write_text(json.dumps(SCHEMA))
+    write_conf(root, home, f'bootstrap: "{eu}", client: {{client.id: wh-eu}}{security}', engine)
     (root / "layers" / "ods").mkdir(parents=True)
     (root / "layers" / "ods" / "orders.yml").write_text(
         "table: ods_orders\n"
