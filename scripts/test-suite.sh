@@ -10,8 +10,9 @@
 #            crash tests finish first
 #   servers  the standalone cluster, the demo (checked against its independent
 #            computation, and run continuously), the framework on the 3-node Apache Kafka
-#            cluster, the CLI end-to-end runs (local root and S3), Kafka Connect,
-#            MirrorMaker 2 and PostgreSQL -> Debezium
+#            cluster, the CLI end-to-end runs (local root and S3), tables on several
+#            clusters (named, federated), Kafka Connect, MirrorMaker 2 and
+#            PostgreSQL -> Debezium
 #   runtime  the rest of tests/integration/runtime, and tests/integration/cli
 #   rest     everything else: the unit tests, the broker against Apache Kafka, Delta,
 #            Kafka, CDC, quality
@@ -28,6 +29,7 @@ crash=(tests/integration/crash tests/integration/testing)
 servers=(tests/integration/cluster tests/integration/demo
 	tests/integration/oracle/test_framework_on_kafka.py
 	tests/integration/runtime/test_cli_e2e.py tests/integration/runtime/test_cli_object_storage.py
+	tests/integration/runtime/test_named_clusters.py tests/integration/runtime/test_federation.py
 	tests/integration/connect tests/integration/cdc/test_debezium_postgres.py)
 runtime=(tests/integration/runtime tests/integration/cli)
 
