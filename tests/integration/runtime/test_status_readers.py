@@ -1,6 +1,7 @@
 """`warehouse status` asked again and again with `PositionReaders` (as the pipeline page
 asks it every 2 s) reads where a table's dead letters stand with one consumer per
-cluster, not one per call; against the real bundled broker.
+cluster, not one per call, and the page's view closes it; against the real bundled
+broker.
 
 Connections are counted as the kernel lists them (`/proc/net/tcp`): a connection this
 machine opened to the broker's port stays listed, in TIME_WAIT, a minute after it closed.
@@ -8,6 +9,7 @@ machine opened to the broker's port stays listed, in TIME_WAIT, a minute after i
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,8 @@ from streams.kafka.admin import produce
 from tests.unit.runtime.projects import write_project
 from warehouse import Project
 from warehouse.runtime.status import PositionReaders, status
+from warehouse.ui import PipelineView
+from warehouse.ui.view import STATUS_SECONDS
 
 pytestmark = pytest.mark.kafka
 
@@ -27,34 +31,43 @@ WARM = 1
 """Calls before counting: the first opens the kept consumer's connections."""
 
 
-def connections_to(port: int) -> set[tuple[str, str]]:
+ESTABLISHED = "01"
+"""A socket's state in `/proc/net/tcp` (include/net/tcp_states.h)."""
+
+
+def connections_to(port: int, *, state: str | None = None) -> set[tuple[str, str]]:
     """The (local address, remote address) of every TCP socket to `port` the kernel
-    lists, closed ones waiting out TIME_WAIT included."""
+    lists (in `state`, else in any, closed ones waiting out TIME_WAIT included)."""
     out: set[tuple[str, str]] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
-            local, remote = line.split()[1:3]
-            if int(remote.rsplit(":", 1)[1], 16) == port:
+            local, remote, st = line.split()[1:4]
+            if int(remote.rsplit(":", 1)[1], 16) == port and state in (None, st):
                 out.add((local, remote))
     return out
+
+
+def dead_letters_project(root: Path, bootstrap: str, dlq: str) -> Project:
+    """`ods_orders` reads a cluster no broker answers for (no lag, no connection); its
+    dead letters go to `dlq` on the cluster `dlq` at `bootstrap`: every connection to
+    that broker is theirs."""
+    write_project(root, topic="orders", bootstrap="127.0.0.1:1")
+    conf = root / "conf" / "local.yml"
+    conf.write_text(
+        conf.read_text().replace(
+            "kafka:\n", f'kafka:\n  clusters: {{dlq: {{bootstrap: "{bootstrap}"}}}}\n', 1
+        )
+    )
+    ods = root / "layers" / "ods" / "orders.yml"
+    ods.write_text(ods.read_text() + f"quarantine: {{kafka: {{topic: {dlq}, cluster: dlq}}}}\n")
+    return Project.load(root, environ={})
 
 
 def test_repeated_status_reuses_one_consumer_per_cluster(
     broker: Any, unique: Any, tmp_path: Path
 ) -> None:
     dlq = unique("dlq.orders")
-    # The table reads a cluster no broker answers for (no lag, no connection); its dead
-    # letters go to the real broker, cluster `dlq`: every connection to it is theirs.
-    root = write_project(tmp_path / "p", topic=unique("orders"), bootstrap="127.0.0.1:1")
-    conf = root / "conf" / "local.yml"
-    conf.write_text(
-        conf.read_text().replace(
-            "kafka:\n", f'kafka:\n  clusters: {{dlq: {{bootstrap: "{broker.bootstrap}"}}}}\n', 1
-        )
-    )
-    ods = root / "layers" / "ods" / "orders.yml"
-    ods.write_text(ods.read_text() + f"quarantine: {{kafka: {{topic: {dlq}, cluster: dlq}}}}\n")
-    project = Project.load(root, environ={})
+    project = dead_letters_project(tmp_path / "p", broker.bootstrap, dlq)
     # Where a sender of ods_orders' dead letters stands, as its publisher writes it.
     sent = Position("table-id-1", 3)
     produce(broker.bootstrap, position_topic(dlq),
@@ -91,3 +104,21 @@ def test_repeated_status_reuses_one_consumer_per_cluster(
     counted = CALLS - WARM
     assert kept == counted, (kept, one_shot)
     assert one_shot > 2 * counted, (kept, one_shot)
+
+
+def test_the_page_view_closes_its_consumers(broker: Any, unique: Any, tmp_path: Path) -> None:
+    project = dead_letters_project(tmp_path / "p", broker.bootstrap, unique("dlq.orders"))
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+    before = connections_to(port, state=ESTABLISHED)
+    now = [time.time()]
+    view = PipelineView(project, clock=lambda: now[0])
+    try:
+        for _ in range(2):
+            assert view.snapshot()["tables"]["ods_orders"]["dead_letters"]["progress"] == (
+                "none yet"
+            )
+            now[0] += STATUS_SECONDS  # the next snapshot reads status again
+        assert connections_to(port, state=ESTABLISHED) - before  # the kept consumer's
+    finally:
+        view.close()
+    assert not connections_to(port, state=ESTABLISHED) - before
