@@ -384,15 +384,22 @@ def render_status(rows: list[dict[str, Any]]) -> str:
 
 def _dead_letters_line(row: dict[str, Any]) -> str:
     d = row["dead_letters"]
-    head = f"{row['table']}: dead letters to {d['topic']}: "
+    return f"{row['table']}: dead letters to {d['topic']}: {dead_letters_text(d)}"
+
+
+def dead_letters_text(d: dict[str, Any]) -> str:
+    """How far a table's `dead_letters` (of its status row) are sent, in words."""
     newest, sent, behind = d["quarantine_version"], d["sent_version"], d["versions_behind"]
     if newest is None:
-        return head + "none yet (no quarantine table)"
+        return "none yet (no quarantine table)"
     if behind is None:
-        return head + f"quarantine version {newest}, sent version unknown (no broker answered)"
+        return f"quarantine version {newest}, sent version unknown (no broker answered)"
     done = "none sent" if sent is None else f"sent through version {sent}"
-    late = "up to date" if behind == 0 else f"{behind} version{'' if behind == 1 else 's'} behind"
-    return head + f"{done} of quarantine version {newest} ({late})"
+    return f"{done} of quarantine version {newest} ({versions_behind_text(behind)})"
+
+
+def versions_behind_text(behind: int) -> str:
+    return "up to date" if behind == 0 else f"{behind} version{'' if behind == 1 else 's'} behind"
 
 
 def _quality_lines(rows: list[dict[str, Any]]) -> list[str]:

@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.quality import recent_quarantine
 from warehouse.runtime.run_state import read_states
-from warehouse.runtime.status import PositionReaders, status
+from warehouse.runtime.status import (
+    PositionReaders,
+    dead_letters_text,
+    status,
+    versions_behind_text,
+)
 
 if TYPE_CHECKING:
     from warehouse.spec.model import LoadedProject
@@ -92,8 +97,9 @@ class PipelineView:
     def snapshot(self) -> dict[str, Any]:
         """`{"run": ..., "tables": {name: row}}`: per table its state, the reason of a
         failure, the last batch (id, time, rows in, written, quarantined), the recent
-        batches, Delta version and rows, lag, quarantine rows, expectation
-        pass rates and dead letters (`dead_letters_progress`); `run`: the processes running tables now, or how the last run ended."""
+        batches, Delta version and rows, lag, quarantine rows, expectation pass rates
+        and dead letters (`dead_letters_progress`); `run`: the processes running tables
+        now, or how the last run ended."""
         names = self.project.graph.nodes
         states = read_states(self.project, names, now=self.clock())
         statuses = self._statuses()
@@ -160,22 +166,16 @@ def _table_row(name: str, state: dict[str, Any], st: dict[str, Any]) -> dict[str
 def dead_letters_progress(d: dict[str, Any] | None) -> dict[str, Any] | None:
     """A table's dead letters as `warehouse status` gives them (None: the table has no
     dead-letter topic), with how far they are sent in words: `progress` for the table
-    of tables, `text` for its details."""
+    of tables, `text` (as `warehouse status` says it) for its details."""
     if d is None:
         return None
-    newest, sent, behind = d["quarantine_version"], d["sent_version"], d["versions_behind"]
-    if newest is None:
-        progress, text = "none yet", "none yet (no quarantine table)"
-    elif behind is None:
+    if d["quarantine_version"] is None:
+        progress = "none yet"
+    elif d["versions_behind"] is None:
         progress = "unknown"
-        text = f"quarantine version {newest}, sent version unknown (no broker answered)"
     else:
-        progress = (
-            "up to date" if behind == 0 else f"{behind} version{'' if behind == 1 else 's'} behind"
-        )
-        done = "none sent" if sent is None else f"sent through version {sent}"
-        text = f"{done} of quarantine version {newest} ({progress})"
-    return {**d, "progress": progress, "text": text}
+        progress = versions_behind_text(d["versions_behind"])
+    return {**d, "progress": progress, "text": dead_letters_text(d)}
 
 
 def _lag_text(lag: Any, behind: Any) -> str | None:
