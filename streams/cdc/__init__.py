@@ -7,7 +7,8 @@ its `scd2` mode, `streams.delta.scd2`.)
   that also write the table's position to `<topic>.publish-position` (exactly-once for
   read_committed consumers);
   `Publisher` does the same again and again with its clients kept between calls;
-  `published_position` reads where it stands, for readers beside it.
+  `published_position` reads where it stands, for readers beside it; `PositionReader`
+  does it again and again with one consumer.
 - `DeadLetters`: a quarantine table's rows as their original records, for a `Publisher`
   to a dead-letter topic (`DEAD_LETTER_TOPIC_CONFIG`), exactly once the same way.
 - `read_ktable`: a compacted topic read back into a table (latest value per key).
@@ -23,6 +24,7 @@ from streams.cdc.errors import CdcError, KTableError, PublishError
 from streams.cdc.ktable import latest_values, read_ktable
 from streams.cdc.position import (
     Position,
+    PositionReader,
     marker_group,
     position_topic,
     published_position,
@@ -36,6 +38,7 @@ __all__ = [
     "DeadLetters",
     "KTableError",
     "Position",
+    "PositionReader",
     "PublishError",
     "PublishResult",
     "Publisher",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ POSITION_PARTITION = 0
 POSITION_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(16 * 1024 * 1024)}
 """Compacted (a table's last position is kept for ever), small segments so the cleaner
 can compact what a publish per batch writes."""
+READER_GROUP = "warehouse-positions"
+"""The group id a `PositionReader`'s consumer names (librdkafka wants one); it never
+joins it nor commits."""
 _TAIL = 64
 """Records read back from the position topic's end first; more only when the table's
 last position is further back (another table publishing to the same topic)."""
@@ -220,3 +224,58 @@ def published_position(
         )
     finally:
         consumer.close()
+
+
+class PositionReader:
+    """Reads publish positions at one cluster again and again with one read_committed
+    consumer, kept open until `close` (`published_position` opens one per call): for a
+    reader that asks every few seconds, such as the pipeline page's `warehouse status`.
+
+    It reads only the position records of `position_topic`, never the committed offset
+    an older publisher kept (`legacy_position` needs a consumer of that table's group):
+    for positions that were always records, such as a quarantine table's dead letters.
+
+    Concurrency: any thread may call `position`; one lock makes the calls take turns on
+    the consumer. `close` is called once, after the last `position`."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        client_config: Mapping[str, Any] | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                **dict(client_config or {}),
+                "group.id": READER_GROUP,  # assign() only: never joined, nothing committed
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+
+    def position(self, topic: str, table: str) -> Position | None:
+        """The last committed position record of `table` publishing to `topic`, or None
+        (no position topic yet, or no record of `table` in it)."""
+        ptopic = position_topic(topic)
+        with self._lock:
+            try:
+                meta = self._consumer.list_topics(ptopic, timeout=self.timeout).topics.get(ptopic)
+            except KafkaException as e:
+                raise PublishError(
+                    f"table `{table}`: reading the topics of `{self.bootstrap}` failed: "
+                    f"{e.args[0].str()}",
+                    topic=topic,
+                    table=table,
+                ) from e
+            if meta is None or meta.error is not None:
+                return None
+            return read_position(self._consumer, topic, table, timeout=self.timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            self._consumer.close()

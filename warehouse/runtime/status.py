@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import streams.storage as storage
@@ -18,6 +20,7 @@ from warehouse.spec.paths import QUARANTINE_SUFFIX, table_exists
 from warehouse.spec.table import DEFAULT_CLUSTER
 
 if TYPE_CHECKING:
+    from streams.cdc import Position, PositionReader
     from warehouse.spec.model import LoadedProject
 
 logger = logging.getLogger(__name__)
@@ -54,9 +57,10 @@ def table_status(
     *,
     bootstrap: str | None,
     quality: dict[str, dict[str, Any]] | None = None,
+    readers: PositionReaders | None = None,
 ) -> dict[str, Any]:
     """One table's status row (see `status`); `quality`: the summaries of the quality
-    events by table (read here for this table when not given)."""
+    events by table (read here for this table when not given); `readers`: as `status`."""
     from streams.delta import table_info
 
     defn = project.tables[name]
@@ -117,6 +121,7 @@ def table_status(
             defn.spec.quarantine.kafka.topic,
             project.config.kafka.bootstrap_of(cluster, bootstrap),
             cluster=cluster,
+            readers=readers,
         )
     upstream = [t for t in defn.spec.source.upstream_tables if t in project.tables]
     if upstream:
@@ -173,12 +178,14 @@ def dead_letters_status(
     bootstrap: str | None,
     *,
     cluster: str = DEFAULT_CLUSTER,
+    readers: PositionReaders | None = None,
 ) -> dict[str, Any]:
     """How far table `name`'s dead letters are sent to `topic` (at `bootstrap`, of
     `cluster`): the quarantine table's
     newest version (None before its first), the newest whose dead letters are all in the
     topic (`sent_version`, None before any), and the versions not sent yet
-    (`versions_behind`); the last two None when no broker answers."""
+    (`versions_behind`); the last two None when no broker answers. The position is read
+    with `readers`' consumer of the cluster, else with a consumer of its own."""
     from streams.delta import latest_version, table_id
 
     qpath = project.quarantine_path(name)
@@ -194,8 +201,12 @@ def dead_letters_status(
     from streams.cdc import published_position
 
     conf = project.config.kafka.client_config({"socket.timeout.ms": "5000"}, cluster=cluster)
+    table = name + QUARANTINE_SUFFIX
     try:
-        at = published_position(bootstrap, topic, name + QUARANTINE_SUFFIX, client_config=conf)
+        if readers is None:
+            at = published_position(bootstrap, topic, table, client_config=conf)
+        else:
+            at = readers.position(cluster, bootstrap, topic, table, client_config=conf)
     except Exception as e:  # noqa: BLE001  # broker down: no position, no error
         logger.info("dead letters of %s: position unavailable: %s", name, e)
         return row
@@ -206,6 +217,58 @@ def dead_letters_status(
     row["sent_version"] = first_unsent - 1 if first_unsent > 0 else None
     row["versions_behind"] = 0 if newest is None else max(0, newest + 1 - first_unsent)
     return row
+
+
+class PositionReaders:
+    """One `streams.cdc.PositionReader` per cluster, opened when first asked and kept
+    until `close`: for a caller of `status` every few seconds (the pipeline page), which
+    would otherwise open and close a consumer per dead-letter table each time. A reader
+    whose read fails is closed, and a new one is opened on the next ask (the broker may
+    have restarted elsewhere); so is one whose cluster's bootstrap changed.
+
+    Concurrency: one lock; calls from several threads take turns. `close` closes every
+    reader; a later `position` opens them again."""
+
+    def __init__(self) -> None:
+        self._readers: dict[str, PositionReader] = {}
+        self._lock = threading.Lock()
+
+    def position(
+        self,
+        cluster: str,
+        bootstrap: str,
+        topic: str,
+        table: str,
+        *,
+        client_config: Mapping[str, Any] | None = None,
+    ) -> Position | None:
+        """The position record of `table` publishing to `topic` on `cluster`."""
+        from streams.cdc import PositionReader
+
+        with self._lock:
+            reader = self._readers.get(cluster)
+            if reader is not None and reader.bootstrap != bootstrap:
+                self._drop(cluster)
+                reader = None
+            if reader is None:
+                reader = PositionReader(bootstrap, client_config=client_config)
+                self._readers[cluster] = reader
+                logger.info("position reader of cluster %s opened at %s", cluster, bootstrap)
+            try:
+                return reader.position(topic, table)
+            except Exception:
+                self._drop(cluster)
+                raise
+
+    def _drop(self, cluster: str) -> None:
+        reader = self._readers.pop(cluster)
+        reader.close()
+        logger.info("position reader of cluster %s at %s closed", cluster, reader.bootstrap)
+
+    def close(self) -> None:
+        with self._lock:
+            for cluster in list(self._readers):
+                self._drop(cluster)
 
 
 def reachable(bootstrap: str, *, timeout: float = 2.0) -> bool:
@@ -250,6 +313,7 @@ def status(
     tables: list[str] | None = None,
     bootstrap: str | None = None,
     resolve: bool = True,
+    readers: PositionReaders | None = None,
 ) -> list[dict[str, Any]]:
     """Per table: path, Delta version, rows, last batch, committed offsets, lag (Kafka
     records; `versions_behind` its input tables for a table read from tables), quarantine.
@@ -257,6 +321,10 @@ def status(
     `bootstrap`: the default cluster's; with `resolve`, an `embedded` one is looked up
     from the running broker (never started); lag is None when no broker answers. A table
     on a named cluster is asked there.
+
+    `readers`: the consumers reading where dead letters are sent, kept by a caller that
+    asks again and again; without, each table's position is read with a consumer opened
+    and closed for it.
     """
     names = select_tables(project, layer=layer, tables=tables)
     if (
@@ -277,7 +345,10 @@ def status(
         from warehouse.quality.summary import quality_summaries
 
         quality = quality_summaries(project.root, checked)  # one read for every table
-    return [table_status(project, n, bootstrap=bootstrap, quality=quality) for n in names]
+    return [
+        table_status(project, n, bootstrap=bootstrap, quality=quality, readers=readers)
+        for n in names
+    ]
 
 
 def render_status(rows: list[dict[str, Any]]) -> str:
@@ -313,15 +384,22 @@ def render_status(rows: list[dict[str, Any]]) -> str:
 
 def _dead_letters_line(row: dict[str, Any]) -> str:
     d = row["dead_letters"]
-    head = f"{row['table']}: dead letters to {d['topic']}: "
+    return f"{row['table']}: dead letters to {d['topic']}: {dead_letters_text(d)}"
+
+
+def dead_letters_text(d: dict[str, Any]) -> str:
+    """How far a table's `dead_letters` (of its status row) are sent, in words."""
     newest, sent, behind = d["quarantine_version"], d["sent_version"], d["versions_behind"]
     if newest is None:
-        return head + "none yet (no quarantine table)"
+        return "none yet (no quarantine table)"
     if behind is None:
-        return head + f"quarantine version {newest}, sent version unknown (no broker answered)"
+        return f"quarantine version {newest}, sent version unknown (no broker answered)"
     done = "none sent" if sent is None else f"sent through version {sent}"
-    late = "up to date" if behind == 0 else f"{behind} version{'' if behind == 1 else 's'} behind"
-    return head + f"{done} of quarantine version {newest} ({late})"
+    return f"{done} of quarantine version {newest} ({versions_behind_text(behind)})"
+
+
+def versions_behind_text(behind: int) -> str:
+    return "up to date" if behind == 0 else f"{behind} version{'' if behind == 1 else 's'} behind"
 
 
 def _quality_lines(rows: list[dict[str, Any]]) -> list[str]:

@@ -4,8 +4,9 @@ network (docs/decisions/0035-pipeline-page-on-dash-and-cytoscape.md).
 
 The page asks the server every `REFRESH_MS` for a `PipelineView.snapshot()` and redraws
 the graph's states and labels, the table of tables and the run's banner; a table's
-details (definition, quarantine, expectation pass rates, recent batches) show when its
-node or its row is clicked.
+details (definition, quarantine, dead letters, expectation pass rates, recent batches)
+show when its node or its row is clicked. Every text goes in as a component's text,
+which React escapes: a topic name or a reason is never markup.
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ def table_rows(snapshot: dict[str, Any]) -> list[Any]:
                 "rows",
                 "lag",
                 "quarantine",
+                "dead letters",
                 "expectations passed",
             )
         ]
@@ -182,6 +184,7 @@ def table_rows(snapshot: dict[str, Any]) -> list[Any]:
                     html.Td(_number(r["rows"])),
                     html.Td(_number(r["lag"])),
                     html.Td(_number(r["quarantine_rows"])),
+                    html.Td(_progress(r["dead_letters"])),
                     html.Td(_rates(r["pass_rates"])),
                 ],
                 id={"type": "table-row", "table": name},
@@ -190,6 +193,10 @@ def table_rows(snapshot: dict[str, Any]) -> list[Any]:
             )
         )
     return [html.Thead(head), html.Tbody(body)]
+
+
+def _progress(dead_letters: dict[str, Any] | None) -> str:
+    return "-" if dead_letters is None else str(dead_letters["progress"])
 
 
 def banner(run: dict[str, Any]) -> tuple[str, str]:
@@ -216,6 +223,9 @@ def details_panel(view: PipelineView, name: str, row: dict[str, Any]) -> list[An
     reasons = [
         html.Li(f"{r['count']} × {r['reason']} (batch {r['last_batch']})") for r in q["reasons"]
     ]
+    dead = row["dead_letters"]
+    heads = ["batch", "at", "rows in", "written", "quarantined"]
+    heads += ["dead letters sent"] if dead else []
     batches = [
         html.Tr(
             [
@@ -224,10 +234,19 @@ def details_panel(view: PipelineView, name: str, row: dict[str, Any]) -> list[An
                 html.Td(b["rows_in"]),
                 html.Td(b["rows_written"]),
                 html.Td(b["quarantined"]),
+                *([html.Td(_number(b.get("dead_letters")))] if dead else []),
             ]
         )
         for b in reversed(row["batches"])
     ]
+    dead_letters = []
+    if dead:
+        dead_letters = [
+            html.P(
+                ["dead letters to ", html.Code(dead["topic"]), ": ", dead["text"]],
+                id="details-dead-letters",
+            )
+        ]
     return [
         html.H2(name, id="details-title"),
         html.P(
@@ -239,15 +258,12 @@ def details_panel(view: PipelineView, name: str, row: dict[str, Any]) -> list[An
         ),
         html.P(["quarantined rows: ", html.B(str(q["rows"]), id="details-quarantine")]),
         html.Ul(reasons, id="details-reasons"),
+        *dead_letters,
         html.P(f"expectations passed: {_rates(row['pass_rates'])}", id="details-expectations"),
         html.H3("recent batches"),
         html.Table(
             [
-                html.Thead(
-                    html.Tr(
-                        [html.Th(h) for h in ("batch", "at", "rows in", "written", "quarantined")]
-                    )
-                ),
+                html.Thead(html.Tr([html.Th(h) for h in heads])),
                 html.Tbody(batches),
             ],
             id="details-batches",

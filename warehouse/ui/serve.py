@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import logging
+import signal
 import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from warehouse.ui.errors import UiSetupError
@@ -28,9 +32,32 @@ def serve(project: LoadedProject, *, port: int, host: str = DEFAULT_HOST) -> Non
             "with `pip install 'spark-warehouse[ui]'` (`make install` does)."
         ) from e
     _check_free(host, port)
-    app = build_app(PipelineView(project))
+    view = PipelineView(project)
+    app = build_app(view)
     logger.info("pipeline page of %s at http://%s:%d/", project.path, host, port)
-    app.run(host=host, port=port, debug=False)
+    with _sigterm_interrupts():
+        try:
+            app.run(host=host, port=port, debug=False)  # returns on KeyboardInterrupt
+        finally:
+            view.close()  # the Kafka consumers it kept
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops the server as Ctrl-C does, so the view closes what it keeps (the
+    default SIGTERM ends the process at once). Main thread only, as Python wants."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _check_free(host: str, port: int) -> None:

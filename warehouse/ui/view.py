@@ -2,12 +2,17 @@
 
 Each table's state comes from the state records the processes running it write
 (`warehouse.runtime.run_state`); its Delta version, rows, last commit, lag (Kafka records behind, or versions of its input tables),
-quarantine rows and expectation totals from `warehouse status` (`warehouse.runtime.status`),
-read again at most every `STATUS_SECONDS`; its quarantine reasons (as often) and
-definition when the page asks for that table.
+quarantine rows, expectation totals and how far its dead letters are sent from
+`warehouse status` (`warehouse.runtime.status`), read again at most every
+`STATUS_SECONDS`; its quarantine reasons (as often) and definition when the page asks
+for that table.
+
+The dead letters' positions are read with one consumer per Kafka cluster that the view
+keeps open (`PositionReaders`) until `close`, not one per table and read.
 
 Concurrency: a `PipelineView` is shared by the web server's request threads; one lock
-guards its cache, and a status read under way is not started twice.
+guards its cache, and a status read under way is not started twice. `close` is called
+once, when the server has stopped.
 """
 
 from __future__ import annotations
@@ -20,7 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.quality import recent_quarantine
 from warehouse.runtime.run_state import read_states
-from warehouse.runtime.status import status
+from warehouse.runtime.status import (
+    PositionReaders,
+    dead_letters_text,
+    status,
+    versions_behind_text,
+)
 
 if TYPE_CHECKING:
     from warehouse.spec.model import LoadedProject
@@ -38,7 +48,13 @@ class PipelineView:
         self._status: dict[str, dict[str, Any]] = {}
         self._status_at = float("-inf")
         self._quarantine: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._readers = PositionReaders()
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the Kafka consumers the view keeps (a later read opens them again)."""
+        with self._lock:
+            self._readers.close()
 
     # -- the graph ----------------------------------------------------------------
 
@@ -73,7 +89,7 @@ class PipelineView:
     def _statuses(self) -> dict[str, dict[str, Any]]:
         with self._lock:
             if self.clock() - self._status_at >= STATUS_SECONDS:
-                rows = status(self.project)
+                rows = status(self.project, readers=self._readers)
                 self._status = {r["table"]: r for r in rows}
                 self._status_at = self.clock()
             return self._status
@@ -81,8 +97,9 @@ class PipelineView:
     def snapshot(self) -> dict[str, Any]:
         """`{"run": ..., "tables": {name: row}}`: per table its state, the reason of a
         failure, the last batch (id, time, rows in, written, quarantined), the recent
-        batches, Delta version and rows, lag, quarantine rows and expectation
-        pass rates; `run`: the processes running tables now, or how the last run ended."""
+        batches, Delta version and rows, lag, quarantine rows, expectation pass rates
+        and dead letters (`dead_letters_progress`); `run`: the processes running tables
+        now, or how the last run ended."""
         names = self.project.graph.nodes
         states = read_states(self.project, names, now=self.clock())
         statuses = self._statuses()
@@ -142,7 +159,23 @@ def _table_row(name: str, state: dict[str, Any], st: dict[str, Any]) -> dict[str
         # None before the table's first commit, as `warehouse status` shows `-`.
         "quarantine_rows": (st.get("quarantine_rows") or 0) if st.get("exists") else None,
         "pass_rates": pass_rates(st.get("quality")),
+        "dead_letters": dead_letters_progress(st.get("dead_letters")),
     }
+
+
+def dead_letters_progress(d: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A table's dead letters as `warehouse status` gives them (None: the table has no
+    dead-letter topic), with how far they are sent in words: `progress` for the table
+    of tables, `text` (as `warehouse status` says it) for its details."""
+    if d is None:
+        return None
+    if d["quarantine_version"] is None:
+        progress = "none yet"
+    elif d["versions_behind"] is None:
+        progress = "unknown"
+    else:
+        progress = versions_behind_text(d["versions_behind"])
+    return {**d, "progress": progress, "text": dead_letters_text(d)}
 
 
 def _lag_text(lag: Any, behind: Any) -> str | None:

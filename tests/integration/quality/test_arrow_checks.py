@@ -11,8 +11,8 @@ then judged by Spark on the driver) and records that do not parse. A table with 
 expectation Arrow does not judge (a regex) keeps off the Arrow path. Both send their
 quarantined records to dead-letter topics too (`quarantine: {kafka: {topic}}`): each
 holds exactly the quarantined records, once each, with their original key and value
-bytes, after the replay as well; the run counts them and `warehouse status` shows them
-all sent. Real broker, real Spark, real Delta.
+bytes, after the replay as well; the run counts them and `warehouse status` and the
+pipeline page's view show them all sent. Real broker, real Spark, real Delta.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
 from warehouse.runtime.status import status
 from warehouse.spec.paths import events_path
+from warehouse.ui import PipelineView
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -220,7 +221,7 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
     assert all(failed)
     assert not list(Path(arrow).glob("_warehouse_staging/*")), "staged records left behind"
 
-    def dead_letters() -> None:
+    def dead_letters(sent: dict[str, int]) -> None:
         for name in ("arrow", "spark"):
             table = f"ods_{name}"
             dlq, q = _dlq(topic, name), project.quarantine_path(table)
@@ -236,8 +237,25 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
                 "versions_behind": 0,
             }
         assert "dead_letters" not in shown["ods_regex"]
+        # The pipeline page shows the same, read with the consumer it keeps per cluster.
+        view = PipelineView(project)
+        try:
+            page = view.snapshot()["tables"]
+        finally:
+            view.close()
+        for name in ("arrow", "spark"):
+            newest = version(project.quarantine_path(f"ods_{name}"))
+            shown_dl = page[f"ods_{name}"]["dead_letters"]
+            assert (shown_dl["topic"], shown_dl["progress"], shown_dl["text"]) == (
+                _dlq(topic, name),
+                "up to date",
+                f"sent through version {newest} of quarantine version {newest} (up to date)",
+            )
+            # ... and the dead letters its run's last batch sent.
+            assert page[f"ods_{name}"]["last_batch"]["dead_letters"] == sent[name]
+        assert page["ods_regex"]["dead_letters"] is None
 
-    dead_letters()
+    dead_letters({n: results[-1][f"ods_{n}"].dead_letters for n in ("arrow", "spark")})
 
     # Spark forgets it finished the last batch (as after a crash between the commits and
     # its commit log): the replay finds the batch in the table, the quarantine and the
@@ -253,4 +271,5 @@ def test_expectations_on_the_arrow_path_equal_spark_path(
     assert any("skipped (already committed)" in m for m in replayed), replayed
     assert rows(q_arrow, QUARANTINE_COLS) == rows(q_plain, QUARANTINE_COLS)
     assert _events(project, "ods_arrow") == _events(project, "ods_spark")
-    dead_letters()  # the replay sent none twice
+    # The replay sent none twice.
+    dead_letters({"arrow": again.dead_letters, "spark": results[-1]["ods_spark"].dead_letters})

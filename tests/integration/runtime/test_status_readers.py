@@ -1,0 +1,124 @@
+"""`warehouse status` asked again and again with `PositionReaders` (as the pipeline page
+asks it every 2 s) reads where a table's dead letters stand with one consumer per
+cluster, not one per call, and the page's view closes it; against the real bundled
+broker.
+
+Connections are counted as the kernel lists them (`/proc/net/tcp`): a connection this
+machine opened to the broker's port stays listed, in TIME_WAIT, a minute after it closed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams.cdc import Position, position_topic
+from streams.cdc.position import position_key
+from streams.kafka.admin import produce
+from tests.unit.runtime.projects import write_project
+from warehouse import Project
+from warehouse.runtime.status import PositionReaders, status
+from warehouse.ui import PipelineView
+from warehouse.ui.view import STATUS_SECONDS
+
+pytestmark = pytest.mark.kafka
+
+CALLS = 6
+WARM = 1
+"""Calls before counting: the first opens the kept consumer's connections."""
+
+
+ESTABLISHED = "01"
+"""A socket's state in `/proc/net/tcp` (include/net/tcp_states.h)."""
+
+
+def connections_to(port: int, *, state: str | None = None) -> set[tuple[str, str]]:
+    """The (local address, remote address) of every TCP socket to `port` the kernel
+    lists (in `state`, else in any, closed ones waiting out TIME_WAIT included)."""
+    out: set[tuple[str, str]] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, remote, st = line.split()[1:4]
+            if int(remote.rsplit(":", 1)[1], 16) == port and state in (None, st):
+                out.add((local, remote))
+    return out
+
+
+def dead_letters_project(root: Path, bootstrap: str, dlq: str) -> Project:
+    """`ods_orders` reads a cluster no broker answers for (no lag, no connection); its
+    dead letters go to `dlq` on the cluster `dlq` at `bootstrap`: every connection to
+    that broker is theirs."""
+    write_project(root, topic="orders", bootstrap="127.0.0.1:1")
+    conf = root / "conf" / "local.yml"
+    conf.write_text(
+        conf.read_text().replace(
+            "kafka:\n", f'kafka:\n  clusters: {{dlq: {{bootstrap: "{bootstrap}"}}}}\n', 1
+        )
+    )
+    ods = root / "layers" / "ods" / "orders.yml"
+    ods.write_text(ods.read_text() + f"quarantine: {{kafka: {{topic: {dlq}, cluster: dlq}}}}\n")
+    return Project.load(root, environ={})
+
+
+def test_repeated_status_reuses_one_consumer_per_cluster(
+    broker: Any, unique: Any, tmp_path: Path
+) -> None:
+    dlq = unique("dlq.orders")
+    project = dead_letters_project(tmp_path / "p", broker.bootstrap, dlq)
+    # Where a sender of ods_orders' dead letters stands, as its publisher writes it.
+    sent = Position("table-id-1", 3)
+    produce(broker.bootstrap, position_topic(dlq),
+            [(position_key("ods_orders__quarantine"), sent.value())])  # fmt: skip
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+
+    def opened(readers: PositionReaders | None) -> tuple[int, list[Any]]:
+        """Connections opened to the broker by the `status` calls after the first
+        `WARM` (which open the kept consumer's), and every call's dead letters."""
+        seen: list[Any] = []
+        before: set[tuple[str, str]] = set()
+        for i in range(CALLS):
+            if i == WARM:
+                before = connections_to(port)
+            rows = status(project, tables=["ods_orders"], readers=readers)
+            assert rows[0]["lag"] is None
+            seen.append(rows[0]["dead_letters"])
+        return len(connections_to(port) - before), seen
+
+    # No quarantine table yet: nothing is behind, whatever the topic holds.
+    expected = {"topic": dlq, "quarantine_version": None, "sent_version": None,
+                "versions_behind": 0}  # fmt: skip
+    one_shot, shown = opened(None)
+    assert shown == [expected] * CALLS
+    readers = PositionReaders()
+    try:
+        kept, shown = opened(readers)
+        assert shown == [expected] * CALLS
+        assert readers.position("dlq", broker.bootstrap, dlq, "ods_orders__quarantine") == sent
+    finally:
+        readers.close()
+    # Each call probes the port once (`reachable`, a plain TCP connect) and, with the
+    # readers, nothing more; a consumer of its own per call connects besides.
+    counted = CALLS - WARM
+    assert kept == counted, (kept, one_shot)
+    assert one_shot > 2 * counted, (kept, one_shot)
+
+
+def test_the_page_view_closes_its_consumers(broker: Any, unique: Any, tmp_path: Path) -> None:
+    project = dead_letters_project(tmp_path / "p", broker.bootstrap, unique("dlq.orders"))
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+    before = connections_to(port, state=ESTABLISHED)
+    now = [time.time()]
+    view = PipelineView(project, clock=lambda: now[0])
+    try:
+        for _ in range(2):
+            assert view.snapshot()["tables"]["ods_orders"]["dead_letters"]["progress"] == (
+                "none yet"
+            )
+            now[0] += STATUS_SECONDS  # the next snapshot reads status again
+        assert connections_to(port, state=ESTABLISHED) - before  # the kept consumer's
+    finally:
+        view.close()
+    assert not connections_to(port, state=ESTABLISHED) - before
