@@ -104,7 +104,7 @@ def rounds(
     title: str, cases: dict[str, Callable[[], object]], n: int, args: argparse.Namespace
 ) -> None:
     """Run `cases` in turn `args.rounds` times; print best and median per 1M records and
-    the ratios to the first case (baseline / case: above 1 the case is slower)."""
+    the ratios to the first case (case / baseline: above 1 the case is slower)."""
     got: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
     for _ in range(args.rounds):
         for name, fn in cases.items():
