@@ -9,6 +9,14 @@ extension and catalog: the tests of both engines share it, the Python engines si
 not use those formats. Its Python workers run this interpreter with the checkout on their
 path, as a cluster's would have the project installed. Started once per test run (a
 second JVM costs the test run a core for half a minute), stopped by its pid.
+
+It is launched from the SPARK_HOME the framework gives its own local sessions
+(`warehouse.runtime.spark_home`): the server starts a new Python worker for every streaming
+query's Python source and `foreachBatch` function, and from pyspark's own home each would
+compile pyspark from `python/lib/pyspark.zip`, three times the CPU of importing the
+installed package. On a loaded machine such a worker missed Spark's fixed 10 s to connect
+back, again and again: one Connect test took 20 minutes beside the rest of the suite
+against under 4 alone.
 """
 
 from __future__ import annotations
@@ -60,10 +68,18 @@ class ConnectServer:
     def log(self) -> Path:
         return self.work_dir / "connect-server.log"
 
-    def command(self) -> list[str]:
+    def home(self, environ: dict[str, str]) -> Path:
+        """The SPARK_HOME to launch from: the framework's links home for local sessions
+        when it applies to this interpreter (`launch_home`), else pyspark's own."""
         import pyspark
 
-        submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+        from warehouse.runtime.spark_home import launch_home
+
+        own = {k: v for k, v in environ.items() if k != "SPARK_HOME"}
+        return launch_home("local[2]", environ=own) or Path(pyspark.__file__).parent
+
+    def command(self, home: Path) -> list[str]:
+        submit = home / "bin" / "spark-submit"
         conf = {
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.port),
@@ -94,9 +110,11 @@ class ConnectServer:
             ),
             "SPARK_LOCAL_IP": "127.0.0.1",
         }
+        home = self.home(env)
+        env["SPARK_HOME"] = str(home)
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                self.command(),
+                self.command(home),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
