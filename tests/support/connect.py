@@ -79,8 +79,13 @@ class ConnectServer:
         return launch_home("local[2]", environ=own) or Path(pyspark.__file__).parent
 
     def command(self, home: Path) -> list[str]:
+        from warehouse.runtime.session import local_conf
+
         submit = home / "bin" / "spark-submit"
         conf = {
+            # What the framework sets for the local sessions it launches, as a user tunes a
+            # small server: Delta's snapshots in one task per core, not 50.
+            **local_conf("local[2]"),
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.port),
             "spark.ui.enabled": "false",

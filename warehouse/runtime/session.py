@@ -96,7 +96,7 @@ def get_session(
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    conf = {**LOCAL_DEFAULTS, **_local_conf(config.master)}
+    conf = {**LOCAL_DEFAULTS, **local_conf(config.master)}
     conf = {**conf, **_native_jars_conf(config), **config.conf}
     if not _submitted():
         extra = _storage_conf(config, conf, jars=object_storage)
@@ -210,7 +210,7 @@ CHECKPOINT_FILE_MANAGER = (
 `FileContext`)."""
 
 
-def _local_conf(master: str) -> dict[str, str]:
+def local_conf(master: str) -> dict[str, str]:
     """Settings for a local master; a cluster keeps Spark's and Delta's defaults.
 
     - Delta rebuilds a table's snapshot (its log replayed into the list of live files) in

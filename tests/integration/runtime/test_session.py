@@ -194,7 +194,7 @@ def test_streaming_checkpoints_and_delta_commits_rename_without_a_process(
 ) -> None:
     """On a local master a micro-batch writes and renames its offsets, its state, its
     commit and its Delta commit into place without Hadoop starting a `readlink` process
-    for each rename (`warehouse.runtime.session._local_conf`) or a `chmod` for each file
+    for each rename (`warehouse.runtime.session.local_conf`) or a `chmod` for each file
     (the framework's local file system, `warehouse.runtime.local_fs`). The JVM's own
     flight recorder lists every process it starts; one started on purpose shows that it
     does."""
