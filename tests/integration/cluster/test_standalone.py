@@ -87,6 +87,9 @@ def submit(
         "spark.ui.enabled=false",
         "--conf",
         "spark.sql.shuffle.partitions=2",
+        # Two cores in all: Delta's snapshots in 2 tasks, not 50 (docs/cluster.md).
+        "--conf",
+        "spark.databricks.delta.snapshotPartitions=2",
         "--conf",
         "spark.sql.session.timeZone=UTC",
         "--conf",
