@@ -20,6 +20,8 @@ from warehouse.spec.paths import QUARANTINE_SUFFIX, table_exists
 from warehouse.spec.table import DEFAULT_CLUSTER
 
 if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
+
     from streams.cdc import Position, PositionReader
     from warehouse.spec.model import LoadedProject
 
@@ -57,7 +59,7 @@ def table_status(
     *,
     bootstrap: str | None,
     quality: dict[str, dict[str, Any]] | None = None,
-    readers: PositionReaders | None = None,
+    readers: ClusterReaders | None = None,
 ) -> dict[str, Any]:
     """One table's status row (see `status`); `quality`: the summaries of the quality
     events by table (read here for this table when not given); `readers`: as `status`."""
@@ -108,11 +110,15 @@ def table_status(
         row["quality"] = quality[name]
     topics = defn.spec.source.topics
     if topics and len(defn.source_clusters) > 1:
-        row["lag"] = _federated_lag(project, defn.source_clusters, topics, row, bootstrap)
+        row["lag"] = _federated_lag(
+            project, defn.source_clusters, topics, row, bootstrap, readers=readers
+        )
     elif topics:
         cluster = defn.source_cluster or DEFAULT_CLUSTER
         servers = project.config.kafka.bootstrap_of(cluster, bootstrap)
-        row["lag"] = _lag(project, topics, row["committed_offsets"], servers, cluster=cluster)
+        row["lag"] = _lag(
+            project, topics, row["committed_offsets"], servers, cluster=cluster, readers=readers
+        )
     if defn.spec.quarantine is not None:
         cluster = defn.dead_letter_cluster or DEFAULT_CLUSTER
         row["dead_letters"] = dead_letters_status(
@@ -135,6 +141,8 @@ def _federated_lag(
     topics: list[str],
     row: dict[str, Any],
     bootstrap: str | None,
+    *,
+    readers: ClusterReaders | None = None,
 ) -> dict[str, Any] | None:
     """A federated table's lag per cluster, from the offsets its commits record by
     cluster, and in total: None for a cluster no broker answers for, and in total then;
@@ -145,7 +153,7 @@ def _federated_lag(
     for cluster in clusters:
         servers = project.config.kafka.bootstrap_of(cluster, bootstrap)
         done = of_cluster(row["committed_offsets"], cluster)
-        per[cluster] = _lag(project, topics, done, servers, cluster=cluster)
+        per[cluster] = _lag(project, topics, done, servers, cluster=cluster, readers=readers)
     answered = [lag["total"] for lag in per.values() if lag is not None]
     if not answered:
         return None
@@ -178,7 +186,7 @@ def dead_letters_status(
     bootstrap: str | None,
     *,
     cluster: str = DEFAULT_CLUSTER,
-    readers: PositionReaders | None = None,
+    readers: ClusterReaders | None = None,
 ) -> dict[str, Any]:
     """How far table `name`'s dead letters are sent to `topic` (at `bootstrap`, of
     `cluster`): the quarantine table's
@@ -219,19 +227,46 @@ def dead_letters_status(
     return row
 
 
-class PositionReaders:
-    """One `streams.cdc.PositionReader` per cluster, opened when first asked and kept
-    until `close`: for a caller of `status` every few seconds (the pipeline page), which
-    would otherwise open and close a consumer per dead-letter table each time. A reader
-    whose read fails is closed, and a new one is opened on the next ask (the broker may
-    have restarted elsewhere); so is one whose cluster's bootstrap changed.
+class ClusterReaders:
+    """The Kafka clients `status` asks with, kept per cluster until `close`: for a caller
+    of `status` every few seconds (the pipeline page), which would otherwise open and
+    close a client per table each time. Per cluster, opened when first asked: a
+    `streams.cdc.PositionReader` (read_committed) for where dead letters stand, and an
+    admin client for the end offsets of a Kafka-sourced table's lag. A client whose call
+    fails is closed, and a new one is opened on the next ask (the broker may have
+    restarted elsewhere); so is one whose cluster's bootstrap changed.
 
     Concurrency: one lock; calls from several threads take turns. `close` closes every
-    reader; a later `position` opens them again."""
+    client; a later call opens them again."""
 
     def __init__(self) -> None:
         self._readers: dict[str, PositionReader] = {}
+        self._admins: dict[str, tuple[str, AdminClient]] = {}
         self._lock = threading.Lock()
+
+    def end_offsets(
+        self,
+        cluster: str,
+        bootstrap: str,
+        topics: list[str],
+        *,
+        client_config: Mapping[str, Any] | None = None,
+    ) -> dict[str, dict[int, int]]:
+        """The log end offset of every partition of `topics` on `cluster`."""
+        from streams.kafka.admin import admin_client, end_offsets
+
+        with self._lock:
+            kept = self._admins.get(cluster)
+            if kept is None or kept[0] != bootstrap:
+                kept = (bootstrap, admin_client(bootstrap, client_config))
+                self._admins[cluster] = kept
+                logger.info("admin client of cluster %s opened at %s", cluster, bootstrap)
+            try:
+                return end_offsets(bootstrap, topics, admin=kept[1])
+            except Exception:
+                # Dropped: librdkafka closes its connections when the client is freed.
+                del self._admins[cluster]
+                raise
 
     def position(
         self,
@@ -269,6 +304,7 @@ class PositionReaders:
         with self._lock:
             for cluster in list(self._readers):
                 self._drop(cluster)
+            self._admins.clear()
 
 
 def reachable(bootstrap: str, *, timeout: float = 2.0) -> bool:
@@ -292,6 +328,7 @@ def _lag(
     bootstrap: str | None,
     *,
     cluster: str,
+    readers: ClusterReaders | None = None,
 ) -> Any:
     if bootstrap is None or not reachable(bootstrap):
         return None
@@ -299,7 +336,10 @@ def _lag(
 
     conf = project.config.kafka.client_config({"socket.timeout.ms": "5000"}, cluster=cluster)
     try:
-        end = end_offsets(bootstrap, topics, client_config=conf)
+        if readers is None:
+            end = end_offsets(bootstrap, topics, client_config=conf)
+        else:
+            end = readers.end_offsets(cluster, bootstrap, topics, client_config=conf)
     except (KafkaStreamError, Exception) as e:  # noqa: BLE001  # broker down: no lag, no error
         logger.info("lag of %s unavailable: %s", ",".join(topics), e)
         return None
@@ -313,7 +353,7 @@ def status(
     tables: list[str] | None = None,
     bootstrap: str | None = None,
     resolve: bool = True,
-    readers: PositionReaders | None = None,
+    readers: ClusterReaders | None = None,
 ) -> list[dict[str, Any]]:
     """Per table: path, Delta version, rows, last batch, committed offsets, lag (Kafka
     records; `versions_behind` its input tables for a table read from tables), quarantine.
@@ -322,9 +362,9 @@ def status(
     from the running broker (never started); lag is None when no broker answers. A table
     on a named cluster is asked there.
 
-    `readers`: the consumers reading where dead letters are sent, kept by a caller that
-    asks again and again; without, each table's position is read with a consumer opened
-    and closed for it.
+    `readers`: the Kafka clients asking for lag and for where dead letters are sent, kept
+    by a caller that asks again and again; without, each table's are opened and closed
+    for it.
     """
     names = select_tables(project, layer=layer, tables=tables)
     if (

@@ -7,8 +7,9 @@ quarantine rows, expectation totals and how far its dead letters are sent from
 `STATUS_SECONDS`; its quarantine reasons (as often) and definition when the page asks
 for that table.
 
-The dead letters' positions are read with one consumer per Kafka cluster that the view
-keeps open (`PositionReaders`) until `close`, not one per table and read.
+The lag and the dead letters' positions are read with Kafka clients, one of each kind
+per cluster, that the view keeps open (`ClusterReaders`) until `close`, not one per table
+and read.
 
 Concurrency: a `PipelineView` is shared by the web server's request threads; one lock
 guards its cache, and a status read under way is not started twice. `close` is called
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from warehouse.quality import recent_quarantine
 from warehouse.runtime.run_state import read_states
 from warehouse.runtime.status import (
-    PositionReaders,
+    ClusterReaders,
     dead_letters_text,
     status,
     versions_behind_text,
@@ -48,7 +49,7 @@ class PipelineView:
         self._status: dict[str, dict[str, Any]] = {}
         self._status_at = float("-inf")
         self._quarantine: dict[str, tuple[float, dict[str, Any]]] = {}
-        self._readers = PositionReaders()
+        self._readers = ClusterReaders()
         self._lock = threading.Lock()
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
-"""`warehouse status` asked again and again with `PositionReaders` (as the pipeline page
+"""`warehouse status` asked again and again with `ClusterReaders` (as the pipeline page
 asks it every 2 s) reads where a table's dead letters stand with one consumer per
-cluster, not one per call, and the page's view closes it; against the real bundled
-broker.
+cluster, and a Kafka-sourced table's lag with one admin client per cluster, not one per
+call, and the page's view closes them; against the real bundled broker.
 
 Connections are counted as the kernel lists them (`/proc/net/tcp`): a connection this
 machine opened to the broker's port stays listed, in TIME_WAIT, a minute after it closed.
@@ -17,10 +17,10 @@ import pytest
 
 from streams.cdc import Position, position_topic
 from streams.cdc.position import position_key
-from streams.kafka.admin import produce
+from streams.kafka.admin import ensure_topic, produce
 from tests.unit.runtime.projects import write_project
 from warehouse import Project
-from warehouse.runtime.status import PositionReaders, status
+from warehouse.runtime.status import ClusterReaders, status
 from warehouse.ui import PipelineView
 from warehouse.ui.view import STATUS_SECONDS
 
@@ -74,7 +74,7 @@ def test_repeated_status_reuses_one_consumer_per_cluster(
             [(position_key("ods_orders__quarantine"), sent.value())])  # fmt: skip
     port = int(broker.bootstrap.rsplit(":", 1)[1])
 
-    def opened(readers: PositionReaders | None) -> tuple[int, list[Any]]:
+    def opened(readers: ClusterReaders | None) -> tuple[int, list[Any]]:
         """Connections opened to the broker by the `status` calls after the first
         `WARM` (which open the kept consumer's), and every call's dead letters."""
         seen: list[Any] = []
@@ -92,7 +92,7 @@ def test_repeated_status_reuses_one_consumer_per_cluster(
                 "versions_behind": 0}  # fmt: skip
     one_shot, shown = opened(None)
     assert shown == [expected] * CALLS
-    readers = PositionReaders()
+    readers = ClusterReaders()
     try:
         kept, shown = opened(readers)
         assert shown == [expected] * CALLS
@@ -122,3 +122,35 @@ def test_the_page_view_closes_its_consumers(broker: Any, unique: Any, tmp_path: 
     finally:
         view.close()
     assert not connections_to(port, state=ESTABLISHED) - before
+
+
+def test_repeated_status_reuses_one_admin_client_per_cluster_for_lag(
+    broker: Any, unique: Any, tmp_path: Path
+) -> None:
+    topic = unique("orders")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    produce(broker.bootstrap, topic, [(f"k{i}".encode(), b"{}") for i in range(5)])
+    # Only ods_orders, on the broker's topic: every connection to it is the lag's.
+    write_project(tmp_path / "p", topic=topic, bootstrap=broker.bootstrap, dwd=False)
+    project = Project.load(tmp_path / "p", environ={})
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+
+    def opened(readers: ClusterReaders | None) -> int:
+        before: set[tuple[str, str]] = set()
+        for i in range(CALLS):
+            if i == WARM:
+                before = connections_to(port)
+            rows = status(project, tables=["ods_orders"], readers=readers)
+            # Never run: every record of the topic is behind.
+            assert rows[0]["lag"] == {"total": 5, "topics": {topic: 5}}
+        return len(connections_to(port) - before)
+
+    one_shot = opened(None)
+    readers = ClusterReaders()
+    try:
+        kept = opened(readers)
+    finally:
+        readers.close()
+    counted = CALLS - WARM
+    assert kept == counted, (kept, one_shot)  # the reachability probe alone
+    assert one_shot > 2 * counted, (kept, one_shot)
