@@ -29,12 +29,6 @@ def _admin(bootstrap: str, client_config: Mapping[str, Any] | None) -> AdminClie
     return AdminClient({"bootstrap.servers": bootstrap, **dict(client_config or {})})
 
 
-def admin_client(bootstrap: str, client_config: Mapping[str, Any] | None = None) -> AdminClient:
-    """An admin client of `bootstrap` for the calls here that take one (`end_offsets`);
-    its connections close when the last reference to it is dropped."""
-    return _admin(bootstrap, client_config)
-
-
 def _wait_for_partitions(admin: AdminClient, topic: str, partitions: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     seen = -1
@@ -323,8 +317,8 @@ def end_offsets(
     admin: AdminClient | None = None,
 ) -> dict[str, dict[int, int]]:
     """The log end offset of every partition of `topics`: `{topic: {partition: offset}}`.
-    `admin`: a client to ask with, kept by a caller that asks again and again (made by
-    `admin_client`); else one is made for this call."""
+    `admin`: a client to ask with, kept by a caller that asks again and again; else one
+    is made for this call."""
     names = [topics] if isinstance(topics, str) else list(topics)
     if admin is None:
         admin = _admin(bootstrap, client_config)
