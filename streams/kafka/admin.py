@@ -25,7 +25,9 @@ Records = Iterable[tuple[bytes | str | None, bytes | str | None]]
 _TIMEOUT_S = 30.0
 
 
-def _admin(bootstrap: str, client_config: Mapping[str, Any] | None) -> AdminClient:
+def admin_client(bootstrap: str, client_config: Mapping[str, Any] | None = None) -> AdminClient:
+    """An admin client of `bootstrap`, for a caller that keeps one to pass to `end_offsets`;
+    its connections close when the last reference to it is dropped."""
     return AdminClient({"bootstrap.servers": bootstrap, **dict(client_config or {})})
 
 
@@ -63,7 +65,7 @@ def ensure_topic(
     factor -1 in the request), so it is replicated on a cluster and has one copy on the
     bundled single-node broker.
     """
-    admin = _admin(bootstrap, client_config)
+    admin = admin_client(bootstrap, client_config)
     new = NewTopic(
         topic,
         num_partitions=partitions,
@@ -112,7 +114,7 @@ def add_partitions(
     timeout: float = _TIMEOUT_S,
 ) -> None:
     """Grow `topic` to `total` partitions and wait until metadata shows them."""
-    admin = _admin(bootstrap, client_config)
+    admin = admin_client(bootstrap, client_config)
     try:
         admin.create_partitions([NewPartitions(topic, total)])[topic].result(timeout=timeout)
     except KafkaException as e:
@@ -296,7 +298,7 @@ def log_offsets(
     """`(start, end)`: where the log of every partition of `topics` starts (the first
     offset retention or a deletion left) and ends, `{topic: {partition: offset}}`. A
     topic that does not exist is left out."""
-    admin = _admin(bootstrap, client_config)
+    admin = admin_client(bootstrap, client_config)
     parts = topic_partitions(admin, list(topics))
     low, high = watermarks(admin, parts, read_committed=False)
     start: dict[str, dict[int, int]] = {t: {} for t in parts}
@@ -321,7 +323,7 @@ def end_offsets(
     is made for this call."""
     names = [topics] if isinstance(topics, str) else list(topics)
     if admin is None:
-        admin = _admin(bootstrap, client_config)
+        admin = admin_client(bootstrap, client_config)
     parts = topic_partitions(admin, names)
     missing = [t for t in names if t not in parts]
     if missing:

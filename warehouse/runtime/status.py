@@ -253,12 +253,12 @@ class ClusterReaders:
         client_config: Mapping[str, Any] | None = None,
     ) -> dict[str, dict[int, int]]:
         """The log end offset of every partition of `topics` on `cluster`."""
-        from streams.kafka.admin import _admin, end_offsets
+        from streams.kafka.admin import admin_client, end_offsets
 
         with self._lock:
             kept = self._admins.get(cluster)
             if kept is None or kept[0] != bootstrap:
-                kept = (bootstrap, _admin(bootstrap, client_config))
+                kept = (bootstrap, admin_client(bootstrap, client_config))
                 self._admins[cluster] = kept
                 logger.info("admin client of cluster %s opened at %s", cluster, bootstrap)
             try:
