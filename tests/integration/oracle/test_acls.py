@@ -117,6 +117,22 @@ class _World:
         )
         for f in self.admin.create_acls([binding]).values():
             f.result(30)
+        # Apache Kafka answers CreateAcls once the ACL is in its metadata log and its
+        # authorizer applies it a moment later; what the scenarios ask next is asked of
+        # the authorizer, so the ACL is taken as made once a listing shows it.
+        exact = AclBindingFilter(
+            binding.restype,
+            binding.name,
+            binding.resource_pattern_type,
+            binding.principal,
+            binding.host,
+            binding.operation,
+            binding.permission_type,
+        )
+        deadline = time.monotonic() + 30
+        while not self.admin.describe_acls(exact).result(30):
+            assert time.monotonic() < deadline, f"ACL not listed 30 s after its creation: {binding}"
+            time.sleep(0.1)
 
 
 def _code(call: Any) -> str:
