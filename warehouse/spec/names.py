@@ -1,11 +1,13 @@
 """Tables by their catalog names (`catalog:` in `conf/<env>.yml`).
 
-A SQL transform may name another table of the project as the catalog knows it,
-`schema.table` or `catalog.schema.table`, as a user who reads the tables by name writes
-it. When the project loads, such a reference is pointed at the framework's table (its
-unqualified name, with the written name's alias), so the graph, the layer order, the
-column checks and the snapshots see the same table as an unqualified name would: the
-catalog is never asked which table a name means. No Spark.
+A SQL transform, a `source: {table: ...}` and its `join_streams` may name another table
+of the project as the catalog knows it, `schema.table` or `catalog.schema.table`, as a
+user who reads the tables by name writes it. When the project loads, such a reference is
+pointed at the framework's table (its unqualified name; in SQL with the written name's
+alias), so the graph, the layer order, the column checks and the snapshots see the same
+table as an unqualified name would: the catalog is never asked which table a name means.
+A qualified name that is no table of the project stays as written, and the checks name it
+as a table that does not exist. No Spark.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from sqlglot import exp
 
 from warehouse.spec.config import CatalogSettings
 from warehouse.spec.sqlcheck import parse_query
-from warehouse.spec.table import TableDefinition
+from warehouse.spec.table import TableDefinition, TableSource
 
 
 def catalog_names(
@@ -66,15 +68,39 @@ def resolve_names(sql: str, names: Mapping[str, str]) -> str | None:
     return out.sql(dialect="spark", pretty=True) if found else None
 
 
+def _source_with_names(source: TableSource, names: Mapping[str, str]) -> TableSource | None:
+    """`source` with the catalog names of its table and join streams replaced by the
+    tables' names; None when it names none."""
+
+    def name(written: str) -> str:
+        return names.get(written.lower(), written) if "." in written else written
+
+    joins = [j.model_copy(update={"table": name(j.table)}) for j in source.join_streams]
+    if name(source.table) == source.table and all(
+        j.table == before.table for j, before in zip(joins, source.join_streams, strict=True)
+    ):
+        return None
+    return source.model_copy(update={"table": name(source.table), "join_streams": joins})
+
+
 def with_catalog_names(
     catalog: CatalogSettings | None, definitions: list[TableDefinition]
 ) -> list[TableDefinition]:
-    """`definitions` with their SQL's catalog names resolved (`resolve_names`)."""
+    """`definitions` with the catalog names in their SQL (`resolve_names`), source table
+    and join streams resolved."""
     if catalog is None:
         return definitions
     names = catalog_names(catalog, definitions)
     out = []
     for d in definitions:
+        update: dict[str, object] = {}
         resolved = resolve_names(d.sql, names) if d.sql is not None else None
-        out.append(d if resolved is None else d.model_copy(update={"sql": resolved}))
+        if resolved is not None:
+            update["sql"] = resolved
+        source = d.spec.source
+        if isinstance(source, TableSource):
+            named = _source_with_names(source, names)
+            if named is not None:
+                update["spec"] = d.spec.model_copy(update={"source": named})
+        out.append(d.model_copy(update=update) if update else d)
     return out
