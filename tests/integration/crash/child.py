@@ -48,9 +48,13 @@ def main(params: dict) -> None:
     payload = StructType([StructField("i", LongType()), StructField("s", StringType())])
     log.info("imports done; starting the SparkSession")
     # Launched as the CLI launches its sessions (local defaults, compiled pyspark workers).
+    # A life is a JVM start and a batch or two: the JIT's optimizing compiler (C2) would
+    # compile start-up code for a process about to be killed; without it a life takes
+    # less CPU (docs/decisions/0045-short-test-jvms-without-c2.md).
     conf = {
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
         "warehouse.logLevel": "ERROR",
     }
     spark = get_session(
