@@ -17,7 +17,9 @@ from warehouse.cli.main import main
 
 pytestmark = [pytest.mark.s3]
 
-LEASE = 4.0
+LEASE = 20.0
+"""Long enough that the process asked right after the holder's death (a new Python that
+imports the framework and asks S3: over 4 s on a busy machine) still finds the lease."""
 
 
 def test_a_table_on_s3_is_held_by_a_lease_that_expires_when_its_holder_dies(
@@ -48,7 +50,7 @@ def test_a_table_on_s3_is_held_by_a_lease_that_expires_when_its_holder_dies(
         refused = try_elsewhere(proj, "ods_orders")
         assert refused.returncode == 2 and f"pid {holder.pid}" in refused.stdout
         while try_elsewhere(proj, "ods_orders").returncode != 0:
-            assert time.monotonic() - died < LEASE + 10, "the dead holder's lease never expired"
+            assert time.monotonic() - died < LEASE + 20, "the dead holder's lease never expired"
             time.sleep(0.5)
     assert main(["--project", str(proj), "reset", "--table", "ods_orders", "--yes"]) == 0
     assert not storage.exists(ckpt)
