@@ -68,18 +68,14 @@ def resolve_names(sql: str, names: Mapping[str, str]) -> str | None:
     return out.sql(dialect="spark", pretty=True) if found else None
 
 
-def _source_with_names(source: TableSource, names: Mapping[str, str]) -> TableSource | None:
+def _source_with_names(source: TableSource, names: Mapping[str, str]) -> TableSource:
     """`source` with the catalog names of its table and join streams replaced by the
-    tables' names; None when it names none."""
+    tables' names (`names` holds qualified names only)."""
 
     def name(written: str) -> str:
-        return names.get(written.lower(), written) if "." in written else written
+        return names.get(written.lower(), written)
 
     joins = [j.model_copy(update={"table": name(j.table)}) for j in source.join_streams]
-    if name(source.table) == source.table and all(
-        j.table == before.table for j, before in zip(joins, source.join_streams, strict=True)
-    ):
-        return None
     return source.model_copy(update={"table": name(source.table), "join_streams": joins})
 
 
@@ -100,7 +96,7 @@ def with_catalog_names(
         source = d.spec.source
         if isinstance(source, TableSource):
             named = _source_with_names(source, names)
-            if named is not None:
+            if named != source:
                 update["spec"] = d.spec.model_copy(update={"source": named})
         out.append(d.model_copy(update=update) if update else d)
     return out
