@@ -27,7 +27,12 @@ from warehouse.runtime.class_archive import (
 )
 from warehouse.runtime.errors import SessionStartError
 from warehouse.runtime.jars import cached_jars, cached_storage_jars, default_cache_dir
-from warehouse.runtime.spark_home import DRIVER_OPTIONS, launching, with_driver_options
+from warehouse.runtime.spark_home import (
+    DRIVER_OPTIONS,
+    launch_home,
+    launching,
+    with_driver_options,
+)
 from warehouse.runtime.spark_home import default_cache_dir as spark_cache_dir
 from warehouse.spec.config import SparkSettings
 
@@ -137,9 +142,13 @@ def connect_session(config: SparkSettings, *, app_name: str | None = None) -> Sp
 
     assert config.remote is not None
     builder = SparkSession.builder.remote(config.remote).appName(app_name or config.app_name)
-    for key, value in config.conf.items():
-        if key.startswith("spark.sql."):
-            builder = builder.config(key, value)
+    if local_cores(config.remote) is not None:
+        # pyspark starts the server in this process: every setting is the server's to take
+        conf = {**_local_server_conf(config.remote, config), **config.conf}
+    else:
+        conf = {k: v for k, v in config.conf.items() if k.startswith("spark.sql.")}
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     logger.info("connecting to the Spark Connect server %s", config.remote)
     try:
         session = builder.getOrCreate()
@@ -154,6 +163,56 @@ def connect_session(config: SparkSettings, *, app_name: str | None = None) -> Sp
             master=config.remote,
         ) from e
     return session
+
+
+def local_connect_conf(master: str = "local[2]", *, native: bool = True) -> dict[str, str]:
+    """Settings for the Spark Connect server `SparkSession.builder.remote("local[...]")`
+    starts in this process, as the framework sets up its own local sessions; pass them
+    with `.config(map=...)`.
+
+    `native`: the cached native jars (`warehouse jars fetch`: Spark's Kafka connector,
+    delta-spark) on the server's class path with Delta's SQL extension and catalog, so the
+    native engines run there; without a cache, a warning and the Python engines only.
+
+    pyspark launches that server from this process's environment, so this also sets, when
+    they are unset: `PYSPARK_PYTHON` to this interpreter (the server's Python workers run
+    the batches and must import the framework), and `SPARK_HOME` to the framework's
+    launch home for local sessions (`warehouse.runtime.spark_home`: workers import the
+    installed, compiled pyspark instead of compiling it from `pyspark.zip`; each
+    streaming query starts a worker that must connect back within Spark's fixed 10 s).
+    The server and its driver listen on 127.0.0.1."""
+    if local_cores(master) is None:
+        raise ValueError(f"`{master}` is no local master (`local`, `local[2]`, `local[*]`)")
+    return _local_server_conf(master, SparkSettings(master=master, native_jars=native))
+
+
+def _local_server_conf(master: str, config: SparkSettings) -> dict[str, str]:
+    """`local_connect_conf` for `master`, with the jars cache and `native_jars` of
+    `config`; sets the process's variables as that says."""
+    cores = local_cores(master) or 1
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    home = launch_home(master, environ=os.environ)
+    if home is not None:
+        os.environ["SPARK_HOME"] = str(home)
+    conf = {
+        **storage.current().hadoop_conf(),
+        **LOCAL_DEFAULTS,
+        **local_conf(master),
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.sql.shuffle.partitions": str(cores),
+        "spark.default.parallelism": str(cores),
+    }
+    jars = _native_jars_conf(config)
+    if config.native_jars and not jars:
+        logger.warning(
+            "no native jars cached (`warehouse jars fetch` caches them): the local Spark "
+            "Connect server has only the Python engines"
+        )
+    conf.update(jars)
+    return _with_region_size(_with_log_config(conf), master)
 
 
 @contextmanager

@@ -10,11 +10,17 @@ The same tables on a classic session are `test_pipeline`'s.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from deltalake.exceptions import TableNotFoundError
@@ -63,14 +69,12 @@ def _project(
     return Project.load(root)
 
 
-def test_a_connect_session_runs_the_layers_on_the_server(
-    connect_spark, connect_mode, broker, unique, tmp_path: Path, engine: str
-) -> None:
-    orders, users = unique("orders"), unique("users")
+def produce_orders_and_users(bootstrap: str, orders: str, users: str) -> None:
+    """The records `check_the_layers` expects, into two new topics."""
     for topic in (orders, users):
-        ensure_topic(broker.bootstrap, topic, partitions=1)
+        ensure_topic(bootstrap, topic, partitions=1)
     produce(
-        broker.bootstrap,
+        bootstrap,
         orders,
         [
             ("a", order("o1", "u1", 10.5, 0)),
@@ -82,7 +86,7 @@ def test_a_connect_session_runs_the_layers_on_the_server(
         ],
     )
     produce(
-        broker.bootstrap,
+        bootstrap,
         users,
         [
             ('{"user_id": "u1"}', '{"user_id": "u1", "city": "Paris"}'),
@@ -90,18 +94,19 @@ def test_a_connect_session_runs_the_layers_on_the_server(
             ('{"user_id": "u1"}', '{"user_id": "u1", "city": "Rome"}'),
         ],
     )
-    tag = uuid.uuid4().hex[:8]  # the server's catalog outlives the test
-    project = _project(
-        tmp_path / "proj",
-        orders=orders,
-        users=users,
-        bootstrap=broker.bootstrap,
-        engine=engine,
-        schema=f"{{layer}}_{tag}",
-    )
 
-    results = {r.table: r for r in project.pipeline(connect_spark).run(once=True)}
 
+def check_the_layers(
+    project: Project,
+    results: Mapping[str, Any],
+    by_name: Mapping[str, list[tuple[object, ...]]],
+    bootstrap: str,
+    orders: str,
+) -> None:
+    """The tables of `_project` after one run over `produce_orders_and_users`' records:
+    their rows (read with delta-rs), the run's `results` by table, the dead letters, and
+    `by_name`: each table's and the quarantine's `user_id`s (`source_offset`s) as
+    `spark.table` read them by catalog name (key: table name)."""
     assert rows(project.table_path("ods_orders"), ["order_id", "amount", "_offset"]) == [
         ("o1", 10.5, 0),
         ("o1", 10.5, 2),
@@ -133,21 +138,52 @@ def test_a_connect_session_runs_the_layers_on_the_server(
     ods = results["ods_orders"]
     assert (ods.rows_read, ods.rows_written, ods.quarantined, ods.version) == (6, 4, 2, 0)
     assert ods.dead_letters == 2  # sent by the worker after the commits
-    assert sorted(r.value for r in read_topic(broker.bootstrap, f"{orders}.dlq")) == sorted(
+    assert sorted(r.value for r in read_topic(bootstrap, f"{orders}.dlq")) == sorted(
         [b"not json", order(None, "u9", 5.0, 1).encode()]
     )
     assert results["dim_users"].dead_letters is None
     assert results["dwd_orders"].rows_written == 2
     assert results["dim_users_history"].rows_read == 3
     assert all(r.version is not None for r in results.values())
-    # By name in the server's catalog (tests/integration/runtime/test_catalog.py has more),
-    # each with the rows read above from its path.
+    # By name in the session's catalog (tests/integration/runtime/test_catalog.py has
+    # more), each with the rows read above from its path.
     for name in ("ods_orders", "dwd_orders", "dim_users", "dim_users_history"):
-        by_name = connect_spark.table(f"{project.tables[name].layer}_{tag}.{name}").collect()
-        by_path = rows(project.table_path(name), ["user_id"])
-        assert sorted((r.user_id,) for r in by_name) == by_path, name
-    quarantine = connect_spark.table(f"ods_{tag}.ods_orders__quarantine")
-    assert sorted(r.source_offset for r in quarantine.collect()) == [3, 4]
+        assert sorted(by_name[name]) == rows(project.table_path(name), ["user_id"]), name
+    assert sorted(by_name["ods_orders__quarantine"]) == [(3,), (4,)]
+
+
+def read_by_name(spark: Any, project: Project, schema: str) -> dict[str, list[tuple[object, ...]]]:
+    """`check_the_layers`' `by_name`, read by `spark.table` with `{layer}` of `schema`."""
+    out = {
+        name: [
+            (r.user_id,) for r in spark.table(f"{schema.format(layer=t.layer)}.{name}").collect()
+        ]
+        for name, t in project.tables.items()
+    }
+    quarantine = spark.table(f"{schema.format(layer='ods')}.ods_orders__quarantine")
+    out["ods_orders__quarantine"] = [(r.source_offset,) for r in quarantine.collect()]
+    return out
+
+
+def test_a_connect_session_runs_the_layers_on_the_server(
+    connect_spark, connect_mode, broker, unique, tmp_path: Path, engine: str
+) -> None:
+    orders, users = unique("orders"), unique("users")
+    produce_orders_and_users(broker.bootstrap, orders, users)
+    schema = "{layer}_" + uuid.uuid4().hex[:8]  # the server's catalog outlives the test
+    project = _project(
+        tmp_path / "proj",
+        orders=orders,
+        users=users,
+        bootstrap=broker.bootstrap,
+        engine=engine,
+        schema=schema,
+    )
+
+    results = {r.table: r for r in project.pipeline(connect_spark).run(once=True)}
+
+    by_name = read_by_name(connect_spark, project, schema)
+    check_the_layers(project, results, by_name, broker.bootstrap, orders)
 
 
 def test_engine_resolution_asks_the_connect_server(connect_spark) -> None:
@@ -158,17 +194,21 @@ def test_engine_resolution_asks_the_connect_server(connect_spark) -> None:
     assert default_parallelism(connect_spark) == 2
 
 
+@pytest.mark.parametrize("where", ["server", "local[2]"])
 def test_warehouse_run_remote_runs_on_the_connect_server(
-    connect_server, broker, unique, tmp_path: Path
+    request: pytest.FixtureRequest, where: str, broker, unique, tmp_path: Path
 ) -> None:
     """`warehouse run --remote sc://...` in a process that starts no Spark of its own: the
-    engines resolve on the server (`auto`: native there)."""
+    engines resolve on the server (`auto`: native there). `--remote local[2]`: the
+    server pyspark starts in the CLI's process, set up by `local_connect_conf` (the
+    native jars cached by `make install` on it)."""
+    remote = request.getfixturevalue("connect_server").url if where == "server" else where
     topic = unique("orders")
     ensure_topic(broker.bootstrap, topic, partitions=1)
     produce(broker.bootstrap, topic, [("a", order("o1", "u1", 10.5, 0)), ("x", "not json")])
     root = write_project(tmp_path / "proj", topic=topic, bootstrap=broker.bootstrap, dwd=False)
 
-    done = cli(root, "-v", "run", "--once", "--remote", connect_server.url)
+    done = cli(root, "-v", "run", "--once", "--remote", remote)
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "kafka engine: native" in done.stderr
@@ -230,3 +270,48 @@ def test_a_continuous_run_on_a_connect_session_stops_when_asked(
     assert landed() == [("o1",)]
     assert [r.table for r in results] == ["ods_orders"]  # type: ignore[attr-defined]
     assert not [q for q in connect_spark.streams.active if q.name == "warehouse_ods_orders"]
+
+
+NOTEBOOK = Path(__file__).with_name("notebook_child.py")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_a_notebook_on_a_local_connect_server_runs_the_layers(
+    broker, unique, tmp_path: Path, engine: str
+) -> None:
+    """The Done-when of Spark Connect support: a notebook's `SparkSession.builder.remote(
+    "local[2]")`, with `local_connect_conf()` (the native jars on the server, which the
+    catalog's registration needs on either engine), runs the project once on the server pyspark starts in the
+    notebook's process; the tables have exactly the rows of the shared Connect server's
+    test, and `spark.table` reads each by name. The notebook's environment names no
+    SPARK_HOME or PYSPARK_PYTHON, as a user's need not."""
+    orders, users = unique("orders"), unique("users")
+    produce_orders_and_users(broker.bootstrap, orders, users)
+    project = _project(
+        tmp_path / "proj",
+        orders=orders,
+        users=users,
+        bootstrap=broker.bootstrap,
+        engine=engine,
+        schema="{layer}",
+    )
+    out = tmp_path / "notebook.json"
+    unset = {"SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_REMOTE"}
+    env = {k: v for k, v in os.environ.items() if k not in unset and "SPARK_CONNECT" not in k}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+
+    done = subprocess.run(
+        [sys.executable, str(NOTEBOOK), str(tmp_path / "proj"), str(out)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1000,
+    )
+
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    notebook = json.loads(out.read_text())
+    assert notebook["connect"].startswith("pyspark.sql.connect")
+    results = {name: SimpleNamespace(**r) for name, r in notebook["results"].items()}
+    by_name = {name: [tuple(r) for r in v] for name, v in notebook["by_name"].items()}
+    check_the_layers(project, results, by_name, broker.bootstrap, orders)

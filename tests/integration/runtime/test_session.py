@@ -376,3 +376,40 @@ def test_a_log_configuration_of_your_own_replaces_the_frameworks(tmp_path) -> No
     assert "a warning worth reading" in stderr
     for message in _QUIETED[:3]:
         assert message in stderr
+
+
+def test_local_connect_conf_sets_up_the_server_pyspark_starts_here(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What `remote("local[3]")` is given: the framework's local settings for 3 cores, on
+    127.0.0.1, the native jars when asked; and the process's variables pyspark launches
+    the server from: workers on this interpreter, the launch home (own ones win)."""
+    import sys
+
+    from warehouse import local_connect_conf
+    from warehouse.runtime.spark_home import launch_home
+
+    for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME"):
+        monkeypatch.delenv(name, raising=False)
+
+    conf = local_connect_conf("local[3]", native=False)
+
+    assert os.environ["PYSPARK_PYTHON"] == os.environ["PYSPARK_DRIVER_PYTHON"] == sys.executable
+    assert os.environ["SPARK_HOME"] == str(
+        launch_home("local[3]", environ={"PYSPARK_PYTHON": sys.executable})
+    )
+    assert not (Path(os.environ["SPARK_HOME"]) / "python" / "lib" / "pyspark.zip").exists()
+    assert conf["spark.databricks.delta.snapshotPartitions"] == "3"
+    assert conf["spark.sql.shuffle.partitions"] == conf["spark.default.parallelism"] == "3"
+    for key in ("spark.connect.grpc.binding.address", "spark.driver.bindAddress"):
+        assert conf[key] == "127.0.0.1"
+    assert "spark.jars" not in conf
+    assert "io.delta" in local_connect_conf("local[3]")["spark.jars"]
+
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/other/python3")
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    local_connect_conf("local[3]", native=False)
+    assert os.environ["PYSPARK_PYTHON"] == "/opt/other/python3"
+    assert os.environ["SPARK_HOME"] == str(tmp_path)
+    with pytest.raises(ValueError, match="sc://host:15002"):
+        local_connect_conf("sc://host:15002")
