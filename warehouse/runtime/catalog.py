@@ -11,8 +11,11 @@ path, Databricks), which `require_delta` checks before a run starts.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import struct
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -65,6 +68,93 @@ def require_delta(spark: SparkSession, project: LoadedProject) -> None:
         "with `spark.native_jars: true`; on a cluster, install it as a library), or remove "
         "`catalog` to keep the tables as paths only."
     )
+
+
+DERBY_IN_USE = "XSDB6"
+"""Derby's code for a database another process has booted (`Another instance of Derby
+may have already booted the database`): embedded Derby admits one process at a time."""
+
+
+def metastore_in_use(e: BaseException) -> bool:
+    """Whether `e` (a Spark error, with the JVM's chain of causes) says that the session's
+    embedded Derby metastore is held by another process."""
+    text = f"{e} {getattr(e, '_stackTrace', None) or ''}"
+    cause = e.__cause__
+    return DERBY_IN_USE in text or (cause is not None and metastore_in_use(cause))
+
+
+def derby_database(spark: SparkSession) -> str | None:
+    """The folder of the session's embedded Derby metastore, from its JDBC URL
+    (`jdbc:derby:;databaseName=<dir>;create=true` or `jdbc:derby:<dir>`); None for any
+    other metastore."""
+    url = spark.conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", None) or ""
+    if not url.startswith("jdbc:derby:") or url.startswith("jdbc:derby://"):
+        return None
+    attributes = url[len("jdbc:derby:") :].split(";")
+    named = [a.split("=", 1)[1] for a in attributes[1:] if a.startswith("databaseName=")]
+    return (named[0] if named else attributes[0]) or None
+
+
+_FLOCK = struct.Struct("hhqqi4x")
+"""Linux's `struct flock` (type, whence, start, len, pid) on a 64-bit machine."""
+
+
+def derby_holder(database: str) -> int | None:
+    """The process that has the Derby database at `database` booted, if another has:
+    Derby holds a write lock on `dbex.lck` while a process has it booted (Java's file lock
+    is the system's record lock, which F_GETLK asks about without taking it). None when
+    no process does, or where this cannot be asked (not Linux)."""
+    if sys.platform != "linux":
+        return None
+    try:
+        fd = os.open(os.path.join(database, "dbex.lck"), os.O_RDONLY)
+    except OSError:  # never booted, or not readable: Derby's own error will say
+        return None
+    try:
+        asked = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        kind, _, _, _, pid = _FLOCK.unpack(fcntl.fcntl(fd, fcntl.F_GETLK, asked))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return pid if kind != fcntl.F_UNLCK else None
+
+
+def metastore_busy_error(project: LoadedProject, database: str, pid: int | None) -> CatalogError:
+    """The error for a run or reset whose session cannot boot its Derby metastore."""
+    who = f"another process (pid {pid})" if pid else "another process"
+    return CatalogError(
+        f"conf/{project.env}.yml: `catalog`: the Hive metastore that keeps the tables' "
+        f"names ({database}) is in use by {who}. It is an embedded Derby database, which "
+        "admits one process at a time: another `warehouse` command of this project (a "
+        "continuous `run`, a `reset`) holds it until it ends. Run this when that one has "
+        "ended; to run layers in processes side by side, name a metastore they can share "
+        "in `spark.conf` (`spark.hadoop.hive.metastore.uris`, or a Derby network server's "
+        "URL as `spark.hadoop.javax.jdo.option.ConnectionURL`)."
+    )
+
+
+def require_metastore(spark: SparkSession, project: LoadedProject) -> None:
+    """With `catalog:`, make sure the session can reach its catalog before a run or reset
+    starts: an embedded Derby metastore another process has booted (`derby_holder`)
+    stops it before any table is touched, not at its first registration, and before
+    Hive's client retries the database (pages of stack traces in the log)."""
+    if project.config.catalog is None:
+        return
+    database = derby_database(spark)
+    if database is None:
+        return
+    pid = derby_holder(database)
+    if pid is not None:
+        raise metastore_busy_error(project, database, pid)
+    from pyspark.errors import PySparkException
+
+    try:
+        spark.catalog.databaseExists("default")
+    except PySparkException as e:
+        if metastore_in_use(e):  # booted since, or not Linux
+            raise metastore_busy_error(project, database, None) from e
+        raise
 
 
 def register(spark: SparkSession, name: str, location: str, *, table: str) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from streams.sessions import is_connect
 from warehouse.compile.plan import source_text
 from warehouse.errors import WarehouseError
-from warehouse.runtime.catalog import Registrar, require_delta
+from warehouse.runtime.catalog import Registrar, require_delta, require_metastore
 from warehouse.runtime.changes import record_fingerprint, refuse_changed
 from warehouse.runtime.checkpoints import (
     refuse_interrupted_recover,
@@ -376,6 +376,7 @@ class Pipeline:
         refresh it is not given (`DefinitionChangedError`)."""
         with holding(self.project, self.names, doing="run", on_lost=self._lease_lost):
             require_delta(self.spark, self.project)
+            require_metastore(self.spark, self.project)
             self._full_refresh()  # a reset is also a way out of what the checks refuse
             refuse_other_engine(self.project, self.names, self.engines.delta.name)
             refuse_unrunnable(self.project, self.names)

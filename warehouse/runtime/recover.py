@@ -254,8 +254,9 @@ def reset(project: LoadedProject, table: str, *, spark: SparkSession | None = No
     with holding(project, [table], doing="reset"):
         dropped = []
         if spark is not None:
-            from warehouse.runtime.catalog import unregister
+            from warehouse.runtime.catalog import require_metastore, unregister
 
+            require_metastore(spark, project)
             dropped = unregister(spark, project, table)
         return [*dropped, *_reset(project, table)]
 

@@ -129,10 +129,12 @@ def test_every_table_reads_by_name_after_a_run(
     assert session.catalog.tableExists(f"{dwd}.dwd_orders")  # only the table reset
 
 
-def test_the_names_outlive_the_process(broker, unique, tmp_path: Path) -> None:
+def test_the_names_outlive_the_process(spark, broker, unique, tmp_path: Path) -> None:
     """The CLI's sessions keep Spark's session catalog in a Hive metastore (Derby) under
     the warehouse root: what `run` registered, the next process reads by name, and
-    `reset` in a third drops it."""
+    `reset` in a third drops it. While another process holds that metastore (here this
+    test's own JVM, booting the database as a continuous `run` holds it), a run stops
+    before it reads or writes anything, saying which process kind holds what."""
     topic = unique("orders")
     _produce(broker.bootstrap, topic)
     root = write_project(
@@ -148,11 +150,43 @@ def test_the_names_outlive_the_process(broker, unique, tmp_path: Path) -> None:
     assert (root / ".warehouse" / "_catalog" / "metastore_db").is_dir()
     assert (root / ".warehouse" / "_catalog" / "derby.log").is_file()
 
+    produce(broker.bootstrap, topic, [("d", order("o4", "u4", 4.0, 3))])
+    database = root / ".warehouse" / "_catalog" / "metastore_db"
+    ods = Project.load(root).table_path("ods_orders")
+    versions = sorted(p.name for p in (Path(ods) / "_delta_log").glob("*.json"))
+    manager = spark._jvm.java.sql.DriverManager
+    held = manager.getConnection(f"jdbc:derby:{database}")
+    try:
+        done = cli(root, "run", "--once")
+    finally:
+        held.close()
+        _shut_down(manager, database)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (
+        f"error: conf/local.yml: `catalog`: the Hive metastore that keeps the tables' names "
+        f"({database}) is in use by another process (pid {spark._jvm.ProcessHandle.current().pid()})."
+    ) in done.stderr
+    assert "XSDB6" not in done.stderr  # stopped before Hive's client tried the database
+    assert "spark.hadoop.hive.metastore.uris" in done.stderr
+    assert "ods_orders [ods]" not in done.stdout  # no query started
+    assert sorted(p.name for p in (Path(ods) / "_delta_log").glob("*.json")) == versions
+
     done = cli(root, "reset", "--table", "ods_orders", "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "removed spark_catalog.ods.ods_orders, spark_catalog.ods.ods_orders__quarantine, " in (
         done.stdout
     )
+
+
+def _shut_down(manager, database: Path) -> None:
+    """Shut the embedded Derby database down, releasing it for other processes (Derby
+    answers a shutdown with an SQLException, XJ015/08006, by design)."""
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        manager.getConnection(f"jdbc:derby:{database};shutdown=true")
+    except Py4JJavaError as e:
+        assert "08006" in str(e.java_exception.getSQLState()), e
 
 
 _WITHOUT_DELTA = """
