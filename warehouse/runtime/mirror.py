@@ -10,7 +10,8 @@ server dedicated mode needs for it). Mirrored topics are `<spoke>.<topic>` (MM2'
 A flow's cluster is an alias of `mirror.clusters` or one of the project's Kafka clusters
 (`default`, a name of `kafka.clusters`), whose bootstrap, security and client
 properties MirrorMaker then takes as the native engine's Java client does
-(`streams.kafka.java_options`).
+(`streams.kafka.java_options`), less the librdkafka settings no Java client knows
+(`java_client_configs`).
 
 The file holds the clusters' secrets: it is written 0600 and never printed; MirrorMaker
 gets its path, not its content, on the command line. MirrorMaker runs in the foreground
@@ -36,6 +37,7 @@ from types import FrameType
 from streams.kafka.errors import KafkaConfigError
 from streams.kafka.java_options import java_client_options
 from warehouse.runtime.errors import MirrorError
+from warehouse.runtime.java_client_configs import JAVA_CLIENT_CONFIGS
 from warehouse.spec.config import KafkaSecurity, MirrorSettings, WarehouseConfig
 from warehouse.spec.table import DEFAULT_CLUSTER
 
@@ -133,9 +135,18 @@ def endpoints(config: WarehouseConfig, *, default_bootstrap: str | None) -> list
                 "bundled broker) but not resolved: start it and pass its servers"
             )
         try:
-            client = java_client_options(kafka.client_config(cluster=alias))
+            options = java_client_options(kafka.client_config(cluster=alias))
         except KafkaConfigError as e:
             raise MirrorError(f"cluster `{alias}` (`{at}`): {e}") from e
+        client = {k: v for k, v in options.items() if k in JAVA_CLIENT_CONFIGS}
+        if left_out := [k for k in options if k not in client]:
+            logger.info(
+                "mirror: cluster %s (`%s`): %s left out of MirrorMaker's properties: "
+                "librdkafka settings no Java client knows",
+                alias,
+                at,
+                ", ".join(f"`{k}`" for k in left_out),
+            )
         out.append(MirrorEndpoint(alias, bootstrap, at, client))
     return out
 

@@ -280,6 +280,37 @@ def test_a_flow_takes_a_project_cluster_as_the_tables_reach_it(tmp_path: Path) -
     ]
 
 
+def test_a_project_cluster_gives_mirrormaker_only_client_keys_a_java_client_knows(
+    tmp_path: Path,
+) -> None:
+    # librdkafka names (the Python engine's) beside ones both clients share: only the
+    # shared ones reach MirrorMaker's producers, consumers and admin clients.
+    conf = SHARED.replace(
+        "client: {client.id: warehouse}",
+        "client: {client.id: warehouse, socket.keepalive.enable: true, "
+        "queue.buffering.max.ms: 50, linger.ms: 50}",
+    ).replace(
+        "client: {request.timeout.ms: 60000}",
+        "client: {request.timeout.ms: 60000, topic.metadata.refresh.interval.ms: 1000, "
+        "enable.ssl.certificate.verification: false}",
+    )
+    props = properties(load_shared(tmp_path, conf))
+    assert props["default.client.id"] == "warehouse"
+    assert props["default.linger.ms"] == "50"
+    assert props["eu.request.timeout.ms"] == "60000"
+    for key in (
+        "default.socket.keepalive.enable",
+        "default.queue.buffering.max.ms",
+        "eu.topic.metadata.refresh.interval.ms",
+        "eu.enable.ssl.certificate.verification",
+    ):
+        assert key not in props, key
+    # The login and the CA, translated for the Java client, stay.
+    assert props["eu.sasl.jaas.config"].startswith("org.apache.kafka.common.security.scram.")
+    assert props["eu.ssl.truststore.location"] == "/etc/ca.pem"
+    assert props["default.security.protocol"] == "SASL_SSL"
+
+
 def test_the_printed_plan_says_where_each_cluster_comes_from_and_no_secret(
     tmp_path: Path,
 ) -> None:
