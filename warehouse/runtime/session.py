@@ -131,7 +131,28 @@ def get_session(
     except (PySparkException, Py4JError, OSError) as e:
         raise _start_failure(config.master, e) from e
     session.sparkContext.setLogLevel(conf.get("warehouse.logLevel", "WARN"))
+    if not _submitted():
+        _jvm_ignores_sigterm(session)
     return session
+
+
+def _jvm_ignores_sigterm(session: SparkSession) -> None:
+    """The JVM this process launched ignores SIGTERM from now on.
+
+    It ends with this process anyway: pyspark's gateway exits when its standard input,
+    a pipe from this process, closes, which a SIGKILL of this process does too. A
+    SIGTERM sent to every process of a service at once (systemd's default
+    `KillMode=control-group`, `kill -TERM -<pgid>`) then stops a continuous run between
+    batches, as one sent to this process does, instead of ending the JVM under the run
+    mid-batch (the run then failed with py4j's connection errors and exit status 1).
+    pyspark already keeps SIGINT from the JVM, for Ctrl-C."""
+    from py4j.protocol import Py4JError
+
+    jvm = session._jvm
+    try:
+        jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("TERM"), jvm.sun.misc.SignalHandler.SIG_IGN)
+    except Py4JError as e:  # a JVM without `sun.misc.Signal`: Spark's default stays
+        logger.debug("the JVM keeps its SIGTERM handler: %s", e)
 
 
 def connect_session(config: SparkSettings, *, app_name: str | None = None) -> SparkSession:

@@ -10,8 +10,11 @@ delete the replaced ones, on the engine that wrote it.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -20,7 +23,7 @@ import pytest
 from streams.delta import table_info
 from streams.kafka.admin import produce
 from tests.integration.runtime.helpers import at, order, orders_project, rows, wait_for
-from tests.integration.runtime.runs import REPO, stop, warehouse_run
+from tests.integration.runtime.runs import REPO, java_children, stop, warehouse_run
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
@@ -80,7 +83,8 @@ def test_run_once_status_then_continuous_run_stopped_by_sigterm(
     assert o["lag"] == {"total": 0, "topics": {topic: 0}}
     assert tables["dwd_orders"]["rows"] == 2
 
-    # Continuous: new records arrive while it runs; SIGTERM stops it between batches.
+    # Continuous: new records arrive while it runs; SIGTERM stops it between batches, also
+    # when sent to its JVM as well.
     with warehouse_run(proj, tmp_path / "run.log") as proc:
         produce(
             broker.bootstrap,
@@ -102,7 +106,21 @@ def test_run_once_status_then_continuous_run_stopped_by_sigterm(
         assert f"in use by another process: pid {proc.pid} on " in again.stderr
         assert "`warehouse --project " in again.stderr and ", run since " in again.stderr
         assert proc.poll() is None
-        code = stop(proc)
+        # Its Spark JVM ignores a SIGTERM of its own and goes on running batches; it ends
+        # with the run.
+        jvms = java_children(proc)
+        assert len(jvms) == 1, jvms
+        os.kill(jvms[0], signal.SIGTERM)
+        produce(broker.bootstrap, topic, [("d", order("o4", "u4", 40.0, 3))])
+        wait_for(
+            lambda: ("o4",) in rows(dwd, ["order_id"]),
+            timeout=400,
+            what="o4 in dwd_orders after the JVM's SIGTERM",
+            log=tmp_path / "run.log",
+            proc=proc,
+        )
+        # Stopped as a service manager stops it: SIGTERM to the run and its JVM at once.
+        code = stop(proc, group=True)
     output = (tmp_path / "run.log").read_text()
     assert code == 0, output[-3000:]
     assert "stopped: ods_orders [ods]" in output and "stopped: dwd_orders [dwd]" in output
@@ -110,8 +128,14 @@ def test_run_once_status_then_continuous_run_stopped_by_sigterm(
         ("o1", "u1", Decimal("10.50"), at(0)),
         ("o2", "u2", Decimal("20.00"), at(1)),
         ("o3", "u3", Decimal("30.00"), at(2)),
+        ("o4", "u4", Decimal("40.00"), at(3)),
     ]
-    assert len(rows(ods, ["_offset"])) == 5
+    assert len(rows(ods, ["_offset"])) == 6
+    # The JVM ends with the run: its gateway exits when the run's pipe to it closes.
+    deadline = time.monotonic() + 120
+    while Path(f"/proc/{jvms[0]}").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not Path(f"/proc/{jvms[0]}").exists(), f"the run's JVM {jvms[0]} outlived it"
     # Stopped at a batch boundary: the table's last batch is committed in the checkpoint.
     for name in ("ods_orders", "dwd_orders"):
         last = table_info(root / "tables" / name)["last_commit"]["batch_id"]
@@ -134,4 +158,4 @@ def test_run_once_status_then_continuous_run_stopped_by_sigterm(
     assert vacuumed.stdout.splitlines()[-1] == (
         f"ods_orders: vacuum removed {files} file(s) from {ods} ({engine})"
     )
-    assert len(rows(ods, ["_offset"])) == 5 and table_info(ods)["files"] == 1
+    assert len(rows(ods, ["_offset"])) == 6 and table_info(ods)["files"] == 1
