@@ -135,6 +135,28 @@ def test_fenced_producer(transactions: tuple[Any, Any]) -> None:
     assert on_bundled == on_kafka
 
 
+def test_transaction_left_open_by_a_killed_producer(transactions: tuple[Any, Any]) -> None:
+    """Connect's log reader (end offset listed read_uncommitted, read_committed consumer)
+    under a transaction its producer left open: its position stops at the last stable
+    offset, short of the end it waits for, on Apache Kafka as well; so a Connect worker
+    restarted after a kill mid-transaction waits until the transaction ends. Fencing the
+    transactional id ends it at once, aborted, and the reader reaches the end."""
+    on_bundled, on_kafka = _part(transactions, "left_open")
+    assert on_kafka["open"] == {
+        "listed_end": 3,
+        "listed_stable": 2,
+        "position": 2,
+        "values": [[0, "committed"]],
+    }
+    assert on_kafka["fenced"] == {
+        "listed_end": 4,
+        "listed_stable": 4,
+        "position": 4,
+        "values": [[0, "committed"]],
+    }
+    assert on_bundled == on_kafka
+
+
 def test_unknown_topic(errors: tuple[Any, Any]) -> None:
     on_bundled, on_kafka = _part(errors, "unknown_topic")
     assert on_kafka["describe_topics"] == "UnknownTopicOrPartitionException"

@@ -3,16 +3,21 @@ package oracle;
 import static oracle.Clients.bytes;
 import static oracle.Clients.map;
 
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.TopicPartition;
 
 /**
@@ -27,7 +32,8 @@ final class Transactions {
             return map(
                     "isolation", isolation(admin, bootstrap),
                     "offsets", offsetsInTransactions(admin, bootstrap),
-                    "fenced", fenced(admin, bootstrap));
+                    "fenced", fenced(admin, bootstrap),
+                    "left_open", leftOpen(admin, bootstrap));
         }
     }
 
@@ -170,5 +176,70 @@ final class Transactions {
                 "first_commit", firstCommit,
                 "read_committed", values(bootstrap, topic, "read_committed"),
                 "read_uncommitted", values(bootstrap, topic, "read_uncommitted"));
+    }
+
+    /**
+     * A transaction its producer left open, as a process killed mid-transaction leaves it,
+     * read as Kafka Connect reads its offsets, config and status topics (KafkaBasedLog with
+     * exactly-once source support): the end offset the admin client lists by default
+     * (read_uncommitted), a read_committed consumer reading from the start until its
+     * position reaches it. The reader stops at the last stable offset, short of that end,
+     * until the transaction ends; Admin.fenceProducers (InitProducerId with a 1 ms timeout,
+     * what a Connect leader does to a task's transactional id) ends it at once, aborted, and
+     * the reader then reaches the end.
+     */
+    static Map<String, Object> leftOpen(Admin admin, String bootstrap) throws Exception {
+        String topic = Clients.unique("left-open");
+        String txnId = Clients.unique("txn-id");
+        Clients.createTopic(admin, topic, 1, Map.of());
+        KafkaProducer<byte[], byte[]> killed = producer(bootstrap, txnId);
+        Map<String, Object> seen = map();
+        try {
+            transaction(killed, bootstrap, topic, List.of("committed"), true);
+            transaction(killed, bootstrap, topic, List.of("left open"), null);
+            seen.put("open", logRead(admin, bootstrap, topic));
+            admin.fenceProducers(List.of(txnId)).all().get();
+            settled(bootstrap, topic);
+            seen.put("fenced", logRead(admin, bootstrap, topic));
+        } finally {
+            killed.close(Duration.ZERO);
+        }
+        return seen;
+    }
+
+    /**
+     * Partition 0 of `topic` as Connect's KafkaBasedLog reads it: the end offsets the admin
+     * lists under each isolation level, then a read_committed consumer polls from the start
+     * until its position reaches the read_uncommitted end, or five polls after it reached the
+     * read_committed one: where its position stopped and the values it got.
+     */
+    private static Map<String, Object> logRead(Admin admin, String bootstrap, String topic) throws Exception {
+        TopicPartition tp = new TopicPartition(topic, 0);
+        long end = admin.listOffsets(Map.of(tp, OffsetSpec.latest())).partitionResult(tp).get().offset();
+        long stable = admin.listOffsets(Map.of(tp, OffsetSpec.latest()),
+                new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)).partitionResult(tp).get().offset();
+        List<Object> values = new ArrayList<>();
+        long position;
+        try (KafkaConsumer<byte[], byte[]> c = Clients.consumer(bootstrap, null,
+                Map.of("isolation.level", "read_committed"))) {
+            c.assign(List.of(tp));
+            c.seekToBeginning(List.of(tp));
+            long deadline = System.currentTimeMillis() + Clients.WAIT_MS;
+            int pollsAtStable = 0;
+            while (c.position(tp) < end && pollsAtStable < 5) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException(topic + ": position " + c.position(tp)
+                            + " short of the stable offset " + stable + " after 30 s");
+                }
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                    values.add(Arrays.asList(r.offset(), new String(r.value(), StandardCharsets.UTF_8)));
+                }
+                if (c.position(tp) >= stable) {
+                    pollsAtStable++;
+                }
+            }
+            position = c.position(tp);
+        }
+        return map("listed_end", end, "listed_stable", stable, "position", position, "values", values);
     }
 }
