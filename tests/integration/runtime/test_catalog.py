@@ -162,9 +162,10 @@ def test_the_names_outlive_the_process(spark, broker, unique, tmp_path: Path) ->
         held.close()
         _shut_down(manager, database)
     assert done.returncode == 2, done.stdout + done.stderr
+    holder = spark._jvm.ProcessHandle.current().pid()
     assert (
         f"error: conf/local.yml: `catalog`: the Hive metastore that keeps the tables' names "
-        f"({database}) is in use by another process (pid {spark._jvm.ProcessHandle.current().pid()})."
+        f"({database}) is in use by another process (pid {holder})."
     ) in done.stderr
     assert "XSDB6" not in done.stderr  # stopped before Hive's client tried the database
     assert "spark.hadoop.hive.metastore.uris" in done.stderr

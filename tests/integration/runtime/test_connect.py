@@ -165,20 +165,29 @@ def read_by_name(spark: Any, project: Project, schema: str) -> dict[str, list[tu
     return out
 
 
-def test_a_connect_session_runs_the_layers_on_the_server(
-    connect_spark, connect_mode, broker, unique, tmp_path: Path, engine: str
-) -> None:
+def _orders_and_users(
+    tmp_path: Path, bootstrap: str, unique: Any, engine: str, schema: str
+) -> tuple[Project, str]:
+    """`_project` in `tmp_path / "proj"` over new topics holding `produce_orders_and_users`'
+    records; the project and its orders topic."""
     orders, users = unique("orders"), unique("users")
-    produce_orders_and_users(broker.bootstrap, orders, users)
-    schema = "{layer}_" + uuid.uuid4().hex[:8]  # the server's catalog outlives the test
+    produce_orders_and_users(bootstrap, orders, users)
     project = _project(
         tmp_path / "proj",
         orders=orders,
         users=users,
-        bootstrap=broker.bootstrap,
+        bootstrap=bootstrap,
         engine=engine,
         schema=schema,
     )
+    return project, orders
+
+
+def test_a_connect_session_runs_the_layers_on_the_server(
+    connect_spark, connect_mode, broker, unique, tmp_path: Path, engine: str
+) -> None:
+    schema = "{layer}_" + uuid.uuid4().hex[:8]  # the server's catalog outlives the test
+    project, orders = _orders_and_users(tmp_path, broker.bootstrap, unique, engine, schema)
 
     results = {r.table: r for r in project.pipeline(connect_spark).run(once=True)}
 
@@ -279,22 +288,14 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_a_notebook_on_a_local_connect_server_runs_the_layers(
     broker, unique, tmp_path: Path, engine: str
 ) -> None:
-    """The Done-when of Spark Connect support: a notebook's `SparkSession.builder.remote(
-    "local[2]")`, with `local_connect_conf()` (the native jars on the server, which the
-    catalog's registration needs on either engine), runs the project once on the server pyspark starts in the
-    notebook's process; the tables have exactly the rows of the shared Connect server's
-    test, and `spark.table` reads each by name. The notebook's environment names no
-    SPARK_HOME or PYSPARK_PYTHON, as a user's need not."""
-    orders, users = unique("orders"), unique("users")
-    produce_orders_and_users(broker.bootstrap, orders, users)
-    project = _project(
-        tmp_path / "proj",
-        orders=orders,
-        users=users,
-        bootstrap=broker.bootstrap,
-        engine=engine,
-        schema="{layer}",
-    )
+    """The Done-when of Spark Connect support: a notebook's
+    `SparkSession.builder.remote("local[2]")` with `local_connect_conf()` (the native jars
+    on the server, which the catalog's registration needs on either engine) runs the
+    project once on the server pyspark starts in the notebook's process; the tables have
+    exactly the rows of the shared Connect server's test, and `spark.table` reads each by
+    name. The notebook's environment names no SPARK_HOME or PYSPARK_PYTHON, as a user's
+    need not."""
+    project, orders = _orders_and_users(tmp_path, broker.bootstrap, unique, engine, "{layer}")
     out = tmp_path / "notebook.json"
     unset = {"SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_REMOTE"}
     env = {k: v for k, v in os.environ.items() if k not in unset and "SPARK_CONNECT" not in k}
