@@ -27,8 +27,6 @@ and `auto` picks Spark's `kafka` format and delta-spark.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import tarfile
 from decimal import Decimal
 from pathlib import Path
@@ -36,7 +34,8 @@ from pathlib import Path
 import pytest
 
 from streams.kafka.admin import ensure_topic, produce
-from tests.integration.cluster.standalone import SPARK_HOME, StandaloneCluster
+from tests.integration.cluster.jobs import REPO, engine_args, failure, submit
+from tests.integration.cluster.standalone import StandaloneCluster
 from tests.integration.runtime.helpers import at, order, rows
 from tests.unit.runtime.projects import write_project
 
@@ -44,7 +43,6 @@ from tests.unit.runtime.projects import write_project
 # on a busy two-core machine, so more than the suite's default 600 s limit.
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(1800)]
 
-REPO = Path(__file__).resolve().parents[3]
 USER, PASSWORD = "warehouse", "s3cret-pw"
 SASL = {
     "security.protocol": "SASL_PLAINTEXT",
@@ -52,81 +50,6 @@ SASL = {
     "sasl.username": USER,
     "sasl.password": PASSWORD,
 }
-
-
-def submit(
-    cluster: StandaloneCluster,
-    project: Path,
-    layer: str,
-    env: dict[str, str],
-    *extra: str,
-    executor_python: str = sys.executable,
-) -> subprocess.CompletedProcess[str]:
-    """`spark-submit warehouse/submit.py --layer <layer> --once` in client mode."""
-    cmd = [
-        str(SPARK_HOME / "bin" / "spark-submit"),
-        "--master",
-        str(cluster.url),
-        "--deploy-mode",
-        "client",
-        "--conf",
-        f"spark.pyspark.python={executor_python}",
-        "--conf",
-        f"spark.pyspark.driver.python={sys.executable}",
-        "--conf",
-        "spark.executor.cores=1",
-        "--conf",
-        "spark.executor.memory=512m",
-        "--conf",
-        "spark.cores.max=2",
-        "--conf",
-        "spark.driver.memory=1g",
-        "--conf",
-        "spark.driver.host=127.0.0.1",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.sql.shuffle.partitions=2",
-        # Two cores in all: Delta's snapshots in 2 tasks, not 50 (docs/cluster.md).
-        "--conf",
-        "spark.databricks.delta.snapshotPartitions=2",
-        "--conf",
-        "spark.sql.session.timeZone=UTC",
-        "--conf",
-        f"spark.local.dir={cluster.local_dir}",
-        *extra,
-        str(REPO / "warehouse" / "submit.py"),
-        "--layer",
-        layer,
-        "--project",
-        str(project),
-        "--env",
-        "cluster",
-        "--once",
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=project, timeout=900)
-
-
-def failure(run: subprocess.CompletedProcess[str]) -> str:
-    """The lines that say what went wrong, then the tail of the driver's log."""
-    said = [
-        ln
-        for ln in run.stderr.splitlines()
-        if ln.startswith(("error:", "Caused by:", "Traceback"))
-        or "Error:" in ln
-        or "Exception:" in ln
-    ]
-    return "\n".join(said[:20]) + "\n...\n" + run.stderr[-2000:]
-
-
-def _engine_args(engine: str) -> list[str]:
-    if engine == "python":
-        return []
-    from warehouse.runtime.jars import cached_jars, default_cache_dir
-
-    jars = cached_jars(default_cache_dir())
-    assert jars is not None, "no native jars cached: run `make install`"
-    return [arg for k, v in jars.spark_conf().items() for arg in ("--conf", f"{k}={v}")]
 
 
 def test_ods_then_dwd_on_a_standalone_cluster(
@@ -164,7 +87,7 @@ def test_ods_then_dwd_on_a_standalone_cluster(
     with tarfile.open(env_bundle.path) as tar:
         tar.extractall(project / "env", filter="tar")  # the driver's ./env (cwd = project)
     with cluster:
-        native = _engine_args(engine)
+        native = engine_args(engine)
         ods_run = submit(cluster, project, "ods", env, *native)
         assert ods_run.returncode == 0, failure(ods_run)
         ods_executors = cluster.executor_dirs()

@@ -1,0 +1,107 @@
+"""`spark-submit warehouse/submit.py` against the test cluster, as a cluster user submits it.
+
+The driver runs in client mode on this machine; each application asks for one 1-core
+executor per worker (`spark.cores.max=2`), small heaps, no UI, two shuffle partitions
+and two Delta snapshot partitions (two cores in all, docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.cluster.standalone import SPARK_HOME, StandaloneCluster
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def submit(
+    cluster: StandaloneCluster,
+    project: Path,
+    layer: str,
+    env: dict[str, str],
+    *extra: str,
+    executor_python: str = sys.executable,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`spark-submit warehouse/submit.py --layer <layer> --env cluster --once` in client
+    mode, from `cwd` (default: the project)."""
+    cmd = [
+        str(SPARK_HOME / "bin" / "spark-submit"),
+        "--master",
+        str(cluster.url),
+        "--deploy-mode",
+        "client",
+        "--conf",
+        f"spark.pyspark.python={executor_python}",
+        "--conf",
+        f"spark.pyspark.driver.python={sys.executable}",
+        "--conf",
+        "spark.executor.cores=1",
+        "--conf",
+        "spark.executor.memory=512m",
+        "--conf",
+        "spark.cores.max=2",
+        "--conf",
+        "spark.driver.memory=1g",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        # Two cores in all: Delta's snapshots in 2 tasks, not 50 (docs/cluster.md).
+        "--conf",
+        "spark.databricks.delta.snapshotPartitions=2",
+        "--conf",
+        "spark.sql.session.timeZone=UTC",
+        "--conf",
+        f"spark.local.dir={cluster.local_dir}",
+        *extra,
+        str(REPO / "warehouse" / "submit.py"),
+        "--layer",
+        layer,
+        "--project",
+        str(project),
+        "--env",
+        "cluster",
+        "--once",
+    ]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=env, cwd=cwd or project, timeout=900
+    )
+
+
+def failure(run: subprocess.CompletedProcess[str]) -> str:
+    """The lines that say what went wrong, then the tail of the driver's log."""
+    said = [
+        ln
+        for ln in run.stderr.splitlines()
+        if ln.startswith(("error:", "Caused by:", "Traceback"))
+        or "Error:" in ln
+        or "Exception:" in ln
+    ]
+    return "\n".join(said[:20]) + "\n...\n" + run.stderr[-2000:]
+
+
+def engine_conf(engine: str) -> dict[str, str]:
+    """What a user passes for `engine`: nothing for `python` (`engines: auto` then finds no
+    native classes), the native engines' jars and Delta's extension and catalog for
+    `native`, as `--packages` would pass them."""
+    if engine == "python":
+        return {}
+    from warehouse.runtime.jars import cached_jars, default_cache_dir
+
+    jars = cached_jars(default_cache_dir())
+    assert jars is not None, "no native jars cached: run `make install`"
+    return jars.spark_conf()
+
+
+def conf_args(conf: dict[str, str]) -> list[str]:
+    """`--conf k=v` for each setting."""
+    return [arg for k, v in conf.items() for arg in ("--conf", f"{k}={v}")]
+
+
+def engine_args(engine: str) -> list[str]:
+    return conf_args(engine_conf(engine))
