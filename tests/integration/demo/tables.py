@@ -14,23 +14,24 @@ from streams.cdc.ktable import latest_values
 from streams.delta.arrow import read_table
 from tests.integration.cdc.helpers import read_records
 from tests.integration.demo.expected import Expected
-from warehouse.spec.paths import table_exists
+from warehouse.spec.paths import table_exists, table_path
 
 
-def rows(root: Path, name: str) -> list[dict[str, Any]]:
-    return read_table(str(root / "tables" / name)).to_pylist()
+def rows(root: str | Path, name: str) -> list[dict[str, Any]]:
+    """The rows of table `name` under the warehouse root `root` (a path or a URI)."""
+    return read_table(table_path(root, name)).to_pylist()
 
 
-def ods_coordinates(root: Path, topic: str) -> dict[tuple[int, int], int]:
+def ods_coordinates(root: str | Path, topic: str) -> dict[tuple[int, int], int]:
     """How often each `(partition, offset)` of `topic` is in its ODS table or quarantine."""
     seen = Counter((r["_partition"], r["_offset"]) for r in rows(root, f"ods_{topic}"))
     quarantine = f"ods_{topic}__quarantine"
-    if table_exists(root / "tables" / quarantine):  # none when no record was bad
+    if table_exists(table_path(root, quarantine)):  # none when no record was bad
         seen.update((r["source_partition"], r["source_offset"]) for r in rows(root, quarantine))
     return dict(seen)
 
 
-def assert_tables(root: Path, exp: Expected) -> None:
+def assert_tables(root: str | Path, exp: Expected) -> None:
     """The example's tables under `root` equal the independent computation, row for row
     (lists, not sets: a duplicate row fails)."""
     current = sorted((r["user_id"], r["city"]) for r in rows(root, "dim_users") if r["is_current"])
@@ -59,6 +60,30 @@ def assert_tables(root: Path, exp: Expected) -> None:
         for r in rows(root, "ads_conversion")
     )
     assert conversion == sorted(exp.conversion.items())
+
+
+def assert_sources(root: str | Path, exp: Expected, ends: dict[str, dict[int, int]]) -> None:
+    """What `assert_tables` leaves out: every record of each fact topic (`ends`: its end
+    offset per partition) is in its ODS table or quarantine exactly once, the quarantines
+    hold the malformed records, and `dwd_payments` holds each valid payment once."""
+    for topic in ("orders", "payments", "page_views"):
+        assert ods_coordinates(root, topic) == {
+            (p, o): 1 for p, end in ends[topic].items() for o in range(end)
+        }, topic
+    quarantined = {
+        f"ods_{t}": len(rows(root, f"ods_{t}__quarantine"))
+        for t in ("orders", "payments", "page_views")
+        if table_exists(table_path(root, f"ods_{t}__quarantine"))
+    }
+    assert {t: n for t, n in quarantined.items() if n} == exp.quarantined
+    payments = sorted(
+        (r["payment_id"], r["order_id"], r["status"], r["event_time"])
+        for r in rows(root, "dwd_payments")
+    )
+    assert payments == sorted(
+        (p["payment_id"], p["order_id"], p["status"], p["event_time"])
+        for p in exp.payments.values()
+    )
 
 
 def assert_published(bootstrap: str, exp: Expected) -> None:
