@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from streams.cdc.changelog import encode_json
 from streams.cdc.errors import PublishError
@@ -43,6 +43,17 @@ joins it nor commits."""
 _TAIL = 64
 """Records read back from the position topic's end first; more only when the table's
 last position is further back (another table publishing to the same topic)."""
+COORDINATOR_MOVING = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
+)
+"""Answers to an offset fetch that say "ask again": the group's coordinator is moving or
+loading (retriable in Kafka's protocol; the Java client retries them). librdkafka's
+`committed()` hands them to the caller: a fresh three-node cluster answered
+NOT_COORDINATOR while it created its offsets topic."""
 
 
 def position_topic(topic: str) -> str:
@@ -169,7 +180,7 @@ def legacy_position(consumer: Consumer, topic: str, *, timeout: float) -> Positi
     """The position as an older publisher kept it: the offset the group `consumer`
     belongs to (`marker_group`) committed on partition 0 of `topic`, the Delta table id
     in its metadata. None when there is none (Kafka may have expired it)."""
-    tp = consumer.committed([TopicPartition(topic, 0)], timeout=timeout)[0]
+    tp = _committed(consumer, TopicPartition(topic, 0), timeout)
     if tp.error is not None:
         raise PublishError(f"reading the publish marker of topic `{topic}` failed: {tp.error}")
     if tp.offset < 0:
@@ -188,6 +199,26 @@ def legacy_position(consumer: Consumer, topic: str, *, timeout: float) -> Positi
         position_topic(topic),
     )
     return Position(str(meta["table_id"]), int(tp.offset))
+
+
+def _committed(consumer: Consumer, tp: TopicPartition, timeout: float) -> TopicPartition:
+    """`consumer.committed` of `tp`, asked again while the group's coordinator is moving
+    or loading (a new cluster creating its offsets topic, a broker restarting), until
+    `timeout` has passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(1.0, deadline - time.monotonic())
+        try:
+            return consumer.committed([tp], timeout=left)[0]
+        except KafkaException as e:
+            if e.args[0].code() not in COORDINATOR_MOVING or time.monotonic() >= deadline:
+                raise
+            logger.info(
+                "topic %s: the committed offset's coordinator said %s; asking again",
+                tp.topic,
+                e.args[0].name(),
+            )
+            time.sleep(0.2)
 
 
 def published_position(
