@@ -1,0 +1,139 @@
+"""The cluster shape on one machine: the bundled example's twelve tables through
+`spark-submit warehouse/submit.py --layer L`, one application per layer, on a Spark
+standalone master with two workers, the tables on an S3-API server and the topics on a
+three-node Apache Kafka cluster; every table read back with delta-rs equals the
+independent computation of tests/integration/demo/expected.py.
+
+As on a cluster whose machines have instance credentials, the standard AWS variables are
+in the environment of the workers' daemons (which their executors inherit) and of the
+driver, and nowhere else: never on a command line, and the test checks that no log of the
+driver, the daemons or the executors holds the secret key. What is not a secret is passed
+as a cluster user passes it (docs/cluster.md): the endpoint and path-style addressing as
+`spark.hadoop.fs.s3a.*`, the repository's `conf/cluster.yml` with `WAREHOUSE_ROOT` and
+`KAFKA_BOOTSTRAP` set. Hadoop's S3 connector and its AWS SDK bundle (about 700 MB) are
+on the driver's and the executors' class path (`extraClassPath`), jars every node already
+has, as on EMR or Dataproc, so no executor copies them.
+
+The events are produced once per module (300 events, as the example's fast runs) and
+each engine reads them from the start into a bucket of its own. `python` submits no
+engine jars, so `engines: auto` picks the Python data sources, whose reads and Parquet
+writes run in the executors' Python workers against S3; `native` adds Spark's Kafka
+connector and delta-spark.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from streams.kafka.admin import end_offsets
+from tests.integration.cluster.jobs import REPO, conf_args, engine_conf, failure, submit
+from tests.integration.cluster.standalone import StandaloneCluster
+from tests.integration.demo.expected import Expected, compute
+from tests.integration.demo.tables import assert_sources, assert_tables
+from tests.support.apache_kafka import ApacheKafka
+from warehouse.generate import TOPICS, generate
+from warehouse.generate.produce import ensure_topics, produce_records
+from warehouse.runtime.jars import cached_storage_jars, default_cache_dir
+
+# A cluster of three daemons and four applications of three JVMs each per engine, beside
+# three Kafka nodes and the S3 server: minutes on a busy two-core machine.
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.kafka,
+    pytest.mark.s3,
+    pytest.mark.slow,
+    pytest.mark.timeout(2400),
+]
+
+EVENTS, SEED = 300, 11
+LAYERS = ("ods", "dwd", "dws", "ads")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A master and two workers (1 core, 1 GiB each), shared by the module's tests."""
+    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=2) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def example(apache_kafka_cluster: ApacheKafka) -> tuple[Expected, dict[str, dict[int, int]]]:
+    """The example's events on the Kafka cluster, produced once (acks=all): their expected
+    tables, and each topic's end offsets."""
+    bootstrap = apache_kafka_cluster.bootstrap
+    ensure_topics(bootstrap)
+    records = generate(EVENTS, seed=SEED)
+    produce_records(bootstrap, records, client_config={"acks": "all"})
+    return compute(records), {t: end_offsets(bootstrap, t)[t] for t in TOPICS}
+
+
+def storage_conf() -> dict[str, str]:
+    """What a user passes for an S3-compatible store (docs/cluster.md): the endpoint and
+    path-style addressing, no secrets; and the class path of Hadoop's S3 connector, whose
+    jars every node has here, as on EMR or Dataproc. (In `spark.jars`, even as `local:`
+    URIs, every executor copies them into its working directory: 680 MB each.)"""
+    jars = cached_storage_jars(default_cache_dir())
+    assert jars is not None, "no object-storage jars cached: run `make install`"
+    classpath = ":".join(str(j) for j in jars)
+    return {
+        "spark.driver.extraClassPath": classpath,
+        "spark.executor.extraClassPath": classpath,
+        "spark.hadoop.fs.s3a.endpoint": os.environ["AWS_ENDPOINT_URL"],
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+    }
+
+
+def logs(cluster: StandaloneCluster) -> Iterator[Path]:
+    """Every log the daemons and the executors wrote."""
+    for p in cluster.base.rglob("*"):
+        if p.is_file() and (p.name in ("stdout", "stderr") or p.suffix in (".out", ".log")):
+            yield p
+
+
+def test_example_on_workers_s3_and_three_kafka_nodes(
+    cluster: StandaloneCluster,
+    apache_kafka_cluster: ApacheKafka,
+    example: tuple[Expected, dict[str, dict[int, int]]],
+    s3_root: str,
+    engine: str,
+    tmp_path: Path,
+) -> None:
+    exp, ends = example
+    secret = os.environ["AWS_SECRET_ACCESS_KEY"]
+    # The daemons got the AWS variables from this process's environment, as the workers
+    # of a cluster with instance credentials have them; the driver gets them the same way.
+    assert cluster.env["AWS_SECRET_ACCESS_KEY"] == secret
+    env = {
+        **{k: v for k, v in cluster.env.items() if not k.startswith("WAREHOUSE")},
+        "WAREHOUSE_ROOT": s3_root,
+        "KAFKA_BOOTSTRAP": apache_kafka_cluster.bootstrap,
+        "KAFKA_SECURITY_PROTOCOL": "PLAINTEXT",
+    }
+    extra = conf_args({**engine_conf(engine), **storage_conf()})
+    runs: dict[str, subprocess.CompletedProcess[str]] = {}
+    for layer in LAYERS:
+        before = set(cluster.executor_dirs())
+        run = submit(cluster, REPO, layer, env, *extra, cwd=tmp_path)
+        assert run.returncode == 0, f"{layer}: {failure(run)}"
+        assert secret not in " ".join(run.args)
+        runs[layer] = run
+        # Each application ran one executor on each worker.
+        executors = [p for p in cluster.executor_dirs() if p not in before]
+        assert sorted(p.parent.parent.name for p in executors) == ["worker-0", "worker-1"]
+
+    out = "\n".join(r.stdout for r in runs.values())
+    for name in ("ods_orders", "ods_payments", "ods_page_views", "dim_users", "dim_products"):
+        assert f"{name} [" in out, out
+    assert_sources(s3_root, exp, ends)
+    assert_tables(s3_root, exp)
+    assert not any(tmp_path.iterdir()), sorted(tmp_path.iterdir())  # nothing on local disk
+
+    for run in runs.values():
+        assert secret not in run.stdout + run.stderr
+    leaked = [str(p) for p in logs(cluster) if secret in p.read_text(errors="replace")]
+    assert leaked == []
