@@ -24,9 +24,10 @@ def submit(
     *extra: str,
     executor_python: str = sys.executable,
     cwd: Path | None = None,
+    verbose: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """`spark-submit warehouse/submit.py --layer <layer> --env cluster --once` in client
-    mode, from `cwd` (default: the project)."""
+    mode, from `cwd` (default: the project); `verbose`: with the framework's INFO log."""
     cmd = [
         str(SPARK_HOME / "bin" / "spark-submit"),
         "--master",
@@ -67,6 +68,7 @@ def submit(
         "--env",
         "cluster",
         "--once",
+        *(["--verbose"] if verbose else []),
     ]
     return subprocess.run(
         cmd, capture_output=True, text=True, env=env, cwd=cwd or project, timeout=900

@@ -118,7 +118,7 @@ def test_example_on_workers_s3_and_three_kafka_nodes(
     runs: dict[str, subprocess.CompletedProcess[str]] = {}
     for layer in LAYERS:
         before = set(cluster.executor_dirs())
-        run = submit(cluster, REPO, layer, env, *extra, cwd=tmp_path)
+        run = submit(cluster, REPO, layer, env, *extra, cwd=tmp_path, verbose=True)
         assert run.returncode == 0, f"{layer}: {failure(run)}"
         assert secret not in " ".join(run.args)
         runs[layer] = run
@@ -126,6 +126,10 @@ def test_example_on_workers_s3_and_three_kafka_nodes(
         executors = [p for p in cluster.executor_dirs() if p not in before]
         assert sorted(p.parent.parent.name for p in executors) == ["worker-0", "worker-1"]
 
+    # `engines: auto` chose the engine the job's jars allow (the driver's Python logs to
+    # spark-submit's standard output, which merges its standard error).
+    for kind in ("kafka", "delta"):
+        assert f"{kind} engine: {engine} (`auto`" in runs["ods"].stdout, runs["ods"].stdout[-3000:]
     out = "\n".join(r.stdout for r in runs.values())
     for name in ("ods_orders", "ods_payments", "ods_page_views", "dim_users", "dim_products"):
         assert f"{name} [" in out, out
