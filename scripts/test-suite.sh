@@ -8,7 +8,8 @@
 #            start-up; the soak of the continuous example under kills and a full disk), the
 #            table tests (`warehouse test` of every table of the example) and the CLI's own
 #            tests (tests/integration/cli)
-#   servers  the standalone cluster, the demo (checked against its independent
+#   servers  the standalone cluster (and the cluster shape: the example on its workers,
+#            tables on S3, three Kafka nodes), the demo (checked against its independent
 #            computation, and run continuously), the framework on the 3-node Apache Kafka
 #            cluster, the CLI end-to-end runs (local root and S3), tables on several
 #            clusters (named, federated), Kafka Connect, MirrorMaker 2 and
