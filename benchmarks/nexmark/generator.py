@@ -89,8 +89,8 @@ def _price(rnd: random.Random) -> int:
 
 
 def _recent(rnd: random.Random, newest: int) -> int:
-    """Index of one of the newest `IN_FLIGHT` of `newest + 1` entities."""
-    return max(0, newest - rnd.randrange(IN_FLIGHT))
+    """Index of one of the newest `IN_FLIGHT` of the `newest + 1` entities, uniformly."""
+    return newest - rnd.randrange(min(IN_FLIGHT, newest + 1))
 
 
 def _person(rnd: random.Random, k: int, t: dt.datetime) -> dict[str, Any]:
@@ -188,17 +188,15 @@ def produce_events(bootstrap: str, events: Events, *, partitions: int = 1) -> di
     return delivered
 
 
-def write_ndjson(events: Events, folder: Path) -> dict[str, Path]:
-    """Each kind as `<folder>/<kind>.json`, one JSON object a line (the reference reads these)."""
+def write_ndjson(events: Events, folder: Path) -> Path:
+    """Each kind as `<folder>/<kind>.json`, one JSON object a line (the reference reads
+    these); returns `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = {}
     for kind in TOPICS:
-        path = folder / f"{kind}.json"
-        with path.open("w") as f:
+        with (folder / f"{kind}.json").open("w") as f:
             for row in getattr(events, kind):
                 f.write(json.dumps(row, separators=(",", ":")) + "\n")
-        paths[kind] = path
-    return paths
+    return folder
 
 
 def main(argv: list[str] | None = None) -> int:

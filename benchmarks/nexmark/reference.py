@@ -70,6 +70,17 @@ QUERIES = {
           GROUP BY a.id, a.category
         ) q
         GROUP BY q.category""",
+    "q5": """
+        WITH hops AS (
+          SELECT auction,
+                 time_bucket(INTERVAL 2 SECOND, date_time) - k * INTERVAL 2 SECOND AS starttime
+          FROM bid, range(5) AS r(k)
+        ),
+        counts AS (SELECT starttime, auction, count(*) AS num FROM hops GROUP BY ALL)
+        SELECT c.starttime, c.auction, c.num
+        FROM counts c
+        JOIN (SELECT starttime, max(num) AS maxn FROM counts GROUP BY ALL) m
+          ON c.starttime = m.starttime AND c.num >= m.maxn""",
     "q7": """
         SELECT w.starttime, b.auction, b.bidder, b.price, b.date_time, b.extra
         FROM (SELECT *, time_bucket(INTERVAL 10 SECOND, date_time) AS starttime FROM bid) b
@@ -94,11 +105,13 @@ COLUMNS = {
     "q2": ["auction", "price"],
     "q3": ["name", "city", "state", "id"],
     "q4": ["category", "avg_final"],
+    "q5": ["window_start", "auction", "num"],
     "q7": ["window_start", "auction", "bidder", "price", "date_time", "extra"],
     "q8": ["id", "name", "starttime"],
 }
 """Each table's columns in the order the rows' tuples hold them (q7's project table holds
-one row per window with its top bids in an array; `flatten_q7` unnests it)."""
+one row per window with its top bids in an array, q5's with its hot auctions; `flatten`
+unnests them)."""
 
 
 def normal(v: Any) -> Any:
@@ -135,12 +148,17 @@ def compute(folder: Path) -> dict[str, list[tuple]]:
         con.close()
 
 
-def flatten_q7(table: list[dict[str, Any]]) -> list[tuple]:
-    """The project's q7 rows (one a window, its top bids in `bids`) as the reference's."""
-    return rows(
-        [
+def project_rows(name: str, table: list[dict[str, Any]]) -> list[tuple]:
+    """The rows of the project's table `name` as the reference's: q5's and q7's one row a
+    window unnested (q5's hot `auctions`, q7's top `bids`), the others' `COLUMNS`."""
+    if name == "q5":
+        flat = [(w["window_start"], a, w["num"]) for w in table for a in w["auctions"]]
+    elif name == "q7":
+        flat = [
             (w["window_start"], b["auction"], b["bidder"], b["price"], b["date_time"], b["extra"])
             for w in table
             for b in w["bids"]
         ]
-    )
+    else:
+        flat = [tuple(r[c] for c in COLUMNS[name]) for r in table]
+    return rows(flat)
