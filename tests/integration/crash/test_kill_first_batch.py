@@ -24,7 +24,7 @@ from confluent_kafka import Producer as KafkaProducer
 
 from streams.delta import batch_end_offsets
 from streams.kafka.admin import end_offsets, ensure_topic, produce
-from tests.integration.crash.test_kill_restart import (
+from tests.integration.crash.scenario import (
     DRAIN_TIMEOUT_S,
     LIFE_TIMEOUT_S,
     Child,
