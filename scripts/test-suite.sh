@@ -9,11 +9,11 @@
 #            table tests (`warehouse test` of every table of the example) and the CLI's own
 #            tests (tests/integration/cli)
 #   servers  the standalone cluster (and the cluster shape: the example on its workers,
-#            tables on S3, three Kafka nodes), the demo (checked against its independent
-#            computation, and run continuously), the framework on the 3-node Apache Kafka
-#            cluster, the CLI end-to-end runs (local root and S3), tables on several
-#            clusters (named, federated), Kafka Connect, MirrorMaker 2 and
-#            PostgreSQL -> Debezium
+#            tables on S3, three Kafka nodes, and the crash test on that shape), the demo
+#            (checked against its independent computation, and run continuously), the
+#            framework on the 3-node Apache Kafka cluster, the CLI end-to-end runs (local
+#            root and S3), tables on several clusters (named, federated), Kafka Connect,
+#            MirrorMaker 2 and PostgreSQL -> Debezium
 #   runtime  the rest of tests/integration/runtime
 #   rest     everything else: the unit tests, the broker against Apache Kafka, Delta,
 #            Kafka, CDC, quality

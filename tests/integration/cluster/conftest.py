@@ -1,8 +1,15 @@
-"""The environment archive of `warehouse bundle`, built once for the cluster tests."""
+"""The cluster tests' shared parts: the environment archive of `warehouse bundle`, and
+the cluster shape's standalone cluster and three Kafka nodes, each started once for the
+test process (the example's test and the crash test run on the same ones)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+
+from tests.integration.cluster.standalone import StandaloneCluster
+from tests.support.apache_kafka import ApacheKafka, ApacheKafkaError
 
 
 @pytest.fixture(scope="session")
@@ -11,3 +18,24 @@ def env_bundle(tmp_path_factory: pytest.TempPathFactory):
     from warehouse.bundle import build_bundle
 
     return build_bundle(tmp_path_factory.mktemp("bundle") / "env.tar.gz", compress_level=1)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A master and two workers (1 core, 1 GiB each)."""
+    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=2) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
+    """Three Apache Kafka nodes in one cluster (replication factor 3, min.insync.replicas=2);
+    the tests give their topics names of their own."""
+    try:
+        kafka = ApacheKafka(tmp_path_factory.mktemp("apache-kafka-cluster"), nodes=3).start()
+    except ApacheKafkaError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield kafka
+    finally:
+        kafka.stop()

@@ -7,11 +7,13 @@ and two Delta snapshot partitions (two cores in all, docs/cluster.md).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.integration.cluster.standalone import SPARK_HOME, StandaloneCluster
+from warehouse.runtime.jars import cached_storage_jars, default_cache_dir
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -34,31 +36,7 @@ def submit(
         str(cluster.url),
         "--deploy-mode",
         "client",
-        "--conf",
-        f"spark.pyspark.python={executor_python}",
-        "--conf",
-        f"spark.pyspark.driver.python={sys.executable}",
-        "--conf",
-        "spark.executor.cores=1",
-        "--conf",
-        "spark.executor.memory=512m",
-        "--conf",
-        "spark.cores.max=2",
-        "--conf",
-        "spark.driver.memory=1g",
-        "--conf",
-        "spark.driver.host=127.0.0.1",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.sql.shuffle.partitions=2",
-        # Two cores in all: Delta's snapshots in 2 tasks, not 50 (docs/cluster.md).
-        "--conf",
-        "spark.databricks.delta.snapshotPartitions=2",
-        "--conf",
-        "spark.sql.session.timeZone=UTC",
-        "--conf",
-        f"spark.local.dir={cluster.local_dir}",
+        *conf_args(application_conf(cluster, executor_python)),
         *extra,
         str(REPO / "warehouse" / "submit.py"),
         "--layer",
@@ -73,6 +51,43 @@ def submit(
     return subprocess.run(
         cmd, capture_output=True, text=True, env=env, cwd=cwd or project, timeout=900
     )
+
+
+def application_conf(
+    cluster: StandaloneCluster, executor_python: str = sys.executable
+) -> dict[str, str]:
+    """The settings of every test application on `cluster` (module doc)."""
+    return {
+        "spark.pyspark.python": executor_python,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.executor.cores": "1",
+        "spark.executor.memory": "512m",
+        "spark.cores.max": "2",
+        "spark.driver.memory": "1g",
+        "spark.driver.host": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        # Two cores in all: Delta's snapshots in 2 tasks, not 50 (docs/cluster.md).
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.local.dir": str(cluster.local_dir),
+    }
+
+
+def storage_conf() -> dict[str, str]:
+    """What a user passes for an S3-compatible store (docs/cluster.md): the endpoint and
+    path-style addressing, no secrets; and the class path of Hadoop's S3 connector, whose
+    jars every node has here, as on EMR or Dataproc. (In `spark.jars`, even as `local:`
+    URIs, every executor copies them into its working directory: 680 MB each.)"""
+    jars = cached_storage_jars(default_cache_dir())
+    assert jars is not None, "no object-storage jars cached: run `make install`"
+    classpath = ":".join(str(j) for j in jars)
+    return {
+        "spark.driver.extraClassPath": classpath,
+        "spark.executor.extraClassPath": classpath,
+        "spark.hadoop.fs.s3a.endpoint": os.environ["AWS_ENDPOINT_URL"],
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+    }
 
 
 def failure(run: subprocess.CompletedProcess[str]) -> str:

@@ -31,14 +31,20 @@ from pathlib import Path
 import pytest
 
 from streams.kafka.admin import end_offsets
-from tests.integration.cluster.jobs import REPO, conf_args, engine_conf, failure, submit
+from tests.integration.cluster.jobs import (
+    REPO,
+    conf_args,
+    engine_conf,
+    failure,
+    storage_conf,
+    submit,
+)
 from tests.integration.cluster.standalone import StandaloneCluster
 from tests.integration.demo.expected import Expected, compute
 from tests.integration.demo.tables import assert_sources, assert_tables
 from tests.support.apache_kafka import ApacheKafka
 from warehouse.generate import TOPICS, generate
 from warehouse.generate.produce import ensure_topics, produce_records
-from warehouse.runtime.jars import cached_storage_jars, default_cache_dir
 
 # A cluster of three daemons and four applications of three JVMs each per engine, beside
 # three Kafka nodes and the S3 server: minutes on a busy two-core machine.
@@ -55,13 +61,6 @@ LAYERS = ("ods", "dwd", "dws", "ads")
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
-    """A master and two workers (1 core, 1 GiB each), shared by the module's tests."""
-    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=2) as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
 def example(apache_kafka_cluster: ApacheKafka) -> tuple[Expected, dict[str, dict[int, int]]]:
     """The example's events on the Kafka cluster, produced once (acks=all): their expected
     tables, and each topic's end offsets."""
@@ -70,22 +69,6 @@ def example(apache_kafka_cluster: ApacheKafka) -> tuple[Expected, dict[str, dict
     records = generate(EVENTS, seed=SEED)
     produce_records(bootstrap, records, client_config={"acks": "all"})
     return compute(records), {t: end_offsets(bootstrap, t)[t] for t in TOPICS}
-
-
-def storage_conf() -> dict[str, str]:
-    """What a user passes for an S3-compatible store (docs/cluster.md): the endpoint and
-    path-style addressing, no secrets; and the class path of Hadoop's S3 connector, whose
-    jars every node has here, as on EMR or Dataproc. (In `spark.jars`, even as `local:`
-    URIs, every executor copies them into its working directory: 680 MB each.)"""
-    jars = cached_storage_jars(default_cache_dir())
-    assert jars is not None, "no object-storage jars cached: run `make install`"
-    classpath = ":".join(str(j) for j in jars)
-    return {
-        "spark.driver.extraClassPath": classpath,
-        "spark.executor.extraClassPath": classpath,
-        "spark.hadoop.fs.s3a.endpoint": os.environ["AWS_ENDPOINT_URL"],
-        "spark.hadoop.fs.s3a.path.style.access": "true",
-    }
 
 
 def logs(cluster: StandaloneCluster) -> Iterator[Path]:

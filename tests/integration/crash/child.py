@@ -13,6 +13,10 @@ app id
 `<table>:<checkpoint query id>`, commit info with the batch's end offsets from the
 checkpoint's offset log. Trigger.AvailableNow: it exits 0 when the topic is drained.
 Crash points are armed by the parent through `WAREHOUSE_CRASH_POINT`.
+
+The session is `local[2]`, or with `params["master"]` a driver of that cluster with
+`params["spark_conf"]` over the defaults below (`params["native_jars"]`: whether the
+session puts the cached native jars on its class path).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import os
 import sys
 
 STARTED_MARKER = "CRASH-CHILD-QUERY-STARTED"
+APP_ID_MARKER = "CRASH-CHILD-APP-ID "
+"""Followed by the Spark application's id, printed once the session runs."""
 
 
 def main(params: dict) -> None:
@@ -57,12 +63,18 @@ def main(params: dict) -> None:
         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
         "warehouse.logLevel": "ERROR",
     }
-    spark = get_session(
-        SparkSettings(master="local[2]", conf=conf),
-        app_name="crash-child",
-        object_storage="://" in params["checkpoint"],
+    master = params.get("master") or "local[2]"
+    settings = SparkSettings(
+        master=master,
+        conf={**conf, **params.get("spark_conf", {})},
+        native_jars=params.get("native_jars", True),
     )
+    # A cluster's driver is given the storage jars' class path in `spark_conf`: as jars
+    # of the session every executor would copy them.
+    object_storage = "://" in params["checkpoint"] and "master" not in params
+    spark = get_session(settings, app_name="crash-child", object_storage=object_storage)
     log.info("SparkSession ready")
+    print(f"{APP_ID_MARKER}{spark.sparkContext.applicationId}", flush=True)
     ckpt = params["checkpoint"]
     engine = params["engine"]
     source = read_kafka_stream(
