@@ -15,6 +15,12 @@ launches in its place, and the run goes on.
 As in test_cluster_shape.py, the AWS variables reach the workers' daemons (and through them
 the executors) and the driver through the environment only; the endpoint, path-style
 addressing and the class path of Hadoop's S3 connector are Spark settings.
+
+This test covers what the crash test's runs on S3 in a local session covered (tables and
+checkpoint on S3, both engines, the same checks, more kills) on the shape users run on
+S3, so those runs are dropped: tests/integration/crash/test_kill_restart.py keeps the
+local disk and its 20 kills per engine, which cover the kill points
+(docs/decisions/0046-crash-test-on-s3-runs-on-the-cluster-shape.md).
 """
 
 from __future__ import annotations
