@@ -6,14 +6,14 @@
 # (session fixtures), so the groups are whole directories or files:
 #   crash    the crash tests (20+ lives of a child process per engine, each a fresh Spark
 #            start-up; the soak of the continuous example under kills and a full disk), the
-#            table tests (`warehouse test` of every table of the example) and the CLI's own
-#            tests (tests/integration/cli)
+#            table tests (`warehouse test` of every table of the example), the CLI's own
+#            tests (tests/integration/cli), the demo (checked against its independent
+#            computation, and run continuously) and the CLI's runs on S3
 #   servers  the standalone cluster (and the cluster shape: the example on its workers,
-#            tables on S3, three Kafka nodes, and the crash test on that shape), the demo
-#            (checked against its independent computation, and run continuously), the
-#            framework on the 3-node Apache Kafka cluster, the CLI end-to-end runs (local
-#            root and S3), tables on several clusters (named, federated), Kafka Connect,
-#            MirrorMaker 2 and PostgreSQL -> Debezium
+#            tables on S3, three Kafka nodes, and the crash test on that shape), the
+#            framework on the 3-node Apache Kafka cluster, the CLI end-to-end runs, tables
+#            on several clusters (named, federated), Kafka Connect, MirrorMaker 2 and
+#            PostgreSQL -> Debezium
 #   runtime  the rest of tests/integration/runtime
 #   rest     everything else: the unit tests, the broker against Apache Kafka, Delta,
 #            Kafka, CDC, quality
@@ -26,16 +26,16 @@ cd "$(dirname "$0")/.."
 
 PYTEST=(.venv/bin/python -m pytest)
 
-crash=(tests/integration/crash tests/integration/testing tests/integration/cli)
-servers=(tests/integration/cluster tests/integration/demo
-	tests/integration/oracle/test_framework_on_kafka.py
-	tests/integration/runtime/test_cli_e2e.py tests/integration/runtime/test_cli_object_storage.py
+crash=(tests/integration/crash tests/integration/testing tests/integration/cli
+	tests/integration/demo tests/integration/runtime/test_cli_object_storage.py)
+servers=(tests/integration/cluster
+	tests/integration/oracle/test_framework_on_kafka.py tests/integration/runtime/test_cli_e2e.py
 	tests/integration/runtime/test_named_clusters.py tests/integration/runtime/test_federation.py
 	tests/integration/connect tests/integration/cdc/test_debezium_postgres.py)
 runtime=(tests/integration/runtime)
 
 ignore() { for p in "$@"; do printf -- '--ignore=%s\n' "$p"; done; }
-mapfile -t runtime_ignores < <(ignore "${servers[@]}")
+mapfile -t runtime_ignores < <(ignore "${crash[@]}" "${servers[@]}")
 mapfile -t rest_ignores < <(ignore "${crash[@]}" "${servers[@]}" "${runtime[@]}")
 
 logs=$(mktemp -d)

@@ -38,7 +38,7 @@ import pytest
 from tests.integration.cluster.jobs import application_conf, storage_conf
 from tests.integration.cluster.standalone import StandaloneCluster
 from tests.integration.crash.child import APP_ID_MARKER
-from tests.integration.crash.scenario import Lives, sigkill_anywhere
+from tests.integration.crash.scenario import Lives, crash_seed, sigkill_anywhere
 from tests.support.apache_kafka import ApacheKafka
 
 pytestmark = [
@@ -130,7 +130,8 @@ def test_driver_and_executors_sigkilled_lose_and_repeat_nothing(
 ) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
-    killer = ExecutorKiller(MIN_EXECUTOR_KILLS, random.Random())
+    seed = crash_seed()  # the executor kills' delays replay with the driver's kill choices
+    killer = ExecutorKiller(MIN_EXECUTOR_KILLS, random.Random(f"executors-{seed}"))
     lives = Lives(
         MIN_DRIVER_KILLS,
         timer_s=TIMER_S,
@@ -152,6 +153,7 @@ def test_driver_and_executors_sigkilled_lose_and_repeat_nothing(
         logs,
         lives,
         child=child,
+        seed=seed,
     )
     assert kills >= MIN_DRIVER_KILLS
     assert len(killer.killed) >= MIN_EXECUTOR_KILLS, killer.killed

@@ -243,6 +243,11 @@ def _tombstones(path: str) -> dict[str, int]:
     return dict(zip(t.column("k").to_pylist(), t.column("seq").to_pylist(), strict=True))
 
 
+def crash_seed() -> str:
+    """`CRASH_SEED` from the environment, else a new one."""
+    return os.environ.get("CRASH_SEED") or str(time.time_ns())
+
+
 def sigkill_anywhere(
     bootstrap: str,
     topic: str,
@@ -252,11 +257,13 @@ def sigkill_anywhere(
     lives: Lives,
     *,
     child: dict | None = None,
+    seed: str | None = None,
 ) -> int:
     """The scenario on a new `topic` of the Kafka at `bootstrap`, tables and checkpoint
-    under `where`, on `engine`; `child`: more of the child's params (its session).
-    Returns how many times the child was killed."""
-    seed = os.environ.get("CRASH_SEED") or str(time.time_ns())
+    under `where`, on `engine`; `child`: more of the child's params (its session); `seed`:
+    the kill choices' (default `crash_seed()`). Returns how many times the child was
+    killed."""
+    seed = seed or crash_seed()
     # Shown with a failure's captured output: the same seed replays the same choices of
     # kill points and timer delays (the machine's timing still moves where a timer hits).
     print(f"CRASH_SEED={seed}")
