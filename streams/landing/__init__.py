@@ -8,6 +8,9 @@ Above both `streams.kafka` (the planned input partitions, the source's reader) a
   does not apply to it;
 - `kafka_json_append(...)`: one batch appended through Arrow, with Spark's parse for
   the records Arrow hands back (`KafkaJsonAppend` says what it did);
+- `landing_blocker(spark, path)`: why this path cannot run for a table from a session
+  (its tasks cannot import it or write there, delta-rs does not write the table), or
+  None (`streams.landing.reach`);
 - `RowRules`, `RowVerdict`: rows judged in the Arrow tasks before they are written
   (`streams.landing.rules`; the framework's expectations implement `RowRules`);
 - `BadRecords`: the quarantine rows the tasks write for the records they know are bad
@@ -23,6 +26,7 @@ from streams.landing.arrow_json import BAD_COLUMNS, ArrowParse, payload_schema, 
 from streams.landing.errors import LandingConfigError, LandingError
 from streams.landing.kafka_json import KafkaJsonAppend, arrow_payload, kafka_json_append
 from streams.landing.planned import planned_partitions
+from streams.landing.reach import landing_blocker
 from streams.landing.rules import BadRecords, RowRules, RowVerdict
 
 __all__ = [
@@ -36,6 +40,7 @@ __all__ = [
     "RowVerdict",
     "arrow_payload",
     "kafka_json_append",
+    "landing_blocker",
     "payload_schema",
     "planned_partitions",
     "split_block",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from warehouse.spec.expectations import is_row_level
 from warehouse.spec.table import AppendSink, UpsertSink
@@ -106,9 +106,10 @@ def arrow_landing(
     (`streams.landing`), else None: Kafka JSON appended, row-level expectations Arrow
     judges as Spark does (`warehouse.quality.arrow_rows`), flat payload types Arrow parses
     as Spark does, and `engines.parse` not `spark`. With engines whose own reads and
-    commits are not already Python tasks and delta-rs commits (the native ones) also a
-    local session and a table on the local file system (`_local`). Not for a federation:
-    its tasks would read each range without knowing the range's cluster."""
+    commits are not already Python tasks and delta-rs commits (the native ones) also
+    tasks that import the path and write under the table, and a table delta-rs appends
+    to (`streams.landing.landing_blocker`; a warning says which is missing). Not for a
+    federation: its tasks would read each range without knowing the range's cluster."""
     from warehouse.compile.inputs import KafkaInput
 
     spec = defn.spec
@@ -120,42 +121,35 @@ def arrow_landing(
         or engines.parse != "arrow"
     ):
         return None
-    if not (
-        engines.kafka.reads_in_python_tasks and engines.delta.commits_with_delta_rs
-    ) and not _local(spark, table_path):
-        return None
     struct = source.payload_struct()
     if struct is None:
         return None
-    from streams.landing import arrow_payload
+    from streams.landing import arrow_payload, landing_blocker
 
     parsed = arrow_payload(struct)
     if parsed is None:
         return None
-    if not any(is_row_level(e) for e in spec.expectations):
-        return ArrowLanding(struct, None, source.fetch_options())
-    from warehouse.quality.arrow_rows import arrow_checks
+    rules = None
+    if any(is_row_level(e) for e in spec.expectations):
+        from warehouse.quality.arrow_rows import arrow_checks
 
-    rules = arrow_checks(spec.expectations, parsed)
-    if rules is None:
-        logger.info(
-            "table %s: an expectation is not judged in Arrow; Spark parses its batches",
-            defn.name,
-        )
-        return None
+        rules = arrow_checks(spec.expectations, parsed)
+        if rules is None:
+            logger.info(
+                "table %s: an expectation is not judged in Arrow; Spark parses its batches",
+                defn.name,
+            )
+            return None
+    if not (engines.kafka.reads_in_python_tasks and engines.delta.commits_with_delta_rs):
+        # The Python engines' own reads and commits need what the path needs; the
+        # native ones are asked (`landing_blocker`).
+        blocker = landing_blocker(spark, table_path)
+        if blocker is not None:
+            logger.warning(
+                "table %s: not on the Arrow landing path, as %s; Spark parses and writes "
+                "its batches",
+                defn.name,
+                blocker,
+            )
+            return None
     return ArrowLanding(struct, rules, source.fetch_options())
-
-
-def _local(spark: Any, table_path: str) -> bool:
-    """Whether Spark runs in this process (a `local` master) and the table is on the
-    local file system. Engines that do not already run Python in the tasks and commit
-    with delta-rs take the Arrow path only then: on a cluster its tasks would need the
-    project's Python environment on executors that those engines otherwise never ask
-    for, and its delta-rs commit would not see the storage settings the cluster gives
-    delta-spark (`spark.hadoop.*`) nor write every table feature Delta on the cluster
-    may have enabled."""
-    from streams.delta import local_path
-
-    if not str(spark.conf.get("spark.master", "")).startswith("local"):
-        return False
-    return local_path(table_path) is not None
