@@ -86,7 +86,10 @@ def _tasks_blocker(spark: Any, table_path: str) -> str | None:
     """Why Spark's tasks cannot import the path's modules or write under the table
     (None: every probing task did both)."""
     probe = storage.join(table_path, STAGING_DIR, f"reach-{uuid.uuid4().hex}")
-    sc = spark.sparkContext
+    try:
+        sc = spark.sparkContext
+    except Exception as e:  # noqa: BLE001 - a Spark Connect session has none
+        return f"the session has no SparkContext to run its tasks ({_first_line(e)})"
     tasks = max(1, int(sc.defaultParallelism))
     try:
         done = (
