@@ -18,12 +18,14 @@ The events are produced once per module (300 events, as the example's fast runs)
 each engine reads them from the start into a bucket of its own. `python` submits no
 engine jars, so `engines: auto` picks the Python data sources, whose reads and Parquet
 writes run in the executors' Python workers against S3; `native` adds Spark's Kafka
-connector and delta-spark.
+connector and delta-spark. On both, the ODS tables land through Arrow in the executors'
+tasks (`streams.landing`), which the driver's log says batch by batch.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +43,7 @@ from tests.integration.cluster.jobs import (
 )
 from tests.integration.cluster.standalone import StandaloneCluster
 from tests.integration.demo.expected import Expected, compute
-from tests.integration.demo.tables import assert_sources, assert_tables
+from tests.integration.demo.tables import assert_sources, assert_tables, ods_coordinates, rows
 from tests.support.apache_kafka import ApacheKafka
 from warehouse.generate import TOPICS, generate
 from warehouse.generate.produce import ensure_topics, produce_records
@@ -58,6 +60,10 @@ pytestmark = [
 
 EVENTS, SEED = 300, 11
 LAYERS = ("ods", "dwd", "dws", "ads")
+ARROW_TABLES = ("ods_orders", "ods_payments", "ods_page_views")
+"""The example's tables on the Arrow landing path: Kafka JSON appended."""
+SYSTEM_PYTHON = "/usr/bin/python3"
+"""A Python of the pyspark's version without the framework's dependencies (Debian's)."""
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +122,13 @@ def test_example_on_workers_s3_and_three_kafka_nodes(
     out = "\n".join(r.stdout for r in runs.values())
     for name in ("ods_orders", "ods_payments", "ods_page_views", "dim_users", "dim_products"):
         assert f"{name} [" in out, out
+    # The ODS tables, with their quarantining expectations, land through Arrow in the
+    # executors' tasks on both engines: the native ones' probe found the tasks importing
+    # the path and writing under the tables on S3.
+    ods = runs["ods"].stdout
+    assert "not on the Arrow landing path" not in ods, ods[-3000:]
+    for name in ARROW_TABLES:
+        assert re.search(rf"table {name}: batch \d+ \(Arrow\): ", ods), ods[-3000:]
     assert_sources(s3_root, exp, ends)
     assert_tables(s3_root, exp)
     assert not any(tmp_path.iterdir()), sorted(tmp_path.iterdir())  # nothing on local disk
@@ -124,3 +137,50 @@ def test_example_on_workers_s3_and_three_kafka_nodes(
         assert secret not in run.stdout + run.stderr
     leaked = [str(p) for p in logs(cluster) if secret in p.read_text(errors="replace")]
     assert leaked == []
+
+
+@pytest.mark.usefixtures("native_jars")
+def test_executors_without_the_framework_keep_spark_path(
+    cluster: StandaloneCluster,
+    apache_kafka_cluster: ApacheKafka,
+    example: tuple[Expected, dict[str, dict[int, int]]],
+    s3_root: str,
+    tmp_path: Path,
+) -> None:
+    """The ODS layer on the native engines with executors whose Python lacks the
+    framework's dependencies (the machines' own `python3`, without pyarrow): the probe's
+    tasks fail, each ODS table stays on Spark's path with the reason at WARNING, and the
+    tables still hold every record of their topics exactly once."""
+    exp, ends = example
+    env = {
+        **{k: v for k, v in cluster.env.items() if not k.startswith("WAREHOUSE")},
+        "WAREHOUSE_ROOT": s3_root,
+        "KAFKA_BOOTSTRAP": apache_kafka_cluster.bootstrap,
+        "KAFKA_SECURITY_PROTOCOL": "PLAINTEXT",
+    }
+    extra = conf_args({**engine_conf("native"), **storage_conf()})
+    run = submit(
+        cluster,
+        REPO,
+        "ods",
+        env,
+        *extra,
+        executor_python=SYSTEM_PYTHON,
+        cwd=tmp_path,
+        verbose=True,
+    )
+    assert run.returncode == 0, failure(run)
+    for name in ARROW_TABLES:
+        assert re.search(
+            rf"WARNING .*table {name}: not on the Arrow landing path, as Spark's tasks cannot "
+            r"run it \(ModuleNotFoundError: No module named '\w+'\)",
+            run.stdout,
+        ), run.stdout[-3000:]
+        assert re.search(rf"table {name}: batch \d+ \(one pass\): ", run.stdout), run.stdout
+    assert "(Arrow)" not in run.stdout
+    for topic in ("orders", "payments", "page_views"):
+        assert ods_coordinates(s3_root, topic) == {
+            (p, o): 1 for p, end in ends[topic].items() for o in range(end)
+        }, topic
+    quarantined = {t: len(rows(s3_root, f"{t}__quarantine")) for t in exp.quarantined}
+    assert quarantined == exp.quarantined
