@@ -1,0 +1,175 @@
+"""The ingest on the cluster shape: executors on two workers, tables on S3, three Kafka nodes.
+
+    flock /tmp/cluster-shape.lock .venv/bin/python benchmarks/cluster_ingest_bench.py \\
+        [--sizes 100000,1100000] [--engines python,native] [--partitions 4]
+
+Starts what tests/integration/cluster/test_cluster_shape.py runs on: a Spark standalone
+master with two workers (1 core, 1 GiB each; `tests/integration/cluster/standalone.py`),
+the S3-API server (`tests/support/s3.py`, the AWS variables in this process's environment
+and so in the daemons', which the executors inherit) and a three-node Apache Kafka
+cluster (`tests/support/apache_kafka.py`, replication factor 3). For each size, a topic
+of that many JSON records as `kafka_ingest_sizes.py` makes them (one in a thousand cut
+off, one in a thousand with a null `order_id`), then in one run on that topic: (k) kcat
+(`kcat -C -e -o beginning`, the fastest of three reads), and on each engine (q) an ODS
+table with `expect_column_values_to_not_be_null: {column: order_id}, on_violation:
+quarantine` in a fresh project whose `warehouse_root` is a new folder of the bucket,
+run by `spark-submit warehouse/submit.py --layer ods --env cluster --once` in client
+mode (the driver here, one executor on each worker), as the cluster test submits it.
+
+The table's time is the sum of its batches' times from the driver's log (`table
+ods_bench: batch N (Arrow): ... 1.2s`: the batch's write, from its DataFrame to its
+commits), without the application's start; the whole submit's wall time is printed
+beside it. Per case the marginal rate between the smallest and the largest size,
+(large - small) / (t_large - t_small), and its ratio to kcat's marginal rate in the same
+run (docs/decisions/0004). After each run (not timed) the table and its quarantine are
+read back from S3 and checked record by record (`kafka_ingest_sizes.verify`). Not a
+test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from ingest_runs import run_kcat  # noqa: E402
+from kafka_ingest_sizes import NOT_NULL, SCHEMA, produce, verify  # noqa: E402
+
+BATCH = re.compile(r"table ods_bench: batch \d+(?: \(([^)]*)\))?: (\d+) rows in, .* ([\d.]+)s$")
+"""The runner's line per batch: the strategy (absent: the persisted path), rows, seconds."""
+
+
+def project_dir(base: Path, root: str, bootstrap: str) -> Path:
+    """A project of one ODS table, `ods_bench`, reading `TOPIC` with the quarantining
+    not-null expectation; `conf/cluster.yml` on `root` and `bootstrap`."""
+    import json
+
+    base.mkdir(parents=True)
+    (base / "conf").mkdir()
+    (base / "conf" / "cluster.yml").write_text(
+        f"warehouse_root: {root}\n"
+        f'kafka:\n  bootstrap: "{bootstrap}"\n  security: {{protocol: PLAINTEXT}}\n'
+        "engines: {kafka: auto, delta: auto}\n"
+    )
+    (base / "schemas").mkdir()
+    (base / "schemas" / "bench.json").write_text(json.dumps(SCHEMA))
+    ods = base / "layers" / "ods"
+    ods.mkdir(parents=True)
+    (ods / "bench.yml").write_text(
+        "table: ods_bench\n"
+        "source:\n  kafka: {topic: TOPIC, starting_offsets: earliest, format: json, "
+        "schema: bench}\n"
+        f"sink: {{mode: append}}\n{NOT_NULL}"
+    )
+    return base
+
+
+def run_case(
+    cluster, base: Path, engine: str, topic: str, records: int, partitions: int, *, where: str
+):
+    """(q) on `engine` over `topic` (`where`: bucket and bootstrap), its tables in a new
+    folder of the bucket: (seconds in batches, submit seconds, strategies, batches, check)."""
+    from tests.integration.cluster.jobs import conf_args, engine_conf, failure, submit
+    from tests.integration.cluster.test_cluster_shape import storage_conf
+    from warehouse import Project
+
+    bucket, bootstrap = where
+    root = f"s3a://{bucket}/{engine}-{records}-{uuid.uuid4().hex[:6]}"
+    project = project_dir(base / f"{engine}-{records}", root, bootstrap)
+    yml = project / "layers" / "ods" / "bench.yml"
+    yml.write_text(yml.read_text().replace("TOPIC", topic))
+    extra = conf_args({**engine_conf(engine), **storage_conf()})
+    env = {k: v for k, v in cluster.env.items() if not k.startswith("WAREHOUSE")}
+    t0 = time.perf_counter()
+    run = submit(cluster, project, "ods", env, *extra, cwd=base, verbose=True)
+    wall = time.perf_counter() - t0
+    if run.returncode != 0:
+        raise SystemExit(f"{engine}, {records:,}: {failure(run)}")
+    batches = [m.groups() for m in map(BATCH.search, run.stdout.splitlines()) if m]
+    seconds = sum(float(s) for _, _, s in batches)
+    rows = sum(int(n) for _, n, _ in batches)
+    if rows != records:
+        raise SystemExit(f"{engine}, {records:,}: the batches read {rows:,} records")
+    paths = sorted({p or "cached" for p, _, _ in batches})
+    checked = verify(Project.load(project, env="cluster"), records, partitions, expect=True)
+    return seconds, wall, paths, len(batches), checked
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="100000,1100000")
+    p.add_argument("--engines", default="python,native")
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--size", type=int, default=200, help="bytes per record, roughly")
+    args = p.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    engines = args.engines.split(",")
+
+    from tests.integration.cluster.standalone import StandaloneCluster
+    from tests.support import s3
+    from tests.support.apache_kafka import ApacheKafka
+
+    work = Path(tempfile.mkdtemp(prefix="cluster-ingest-bench-"))
+    server = s3.plan()  # the AWS variables in this process, and so in the daemons'
+    os.environ["WAREHOUSE_ROOT"] = "unused"  # conf/cluster.yml of the projects names it
+    server.start()
+    kafka = ApacheKafka(work / "kafka", nodes=3).start()
+    try:
+        with StandaloneCluster(work / "cluster", workers=2) as cluster:
+            bucket = server.create_bucket(f"bench-{uuid.uuid4().hex[:8]}")
+            bootstrap = kafka.bootstrap
+            print(f"cluster {cluster.url}, kafka {bootstrap}, bucket {bucket}", flush=True)
+            kcat: dict[int, float] = {}
+            took: dict[tuple[str, int], float] = {}
+            for records in sizes:
+                topic = f"bench-{records}-{uuid.uuid4().hex[:6]}"
+                produce(bootstrap, topic, records, args.size, args.partitions)
+                dt = run_kcat(bootstrap, topic, records, runs=3)
+                if dt is None:
+                    raise SystemExit("kcat is not installed: no baseline")
+                kcat[records] = dt
+                for engine in engines:
+                    seconds, wall, paths, n, checked = run_case(
+                        cluster,
+                        work,
+                        engine,
+                        topic,
+                        records,
+                        args.partitions,
+                        where=(bucket, bootstrap),
+                    )
+                    took[(engine, records)] = seconds
+                    print(
+                        f"(q) {engine:>7}, {records:>10,}: {records / seconds:>10,.0f} rows/s "
+                        f"in batches ({n} batch(es), {'/'.join(paths)}, {seconds:.1f} s), "
+                        f"submit {wall:.1f} s; {checked}",
+                        flush=True,
+                    )
+            small, large = min(sizes), max(sizes)
+            if small == large:
+                return
+            k = (large - small) / (kcat[large] - kcat[small])
+            print(f"marginal {small:,} -> {large:,}: (k) kcat {k:,.0f} rows/s", flush=True)
+            for engine in engines:
+                dt = took[(engine, large)] - took[(engine, small)]
+                rate = (large - small) / dt
+                print(f"  (q) {engine}: {rate:,.0f} rows/s, to (k) {rate / k:.2f}", flush=True)
+    finally:
+        kafka.stop()
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(server.folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
