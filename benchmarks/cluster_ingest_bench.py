@@ -79,8 +79,13 @@ def run_case(
 ):
     """(q) on `engine` over `topic` (`where`: bucket and bootstrap), its tables in a new
     folder of the bucket: (seconds in batches, submit seconds, strategies, batches, check)."""
-    from tests.integration.cluster.jobs import conf_args, engine_conf, failure, submit
-    from tests.integration.cluster.test_cluster_shape import storage_conf
+    from tests.integration.cluster.jobs import (
+        conf_args,
+        engine_conf,
+        failure,
+        storage_conf,
+        submit,
+    )
     from warehouse import Project
 
     bucket, bootstrap = where
