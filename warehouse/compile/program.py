@@ -81,7 +81,9 @@ class TableProgram:
     `checks` are the row expectations compiled against the rows they judge (None
     without any). `views`: the temporary views the program registered (dropped when
     its query ends). `no_data_batches`: whether Spark runs a batch without new input
-    when the watermark moves (`emits_without_data`)."""
+    when the watermark moves (`emits_without_data`). `interpreted`: whether the query
+    evaluates Spark's expressions outside whole-stage code without generating code
+    (`evicts_by_watermark`, docs/decisions/0049)."""
 
     plan: TablePlan
     definition: TableDefinition
@@ -99,6 +101,7 @@ class TableProgram:
     """Seconds the quality events are kept (`quality.events_retention`)."""
     views: tuple[str, ...]
     no_data_batches: bool
+    interpreted: bool
     once: bool
 
     @property
@@ -242,6 +245,7 @@ def build_program(
         views=tuple(registered),
         no_data_batches=isinstance(source, TableInput)
         and emits_without_data(stream, defn, plan.output_mode),
+        interpreted=isinstance(source, TableInput) and evicts_by_watermark(stream),
         once=once,
     )
 
@@ -406,6 +410,33 @@ def emits_without_data(df: DataFrame, defn: TableDefinition, output_mode: str) -
     nodes = _STATE_EMITS + (_JOIN_EMITS if joins else ())
     return any(node in plan for node in nodes)
 
+
+def evicts_by_watermark(df: DataFrame) -> bool:
+    """Whether the stream keeps state that a watermark evicts: a watermark and a stateful
+    operator (an aggregate, a dedupe, a join of streams, state of the user's own).
+
+    Each batch, such an operator builds its eviction and late-row predicates with the
+    batch's watermark written into them as a literal, and Spark generates and compiles
+    a class for each new literal: nearly a class a batch in a continuous run, each
+    compiled by janino and then by the JIT (docs/decisions/0049). A plan Spark does not
+    let us inspect counts as not evicting: Spark's defaults stay."""
+    try:
+        plan = df._jdf.queryExecution().analyzed().toString()  # no public API for the plan
+    except Exception:  # noqa: BLE001 - Spark Connect has no JVM plan: keep Spark's default
+        return False
+    return "EventTimeWatermark" in plan and any(node in plan for node in _WATERMARK_STATE)
+
+
+_WATERMARK_STATE = (
+    "Aggregate",
+    "Deduplicate",
+    "Join",
+    "FlatMapGroupsWithState",
+    "FlatMapGroupsInPandasWithState",
+    "TransformWithState",
+)
+"""Nodes of an analyzed plan, as Spark prints them, that keep state a watermark evicts
+(`Deduplicate` also matches `DeduplicateWithinWatermark`)."""
 
 # Nodes of an analyzed plan, as Spark prints them, whose state can emit rows when the
 # watermark or a timeout evicts it.

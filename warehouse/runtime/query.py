@@ -28,6 +28,22 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+FACTORY_MODE = "spark.sql.codegen.factoryMode"
+"""How Spark evaluates expressions outside whole-stage code: generated classes (its
+default, falling back to interpreting them) or `NO_CODEGEN` (interpreted)."""
+
+
+def query_settings(program: TableProgram) -> dict[str, str]:
+    """The Spark settings of `program`'s query alone, over its session's: no batches
+    without new input unless the query can emit in one (`no_data_batches`), and
+    expressions interpreted where a watermark evicts state (`interpreted`, decision
+    0049). Whole-stage code generation stays on either way."""
+    settings = {}
+    if not program.no_data_batches:
+        settings[NO_DATA_BATCHES] = "false"
+    if program.interpreted:
+        settings[FACTORY_MODE] = "NO_CODEGEN"
+    return settings
 
 
 @dataclass
@@ -65,17 +81,23 @@ class TableQuery:
             writer = writer.trigger(availableNow=True)
         elif interval:
             writer = writer.trigger(processingTime=interval)
-        if program.no_data_batches:
+        settings = query_settings(program)
+        if not settings:
             return writer.start()
         # The query reads its settings from a copy of the session made by start():
         # set for this start only (the runner starts one query at a time).
         conf = program.stream.sparkSession.conf
-        before = conf.get(NO_DATA_BATCHES, "true")
-        conf.set(NO_DATA_BATCHES, "false")
+        before = {key: conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            conf.set(key, value)
         try:
             return writer.start()
         finally:
-            conf.set(NO_DATA_BATCHES, before)
+            for key, value in before.items():
+                if value is None:
+                    conf.unset(key)
+                else:
+                    conf.set(key, value)
 
     def refresh_snapshots(self) -> None:
         """Read the snapshots the table keeps again once older than their `max_age` (the
