@@ -83,7 +83,7 @@ class TableProgram:
     its query ends). `no_data_batches`: whether Spark runs a batch without new input
     when the watermark moves (`emits_without_data`). `interpreted`: whether the query
     evaluates Spark's expressions outside whole-stage code without generating code
-    (`evicts_by_watermark`, docs/decisions/0049)."""
+    (`dedupes_by_watermark`, docs/decisions/0049)."""
 
     plan: TablePlan
     definition: TableDefinition
@@ -245,7 +245,7 @@ def build_program(
         views=tuple(registered),
         no_data_batches=isinstance(source, TableInput)
         and emits_without_data(stream, defn, plan.output_mode),
-        interpreted=isinstance(source, TableInput) and evicts_by_watermark(stream),
+        interpreted=isinstance(source, TableInput) and dedupes_by_watermark(stream, defn),
         once=once,
     )
 
@@ -411,32 +411,26 @@ def emits_without_data(df: DataFrame, defn: TableDefinition, output_mode: str) -
     return any(node in plan for node in nodes)
 
 
-def evicts_by_watermark(df: DataFrame) -> bool:
-    """Whether the stream keeps state that a watermark evicts: a watermark and a stateful
-    operator (an aggregate, a dedupe, a join of streams, state of the user's own).
+def dedupes_by_watermark(df: DataFrame, defn: TableDefinition) -> bool:
+    """Whether the stream's only state is a dedupe that a watermark evicts: a watermark
+    and a dedupe, no aggregate, no join of streams.
 
-    Each batch, such an operator builds its eviction and late-row predicates with the
-    batch's watermark written into them as a literal, and Spark generates and compiles
-    a class for each new literal: nearly a class a batch in a continuous run, each
-    compiled by janino and then by the JIT (docs/decisions/0049). A plan Spark does not
-    let us inspect counts as not evicting: Spark's defaults stay."""
+    Each batch, the dedupe builds its predicates that evict state and drop late rows
+    with the batch's watermark written into them as a literal, and Spark generates and
+    compiles a class for each new literal: two a batch that moves the watermark, each
+    compiled by janino and then by the JIT. Interpreted, a dedupe's large batch costs
+    about as much; an aggregate's costs 2.3 times as much, so an aggregate or a join of
+    streams keeps generated code (docs/decisions/0049). A plan Spark does not let us
+    inspect counts as not deduping: Spark's defaults stay."""
+    joins = isinstance(defn.spec.source, TableSource) and defn.spec.source.join_streams
+    if not defn.spec.watermark or not defn.spec.dedupe or defn.spec.aggregate or joins:
+        return False
     try:
         plan = df._jdf.queryExecution().analyzed().toString()  # no public API for the plan
     except Exception:  # noqa: BLE001 - Spark Connect has no JVM plan: keep Spark's default
         return False
-    return "EventTimeWatermark" in plan and any(node in plan for node in _WATERMARK_STATE)
+    return "EventTimeWatermark" in plan and "Deduplicate" in plan and "Aggregate" not in plan
 
-
-_WATERMARK_STATE = (
-    "Aggregate",
-    "Deduplicate",
-    "Join",
-    "FlatMapGroupsWithState",
-    "FlatMapGroupsInPandasWithState",
-    "TransformWithState",
-)
-"""Nodes of an analyzed plan, as Spark prints them, that keep state a watermark evicts
-(`Deduplicate` also matches `DeduplicateWithinWatermark`)."""
 
 # Nodes of an analyzed plan, as Spark prints them, whose state can emit rows when the
 # watermark or a timeout evicts it.
