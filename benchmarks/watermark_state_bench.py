@@ -1,6 +1,6 @@
 """A large batch of a stateful query with a watermark: expressions interpreted outside
 whole-stage code (`spark.sql.codegen.factoryMode=NO_CODEGEN`, what the framework sets on
-such queries, docs/decisions/0049) against Spark's generated code (its default).
+such queries, docs/decisions/0047) against Spark's generated code (its default).
 
     .venv/bin/python benchmarks/watermark_state_bench.py [--rows 1000000] [--rounds 2]
 

@@ -83,7 +83,7 @@ class TableProgram:
     its query ends). `no_data_batches`: whether Spark runs a batch without new input
     when the watermark moves (`emits_without_data`). `interpreted`: whether the query
     evaluates Spark's expressions outside whole-stage code without generating code
-    (`dedupes_by_watermark`, docs/decisions/0049)."""
+    (`dedupes_by_watermark`, docs/decisions/0047)."""
 
     plan: TablePlan
     definition: TableDefinition
@@ -420,7 +420,7 @@ def dedupes_by_watermark(df: DataFrame, defn: TableDefinition) -> bool:
     compiles a class for each new literal: two a batch that moves the watermark, each
     compiled by janino and then by the JIT. Interpreted, a dedupe's large batch costs
     about as much; an aggregate's costs 2.3 times as much, so an aggregate or a join of
-    streams keeps generated code (docs/decisions/0049). A plan Spark does not let us
+    streams keeps generated code (docs/decisions/0047). A plan Spark does not let us
     inspect counts as not deduping: Spark's defaults stay."""
     joins = isinstance(defn.spec.source, TableSource) and defn.spec.source.join_streams
     if not defn.spec.watermark or not defn.spec.dedupe or defn.spec.aggregate or joins:

@@ -37,7 +37,7 @@ def query_settings(program: TableProgram) -> dict[str, str]:
     """The Spark settings of `program`'s query alone, over its session's: no batches
     without new input unless the query can emit in one (`no_data_batches`), and
     expressions interpreted where a watermark evicts a dedupe's state (`interpreted`,
-    decision 0049). Whole-stage code generation stays on either way."""
+    decision 0047). Whole-stage code generation stays on either way."""
     settings = {}
     if not program.no_data_batches:
         settings[NO_DATA_BATCHES] = "false"

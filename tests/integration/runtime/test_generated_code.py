@@ -4,7 +4,7 @@ Spark's stateful operators write each batch's watermark as a literal into the
 predicates that evict state and drop late rows, so with code generation a batch that
 moves the watermark compiles new classes (janino, then the JIT). The framework runs a
 query whose only state is such a dedupe with expressions interpreted outside whole-stage
-code (decision 0049). Real broker, real Spark, real Delta, both engines: a continuous
+code (decision 0047). Real broker, real Spark, real Delta, both engines: a continuous
 run of the two-layer project (`dwd_orders` dedupes `ods_orders` by `order_id` within a
 watermark); one order a round, each a minute later than the last, so each round moves
 the watermark. After two rounds have warmed the plans' caches, the rounds after them
