@@ -385,7 +385,7 @@ class ApacheKafka:
         self.stop()
 
 
-def _started(work_dir: Path, *, nodes: int) -> ApacheKafka:
+def started_nodes(work_dir: Path, *, nodes: int) -> ApacheKafka:
     """Started nodes; a failed test (not a skipped one) saying why when they cannot start."""
     try:
         return ApacheKafka(work_dir, nodes=nodes).start()
@@ -397,7 +397,7 @@ def _started(work_dir: Path, *, nodes: int) -> ApacheKafka:
 @pytest.fixture(scope="session")
 def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
     """One single-node Apache Kafka (combined broker and controller) shared by the run."""
-    kafka = _started(tmp_path_factory.mktemp("apache-kafka"), nodes=1)
+    kafka = started_nodes(tmp_path_factory.mktemp("apache-kafka"), nodes=1)
     try:
         yield kafka
     finally:
@@ -443,7 +443,7 @@ def secure_apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ap
 def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
     """Three Apache Kafka nodes in one cluster (replication factor 3, min.insync.replicas=2),
     shared by the module that asks for it."""
-    kafka = _started(tmp_path_factory.mktemp("apache-kafka-cluster"), nodes=3)
+    kafka = started_nodes(tmp_path_factory.mktemp("apache-kafka-cluster"), nodes=3)
     try:
         yield kafka
     finally:

@@ -402,13 +402,21 @@ def emits_without_data(df: DataFrame, defn: TableDefinition, output_mode: str) -
         return False
     if defn.spec.aggregate:
         return True
-    try:
-        plan = df._jdf.queryExecution().analyzed().toString()  # no public API for the plan
-    except Exception:  # noqa: BLE001 - Spark Connect has no JVM plan: keep Spark's default
+    plan = analyzed_plan(df)
+    if plan is None:  # Spark Connect has no JVM plan: keep Spark's default
         return True
     joins = isinstance(defn.spec.source, TableSource) and defn.spec.source.join_streams
     nodes = _STATE_EMITS + (_JOIN_EMITS if joins else ())
     return any(node in plan for node in nodes)
+
+
+def analyzed_plan(df: DataFrame) -> str | None:
+    """The analyzed plan of `df` as Spark prints it (no public API gives it), or None
+    where there is no JVM plan to ask (Spark Connect)."""
+    try:
+        return df._jdf.queryExecution().analyzed().toString()
+    except Exception:  # noqa: BLE001 - a Connect DataFrame has no `_jdf`
+        return None
 
 
 def dedupes_by_watermark(df: DataFrame, defn: TableDefinition) -> bool:
@@ -425,9 +433,8 @@ def dedupes_by_watermark(df: DataFrame, defn: TableDefinition) -> bool:
     joins = isinstance(defn.spec.source, TableSource) and defn.spec.source.join_streams
     if not defn.spec.watermark or not defn.spec.dedupe or defn.spec.aggregate or joins:
         return False
-    try:
-        plan = df._jdf.queryExecution().analyzed().toString()  # no public API for the plan
-    except Exception:  # noqa: BLE001 - Spark Connect has no JVM plan: keep Spark's default
+    plan = analyzed_plan(df)
+    if plan is None:  # Spark Connect has no JVM plan: keep Spark's default
         return False
     return "EventTimeWatermark" in plan and "Deduplicate" in plan and "Aggregate" not in plan
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.cluster.standalone import StandaloneCluster
-from tests.support.apache_kafka import ApacheKafka, ApacheKafkaError
+from tests.support.apache_kafka import ApacheKafka, started_nodes
 
 
 @pytest.fixture(scope="session")
@@ -31,10 +31,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneClus
 def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
     """Three Apache Kafka nodes in one cluster (replication factor 3, min.insync.replicas=2);
     the tests give their topics names of their own."""
-    try:
-        kafka = ApacheKafka(tmp_path_factory.mktemp("apache-kafka-cluster"), nodes=3).start()
-    except ApacheKafkaError as e:
-        pytest.fail(str(e), pytrace=False)
+    kafka = started_nodes(tmp_path_factory.mktemp("apache-kafka-cluster"), nodes=3)
     try:
         yield kafka
     finally:
