@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -245,6 +246,32 @@ def framework(spark, bootstrap: str, engine: str, query: str, root: Path) -> dic
     return {query: project.table_path(query)}
 
 
+def cli(work: Path, bootstrap: str, engine: str, query: str, root: Path) -> dict[str, Path]:
+    """(c) As a user runs it: `warehouse run --refresh <the query's tables> --once` in a
+    fresh process (its JVM's start included), on a copy of the project whose
+    `conf/bench.yml` names the broker, `root` and `engine`."""
+    project = work / "project"
+    if not project.exists():
+        shutil.copytree(PROJECT, project)
+    local = (PROJECT / "conf" / "local.yml").read_text()
+    conf = local.replace("warehouse_root: .warehouse", f"warehouse_root: {root}")
+    conf = conf.replace("bootstrap: embedded", f"bootstrap: {bootstrap}")
+    conf = conf.replace(
+        "engines: {kafka: auto, delta: auto}", f"engines: {{kafka: {engine}, delta: {engine}}}"
+    )
+    (project / "conf" / "bench.yml").write_text(conf)
+    command = [str(Path(sys.executable).with_name("warehouse")), "run", "--project", str(project)]
+    command += ["--env", "bench", "--refresh", ",".join(TABLES[query]), "--once"]
+    run = subprocess.run(command, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise SystemExit(
+            f"warehouse run ({engine}) {query}: exit {run.returncode}\n{run.stderr[-3000:]}"
+        )
+    from warehouse.spec.paths import table_path
+
+    return {query: Path(table_path(root, query))}
+
+
 def check(query: str, path: Path, expected: dict[str, list[tuple]], who: str) -> None:
     from streams.delta.arrow import read_table
 
@@ -270,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default="python,native")
     parser.add_argument("--queries", default=",".join(READS))
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--no-cli", action="store_true", help="leave out (c): `warehouse run` in a fresh process"
+    )
     args = parser.parse_args(argv)
     engines = args.engines.split(",")
     queries = args.queries.split(",")
@@ -307,7 +337,12 @@ def main(argv: list[str] | None = None) -> int:
             framework(spark, broker.bootstrap, engine, "q0", root())
         print(
             f"{'query':<6}{'events':>9}{'hand ev/s':>12}"
-            + "".join(f"{e + ' ev/s':>14}{'ratio':>7}" for e in engines),
+            + "".join(f"{e + ' ev/s':>14}{'ratio':>7}" for e in engines)
+            + (
+                ""
+                if args.no_cli
+                else "".join(f"{e + ' CLI ev/s':>16}{'ratio':>7}" for e in engines)
+            ),
             flush=True,
         )
         for q in queries:
@@ -321,9 +356,17 @@ def main(argv: list[str] | None = None) -> int:
                     secs, out = timed(framework, spark, broker.bootstrap, engine, q, root())
                     check(q, out[q], expected, f"framework ({engine})")
                     best[engine] = min(best.get(engine, secs), secs)
+                    if args.no_cli:
+                        continue
+                    secs, out = timed(cli, work, broker.bootstrap, engine, q, root())
+                    check(q, out[q], expected, f"warehouse run ({engine})")
+                    best[f"{engine} cli"] = min(best.get(f"{engine} cli", secs), secs)
             line = f"{q:<6}{n:>9,}{n / best['hand']:>12,.0f}"
             for engine in engines:
                 line += f"{n / best[engine]:>14,.0f}{best['hand'] / best[engine]:>7.2f}"
+            for engine in [] if args.no_cli else engines:
+                secs = best[f"{engine} cli"]
+                line += f"{n / secs:>16,.0f}{best['hand'] / secs:>7.2f}"
             print(line, flush=True)
         print(f"load average at end: {os.getloadavg()[0]:.1f}", flush=True)
     finally:
