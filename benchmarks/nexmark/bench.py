@@ -3,7 +3,7 @@ hand-written Structured Streaming job of the same query, in one run, as ratios.
 
     flock /tmp/warehouse-bench.lock .venv/bin/python benchmarks/nexmark/bench.py \\
         [--events 200000] [--rate 1000] [--seed 1] [--partitions 2] \\
-        [--engines python,native] [--queries q0,q1,q2,q3,q4,q7,q8] [--rounds 1]
+        [--engines python,native] [--queries q0,q1,q2,q3,q4,q5,q7,q8] [--rounds 1] [--no-cli]
 
 Starts the bundled broker, produces `--events` of the generator's events (topics `person`,
 `auction`, `bid`), and in one local[2] SparkSession (the CLI's, `bench_session.py`), for
@@ -19,7 +19,9 @@ each query:
   own tables, fresh warehouse root, `project.pipeline(spark, tables=...).run(once=True)`
   (what `warehouse run --table ... --once` runs, without the JVM's start). On the python
   engine the same hand-written job is the baseline: there is no hand-written job on the
-  Python data sources a Spark user would write instead of Spark's own connector.
+  Python data sources a Spark user would write instead of Spark's own connector;
+- (c) unless `--no-cli`, as a user runs it: `warehouse run --refresh <the same tables>
+  --once` in a fresh process, its JVM's start included.
 
 A query's events are the records of the topics it reads (q0-q2, q7: bids; q3, q8: persons
 and auctions; q4: auctions and bids); events/s = those records / wall seconds of the run,
