@@ -151,6 +151,10 @@ def test_repeated_status_reuses_one_admin_client_per_cluster_for_lag(
         kept = opened(readers)
     finally:
         readers.close()
+    # Each call probes the port once (`reachable`, a plain TCP connect) and, with the
+    # readers, nothing more. An admin client of its own per call connects to the
+    # bootstrap server besides, and to the partitions' leader only when librdkafka gets
+    # that far before the client is dropped (11 or 12 of 5 calls here, 10 once in CI).
     counted = CALLS - WARM
-    assert kept == counted, (kept, one_shot)  # the reachability probe alone
-    assert one_shot > 2 * counted, (kept, one_shot)
+    assert kept == counted, (kept, one_shot)
+    assert one_shot >= 2 * counted, (kept, one_shot)
