@@ -10,13 +10,12 @@
 #            tests (tests/integration/cli), the demo (checked against its independent
 #            computation, and run continuously) and the CLI's runs on S3
 #   servers  the standalone cluster (and the cluster shape: the example on its workers,
-#            tables on S3, three Kafka nodes, and the crash test on that shape), the
-#            framework on the 3-node Apache Kafka cluster, the CLI end-to-end runs, tables
+#            tables on S3, three Kafka nodes, and the crash test on that shape), tables
 #            on several clusters (named, federated), Kafka Connect, MirrorMaker 2 and
 #            PostgreSQL -> Debezium
-#   runtime  the rest of tests/integration/runtime
-#   rest     everything else: the unit tests, the broker against Apache Kafka, Delta,
-#            Kafka, CDC, quality
+#   runtime  the rest of tests/integration/runtime (the CLI end-to-end runs included)
+#   rest     everything else: the unit tests, the broker and the framework against
+#            Apache Kafka, Delta, Kafka, CDC, quality
 # The groups take about the same time (docs/decisions/0041-four-test-processes.md). `rest`
 # prints as it runs; each other group's output is printed once it is done, with its
 # slowest tests. The exit status is the first failing group's, and every group's status
@@ -29,7 +28,6 @@ PYTEST=(.venv/bin/python -m pytest)
 crash=(tests/integration/crash tests/integration/testing tests/integration/cli
 	tests/integration/demo tests/integration/runtime/test_cli_object_storage.py)
 servers=(tests/integration/cluster
-	tests/integration/oracle/test_framework_on_kafka.py tests/integration/runtime/test_cli_e2e.py
 	tests/integration/runtime/test_named_clusters.py tests/integration/runtime/test_federation.py
 	tests/integration/connect tests/integration/cdc/test_debezium_postgres.py)
 runtime=(tests/integration/runtime)
