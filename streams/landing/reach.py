@@ -6,8 +6,9 @@ the driver commits them with delta-rs. A session whose tasks run in this process
 environment on this machine (a `local` master) over a table on the local file system
 can do all of that by construction. Anywhere else it is asked, not assumed: one small
 Spark job whose tasks import the path's modules and write and delete an object under
-the table's staging folder, with the executors' own environment and credentials, and a
-delta-rs open of the table on the driver. A table delta-spark created with a feature
+the table's staging folder, with the executors' own environment and credentials under
+the driver's storage section (as the path's tasks get it), and a delta-rs open of the
+table on the driver. A table delta-spark created with a feature
 delta-rs does not write (column mapping, deletion vectors, ...) stays on Spark's path.
 """
 
@@ -91,10 +92,11 @@ def _tasks_blocker(spark: Any, table_path: str) -> str | None:
     except Exception as e:  # noqa: BLE001 - a Spark Connect session has none
         return f"the session has no SparkContext to run its tasks ({_first_line(e)})"
     tasks = max(1, int(sc.defaultParallelism))
+    settings = storage.overrides()
     try:
         done = (
             sc.parallelize(range(tasks), tasks)
-            .mapPartitionsWithIndex(lambda i, _: probe_task(probe, i))
+            .mapPartitionsWithIndex(lambda i, _: probe_task(probe, i, settings))
             .collect()
         )
     except Exception as e:  # noqa: BLE001 - any task failure: an import, a denied write
@@ -109,14 +111,16 @@ def _tasks_blocker(spark: Any, table_path: str) -> str | None:
     return None
 
 
-def probe_task(probe: str, index: int) -> Iterator[int]:
+def probe_task(probe: str, index: int, settings: dict[str, Any]) -> Iterator[int]:
     """In a task: import what the landing path's tasks run, write an object under
-    `probe` and delete it."""
+    `probe` and delete it, with the driver's storage section `settings` over the
+    executor's own variables, as the path's tasks do."""
     import streams.landing.tasks  # noqa: F401 - pyarrow, deltalake, the parser
 
-    location = storage.join(probe, f"{index}-{uuid.uuid4().hex}")
-    storage.write_bytes(location, b"")
-    storage.remove(location)
+    with storage.configured(settings):
+        location = storage.join(probe, f"{index}-{uuid.uuid4().hex}")
+        storage.write_bytes(location, b"")
+        storage.remove(location)
     yield index
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -26,7 +26,9 @@ from streams.landing.rules import BadRecords, RowRules
 class TaskSpec:
     """What every task of one batch needs: the table's root and staging folder, the
     Arrow schemas of its rows and of the payload, the required fields, the partition and
-    unique columns of its writer, the rules and the known-bad writer (None: none)."""
+    unique columns of its writer, the rules and the known-bad writer (None: none), and
+    the driver's storage section (`streams.storage.overrides`), which an executor on
+    another machine has no other way to get."""
 
     root: str
     stage: str
@@ -37,6 +39,7 @@ class TaskSpec:
     unique_columns: tuple[str, ...]
     rules: RowRules | None = None
     known: BadRecords | None = None
+    storage_settings: dict[str, Any] = field(default_factory=storage.overrides)
 
 
 class _Staged:
@@ -115,7 +118,8 @@ def run_task(spec: TaskSpec, partitions: Iterator[Any]) -> Iterator[dict[str, An
     from streams.delta import crash_point
 
     crash_point("arrow_task")  # kills this Python worker: the tests' stand-in for a crash
-    yield from _TaskRun(spec).run(partitions)
+    with storage.configured(spec.storage_settings):
+        yield from _TaskRun(spec).run(partitions)
 
 
 class _TaskRun:

@@ -47,7 +47,9 @@ from streams.storage.settings import (
     DEFAULT_LEASE_SECONDS,
     StorageSettings,
     configure,
+    configured,
     current,
+    overrides,
 )
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "StorageError",
     "StorageSettings",
     "configure",
+    "configured",
     "current",
     "exists",
     "is_dir",
@@ -69,6 +72,7 @@ __all__ = [
     "list_names",
     "local_path",
     "name",
+    "overrides",
     "parent",
     "read_bytes",
     "read_text",

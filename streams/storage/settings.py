@@ -14,7 +14,9 @@ own, more object-store options (delta-rs and obstore take them, `aws_*`, `azure_
 does when it loads one) and exports it in `SETTINGS_VARIABLE`, so that the processes this
 one starts afterwards (Spark's JVM, and the Python workers it starts) use the same;
 `current()`, what every storage call uses, reads the standard variables at each call
-and puts the section over them. Values of `options` and `hadoop` may be secrets: they
+and puts the section over them. Spark's executors on other machines never see this
+process's environment: work sent to their tasks carries `overrides()` and runs under
+`configured` with it. Values of `options` and `hadoop` may be secrets: they
 are never logged, and `repr` shows their names only.
 """
 
@@ -23,7 +25,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -199,16 +202,42 @@ def configure(overrides: Mapping[str, Any] | None) -> None:
             os.environ.pop(SETTINGS_VARIABLE, None)
 
 
+@contextmanager
+def configured(section: Mapping[str, Any] | None) -> Iterator[None]:
+    """`configure(section)` for the `with` block, then this process's settings as they
+    were: a Spark task's, in a Python worker that runs other work after it."""
+    global _configured
+    with _lock:
+        previous, exported = _configured, os.environ.get(SETTINGS_VARIABLE)
+    configure(section)
+    try:
+        yield
+    finally:
+        with _lock:
+            _configured = previous
+            if exported is None:
+                os.environ.pop(SETTINGS_VARIABLE, None)
+            else:
+                os.environ[SETTINGS_VARIABLE] = exported
+
+
+def overrides() -> dict[str, Any]:
+    """The section `configure` set in this process (or in a parent process) to put over
+    the standard variables; empty for none. Spark's tasks run elsewhere get it with their
+    work and run under `configured(it)` (values may be secrets: never log it)."""
+    configured = _configured
+    if configured is not None:
+        return dict(configured)
+    exported = os.environ.get(SETTINGS_VARIABLE)
+    try:
+        return json.loads(exported) if exported else {}
+    except ValueError as e:
+        raise StorageConfigError(
+            f"`{SETTINGS_VARIABLE}` does not hold storage settings ({e}); unset it."
+        ) from e
+
+
 def current() -> StorageSettings:
     """This process's storage settings: the standard variables as they are now, with the
     section `configure` set here (or in a parent process) over them."""
-    overrides = _configured
-    if overrides is None:
-        exported = os.environ.get(SETTINGS_VARIABLE)
-        try:
-            overrides = json.loads(exported) if exported else {}
-        except ValueError as e:
-            raise StorageConfigError(
-                f"`{SETTINGS_VARIABLE}` does not hold storage settings ({e}); unset it."
-            ) from e
-    return StorageSettings.from_environ(os.environ, **overrides)
+    return StorageSettings.from_environ(os.environ, **overrides())

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import streams.storage as storage
@@ -21,6 +23,7 @@ from streams.delta import STAGING_DIR
 from streams.kafka.admin import produce
 from streams.landing import landing_blocker
 from streams.landing.reach import _tasks_blocker
+from streams.landing.tasks import TaskSpec
 from tests.integration.projects import new_topic, start_project
 from warehouse import Project
 from warehouse.runtime.pipeline import Pipeline
@@ -40,6 +43,39 @@ def test_tasks_that_write_on_s3_take_the_path_and_leave_nothing(spark, s3_root) 
     # The probe's folder is gone (the staging folder's own marker may stay, as after a
     # batch).
     assert storage.list_names(storage.join(table, STAGING_DIR)) == []
+
+
+def test_the_tasks_write_with_the_drivers_storage_section(spark, s3_root) -> None:
+    """The section the driver loaded goes with the tasks' work and is put over the
+    executors' own variables: a secret of its own that the server refuses is the one
+    the probing tasks use, though their environment holds the right one."""
+    table = storage.join(s3_root, "ods_t")
+    before = storage.overrides()
+    sc = spark.sparkContext
+
+    def workers() -> list[dict[str, object]]:
+        return sc.parallelize(range(4), 4).map(lambda _: storage.overrides()).collect()
+
+    workers_before = workers()
+    wrong = {
+        "options": {
+            "aws_access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": "not-the-secret",
+        }
+    }
+    storage.configure(wrong)
+    try:
+        reason = _tasks_blocker(spark, table)
+        assert (
+            TaskSpec(table, "stage", pa.schema([]), pa.schema([]), (), (), ()).storage_settings
+            == wrong
+        )
+    finally:
+        storage.configure(before)
+    assert reason is not None and reason.startswith("Spark's tasks cannot run it ("), reason
+    assert "not-the-secret" not in reason
+    assert workers() == workers_before  # the section held for the probe's tasks only
+    assert _tasks_blocker(spark, table) is None
 
 
 def test_tasks_that_cannot_write_under_the_table_say_why(spark, tmp_path: Path) -> None:

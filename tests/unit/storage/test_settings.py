@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+import streams.storage as storage
+import streams.storage.settings
 from streams.storage import (
     StorageConfigError,
     StorageSettings,
@@ -101,3 +105,21 @@ def test_the_layout_under_a_uri_root_stays_a_uri(tmp_path) -> None:
     # The embedded broker keeps its log on a local disk, in the project's folder.
     assert paths.broker_dir(tmp_path, root, None) == tmp_path / ".warehouse" / "broker"
     assert paths.broker_dir(tmp_path, str(tmp_path / "w"), None) == tmp_path / "w" / "broker"
+
+
+def test_a_tasks_section_holds_for_its_block_only(monkeypatch) -> None:
+    """A Spark task runs under the driver's section (`configured`); the Python worker's
+    own settings come back after it, for the next task's work."""
+    monkeypatch.delenv(streams.storage.settings.SETTINGS_VARIABLE, raising=False)
+    monkeypatch.setattr(storage.settings, "_configured", None)
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    with storage.configured({"region": "ap-south-1", "options": {"aws_x": "1"}}):
+        assert storage.current().region == "ap-south-1"
+        assert storage.overrides() == {"region": "ap-south-1", "options": {"aws_x": "1"}}
+    assert storage.current().region == "eu-west-1"
+    assert storage.overrides() == {}
+    assert streams.storage.settings.SETTINGS_VARIABLE not in os.environ
+    storage.configure({"region": "us-east-2"})
+    with storage.configured(None):
+        assert storage.current().region == "eu-west-1"
+    assert storage.current().region == "us-east-2"
