@@ -21,6 +21,7 @@ from typing import Any
 
 import streams.storage as storage
 from streams.delta import STAGING_DIR
+from streams.sessions import is_connect
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,10 @@ def landing_blocker(spark: Any, table_path: str) -> str | None:
     reason = _protocol_blocker(table_path)
     if reason is not None:
         return reason
+    if is_connect(spark):
+        # Its batches run in the server's workers, whose sessions have no SparkContext
+        # either, whatever its master: a `local` one may be on another machine.
+        return "a Spark Connect session has no SparkContext to run the path's tasks"
     if str(spark.conf.get("spark.master", "")).startswith("local") and storage.is_local(table_path):
         return None
     return _tasks_blocker(spark, table_path)

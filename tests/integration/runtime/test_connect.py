@@ -28,6 +28,7 @@ from deltalake.exceptions import TableNotFoundError
 from streams.delta import DeltaTarget, delta_engine, write_batch
 from streams.delta.tables import open_table
 from streams.kafka.admin import ensure_topic, produce
+from streams.landing import landing_blocker
 from streams.sessions import connect_has_format, default_parallelism, is_connect
 from tests.integration.runtime.helpers import at, order, rows
 from tests.integration.runtime.test_cli_e2e import cli
@@ -193,6 +194,16 @@ def test_a_connect_session_runs_the_layers_on_the_server(
 
     by_name = read_by_name(connect_spark, project, schema)
     check_the_layers(project, results, by_name, broker.bootstrap, orders)
+
+
+def test_a_connect_session_keeps_landing_tables_on_sparks_path(
+    connect_spark, connect_mode, tmp_path: Path
+) -> None:
+    """Its batches run in the server's workers, with no SparkContext for the Arrow
+    landing path's tasks, though the server's master is `local[2]` and the table local."""
+    assert connect_spark.conf.get("spark.master") == "local[2]"
+    reason = landing_blocker(connect_spark, str(tmp_path / "ods_orders"))
+    assert reason is not None and "Spark Connect session has no SparkContext" in reason, reason
 
 
 def test_engine_resolution_asks_the_connect_server(connect_spark) -> None:
