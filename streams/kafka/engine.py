@@ -21,7 +21,12 @@ from typing import Literal, Protocol
 from pyspark.sql import DataFrame, SparkSession
 
 from streams.kafka.errors import KafkaConfigError
-from streams.kafka.java_options import SHADED_PREFIX, java_client_options, with_failover_timeouts
+from streams.kafka.java_options import (
+    SHADED_PREFIX,
+    for_spark_source,
+    java_client_options,
+    with_failover_timeouts,
+)
 from streams.kafka.source import DEFAULT_MAX_OFFSETS_PER_TRIGGER
 from streams.sessions import connect_has_format, default_parallelism, is_connect
 
@@ -180,7 +185,9 @@ class NativeKafka:
         # timeouts, and more lookups keep Spark's patience in all (3 x 60 s).
         reader = reader.option("fetchOffset.numRetries", str(OFFSET_LOOKUPS))
         options = with_failover_timeouts(
-            java_client_options(request.client_config, shaded=_shaded_kafka_client(spark))
+            for_spark_source(
+                java_client_options(request.client_config, shaded=_shaded_kafka_client(spark))
+            )
         )
         for k, v in options.items():
             reader = reader.option(f"kafka.{k}", v)

@@ -8,6 +8,7 @@ the native engine translates them, or a SASL cluster would reject it as anonymou
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from streams.kafka.errors import KafkaConfigError
@@ -17,6 +18,8 @@ _LOGIN_MODULES = {
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
+logger = logging.getLogger(__name__)
+
 # Databricks ships the Kafka client relocated under this package prefix.
 SHADED_PREFIX = "kafkashaded."
 
@@ -72,6 +75,33 @@ def java_client_options(client: Mapping[str, str], *, shaded: bool = False) -> d
             )
         out.setdefault("sasl.mechanism", mechanism)
     return out
+
+
+SPARK_MANAGED = frozenset(
+    {
+        "auto.offset.reset",
+        "enable.auto.commit",
+        "key.deserializer",
+        "value.deserializer",
+        "interceptor.classes",
+    }
+)
+"""Consumer settings Spark's Kafka source refuses as options, as it sets them itself
+(where to start is `startingOffsets`; it commits nothing; it reads bytes)."""
+
+
+def for_spark_source(options: Mapping[str, str]) -> dict[str, str]:
+    """`options` (Java client properties) without `SPARK_MANAGED`'s: a project's client
+    settings serve every client of both engines, and these mean nothing to a source that
+    reads ranges by offset (the Python engine overrides them too), where Spark's source
+    would refuse the query."""
+    dropped = sorted(k for k in options if k in SPARK_MANAGED)
+    if dropped:
+        logger.info(
+            "Kafka client setting(s) %s not given to Spark's Kafka source, which manages them",
+            ", ".join(f"`{k}`" for k in dropped),
+        )
+    return {k: v for k, v in options.items() if k not in SPARK_MANAGED}
 
 
 FAILOVER_TIMEOUT_MS = 10_000

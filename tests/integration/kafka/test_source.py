@@ -180,6 +180,23 @@ def test_native_engine_takes_a_request_timeout_longer_than_its_default(
     assert coords(rows) == [(topic, 0, o) for o in range(7)]
 
 
+def test_native_engine_takes_consumer_settings_spark_manages_itself(
+    spark, broker, unique, tmp_path, native_jars
+) -> None:
+    # A project's client settings are librdkafka's, for every client of both engines; a
+    # consumer's offset and deserializer settings mean nothing to either engine (the
+    # framework reads ranges by offset), and Spark's source refuses them as options.
+    topic = unique("managed")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    fill(broker.bootstrap, topic, {0: 4})
+    managed = {"enable.auto.commit": "false", "auto.offset.reset": "latest"}
+    for engine in ("native", "python"):
+        rows = Run(spark, tmp_path / f"cp-{engine}")(
+            bootstrap=broker.bootstrap, topics=topic, engine=engine, client_config=managed
+        )
+        assert coords(rows) == [(topic, 0, o) for o in range(4)], engine
+
+
 def test_native_engine_reads_a_backlog_in_bounded_batches_by_default(
     spark, broker, unique, tmp_path, native_jars, monkeypatch
 ) -> None:

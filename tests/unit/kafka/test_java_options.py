@@ -7,6 +7,7 @@ import pytest
 from streams.kafka.errors import KafkaConfigError
 from streams.kafka.java_options import (
     FAILOVER_TIMEOUT_MS,
+    for_spark_source,
     java_client_options,
     with_failover_timeouts,
 )
@@ -98,3 +99,10 @@ def test_a_timeout_that_is_not_a_number_is_refused_naming_it() -> None:
     assert info.value.option == "request.timeout.ms"
     assert "`request.timeout.ms` in `kafka.client`" in str(info.value)
     assert "'30s'" in str(info.value)
+
+
+def test_the_spark_source_is_not_given_what_it_manages() -> None:
+    options = java_client_options(
+        {"enable.auto.commit": "false", "auto.offset.reset": "latest", "client.id": "c"}
+    )
+    assert for_spark_source(options) == {"client.id": "c"}
