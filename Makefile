@@ -7,6 +7,9 @@
 # ~/.cache/spark-warehouse/jars, and the test servers' jars (Apache Kafka, S3Proxy, Kafka
 # Connect with Debezium) beside them (later runs find them there and need no network) and
 # makes a class archive of Spark for this Java that local sessions start with, then runs.
+# The dependencies and the project's own packages are installed with their byte code: a
+# Python process that compiles pyspark, pyarrow and pandas from source spends 2 s of CPU
+# more on its imports (docs/decisions/0044-install-with-uv.md).
 
 PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
             command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && echo $$p && break; done)
@@ -41,6 +44,7 @@ lint: install
 # Where Maven Central cannot be reached the framework still runs, on its Python engines
 # (`engines: auto`); the tests of the native engines then fail and say why.
 install: $(STAMP) java
+	@$(BIN)/python -m compileall -q -j 0 streams warehouse >/dev/null
 	@$(BIN)/warehouse jars fetch \
 	  || echo "native jars not resolved: sessions will run on the Python engines" >&2
 	@scripts/apache-kafka.sh || echo "Apache Kafka not cached (see above): the oracle tests in tests/integration/oracle will fail until scripts/apache-kafka.sh succeeds" >&2
@@ -55,7 +59,7 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	@scripts/ensure-compiler.sh $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt uv
-	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt -e '.[dev,bundle,ui,connect]'
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -c constraints.txt -e '.[dev,bundle,ui,connect]'
 	@touch $@
 
 java:
