@@ -1,7 +1,7 @@
 """The ingest on the cluster shape: executors on two workers, tables on S3, three Kafka nodes.
 
     flock /tmp/cluster-shape.lock .venv/bin/python benchmarks/cluster_ingest_bench.py \\
-        [--sizes 100000,1100000] [--engines python,native] [--partitions 4]
+        [--sizes 100000,1100000] [--engines python,native] [--partitions 4] [--rounds 1] [--logs DIR]
 
 Starts what tests/integration/cluster/test_cluster_shape.py runs on: a Spark standalone
 master with two workers (1 core, 1 GiB each; `tests/integration/cluster/standalone.py`),
@@ -23,7 +23,10 @@ beside it. Per case the marginal rate between the smallest and the largest size,
 (large - small) / (t_large - t_small), and its ratio to kcat's marginal rate in the same
 run (docs/decisions/0004). After each run (not timed) the table and its quarantine are
 read back from S3 and checked record by record (`kafka_ingest_sizes.verify`). Not a
-test: nothing is asserted.
+test: nothing is asserted. With `--rounds N` each case runs N times, the engines taking turns,
+and its fastest round counts. Each run also prints where its batches' time went, from
+the landing path's lines in the driver's log (`breakdown`). `--logs DIR` keeps each
+submit's driver log and Spark's event log (every task's metrics) in DIR.
 """
 
 from __future__ import annotations
@@ -47,6 +50,49 @@ from kafka_ingest_sizes import NOT_NULL, SCHEMA, produce, verify  # noqa: E402
 
 BATCH = re.compile(r"table ods_bench: batch \d+(?: \(([^)]*)\))?: (\d+) rows in, .* ([\d.]+)s$")
 """The runner's line per batch: the strategy (absent: the persisted path), rows, seconds."""
+TASKS = re.compile(r"batch \d+: \d+ Arrow task\(s\), job ([\d.]+)s: (.*); (\d+) file\(s\)")
+"""The landing path's line per batch: the tasks' job, each task's split, files written."""
+TASK = re.compile(
+    r"\[\d+ rec, fetch ([\d.]+) type ([\d.]+) judge ([\d.]+) stage ([\d.]+) write ([\d.]+) "
+    r"= ([\d.]+)s from \+(-?[\d.]+)s, cpu ([\d.]+)s\]"
+)
+PARTS = ("fetch", "type", "judge", "stage", "write", "task", "start", "cpu")
+COMMIT = re.compile(r"batch \d+: Arrow fallback ([\d.]+)s, commit ([\d.]+)s")
+
+
+def breakdown(log: str, seconds: float) -> dict[str, float]:
+    """Where the batches' `seconds` went, summed over batches, from the driver's `log`: the
+    tasks' job; in its last task to end, each part of `PARTS` (`write` is the task's
+    rest: the Parquet files' encoding and upload; `start`, when its code began after the
+    job's start: scheduling, Python worker start-up, unpickling, imports; `cpu`, its
+    Python worker's CPU time, librdkafka's threads included); the fallback's parse and the
+    held rows' read (`fallback`), the table's commit, and the rest of the batch (`driver`:
+    planning, the quarantine's files and commit, the quality events)."""
+    out = dict.fromkeys(("job", *PARTS, "files", "fallback", "commit"), 0.0)
+    for m in TASKS.finditer(log):
+        out["job"] += float(m.group(1))
+        out["files"] += int(m.group(3))
+        tasks = [tuple(map(float, t)) for t in TASK.findall(m.group(2))]
+        if tasks:
+            slowest = max(tasks, key=lambda t: t[-3] + t[-2])
+            for name, value in zip(PARTS, slowest, strict=True):
+                out[name] += value
+    for m in COMMIT.finditer(log):
+        out["fallback"] += float(m.group(1))
+        out["commit"] += float(m.group(2))
+    out["driver"] = seconds - out["job"] - out["fallback"] - out["commit"]
+    return out
+
+
+def describe(split: dict[str, float]) -> str:
+    return (
+        f"job {split['job']:.1f} s (last task from +{split['start']:.1f} s, "
+        f"{split['task']:.1f} s, CPU {split['cpu']:.1f} s: fetch "
+        f"{split['fetch']:.1f}, type {split['type']:.2f}, judge {split['judge']:.2f}, stage "
+        f"{split['stage']:.2f}, write {split['write']:.2f}; {split['files']:.0f} files), "
+        f"fallback {split['fallback']:.2f} s, commit {split['commit']:.2f} s, "
+        f"driver's rest {split['driver']:.2f} s"
+    )
 
 
 def project_dir(base: Path, root: str, bootstrap: str) -> Path:
@@ -75,7 +121,16 @@ def project_dir(base: Path, root: str, bootstrap: str) -> Path:
 
 
 def run_case(
-    cluster, base: Path, engine: str, topic: str, records: int, partitions: int, *, where: str
+    cluster,
+    base: Path,
+    engine: str,
+    topic: str,
+    records: int,
+    partitions: int,
+    *,
+    where: str,
+    logs: Path | None = None,
+    round_: int = 0,
 ):
     """(q) on `engine` over `topic` (`where`: bucket and bootstrap), its tables in a new
     folder of the bucket: (seconds in batches, submit seconds, strategies, batches, check)."""
@@ -89,15 +144,25 @@ def run_case(
     from warehouse import Project
 
     bucket, bootstrap = where
-    root = f"s3a://{bucket}/{engine}-{records}-{uuid.uuid4().hex[:6]}"
-    project = project_dir(base / f"{engine}-{records}", root, bootstrap)
+    name = f"{engine}-{records}-{round_}"
+    root = f"s3a://{bucket}/{name}-{uuid.uuid4().hex[:6]}"
+    project = project_dir(base / name, root, bootstrap)
     yml = project / "layers" / "ods" / "bench.yml"
     yml.write_text(yml.read_text().replace("TOPIC", topic))
-    extra = conf_args({**engine_conf(engine), **storage_conf()})
+    conf = {**engine_conf(engine), **storage_conf()}
+    if logs is not None:
+        conf |= {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": logs.as_uri(),
+            "spark.eventLog.compress": "false",
+        }
+    extra = conf_args(conf)
     env = {k: v for k, v in cluster.env.items() if not k.startswith("WAREHOUSE")}
     t0 = time.perf_counter()
     run = submit(cluster, project, "ods", env, *extra, cwd=base, verbose=True)
     wall = time.perf_counter() - t0
+    if logs is not None:
+        (logs / f"{name}.driver.log").write_text(run.stdout + run.stderr)
     if run.returncode != 0:
         raise SystemExit(f"{engine}, {records:,}: {failure(run)}")
     batches = [m.groups() for m in map(BATCH.search, run.stdout.splitlines()) if m]
@@ -107,7 +172,7 @@ def run_case(
         raise SystemExit(f"{engine}, {records:,}: the batches read {rows:,} records")
     paths = sorted({p or "cached" for p, _, _ in batches})
     checked = verify(Project.load(project, env="cluster"), records, partitions, expect=True)
-    return seconds, wall, paths, len(batches), checked
+    return seconds, wall, paths, len(batches), checked, breakdown(run.stdout, seconds)
 
 
 def main() -> None:
@@ -116,7 +181,18 @@ def main() -> None:
     p.add_argument("--engines", default="python,native")
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--size", type=int, default=200, help="bytes per record, roughly")
+    p.add_argument(
+        "--rounds", type=int, default=1, help="runs of each case, engines alternating; fastest"
+    )
+    p.add_argument(
+        "--logs",
+        type=Path,
+        help="keep each submit's driver log and Spark event log in this folder",
+    )
     args = p.parse_args()
+    if args.logs is not None:
+        args.logs = args.logs.resolve()
+        args.logs.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
     engines = args.engines.split(",")
 
@@ -143,23 +219,28 @@ def main() -> None:
                 if dt is None:
                     raise SystemExit("kcat is not installed: no baseline")
                 kcat[records] = dt
-                for engine in engines:
-                    seconds, wall, paths, n, checked = run_case(
-                        cluster,
-                        work,
-                        engine,
-                        topic,
-                        records,
-                        args.partitions,
-                        where=(bucket, bootstrap),
-                    )
-                    took[(engine, records)] = seconds
-                    print(
-                        f"(q) {engine:>7}, {records:>10,}: {records / seconds:>10,.0f} rows/s "
-                        f"in batches ({n} batch(es), {'/'.join(paths)}, {seconds:.1f} s), "
-                        f"submit {wall:.1f} s; {checked}",
-                        flush=True,
-                    )
+                for r in range(args.rounds):
+                    for engine in engines:
+                        seconds, wall, paths, n, checked, split = run_case(
+                            cluster,
+                            work,
+                            engine,
+                            topic,
+                            records,
+                            args.partitions,
+                            where=(bucket, bootstrap),
+                            logs=args.logs,
+                            round_=r,
+                        )
+                        key = (engine, records)
+                        took[key] = min(took.get(key, seconds), seconds)
+                        print(
+                            f"(q) {engine:>7}, {records:>10,}, round {r + 1}: "
+                            f"{records / seconds:>10,.0f} rows/s in batches ({n} batch(es), "
+                            f"{'/'.join(paths)}, {seconds:.1f} s), submit {wall:.1f} s; "
+                            f"{checked}\n    {describe(split)}",
+                            flush=True,
+                        )
             small, large = min(sizes), max(sizes)
             if small == large:
                 return

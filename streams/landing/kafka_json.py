@@ -41,6 +41,7 @@ import functools
 import json
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -207,18 +208,34 @@ def kafka_json_append(
         known=known_bad,
     )
 
+    clock: dict[str, float] = {}
+
     def write(partition_by: list[str]) -> list[FileEntry]:
+        clock["tasks"], clock["epoch"] = time.perf_counter(), time.time()
         try:
             rows = _collect(spark, partitions, task(partition_by=tuple(partition_by)))
         except Exception as e:  # any task failure, a crashed Python worker included
             raise _TasksFailed(str(e)) from e
-        return landing.files(rows, partition_by)
+        clock["files"] = time.perf_counter()
+        files = landing.files(rows, partition_by)
+        clock["commit"] = time.perf_counter()
+        _log_tasks(target, batch_id, rows, clock)
+        return files
 
     try:
         try:
             version = append_files(
                 target, batch_id, landing.table_schema, write, commit_info=commit_info
             )
+            clock["done"] = time.perf_counter()
+            if "commit" in clock:
+                logger.info(
+                    "Delta table %s: batch %d: Arrow fallback %.2fs, commit %.2fs",
+                    target.name,
+                    batch_id,
+                    clock["commit"] - clock["files"],
+                    clock["done"] - clock["commit"],
+                )
         except _TasksFailed as e:
             logger.warning(
                 "Delta table %s: batch %d: the Arrow tasks failed (%s); nothing was "
@@ -366,6 +383,40 @@ class _TaskCounts:
 
     def plus_written(self, rows: int) -> _TaskCounts:
         return replace(self, written=self.written + rows)
+
+
+def _log_tasks(
+    target: DeltaTarget, batch_id: int, rows: list[dict[str, Any]], clock: dict[str, float]
+) -> None:
+    """One line of where the tasks' time went: the job's wall time, each task's parts
+    (`TIMED`; the Parquet write is the task's time less the others), when its code
+    began after the job's start and its process's CPU time; the files written."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    counts = [r for r in rows if r["kind"] == "counts"]
+    files = [r for r in rows if r["kind"] in ("file", "known")]
+    parts = []
+    for c in counts:
+        s = c.get("seconds", {})
+        rest = s.get("task", 0.0) - sum(v for k, v in s.items() if k != "task")
+        split = " ".join(f"{k} {v:.2f}" for k, v in s.items() if k != "task")
+        # When the task's Python code began, after the job's start: scheduling, the
+        # executor's Python worker and the task's unpickling and imports.
+        began = c.get("entered", clock["epoch"]) - clock["epoch"]
+        parts.append(
+            f"[{c['records']} rec, {split} write {rest:.2f} = {s.get('task', 0):.2f}s "
+            f"from +{began:.2f}s, cpu {c.get('cpu', 0.0):.2f}s]"
+        )
+    logger.info(
+        "Delta table %s: batch %d: %d Arrow task(s), job %.2fs: %s; %d file(s), %.1f MB",
+        target.name,
+        batch_id,
+        len(counts),
+        clock["files"] - clock["tasks"],
+        " ".join(parts),
+        len(files),
+        sum(r["size"] for r in files) / 1e6,
+    )
 
 
 def _reason(e: BaseException) -> str:

@@ -10,6 +10,7 @@ are bad (`BadRecords`). `kafka_json_append` (`streams.landing.kafka_json`) runs
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +21,9 @@ import pyarrow as pa
 import streams.storage as storage
 from streams.delta import file_writer
 from streams.landing.rules import BadRecords, RowRules
+
+TIMED = ("fetch", "type", "judge", "stage", "task")
+"""The parts of a task's time its counts carry (`seconds`)."""
 
 
 @dataclass(frozen=True)
@@ -117,9 +121,12 @@ def run_task(spec: TaskSpec, partitions: Iterator[Any]) -> Iterator[dict[str, An
     records and one with the counts."""
     from streams.delta import crash_point
 
+    entered = time.time()  # wall clock, set against the driver's: the task's start-up
     crash_point("arrow_task")  # kills this Python worker: the tests' stand-in for a crash
     with storage.configured(spec.storage_settings):
-        yield from _TaskRun(spec).run(partitions)
+        task = _TaskRun(spec)
+        task.counts["entered"] = entered
+        yield from task.run(partitions)
 
 
 class _TaskRun:
@@ -143,21 +150,32 @@ class _TaskRun:
             "known": 0,
             "checked": [0] * size,
             "failed": [0] * size,
+            # Seconds of the task's parts: Kafka fetch, typing, rules, staging the
+            # fallback, held and known rows; `task` whole (the Parquet write is the rest).
+            "seconds": dict.fromkeys(TIMED, 0.0),
         }
         self.fallback, self.held = _Staged(spec.stage), _Staged(spec.stage)
         self.known = _Known(spec.known)
 
     def run(self, partitions: Iterator[Any]) -> Iterator[dict[str, Any]]:
         spec = self.spec
+        seconds = self.counts["seconds"]
+        start, cpu = time.perf_counter(), time.process_time()
         write = file_writer(spec.root, spec.table, spec.partition_by, spec.unique_columns)
+        written: list[dict[str, Any]] = []
         try:
             for files in write(self._typed(partitions)):
-                for row in files.to_pylist():
-                    yield {"kind": "file", **row}
+                written += ({"kind": "file", **row} for row in files.to_pylist())
         finally:
             self.fallback.close()
             self.held.close()
-        yield from self.known.close()
+        t = time.perf_counter()
+        known = self.known.close()
+        seconds["stage"] += time.perf_counter() - t
+        seconds["task"] = time.perf_counter() - start
+        self.counts["cpu"] = time.process_time() - cpu  # librdkafka's threads included
+        yield from written
+        yield from known
         if self.fallback.path is not None:
             yield {"kind": "fallback", "path": self.fallback.path}
         if self.held.path is not None:
@@ -170,20 +188,34 @@ class _TaskRun:
         from streams.landing.arrow_json import split_block
 
         spec, counts = self.spec, self.counts
+        seconds = counts["seconds"]
+        clock = time.perf_counter
         for part in partitions:
-            for batch in read_partition(part, self.source):
+            blocks = read_partition(part, self.source)
+            while True:
+                t0 = clock()
+                batch = next(blocks, None)
+                t1 = clock()
+                seconds["fetch"] += t1 - t0
+                if batch is None:
+                    break
                 counts["records"] += batch.num_rows
                 out = split_block(
                     batch, spec.payload, spec.required, explain=spec.known is not None
                 )
+                t2 = clock()
+                seconds["type"] += t2 - t1
                 if out.fallback.num_rows:
                     self.fallback.write(out.fallback, self.raw)
                 if out.bad is not None:
                     counts["known"] += self.known.add(out.bad)
+                t3 = clock()
+                seconds["stage"] += t3 - t2
                 rows = out.rows
                 counts["typed"] += rows.num_rows
                 if rows.num_rows and spec.rules is not None:
                     rows = self._judged(rows, spec.rules)
+                seconds["judge"] += clock() - t3
                 if rows.num_rows:
                     counts["written"] += rows.num_rows
                     yield rows

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,11 @@ ODD = [
 ]
 BAD = 9
 """The records of `ODD` quarantined."""
+TASK_SPLIT = re.compile(
+    r"\[(\d+) rec, fetch ([\d.]+) type ([\d.]+) judge ([\d.]+) stage ([\d.]+) "
+    r"write (-?[\d.]+) = ([\d.]+)s from \+(-?[\d.]+)s, cpu ([\d.]+)s\]"
+)
+"""One task's records and seconds in the landing path's log line of a batch."""
 
 
 def _records(first: int, n: int) -> list[tuple[str, str | bytes | None]]:
@@ -138,6 +144,7 @@ def test_arrow_path_equals_spark_parse_and_replays_nothing(
     topic = new_topic(broker.bootstrap, unique("arrow"), partitions=2)
     project = _project(tmp_path / "proj", topic, broker.bootstrap, engine=engine)
     caplog.set_level(logging.INFO, logger="warehouse.runtime.writer")
+    caplog.set_level(logging.INFO, logger="streams.landing.kafka_json")
 
     def run() -> dict[str, object]:
         return {r.table: r for r in Pipeline(project, spark, layer="ods").run(once=True)}
@@ -168,6 +175,25 @@ def test_arrow_path_equals_spark_parse_and_replays_nothing(
     assert sum("ods_arrow: batch" in m and "(Arrow)" in m for m in lines) == 2
     assert not any("ods_spark: batch" in m and "(Arrow)" in m for m in lines)
     assert not list(Path(arrow).glob("_warehouse_staging/*")), "staged records left behind"
+    # Where each batch's time went: every task's parts, within the task's time; the
+    # tasks' records are the batch's.
+    splits = [r.getMessage() for r in caplog.records if "Arrow task(s), job" in r.getMessage()]
+    assert len(splits) == 2, splits
+    for m in splits:
+        assert m.startswith("Delta table ods_arrow: batch "), m
+        tasks = TASK_SPLIT.findall(m)
+        assert tasks and sum(int(t[0]) for t in tasks) == 600 + len(ODD), m
+        for _, *parts, whole, _began, _cpu in tasks:
+            # Each printed to 0.01 s: six roundings apart at most.
+            assert all(float(x) >= 0 for x in parts), m
+            assert abs(sum(map(float, parts)) - float(whole)) <= 0.035, m
+    assert (
+        sum(
+            "ods_arrow: batch" in r.getMessage() and ", commit " in r.getMessage()
+            for r in caplog.records
+        )
+        == 2
+    )
 
     # Spark forgets it finished the last batch (as after a crash between the Delta commit
     # and its commit log): the replay finds the batch in the table and writes nothing.
