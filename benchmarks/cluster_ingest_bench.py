@@ -1,7 +1,7 @@
 """The ingest on the cluster shape: executors on two workers, tables on S3, three Kafka nodes.
 
     flock /tmp/cluster-shape.lock .venv/bin/python benchmarks/cluster_ingest_bench.py \\
-        [--sizes 100000,1100000] [--engines python,native] [--partitions 4] [--rounds 1] [--logs DIR]
+        [--sizes 100000,1100000] [--engines python,native] [--partitions 4] [--rounds 1] [--bytecode cached] [--logs DIR]
 
 Starts what tests/integration/cluster/test_cluster_shape.py runs on: a Spark standalone
 master with two workers (1 core, 1 GiB each; `tests/integration/cluster/standalone.py`),
@@ -26,7 +26,9 @@ read back from S3 and checked record by record (`kafka_ingest_sizes.verify`). No
 test: nothing is asserted. With `--rounds N` each case runs N times, the engines taking turns,
 and its fastest round counts. Each run also prints where its batches' time went, from
 the landing path's lines in the driver's log (`breakdown`). `--logs DIR` keeps each
-submit's driver log and Spark's event log (every task's metrics) in DIR.
+submit's driver log and Spark's event log (every task's metrics) in DIR. `--bytecode
+source` runs the applications as the shape ran without its byte code cache (every Python
+process compiling its imports), `both` beside the cached runs, taking turns.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import sys
 import tempfile
 import time
 import uuid
+from itertools import product
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -131,6 +134,7 @@ def run_case(
     where: str,
     logs: Path | None = None,
     round_: int = 0,
+    bytecode: str = "cached",
 ):
     """(q) on `engine` over `topic` (`where`: bucket and bootstrap), its tables in a new
     folder of the bucket: (seconds in batches, submit seconds, strategies, batches, check)."""
@@ -144,7 +148,7 @@ def run_case(
     from warehouse import Project
 
     bucket, bootstrap = where
-    name = f"{engine}-{records}-{round_}"
+    name = f"{engine}-{records}-{bytecode}-{round_}"
     root = f"s3a://{bucket}/{name}-{uuid.uuid4().hex[:6]}"
     project = project_dir(base / name, root, bootstrap)
     yml = project / "layers" / "ods" / "bench.yml"
@@ -156,8 +160,16 @@ def run_case(
             "spark.eventLog.dir": logs.as_uri(),
             "spark.eventLog.compress": "false",
         }
-    extra = conf_args(conf)
     env = {k: v for k, v in cluster.env.items() if not k.startswith("WAREHOUSE")}
+    if bytecode == "source":
+        # As the shape ran before it kept a byte code cache: every Python process
+        # compiles what it imports (an empty cache folder, nothing written to it).
+        empty = base / f"{name}-no-pycache"
+        empty.mkdir()
+        source = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(empty)}
+        env |= source
+        conf |= {f"spark.executorEnv.{k}": v for k, v in source.items()}
+    extra = conf_args(conf)
     t0 = time.perf_counter()
     run = submit(cluster, project, "ods", env, *extra, cwd=base, verbose=True)
     wall = time.perf_counter() - t0
@@ -185,6 +197,12 @@ def main() -> None:
         "--rounds", type=int, default=1, help="runs of each case, engines alternating; fastest"
     )
     p.add_argument(
+        "--bytecode",
+        default="cached",
+        help="cached (the shape's byte code cache), source (every process compiles its "
+        "imports), or both, taking turns",
+    )
+    p.add_argument(
         "--logs",
         type=Path,
         help="keep each submit's driver log and Spark event log in this folder",
@@ -195,6 +213,7 @@ def main() -> None:
         args.logs.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
     engines = args.engines.split(",")
+    variants = ["source", "cached"] if args.bytecode == "both" else [args.bytecode]
 
     from tests.integration.cluster.standalone import StandaloneCluster
     from tests.support import s3
@@ -220,7 +239,7 @@ def main() -> None:
                     raise SystemExit("kcat is not installed: no baseline")
                 kcat[records] = dt
                 for r in range(args.rounds):
-                    for engine in engines:
+                    for engine, bytecode in product(engines, variants):
                         seconds, wall, paths, n, checked, split = run_case(
                             cluster,
                             work,
@@ -231,11 +250,12 @@ def main() -> None:
                             where=(bucket, bootstrap),
                             logs=args.logs,
                             round_=r,
+                            bytecode=bytecode,
                         )
-                        key = (engine, records)
+                        key = (case := f"{engine}/{bytecode}", records)
                         took[key] = min(took.get(key, seconds), seconds)
                         print(
-                            f"(q) {engine:>7}, {records:>10,}, round {r + 1}: "
+                            f"(q) {case:>14}, {records:>10,}, round {r + 1}: "
                             f"{records / seconds:>10,.0f} rows/s in batches ({n} batch(es), "
                             f"{'/'.join(paths)}, {seconds:.1f} s), submit {wall:.1f} s; "
                             f"{checked}\n    {describe(split)}",
@@ -246,10 +266,15 @@ def main() -> None:
                 return
             k = (large - small) / (kcat[large] - kcat[small])
             print(f"marginal {small:,} -> {large:,}: (k) kcat {k:,.0f} rows/s", flush=True)
-            for engine in engines:
-                dt = took[(engine, large)] - took[(engine, small)]
+            for engine, bytecode in product(engines, variants):
+                case = f"{engine}/{bytecode}"
+                dt = took[(case, large)] - took[(case, small)]
                 rate = (large - small) / dt
-                print(f"  (q) {engine}: {rate:,.0f} rows/s, to (k) {rate / k:.2f}", flush=True)
+                print(
+                    f"  (q) {case}: {took[(case, large)]:.1f} s at {large:,}, "
+                    f"{rate:,.0f} rows/s, to (k) {rate / k:.2f}",
+                    flush=True,
+                )
     finally:
         kafka.stop()
         server.stop()

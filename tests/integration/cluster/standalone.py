@@ -58,6 +58,7 @@ class StandaloneCluster:
         self.work_dir = base / "work"
         self.local_dir = base / "local"
         self.conf_dir = base / "conf"
+        self.pycache_dir = base / "pycache"
         self.url: str | None = None
         self.procs: list[subprocess.Popen[bytes]] = []
 
@@ -76,7 +77,13 @@ class StandaloneCluster:
             # The master's REST submission server has a fixed port (6066); nobody here needs it.
             SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
             PYSPARK_PYTHON=sys.executable,
+            # A cluster's Python reads its modules' byte code; without a cache every
+            # Python process here (the driver, each executor's Python workers) compiled
+            # pyspark, pyarrow, pandas and the framework from source: 1.4 s of CPU each
+            # on this machine, in every application's first batch (docs/benchmarks.md).
+            PYTHONPYCACHEPREFIX=str(self.pycache_dir),
         )
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         return env
 
     def _spawn(self, name: str, *args: str) -> tuple[subprocess.Popen[bytes], Path]:
@@ -117,7 +124,7 @@ class StandaloneCluster:
         raise ClusterStartError(f"{log.name}: no `{pattern}` after {timeout:.0f}s:\n{_tail(log)}")
 
     def start(self, timeout: float = 180) -> StandaloneCluster:
-        for d in (self.log_dir, self.work_dir, self.local_dir, self.conf_dir):
+        for d in (self.log_dir, self.work_dir, self.local_dir, self.conf_dir, self.pycache_dir):
             d.mkdir(parents=True, exist_ok=True)
         try:
             master, mlog = self._spawn(
