@@ -5,6 +5,7 @@
         [--chain-only] [--trigger "5 seconds"] [--engines python,native]
         [--copies 2] [--idle-seconds 30] [--job-kinds] [--off-path-trigger "30 seconds"]
         [--warmup-seconds 240] [--threads] [--snapshot-max-age "10 seconds"]
+        [--stacks 0.5]
 
 Starts the bundled broker (unless `--bootstrap`), loads the repository's example
 project into a temporary warehouse root, produces a first slice of the generator's
@@ -31,7 +32,9 @@ splits the JVM's CPU during the probes by group of threads (from /proc: Spark's 
 the JIT's compilers, the GC, the queries' own threads, the rest), with the time each
 group (and each kind of process) spent runnable but waiting for a core (schedstat), and
 gives each query's own thread (its planning, Delta's log, the writer's calls into the
-JVM) per batch with rows.
+JVM) per batch with rows. `--stacks` samples those threads' Java stacks
+(`stack_samples.py`) and gives each query's share of samples by phase of a batch
+(analysis, optimisation, planning, Delta's log, jobs, Python, ...).
 `--off-path-trigger` puts the eight tables off the probe's path (and every copy) on a
 processing-time trigger, as a project would for tables whose freshness can wait.
 `--snapshot-max-age` sets `snapshots: {max_age: ...}` on every table whose SQL reads
@@ -58,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from proc_cpu import cpu_by_kind, cpu_delta, jvm_threads, processes, waits_by_kind
+from stack_samples import StackSampler
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -252,6 +256,14 @@ def main() -> int:
         action="store_true",
         help="also split the JVM's CPU during the probes by group of threads (tasks, JIT, "
         "GC, query threads, other) and give each query's own thread per batch",
+    )
+    parser.add_argument(
+        "--stacks",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="also sample the queries' own threads' Java stacks (`jcmd Thread.print`) "
+        "this often during the probes: each query's share of samples by phase of a batch",
     )
     parser.add_argument(
         "--idle-seconds", type=float, default=30.0, help="idle window before the producer starts"
@@ -464,9 +476,11 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         cpu0, batches0, t2 = cpu_by_kind(), len(batches), time.monotonic()
         jit0, compiled0 = jit_seconds(spark), codegen_compiled(spark)
         threads0 = thread_cpu(spark) if args.threads else None
+        sampler = start_sampler(args.stacks)
         turns0 = pipeline.gate.turn_seconds() if pipeline.gate is not None else None
         probes_from = dt.datetime.now(dt.UTC)
         sent = send_probes(probe, seconds=args.seconds, every=args.probe_every)
+        stacks = stop_sampler(sampler)
         n = len(sent)
         busy = cpu_delta(cpu0, cpu_by_kind()), len(batches) - batches0, time.monotonic() - t2
         turns = turns_since(pipeline.gate, turns0)
@@ -475,6 +489,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         breakdown = batch_breakdown(spark) + (job_kinds(spark) if args.job_kinds else "")
         if threads0 is not None:
             breakdown += thread_split(spark, threads0, probes_from)
+        breakdown += stacks
         # let the last probes through, then stop at a batch boundary
         settle = time.monotonic() + 120
         while time.monotonic() < settle and (len(table_w.seen) < n or len(topic_w.seen) < n):
@@ -501,6 +516,24 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         if broker is not None:
             broker.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def start_sampler(every: float | None) -> StackSampler | None:
+    """A running `StackSampler` of the session's JVM (`--stacks`), or None."""
+    if not every:
+        return None
+    jvm = next(pid for pid, (kind, _) in processes().items() if kind == "jvm")
+    sampler = StackSampler(jvm, every=every)
+    sampler.start()
+    return sampler
+
+
+def stop_sampler(sampler: StackSampler | None) -> str:
+    """Stop `sampler` and give its report ("" without one)."""
+    if sampler is None:
+        return ""
+    sampler.stop()
+    return sampler.report()
 
 
 def turns_since(gate, before: tuple[float, float] | None) -> tuple[float, float] | None:
