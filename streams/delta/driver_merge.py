@@ -331,16 +331,26 @@ def _closed(root: str, table: Any, source: pa.Table, target: DeltaTarget) -> lis
 
 
 def merge_on_driver(
-    spark: SparkSession, few: pa.Table, target: DeltaTarget, batch_id: int, user_meta: str
+    spark: SparkSession,
+    few: pa.Table,
+    target: DeltaTarget,
+    batch_id: int,
+    user_meta: str,
+    *,
+    table: Any = None,
 ) -> bool | None:
     """Upsert the deduped changes `few` (one row per key, with the delete flag) into the
     table, committed with the writer's app transaction and `user_meta`. True when
     committed; False when the transaction's version shows the batch is in already
     (nothing written); None when the rows could not be merged in Arrow (logged; nothing
-    committed), for the caller to run delta-spark's MERGE instead."""
+    committed), for the caller to run delta-spark's MERGE instead. `table`: the caller's
+    delta-rs table (`kept_table`), read when it is at the transaction's version; else
+    the table is opened at that version (a full read of its log)."""
 
     txn = _transaction(spark, target)
-    table = open_table(target.path, version=txn.snapshot().version())
+    version = txn.snapshot().version()
+    if table is None or table.version() != version:
+        table = open_table(target.path, version=version)
     if already_committed(table, target, batch_id):
         return False
     return _apply(

@@ -357,7 +357,8 @@ def _upsert(
     else:
         n = few.num_rows
         refuse_null_keys(few, target, batch_id)
-    _create_empty(changes.drop(DELETE_FLAG), target)
+    if table is None:
+        _create_empty(changes.drop(DELETE_FLAG), target)
     if n == 0 and not target.record_empty:
         # Delta commits a MERGE of no rows for its app transaction: no MERGE at all.
         return
@@ -370,7 +371,7 @@ def _upsert(
         small = _small(n, lambda: _rows(table), lambda: few.nbytes)
         if small and not is_connect(spark) and mergeable(table, target, changes.schema):
             crash_point("before_commit")
-            if merge_on_driver(spark, few, target, batch_id, user_meta) is not None:
+            if merge_on_driver(spark, few, target, batch_id, user_meta, table=table) is not None:
                 return
         source = spark.createDataFrame(few, schema=changes.schema)
     else:
