@@ -57,7 +57,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 import streams.storage as storage
 from streams._datasources import register_once
 from streams.delta.arrow import read_table
-from streams.delta.commit import KeptTable
+from streams.delta.commit import KeptTable, kept_table
 from streams.delta.errors import DeltaConfigError, DeltaReadError, DeltaTableNotFoundError
 from streams.delta.schema import normalize_arrow
 from streams.delta.tables import open_table
@@ -237,10 +237,22 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, _Version):
-            dt = open_table(self.path)
-            cdf = pa.table(
-                dt.load_cdf(starting_version=partition.version, ending_version=partition.version)
-            )
+            # The worker keeps the table open between tasks (`kept_table`): each batch of
+            # a change feed then reads the commits since the last, not the whole log.
+            with kept_table(self.path) as kept:
+                dt = kept.get()
+                if dt is None or dt.version() < partition.version:
+                    raise DeltaReadError(
+                        f"Delta table `{self.path}`: version {partition.version} of its change "
+                        "feed was planned but the table is gone or older; restart the query.",
+                        path=self.path,
+                        version=partition.version,
+                    )
+                cdf = pa.table(
+                    dt.load_cdf(
+                        starting_version=partition.version, ending_version=partition.version
+                    )
+                )
             yield from _conform(cdf, self.arrow_schema)
             return
         assert isinstance(partition, _Files)
