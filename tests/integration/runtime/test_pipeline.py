@@ -148,16 +148,18 @@ def test_a_topic_that_does_not_exist_fails_the_run_before_any_query_naming_it(
 def test_a_kafka_table_whose_query_cannot_be_built_names_the_table_and_its_topic(
     spark, broker, unique, tmp_path: Path, native_jars: None
 ) -> None:
-    """A build that fails (here Spark's Kafka reader refusing a client setting it manages
-    itself) is reported naming the table, the cause and the topic it reads; nothing is
-    created."""
+    """A build that fails (here the native Kafka engine refusing a SASL mechanism its Java
+    client has no username/password login for) is reported naming the table, the cause
+    and the topic it reads; nothing is created."""
     topic, root = orders_project(
         tmp_path / "proj", broker.bootstrap, unique, dwd=False, engine="native"
     )
     spec = root / "layers" / "ods" / "orders.yml"
     spec.write_text(
         spec.read_text().replace(
-            "schema: orders}", "schema: orders, options: {enable.auto.commit: 'true'}}"
+            "schema: orders}",
+            "schema: orders, options: {sasl.mechanism: GSSAPI, sasl.username: u, "
+            "sasl.password: p}}",
         )
     )
     project = Project.load(root)
@@ -165,7 +167,7 @@ def test_a_kafka_table_whose_query_cannot_be_built_names_the_table_and_its_topic
         Pipeline(project, spark, layer="ods", progress=lambda _: None).run(once=True)
     message = str(failed.value)
     assert message.startswith("Table `ods_orders` (layer `ods`): its query could not be built: ")
-    assert "enable.auto.commit" in message and message.endswith(
+    assert "SASL mechanism `GSSAPI`" in message and message.endswith(
         f"; its inputs: topic `{topic}`. Repair or rebuild what the cause names (`warehouse "
         "status` shows each table), then run again; nothing was written."
     )
