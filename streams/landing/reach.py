@@ -45,13 +45,13 @@ _LEGACY_WRITER = 4
 def landing_blocker(spark: Any, table_path: str) -> str | None:
     """None when the landing path's tasks and commit can work on the table at
     `table_path` from `spark`'s session; else why not, in a phrase for the log."""
-    reason = _protocol_blocker(table_path)
-    if reason is not None:
-        return reason
     if is_connect(spark):
         # Its batches run in the server's workers, whose sessions have no SparkContext
         # either, whatever its master: a `local` one may be on another machine.
         return "a Spark Connect session has no SparkContext to run the path's tasks"
+    reason = _protocol_blocker(table_path)
+    if reason is not None:
+        return reason
     if str(spark.conf.get("spark.master", "")).startswith("local") and storage.is_local(table_path):
         return None
     return _tasks_blocker(spark, table_path)
@@ -92,10 +92,7 @@ def _tasks_blocker(spark: Any, table_path: str) -> str | None:
     """Why Spark's tasks cannot import the path's modules or write under the table
     (None: every probing task did both)."""
     probe = storage.join(table_path, STAGING_DIR, f"reach-{uuid.uuid4().hex}")
-    try:
-        sc = spark.sparkContext
-    except Exception as e:  # noqa: BLE001 - a Spark Connect session has none
-        return f"the session has no SparkContext to run its tasks ({_first_line(e)})"
+    sc = spark.sparkContext  # a classic session's: `landing_blocker` answers for Connect
     tasks = max(1, int(sc.defaultParallelism))
     settings = storage.overrides()
     try:
