@@ -101,6 +101,20 @@ def _describe(w: Wire, users: list[str] | None, names: dict[str, str]) -> Any:
     return (response.error_code.name, response.error_message, sorted(results))
 
 
+def _applied(w: Wire, expected: dict[str, list[tuple[int, int]]], timeout: float = 30) -> None:
+    """Wait until the broker answers each user's credentials as `expected` (mechanism,
+    iterations). Apache Kafka acknowledges an alteration once its controller has committed
+    it, and a broker answers a describe from the metadata it has applied, which can be a
+    moment behind; what the describe then says is the test's to compare."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _, _, results = _describe(w, list(expected), {})
+        seen = {user: mechanisms for user, _, _, mechanisms in results}
+        if seen == expected or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
+
+
 def admin_api(bootstrap: str) -> dict[str, Any]:
     """AlterUserScramCredentials and DescribeUserScramCredentials, raw: what succeeds, what is
     refused and with which words."""
@@ -123,12 +137,14 @@ def admin_api(bootstrap: str) -> dict[str, Any]:
         )
         out["duplicate"] = _alter(w, [], [_upsertion(c, 1, 4096), _upsertion(c, 2, 4096)], names)
         out["second_mechanism"] = _alter(w, [], [_upsertion(a, 2, 10000)], names)
+        _applied(w, {a: [(1, 4096), (2, 10000)], b: [(2, 8192)]})
         out["describe"] = _describe(w, [a, b, c], names)
         out["describe_twice"] = _describe(w, [a, a], names)
         out["describe_all"] = _describe(w, None, names)
         out["delete"] = _alter(
             w, [alter_req.ScramCredentialDeletion(name=a, mechanism=i8(1))], [], names
         )
+        _applied(w, {a: [(2, 10000)]})
         out["after_delete"] = _describe(w, [a], names)
     return out
 
@@ -196,6 +212,7 @@ def wire(bootstrap: str) -> dict[str, Any]:
     with Wire(bootstrap) as w:
         _plain_login(w)
         assert _alter(w, [], [_upsertion(user, 1, 4096)], {}) == [(user, "none", None)]
+        _applied(w, {user: [(1, 4096)]})
     out = {
         "right": _exchange(bootstrap, "SCRAM-SHA-256", user, PASSWORD),
         "wrong_password": _exchange(bootstrap, "SCRAM-SHA-256", user, "nope"),
@@ -318,6 +335,7 @@ def test_java_client(
         info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
         upsertion = UserScramCredentialUpsertion(user, info, PASSWORD.encode())
         admin.alter_user_scram_credentials([upsertion])[user].result(30)
+        _described(admin, user)
         files = [
             _java_props(tmp_path / "right", "SCRAM-SHA-256", user, PASSWORD),
             _java_props(tmp_path / "wrong", "SCRAM-SHA-256", user, "nope"),
