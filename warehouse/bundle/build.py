@@ -9,13 +9,18 @@ is packed from a staging venv instead:
 
 1. a new venv (same base interpreter, no pip) in a temporary folder;
 2. the source venv's site-packages linked (or copied) into it, minus the editable
-   pointers (`__editable__*`, their `.dist-info`), byte code, and `pyspark` unless
-   asked for: a cluster's executors import the cluster's own pyspark (Spark puts
+   pointers (`__editable__*`, their `.dist-info`) and `pyspark` unless asked for: a
+   cluster's executors import the cluster's own pyspark (Spark puts
    `$SPARK_HOME/python/lib/pyspark.zip` first on the Python workers' path), and the
    jars in the wheel are half the size of the environment;
 3. each editable project built into a wheel (`pip wheel --no-deps`) and installed
    into the staging venv with `--no-deps`, so the archive carries the project's code;
-4. `venv_pack.pack` of the staging venv; the staging folder is removed.
+4. the byte code of everything in it compiled where missing or stale (`compileall`):
+   the archive's `bin/python` is the base interpreter this venv runs, so its byte code
+   is valid on the executors, and each executor's first Python worker reads it instead
+   of compiling pandas, pyarrow and the project from source (with
+   `PYTHONDONTWRITEBYTECODE`, every worker would);
+5. `venv_pack.pack` of the staging venv; the staging folder is removed.
 
 The archive does not contain the interpreter: `bin/python` links to the base
 Python (`BundleResult.base_python`), which must exist at that path on the
@@ -122,7 +127,9 @@ def _skip(editable: dict[str, Path], include_pyspark: bool):
     editable_infos = {n.lower().replace("-", "_") for n in editable}
 
     def ignore(folder: str, names: list[str]) -> set[str]:
-        skipped = {n for n in names if n == "__pycache__" or n.endswith(".pyc")}
+        skipped: set[str] = set()
+        if Path(folder).name == "__pycache__" and Path(folder).parent.name == "site-packages":
+            return {n for n in names if n.startswith("__editable__")}
         if Path(folder).name != "site-packages":
             return skipped
         for n in names:
@@ -147,6 +154,18 @@ def _run(cmd: Sequence[str], what: str) -> None:
         raise BundleError(
             f"{what} failed (exit {done.returncode}): `{' '.join(cmd)}`\n{done.stderr.strip()[-3000:]}"
         )
+
+
+def _compile(python: str, site: Path) -> None:
+    """Byte code for every module under `site` that has none or a stale one. Files that
+    do not compile (test data of some packages) cannot be imported either: they are
+    counted in the log, not an error."""
+    cmd = [python, "-m", "compileall", "-q", "-j", "0", str(site)]
+    logger.info("bundle: compiling byte code: %s", " ".join(cmd))
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        failed = done.stdout.count("***")
+        logger.info("bundle: %d file(s) under %s did not compile; left as source", failed, site)
 
 
 def _check_arguments(out: Path, source: Path, wheels: list[Path], *, force: bool) -> None:
@@ -250,6 +269,7 @@ def build_bundle(
                 ],
                 "installing the project wheels",
             )
+        _compile(python, target)
         logger.info("bundle: packing %s into %s", staging, out)
         venv_pack.pack(
             prefix=str(staging),

@@ -44,8 +44,11 @@ def test_archive_unpacked_elsewhere_imports_the_project_from_itself(
     )
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
     env["PYTHONPATH"] = os.pathsep.join(map(str, spark_zips))
+    # An executor's worker that may not write byte code reads what the archive carries:
+    # `-v` names each module's code object, a .pyc when it came from byte code.
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     done = subprocess.run(
-        [str(tmp_path / "unpacked" / "bin" / "python"), "-c", probe],
+        [str(tmp_path / "unpacked" / "bin" / "python"), "-v", "-c", probe],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -61,6 +64,17 @@ def test_archive_unpacked_elsewhere_imports_the_project_from_itself(
     )
     assert seen["pyspark"] == str(
         SPARK_HOME / "python" / "lib" / "pyspark.zip" / "pyspark" / "__init__.py"
+    )
+    loaded = [
+        line.removeprefix("# code object from ").strip("'")
+        for line in done.stderr.splitlines()
+        if line.startswith("# code object from ") and inside in line
+    ]
+    compiled_here = [path for path in loaded if not path.endswith(".pyc")]
+    for package in ("warehouse", "streams", "deltalake", "confluent_kafka"):
+        assert f"/site-packages/{package}/__pycache__/__init__.cpython-" in "\n".join(loaded)
+    assert not compiled_here, (
+        f"{len(compiled_here)} modules compiled from source: {compiled_here[:5]}"
     )
 
 
