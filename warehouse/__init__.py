@@ -10,11 +10,27 @@ A Python transform `(DataFrame, TransformContext) -> DataFrame` receives a
 
 from __future__ import annotations
 
-from warehouse.compile.transform import TransformContext
-from warehouse.errors import WarehouseError
-from warehouse.project import Project
-from warehouse.runtime.session import local_connect_conf
-from warehouse.spec.errors import Problem, ProjectError
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from warehouse.compile.transform import TransformContext
+    from warehouse.errors import WarehouseError
+    from warehouse.project import Project
+    from warehouse.runtime.session import local_connect_conf
+    from warehouse.spec.errors import Problem, ProjectError
+
+_EXPORTS = {
+    "Problem": "warehouse.spec.errors",
+    "Project": "warehouse.project",
+    "ProjectError": "warehouse.spec.errors",
+    "TransformContext": "warehouse.compile.transform",
+    "WarehouseError": "warehouse.errors",
+    "local_connect_conf": "warehouse.runtime.session",
+}
+"""Each public name and the module it comes from, imported on first use: Spark's Python
+workers import this package to unpickle the landing tasks' rules and quarantine rows
+(`warehouse.quality.arrow_rows`, `.arrow_quarantine`), which need none of the rest."""
 
 __all__ = [
     "Problem",
@@ -24,3 +40,16 @@ __all__ = [
     "WarehouseError",
     "local_connect_conf",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module `warehouse` has no attribute `{name}`")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

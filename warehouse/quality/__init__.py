@@ -9,11 +9,34 @@ and are not re-exported here.
 
 from __future__ import annotations
 
-from warehouse.quality.check import run_checks
-from warehouse.quality.errors import CheckSetupError, ExpectationFailed, QualityError
-from warehouse.quality.events import quality_events_frame, quality_summary, write_quality_events
-from warehouse.quality.report import CheckReport
-from warehouse.quality.summary import quality_summaries, recent_quarantine
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from warehouse.quality.check import run_checks
+    from warehouse.quality.errors import CheckSetupError, ExpectationFailed, QualityError
+    from warehouse.quality.events import (
+        quality_events_frame,
+        quality_summary,
+        write_quality_events,
+    )
+    from warehouse.quality.report import CheckReport
+    from warehouse.quality.summary import quality_summaries, recent_quarantine
+
+_EXPORTS = {
+    "CheckReport": "warehouse.quality.report",
+    "CheckSetupError": "warehouse.quality.errors",
+    "ExpectationFailed": "warehouse.quality.errors",
+    "QualityError": "warehouse.quality.errors",
+    "quality_events_frame": "warehouse.quality.events",
+    "quality_summaries": "warehouse.quality.summary",
+    "quality_summary": "warehouse.quality.events",
+    "recent_quarantine": "warehouse.quality.summary",
+    "run_checks": "warehouse.quality.check",
+    "write_quality_events": "warehouse.quality.events",
+}
+"""Each public name and the module it comes from, imported on first use: Spark's Python
+workers import this package for `arrow_rows` and `arrow_quarantine` alone."""
 
 __all__ = [
     "CheckReport",
@@ -27,3 +50,16 @@ __all__ = [
     "run_checks",
     "write_quality_events",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module `warehouse.quality` has no attribute `{name}`")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -35,15 +35,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from streams.landing import RowVerdict
-from warehouse.spec.expectations import expectation_id, is_row_level
-from warehouse.spec.table import Expectation
+
+if TYPE_CHECKING:
+    from warehouse.spec.table import Expectation
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -116,11 +117,11 @@ def _pair_rule(eid: str, act: str, kw: dict[str, Any], schema: pa.Schema) -> Arr
     return ArrowRule(eid, act, "pair", (a, b), (("or_equal", bool(kw.get("or_equal"))),))
 
 
-def _rule(exp: Expectation, schema: pa.Schema) -> ArrowRule | None:
-    """`exp` compiled, or None when Arrow cannot judge it as Spark does."""
+def _rule(exp: Expectation, eid: str, schema: pa.Schema) -> ArrowRule | None:
+    """`exp` (its id `eid`) compiled, or None when Arrow cannot judge it as Spark does."""
     kw = dict(exp.kwargs)
     names = schema.names
-    eid, act, t = expectation_id(exp), exp.on_violation, exp.type
+    act, t = exp.on_violation, exp.type
     if t == "expect_column_pair_values_a_to_be_greater_than_b":
         return _pair_rule(eid, act, kw, schema)
     column = kw.get("column")
@@ -257,13 +258,17 @@ class ArrowChecks:
 def arrow_checks(expectations: Sequence[Expectation], schema: pa.Schema) -> ArrowChecks | None:
     """The row-level expectations of a table whose typed rows have `schema`, judged in
     Arrow; None when one of them is not judged in Arrow (module doc)."""
+    # Here, not at the module's import: a Python worker unpickling an `ArrowChecks`
+    # imports this module and needs none of the spec (pydantic, the project's models).
+    from warehouse.spec.expectations import expectation_id, is_row_level
+
     rules = []
     for exp in expectations:
         if not is_row_level(exp):
             continue
         if exp.on_violation not in ("quarantine", "drop", "warn"):
             return None
-        rule = _rule(exp, schema)
+        rule = _rule(exp, expectation_id(exp), schema)
         if rule is None:
             return None
         rules.append(rule)
