@@ -10,7 +10,8 @@ Above both `streams.kafka` (the planned input partitions, the source's reader) a
   the records Arrow hands back (`KafkaJsonAppend` says what it did);
 - `landing_blocker(spark, path)`: why this path cannot run for a table from a session
   (its tasks cannot import it or write there, delta-rs does not write the table), or
-  None (`streams.landing.reach`);
+  None; `warm_up(spark, path, ...)`: a job in the background that starts Spark's Python
+  workers and the path's imports before a table's first batch (`streams.landing.reach`);
 - `RowRules`, `RowVerdict`: rows judged in the Arrow tasks before they are written
   (`streams.landing.rules`; the framework's expectations implement `RowRules`);
 - `BadRecords`: the quarantine rows the tasks write for the records they know are bad
@@ -26,7 +27,7 @@ from streams.landing.arrow_json import BAD_COLUMNS, ArrowParse, payload_schema, 
 from streams.landing.errors import LandingConfigError, LandingError
 from streams.landing.kafka_json import KafkaJsonAppend, arrow_payload, kafka_json_append
 from streams.landing.planned import planned_partitions
-from streams.landing.reach import landing_blocker
+from streams.landing.reach import WarmUp, landing_blocker, warm_up
 from streams.landing.rules import BadRecords, RowRules, RowVerdict
 
 __all__ = [
@@ -38,10 +39,12 @@ __all__ = [
     "LandingError",
     "RowRules",
     "RowVerdict",
+    "WarmUp",
     "arrow_payload",
     "kafka_json_append",
     "landing_blocker",
     "payload_schema",
     "planned_partitions",
     "split_block",
+    "warm_up",
 ]

@@ -390,7 +390,9 @@ def _log_tasks(
 ) -> None:
     """One line of where the tasks' time went: the job's wall time, each task's parts
     (`TIMED`; the Parquet write is the task's time less the others), when its code
-    began after the job's start and its process's CPU time; the files written."""
+    began after the job's start and its process's CPU time; the files written; how many
+    tasks ran in a Python worker that had run the path before (a warm-up's included),
+    whose start and imports were paid already."""
     if not logger.isEnabledFor(logging.INFO):
         return
     counts = [r for r in rows if r["kind"] == "counts"]
@@ -408,7 +410,8 @@ def _log_tasks(
             f"from +{began:.2f}s, cpu {c.get('cpu', 0.0):.2f}s]"
         )
     logger.info(
-        "Delta table %s: batch %d: %d Arrow task(s), job %.2fs: %s; %d file(s), %.1f MB",
+        "Delta table %s: batch %d: %d Arrow task(s), job %.2fs: %s; %d file(s), %.1f MB; "
+        "%d of %d task(s) in a started Python worker",
         target.name,
         batch_id,
         len(counts),
@@ -416,6 +419,8 @@ def _log_tasks(
         " ".join(parts),
         len(files),
         sum(r["size"] for r in files) / 1e6,
+        sum(bool(c.get("started")) for c in counts),
+        len(counts),
     )
 
 

@@ -15,6 +15,8 @@ delta-rs does not write (column mapping, deletion vectors, ...) stays on Spark's
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -52,9 +54,84 @@ def landing_blocker(spark: Any, table_path: str) -> str | None:
     reason = _protocol_blocker(table_path)
     if reason is not None:
         return reason
-    if str(spark.conf.get("spark.master", "")).startswith("local") and storage.is_local(table_path):
+    if runs_here(spark, table_path):
         return None
     return _tasks_blocker(spark, table_path)
+
+
+def runs_here(spark: Any, table_path: str) -> bool:
+    """Whether the path's tasks for the table at `table_path` run in this process's
+    environment on this machine: a `local` master over a table on the local file system."""
+    return str(spark.conf.get("spark.master", "")).startswith("local") and storage.is_local(
+        table_path
+    )
+
+
+class WarmUp:
+    """A job started in the background (`warm_up`) whose tasks start the executors'
+    Python workers and import what the landing path's tasks import; `wait` returns once it
+    ended, however it ended. Pickled (a Spark Connect `foreachBatch` function carries its
+    table's program), it is one that has ended.
+
+    Concurrency: started by one thread, its own thread runs the job; `wait` from any."""
+
+    def __init__(self, spark: Any, name: str, carry: tuple[object, ...]) -> None:
+        self._thread: threading.Thread | None = threading.Thread(
+            target=self._run,
+            args=(spark.sparkContext, name, carry),
+            name=f"landing-warm-up-{name}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_ended, ())
+
+    @staticmethod
+    def _run(sc: Any, name: str, carry: tuple[object, ...]) -> None:
+        tasks = max(1, int(sc.defaultParallelism))
+        t0 = time.perf_counter()
+        try:
+            started = (
+                sc.parallelize(range(tasks), tasks)
+                .mapPartitions(lambda _: iter([_warm_task(carry)]))
+                .collect()
+            )
+        except Exception as e:  # noqa: BLE001 - the table's first batch meets it and says so
+            logger.info("table %s: the landing path's warm-up failed: %s", name, _task_reason(e))
+            return
+        logger.info(
+            "table %s: the landing path's warm-up ran %d task(s) in %.2fs (%d in a Python "
+            "worker started before)",
+            name,
+            tasks,
+            time.perf_counter() - t0,
+            sum(started),
+        )
+
+
+def _ended() -> WarmUp:
+    ended = WarmUp.__new__(WarmUp)
+    ended._thread = None
+    return ended
+
+
+def warm_up(
+    spark: Any, table_path: str, *, name: str, carry: tuple[object, ...] = ()
+) -> WarmUp | None:
+    """Starts, in the background, one job of as many tasks as Spark's default parallelism
+    that start Spark's Python workers and import the landing path's task code and the
+    modules of `carry` (objects the table's tasks get pickled: the rules), where a
+    table's first batch would otherwise pay that (seconds on executors of a cluster).
+    None where the tasks run here (`runs_here`) or on a Spark Connect session (no
+    SparkContext); `name` names the table in the log."""
+    if is_connect(spark) or runs_here(spark, table_path):
+        return None
+    return WarmUp(spark, name, carry)
 
 
 def _protocol_blocker(table_path: str) -> str | None:
@@ -117,13 +194,20 @@ def probe_task(probe: str, index: int, settings: dict[str, Any]) -> Iterator[int
     """In a task: import what the landing path's tasks run, write an object under
     `probe` and delete it, with the driver's storage section `settings` over the
     executor's own variables, as the path's tasks do."""
-    import streams.landing.tasks  # noqa: F401 - pyarrow, deltalake, the parser
+    import streams.landing.tasks as tasks  # pyarrow, deltalake, the parser
 
+    tasks.warm_up(None)  # a table's first batch finds this worker started
     with storage.configured(settings):
         location = storage.join(probe, f"{index}-{uuid.uuid4().hex}")
         storage.write_bytes(location, b"")
         storage.remove(location)
     yield index
+
+
+def _warm_task(carry: tuple[object, ...]) -> bool:
+    import streams.landing.tasks as tasks  # pyarrow, deltalake, the parser
+
+    return tasks.warm_up(carry)
 
 
 def _first_line(e: BaseException) -> str:

@@ -25,6 +25,22 @@ from streams.landing.rules import BadRecords, RowRules
 TIMED = ("fetch", "type", "judge", "stage", "task")
 """The parts of a task's time its counts carry (`seconds`)."""
 
+_ran = 0
+"""Landing tasks and warm-ups this Python worker ran. Spark reuses a worker for its
+executor's next Python task, so only a worker's first one pays its start and imports.
+One task at a time per worker."""
+
+
+def warm_up(carried: object) -> bool:
+    """A warm-up task (`streams.landing.reach.warm_up`): this module and what it imports
+    are imported, and `carried` (objects a batch's tasks get, so that their modules are
+    imported too) was unpickled, by the time this runs. Whether the worker had run
+    one before."""
+    global _ran
+    del carried
+    _ran += 1
+    return _ran > 1
+
 
 @dataclass(frozen=True)
 class TaskSpec:
@@ -121,11 +137,14 @@ def run_task(spec: TaskSpec, partitions: Iterator[Any]) -> Iterator[dict[str, An
     records and one with the counts."""
     from streams.delta import crash_point
 
+    global _ran
     entered = time.time()  # wall clock, set against the driver's: the task's start-up
+    started, _ran = _ran > 0, _ran + 1
     crash_point("arrow_task")  # kills this Python worker: the tests' stand-in for a crash
     with storage.configured(spec.storage_settings):
         task = _TaskRun(spec)
         task.counts["entered"] = entered
+        task.counts["started"] = started  # the worker had run a landing task or warm-up
         yield from task.run(partitions)
 
 

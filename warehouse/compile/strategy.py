@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from streams.kafka import FetchOptions
+    from streams.landing import WarmUp
     from warehouse.compile.engines import ResolvedEngines
     from warehouse.compile.inputs import KafkaInput, TableInput
     from warehouse.quality.arrow_rows import ArrowChecks
@@ -38,11 +39,14 @@ Strategy = Literal["arrow", "one_pass", "cached"]
 @dataclass(frozen=True)
 class ArrowLanding:
     """What the Arrow path needs: the payload it types, the table's row expectations as
-    Arrow rules (None without any) and how its tasks read the batch's Kafka ranges."""
+    Arrow rules (None without any) and how its tasks read the batch's Kafka ranges;
+    `warm`, the job started at compile that starts the executors' Python workers for
+    the first batch (None: none), which a batch waits for before its own job."""
 
     payload: StructType
     rules: ArrowChecks | None
     fetch: FetchOptions
+    warm: WarmUp | None = None
 
 
 def choose_strategy(
@@ -108,8 +112,10 @@ def arrow_landing(
     as Spark does, and `engines.parse` not `spark`. With engines whose own reads and
     commits are not already Python tasks and delta-rs commits (the native ones) also
     tasks that import the path and write under the table, and a table delta-rs appends
-    to (`streams.landing.landing_blocker`; a warning says which is missing). Not for a
-    federation: its tasks would read each range without knowing the range's cluster."""
+    to (`streams.landing.landing_blocker`; a warning says which is missing); with the
+    Python ones a warm-up job in the background (`streams.landing.warm_up`), as the
+    native ones' probe starts the executors' Python workers. Not for a federation: its
+    tasks would read each range without knowing the range's cluster."""
     from warehouse.compile.inputs import KafkaInput
 
     spec = defn.spec
@@ -124,7 +130,7 @@ def arrow_landing(
     struct = source.payload_struct()
     if struct is None:
         return None
-    from streams.landing import arrow_payload, landing_blocker
+    from streams.landing import arrow_payload, landing_blocker, warm_up
 
     parsed = arrow_payload(struct)
     if parsed is None:
@@ -152,4 +158,9 @@ def arrow_landing(
                 blocker,
             )
             return None
-    return ArrowLanding(struct, rules, source.fetch_options())
+        # The probe's tasks started the executors' Python workers and imported the path.
+        return ArrowLanding(struct, rules, source.fetch_options())
+    # The first batch's job would start the executors' Python workers (seconds on a
+    # cluster): they start while the query does.
+    warm = warm_up(spark, table_path, name=defn.name, carry=(rules,))
+    return ArrowLanding(struct, rules, source.fetch_options(), warm)

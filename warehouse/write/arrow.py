@@ -109,6 +109,8 @@ class ArrowWrite:
         partitions = planned_partitions(batch.df, self.landing.fetch)
         if partitions is None:
             return None
+        if self.landing.warm is not None:
+            self.landing.warm.wait()  # its tasks hold the executors' cores until it ends
         judged: list[tuple[DataFrame, Any]] = []  # the fallback's good rows, their Observation
         known = ParseErrorRows(
             self.program.targets.quarantine().path,

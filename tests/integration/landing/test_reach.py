@@ -166,3 +166,50 @@ def test_native_table_with_deletion_vectors_goes_to_spark_path(
     assert sum("ods_plain: batch" in m and "(Arrow)" in m for m in batches) == 2, batches
     assert any("ods_dv: batch 0" in m and "(Arrow)" in m for m in batches), batches
     assert not any("ods_dv: batch 1" in m and "(Arrow)" in m for m in batches), batches
+
+
+@pytest.mark.kafka
+def test_a_first_batchs_tasks_find_the_python_workers_started(
+    spark, broker, unique, tmp_path: Path, s3_root: str, caplog, engine: str
+) -> None:
+    """Off a local table the Python workers start before the first batch: on the python
+    engine in the warm-up job its compile starts, on the native ones in the probe's job.
+    New workers for this test: Spark keeps a set of Python workers per environment of its
+    tasks, and the context's environment gets a variable of its own."""
+    topic = new_topic(broker.bootstrap, unique("warm"), partitions=4)
+    root = tmp_path / "proj"
+    ods = start_project(
+        root,
+        broker.bootstrap,
+        "ods",
+        delta=engine,
+        kafka=engine,
+        schemas={"flat.json": json.dumps(SCHEMA)},
+    )
+    conf = root / "conf" / "local.yml"
+    local_root = f"warehouse_root: {root / '.warehouse'}"
+    conf.write_text(conf.read_text().replace(local_root, f"warehouse_root: {s3_root}"))
+    (ods / "ods_warm.yml").write_text(
+        f"table: ods_warm\nsource:\n  kafka: {{topic: {topic}, format: json, schema: flat}}\n"
+        "sink: {mode: append}\nexpectations:\n"
+        "  - expect_column_values_to_not_be_null: {column: city}\n"
+        "    on_violation: quarantine\n"
+    )
+    records = [
+        (f"k{i}", json.dumps({"id": i, "city": f"c{i}" if i % 10 else None})) for i in range(400)
+    ]
+    produce(broker.bootstrap, topic, records)
+    project = Project.load(root)
+    caplog.set_level(logging.INFO)
+    sc = spark.sparkContext
+    key = f"WAREHOUSE_TEST_WORKERS_{unique('w').replace('-', '_')}"
+    sc.environment[key] = "1"
+    try:
+        (result,) = Pipeline(project, spark, layer="ods").run(once=True)
+    finally:
+        del sc.environment[key]
+    assert (result.rows_read, result.quarantined) == (400, 40)
+    messages = [r.getMessage() for r in caplog.records]
+    tasks = [m for m in messages if "ods_warm: batch 0:" in m and "Arrow task(s)" in m]
+    assert len(tasks) == 1, messages
+    assert tasks[0].endswith("; 2 of 2 task(s) in a started Python worker"), tasks[0]
