@@ -1,7 +1,8 @@
 """The ingest on the cluster shape: executors on two workers, tables on S3, three Kafka nodes.
 
     flock /tmp/cluster-shape.lock .venv/bin/python benchmarks/cluster_ingest_bench.py \\
-        [--sizes 100000,1100000] [--engines python,native] [--partitions 4] [--rounds 1] [--bytecode cached] [--logs DIR]
+        [--sizes 100000,1100000] [--engines python,native] [--partitions 4] [--rounds 1] [--bytecode cached] [--logs DIR] \\
+        [--fetch "default;queued.max.messages.kbytes=16384"] [--checkouts "main=../main;branch=."]
 
 Starts what tests/integration/cluster/test_cluster_shape.py runs on: a Spark standalone
 master with two workers (1 core, 1 GiB each; `tests/integration/cluster/standalone.py`),
@@ -28,7 +29,12 @@ and its fastest round counts. Each run also prints where its batches' time went,
 the landing path's lines in the driver's log (`breakdown`). `--logs DIR` keeps each
 submit's driver log and Spark's event log (every task's metrics) in DIR. `--bytecode
 source` runs the applications as the shape ran without its byte code cache (every Python
-process compiling its imports), `both` beside the cached runs, taking turns.
+process compiling its imports), `both` beside the cached runs, taking turns. `--fetch`
+runs each case with each of its `;`-separated librdkafka settings (`k=v,k=v` in the
+project's `kafka: client:`, over the fetch's own, `streams.kafka.fetch.consumer_config`;
+`default`: none), taking turns. `--checkouts` runs each case with each of its
+`;`-separated `label=folder` checkouts of the project as the applications' code (the
+driver's and the executors' `PYTHONPATH`), taking turns on the same cluster and topic.
 """
 
 from __future__ import annotations
@@ -98,9 +104,12 @@ def describe(split: dict[str, float]) -> str:
     )
 
 
-def project_dir(base: Path, root: str, bootstrap: str) -> Path:
+def project_dir(
+    base: Path, root: str, bootstrap: str, client: dict[str, str] | None = None
+) -> Path:
     """A project of one ODS table, `ods_bench`, reading `TOPIC` with the quarantining
-    not-null expectation; `conf/cluster.yml` on `root` and `bootstrap`."""
+    not-null expectation; `conf/cluster.yml` on `root` and `bootstrap`, with the
+    librdkafka settings `client`."""
     import json
 
     base.mkdir(parents=True)
@@ -108,6 +117,7 @@ def project_dir(base: Path, root: str, bootstrap: str) -> Path:
     (base / "conf" / "cluster.yml").write_text(
         f"warehouse_root: {root}\n"
         f'kafka:\n  bootstrap: "{bootstrap}"\n  security: {{protocol: PLAINTEXT}}\n'
+        f"  client: {json.dumps(client or {})}\n"
         "engines: {kafka: auto, delta: auto}\n"
     )
     (base / "schemas").mkdir()
@@ -135,6 +145,8 @@ def run_case(
     logs: Path | None = None,
     round_: int = 0,
     bytecode: str = "cached",
+    fetch: tuple[str, dict[str, str]] = ("default", {}),
+    checkout: tuple[str, Path | None] = ("", None),
 ):
     """(q) on `engine` over `topic` (`where`: bucket and bootstrap), its tables in a new
     folder of the bucket: (seconds in batches, submit seconds, strategies, batches, check)."""
@@ -148,9 +160,13 @@ def run_case(
     from warehouse import Project
 
     bucket, bootstrap = where
-    name = f"{engine}-{records}-{bytecode}-{round_}"
+    label, client = fetch
+    folder = re.sub(r"[^\w.-]+", "_", label)
+    name = "-".join(
+        filter(None, (engine, str(records), bytecode, folder, checkout[0], str(round_)))
+    )
     root = f"s3a://{bucket}/{name}-{uuid.uuid4().hex[:6]}"
-    project = project_dir(base / name, root, bootstrap)
+    project = project_dir(base / name, root, bootstrap, client)
     yml = project / "layers" / "ods" / "bench.yml"
     yml.write_text(yml.read_text().replace("TOPIC", topic))
     conf = {**engine_conf(engine), **storage_conf()}
@@ -169,6 +185,9 @@ def run_case(
         source = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(empty)}
         env |= source
         conf |= {f"spark.executorEnv.{k}": v for k, v in source.items()}
+    if checkout[1] is not None:
+        env["PYTHONPATH"] = str(checkout[1])
+        conf["spark.executorEnv.PYTHONPATH"] = str(checkout[1])
     extra = conf_args(conf)
     t0 = time.perf_counter()
     run = submit(cluster, project, "ods", env, *extra, cwd=base, verbose=True)
@@ -187,6 +206,14 @@ def run_case(
     return seconds, wall, paths, len(batches), checked, breakdown(run.stdout, seconds)
 
 
+def case_name(engine: str, bytecode: str, fetch: str, checkout: str) -> str:
+    """`engine/bytecode`, then the fetch settings and the checkout where they are not the
+    default."""
+    return "/".join(
+        [engine, bytecode] + [fetch] * (fetch != "default") + [checkout] * bool(checkout)
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="100000,1100000")
@@ -203,6 +230,16 @@ def main() -> None:
         "imports), or both, taking turns",
     )
     p.add_argument(
+        "--fetch",
+        default="default",
+        help="`;`-separated librdkafka settings, each `k=v,k=v` or `default`, taking turns",
+    )
+    p.add_argument(
+        "--checkouts",
+        default="",
+        help="`;`-separated `label=folder` checkouts whose code the applications run, taking turns",
+    )
+    p.add_argument(
         "--logs",
         type=Path,
         help="keep each submit's driver log and Spark event log in this folder",
@@ -214,6 +251,14 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     engines = args.engines.split(",")
     variants = ["source", "cached"] if args.bytecode == "both" else [args.bytecode]
+    fetches = [
+        (v, dict(kv.split("=", 1) for kv in v.split(",")) if v != "default" else {})
+        for v in args.fetch.split(";")
+    ]
+    checkouts: list[tuple[str, Path | None]] = [
+        (label, Path(folder).resolve())
+        for label, folder in (c.split("=", 1) for c in args.checkouts.split(";") if c)
+    ] or [("", None)]
 
     from tests.integration.cluster.standalone import StandaloneCluster
     from tests.support import s3
@@ -239,7 +284,9 @@ def main() -> None:
                     raise SystemExit("kcat is not installed: no baseline")
                 kcat[records] = dt
                 for r in range(args.rounds):
-                    for engine, bytecode in product(engines, variants):
+                    for engine, bytecode, fetch, checkout in product(
+                        engines, variants, fetches, checkouts
+                    ):
                         seconds, wall, paths, n, checked, split = run_case(
                             cluster,
                             work,
@@ -251,8 +298,11 @@ def main() -> None:
                             logs=args.logs,
                             round_=r,
                             bytecode=bytecode,
+                            fetch=fetch,
+                            checkout=checkout,
                         )
-                        key = (case := f"{engine}/{bytecode}", records)
+                        case = case_name(engine, bytecode, fetch[0], checkout[0])
+                        key = (case, records)
                         took[key] = min(took.get(key, seconds), seconds)
                         print(
                             f"(q) {case:>14}, {records:>10,}, round {r + 1}: "
@@ -266,8 +316,8 @@ def main() -> None:
                 return
             k = (large - small) / (kcat[large] - kcat[small])
             print(f"marginal {small:,} -> {large:,}: (k) kcat {k:,.0f} rows/s", flush=True)
-            for engine, bytecode in product(engines, variants):
-                case = f"{engine}/{bytecode}"
+            for engine, bytecode, fetch, checkout in product(engines, variants, fetches, checkouts):
+                case = case_name(engine, bytecode, fetch[0], checkout[0])
                 dt = took[(case, large)] - took[(case, small)]
                 rate = (large - small) / dt
                 print(
