@@ -161,7 +161,7 @@ def run_case(
 
     bucket, bootstrap = where
     label, client = fetch
-    folder = re.sub(r"[^\w.-]+", "_", label)
+    folder = re.sub(r"[^\w.-]+", "_", label) if label != "default" else ""
     name = "-".join(
         filter(None, (engine, str(records), bytecode, folder, checkout[0], str(round_)))
     )
