@@ -1,4 +1,5 @@
-"""Whether the landing path can run for a table from a session: `landing_blocker`.
+"""Whether the landing path can run for a table from a session (`landing_blocker`), and
+its executors' Python workers started before the first batch (`warm_up`).
 
 The path's tasks import this package (and pyarrow, deltalake) in Spark's Python workers
 and write Parquet files under the table's root through pyarrow's object-store clients;
@@ -10,6 +11,11 @@ the table's staging folder, with the executors' own environment and credentials 
 the driver's storage section (as the path's tasks get it), and a delta-rs open of the
 table on the driver. A table delta-spark created with a feature
 delta-rs does not write (column mapping, deletion vectors, ...) stays on Spark's path.
+
+`warm_up`: where nothing is asked (engines whose own reads already run Python in the
+executors), one job in the background whose tasks start Spark's Python workers and
+import the path while the query starts, which the table's first batch would pay
+otherwise; the probe's tasks do the same on the way.
 """
 
 from __future__ import annotations
