@@ -24,8 +24,8 @@ beside it. Per case the marginal rate between the smallest and the largest size,
 (large - small) / (t_large - t_small), and its ratio to kcat's marginal rate in the same
 run (docs/decisions/0004). After each run (not timed) the table and its quarantine are
 read back from S3 and checked record by record (`kafka_ingest_sizes.verify`). Not a
-test: nothing is asserted. With `--rounds N` each case runs N times, the engines taking turns,
-and its fastest round counts. Each run also prints where its batches' time went, from
+test: nothing is asserted. With `--rounds N` each case runs N times, the cases taking turns
+(every other round in the reverse order), and its fastest round counts. Each run also prints where its batches' time went, from
 the landing path's lines in the driver's log (`breakdown`). `--logs DIR` keeps each
 submit's driver log and Spark's event log (every task's metrics) in DIR. `--bytecode
 source` runs the applications as the shape ran without its byte code cache (every Python
@@ -283,10 +283,11 @@ def main() -> None:
                 if dt is None:
                     raise SystemExit("kcat is not installed: no baseline")
                 kcat[records] = dt
+                cases = list(product(engines, variants, fetches, checkouts))
                 for r in range(args.rounds):
-                    for engine, bytecode, fetch, checkout in product(
-                        engines, variants, fetches, checkouts
-                    ):
+                    # Every other round in the reverse order: a load that rises or falls
+                    # during the run favours no case.
+                    for engine, bytecode, fetch, checkout in cases[:: -1 if r % 2 else 1]:
                         seconds, wall, paths, n, checked, split = run_case(
                             cluster,
                             work,
