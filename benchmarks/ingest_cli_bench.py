@@ -31,7 +31,9 @@ Per case, the fastest round at each size counts, and so does kcat's fastest read
 each size (with `--rounds 1`, one read); the marginal rate between the smallest and the
 largest size, (large - small) / (t_large - t_small), of the whole command and of the
 batches alone, and its ratio to kcat's in the same run (docs/decisions/0004). Not a
-test: nothing is asserted.
+test: nothing is asserted. `--driver-options NAME=OPTIONS` (repeated) runs each case
+once per variant, the variants taking turns, each with those Java options for the
+driver in its project's `spark.conf`.
 """
 
 from __future__ import annotations
@@ -64,14 +66,22 @@ _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO (\S+): (.*)$"
 _BATCH = re.compile(r"^table ods_bench: batch \d+(?: \([^)]*\))?: (\d+) rows in, .* ([\d.]+)s$")
 
 
-def project_dir(root: Path, bootstrap: str, topic: str, engine: str, *, expect: bool) -> Path:
-    """A fresh project of one ODS table, `ods_bench`, on `topic`, its tables under it."""
+def project_dir(
+    root: Path, bootstrap: str, topic: str, engine: str, *, expect: bool, java: str = ""
+) -> Path:
+    """A fresh project of one ODS table, `ods_bench`, on `topic`, its tables under it;
+    `java`: the driver's Java options in its `spark.conf`."""
     (root / "conf").mkdir(parents=True)
     (root / "schemas").mkdir()
     (root / "layers" / "ods").mkdir(parents=True)
     (root / "conf" / "local.yml").write_text(
         f'warehouse_root: {root / "wh"}\nkafka:\n  bootstrap: "{bootstrap}"\n'
         + engines_line(engine)
+        + (
+            f"spark:\n  conf: {{spark.driver.extraJavaOptions: {json.dumps(java)}}}\n"
+            if java
+            else ""
+        )
     )
     (root / "schemas" / "bench.json").write_text(json.dumps(SCHEMA))
     (root / "layers" / "ods" / "bench.yml").write_text(
@@ -160,12 +170,13 @@ def run_case(
     expect: bool,
     logs: Path | None,
     name: str,
+    java: str = "",
 ) -> dict:
     """One fresh `warehouse run --layer ods --once` of the case, checked: its wall time,
     phases, CPU by kind, batches and the check's line."""
     from warehouse import Project
 
-    root = project_dir(work / name, bootstrap, topic, engine, expect=expect)
+    root = project_dir(work / name, bootstrap, topic, engine, expect=expect, java=java)
     cmd = [str(WAREHOUSE), "--project", str(root), "run", "--layer", "ods", "--once", "-v"]
     began = time.time()
     t0 = time.perf_counter()
@@ -204,14 +215,24 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=1, help="fastest of this many runs counts")
     ap.add_argument("--logs", type=Path, help="keep each run's output in this folder")
+    ap.add_argument(
+        "--driver-options",
+        action="append",
+        metavar="NAME=OPTIONS",
+        help="a variant of every case whose project's `spark.conf` gives the driver these "
+        "Java options (`spark.driver.extraJavaOptions`), e.g. `c1=-XX:TieredStopAtLevel=1`; "
+        "repeat for more, the variants taking turns within each size",
+    )
     args = ap.parse_args()
+    variants = [v.partition("=")[::2] for v in args.driver_options or ["="]]
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.logs is not None:
         args.logs.mkdir(parents=True, exist_ok=True)
     cases = [
-        (case, engine, case == "q")
+        (f"({case}) {engine}" + (f" {variant}" if variant else ""), engine, case == "q", java)
         for engine in args.engines.split(",")
         for case in args.cases.split(",")
+        for variant, java in variants
     ]
 
     from streams.broker.launcher import BrokerProcess
@@ -236,8 +257,7 @@ def main() -> None:
                 if dt is None:
                     raise SystemExit("kcat is not installed: no baseline")
                 kcat[n] = min(kcat.get(n, dt), dt)
-                for case, engine, expect in cases:
-                    label = f"({case}) {engine}"
+                for label, engine, expect, java in cases:
                     got = run_case(
                         work,
                         bootstrap,
@@ -247,11 +267,12 @@ def main() -> None:
                         args.partitions,
                         expect=expect,
                         logs=args.logs,
-                        name=f"{case}-{engine.replace('/', '-')}-{n}-r{r + 1}",
+                        name=f"{re.sub(r'[^a-z0-9]+', '-', label).strip('-')}-{n}-r{r + 1}",
+                        java=java,
                     )
                     split = " ".join(f"{k} {got['split'][k]:.1f}" for k in PHASES)
                     print(
-                        f"{label:<12} {n / got['wall']:>10,.0f} rows/s, command {got['wall']:.1f}s "
+                        f"{label:<16} {n / got['wall']:>10,.0f} rows/s, command {got['wall']:.1f}s "
                         f"({split}), {got['batches']} batch(es), load "
                         f"{os.getloadavg()[0]:.1f}\n    {_cpu_text(got['cpu'])}\n"
                         f"    {got['checked']}",
@@ -267,8 +288,7 @@ def main() -> None:
         k_rate = (large - small) / (kcat[large] - kcat[small])
         print(f"-- marginal rate between {small:,} and {large:,} records (fastest round)")
         print(f"(k) kcat -C -e   {k_rate:>10,.0f} rows/s ({kcat[small]:.2f}s, {kcat[large]:.2f}s)")
-        for case, engine, _ in cases:
-            label = f"({case}) {engine}"
+        for label, *_ in cases:
             lo, hi = best[(label, small)], best[(label, large)]
             rate = (large - small) / (hi["wall"] - lo["wall"])
             b_rate = (large - small) / (hi["split"]["batch"] - lo["split"]["batch"])
