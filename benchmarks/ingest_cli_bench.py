@@ -25,7 +25,8 @@ query's start: the project's programs, the landing path's probe on the native en
 offsets, the batch's planning), `batch` (the batches' own time, the runner's line per
 batch), `end` (the last batch to the process's exit). CPU: the command's process and
 every process under it (the JVM, Spark's Python workers), read from /proc every 0.1 s,
-the last reading of each process counted.
+the last reading of each process counted, and the JVM's by thread group (`proc_cpu`:
+Spark's tasks, the JIT's compilers, the GC, the rest).
 
 Per case, the fastest round at each size counts, and so does kcat's fastest read of
 each size (with `--rounds 1`, one read); the marginal rate between the smallest and the
@@ -57,7 +58,7 @@ sys.path.insert(0, str(HERE))
 
 from ingest_runs import engines_line, run_kcat  # noqa: E402
 from kafka_ingest_sizes import NOT_NULL, SCHEMA, produce, verify  # noqa: E402
-from proc_cpu import processes  # noqa: E402
+from proc_cpu import jvm_threads, processes  # noqa: E402
 
 WAREHOUSE = Path(sys.executable).parent / "warehouse"
 PHASES = ("py", "session", "compile", "start", "batch", "end")
@@ -100,13 +101,16 @@ class TreeCpu:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.seen: dict[int, tuple[str, float]] = {}
+        self.threads: dict[tuple[int, int], tuple[str, float, float]] = {}
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
 
     def _poll(self) -> None:
         while not self._done.is_set():
-            self.seen.update(processes(self.pid))
+            seen = processes(self.pid)
+            self.seen.update(seen)
+            self.threads.update(jvm_threads([p for p, (k, _) in seen.items() if k == "jvm"]))
             self._done.wait(0.1)
 
     def stop(self) -> dict[str, float]:
@@ -116,6 +120,8 @@ class TreeCpu:
         for kind, cpu in self.seen.values():
             kind = "python" if kind == "driver" else kind
             out[kind] = out.get(kind, 0.0) + cpu
+        for group, cpu, _ in self.threads.values():
+            out[f"jvm {group}"] = out.get(f"jvm {group}", 0.0) + cpu
         return out
 
 
@@ -199,9 +205,14 @@ def run_case(
 
 
 def _cpu_text(used: dict[str, float]) -> str:
-    parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(used.items()) if k != "broker")
-    total = sum(v for k, v in used.items() if k != "broker")
-    return f"cpu {total:.1f} s ({parts})"
+    kinds = {k: v for k, v in used.items() if k != "broker" and not k.startswith("jvm ")}
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(kinds.items()))
+    threads = ", ".join(
+        f"{k[4:]} {v:.1f}"
+        for k, v in sorted(used.items(), key=lambda kv: -kv[1])
+        if k[:4] == "jvm "
+    )
+    return f"cpu {sum(kinds.values()):.1f} s ({parts}); jvm by thread: {threads}"
 
 
 def main() -> None:
