@@ -55,11 +55,13 @@ def _bootstrap(project: Project, cluster: str = DEFAULT_CLUSTER) -> str:
     return bootstrap
 
 
-def _session(project: Project) -> Any:
+def _session(project: Project, *, once: bool = False) -> Any:
     from warehouse.runtime.catalog import session_settings
     from warehouse.runtime.session import get_session
 
-    return get_session(session_settings(project), object_storage=not storage.is_local(project.root))
+    return get_session(
+        session_settings(project), object_storage=not storage.is_local(project.root), once=once
+    )
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -94,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with holding(project, selection.names, doing="run"):
         if not selection.reset:
             refuse_unrunnable(project, selection.names)
-        spark = _session(project)
+        spark = _session(project, once=args.once)
         pipeline = project.pipeline(
             spark,
             args.layer,

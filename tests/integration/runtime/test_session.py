@@ -189,6 +189,73 @@ def test_java_options_of_your_own_choose_the_collector() -> None:
     assert _with_region_size({}, "spark://head:7077") == {}
 
 
+def test_a_session_for_one_run_compiles_with_c1_unless_java_options_choose() -> None:
+    """A local session that serves one run and ends gets the JIT's C1 alone; a compilation
+    choice in the driver's Java options or in the variables every JVM reads is kept, and a
+    cluster's master gets nothing."""
+    from warehouse.runtime.session import _with_jit
+
+    options = "spark.driver.extraJavaOptions"
+    c1 = "-XX:TieredStopAtLevel=1"
+    assert _with_jit({}, "local[2]", {}) == {options: c1}
+    assert _with_jit({options: "-Xmx2g"}, "local[*]", {}) == {options: f"-Xmx2g {c1}"}
+    for own in (
+        "-XX:TieredStopAtLevel=4",
+        "-Xmx2g -XX:-TieredCompilation",
+        "-XX:CompilationMode=high-only",
+        "-Xint",
+    ):
+        assert _with_jit({options: own}, "local[2]", {}) == {options: own}
+    for variable in ("JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS"):
+        assert _with_jit({}, "local[2]", {variable: "-XX:TieredStopAtLevel=4"}) == {}
+    assert _with_jit({}, "local[2]", {"JDK_JAVA_OPTIONS": "-XX:+UseSerialGC"}) == {options: c1}
+    assert _with_jit({}, "spark://head:7077", {}) == {}
+
+
+@pytest.mark.kafka
+def test_run_once_launches_its_jvm_with_c1_only(broker, unique, tmp_path: Path) -> None:
+    """`warehouse run --once` starts a JVM that compiles with C1 alone (it runs what the
+    topic holds and exits); the JVM prints its flags (`-XX:+PrintFlagsFinal`, the
+    project's own Java options, which choose no compilation). The suite's own C1 choice
+    (`JDK_JAVA_OPTIONS`, tests/conftest.py) is left out of the command's environment."""
+    import re
+    import subprocess
+    import sys
+
+    from tests.integration.runtime.helpers import orders_project
+
+    _topic, proj = orders_project(
+        tmp_path / "proj",
+        broker.bootstrap,
+        unique,
+        engine="python",
+        extra_conf='    spark.driver.extraJavaOptions: "-XX:+PrintFlagsFinal"\n',
+    )
+    own = os.environ["JDK_JAVA_OPTIONS"].replace("-XX:TieredStopAtLevel=1", "")
+    env = {**os.environ, "JDK_JAVA_OPTIONS": own}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "warehouse",
+            "--project",
+            str(proj),
+            "run",
+            "--layer",
+            "ods",
+            "--once",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    levels = re.findall(r"\bTieredStopAtLevel\s+=\s+(\d+)", done.stdout)
+    assert levels == ["1"], done.stdout[-3000:]
+    assert "done: 1 table(s), 0 rows written" in done.stdout
+
+
 def test_streaming_checkpoints_and_delta_commits_rename_without_a_process(
     spark, native_jars, tmp_path
 ) -> None:
