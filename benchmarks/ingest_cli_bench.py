@@ -19,8 +19,9 @@ timed) the table and its quarantine are read back and checked record by record
 
 From the run's INFO log (`-v`), the command's time split into: `py` (from the process's
 start to the project loaded: the interpreter and the CLI's imports), `session` (the
-SparkSession's start: the JVM, Spark's context), `compile` (the engines chosen to the
-query's start: the project's programs, the landing path's probe on the native engines),
+SparkSession's start: the JVM, Spark's context), `compile` (the run's checks before the
+session, the tables' locks and checkpoints, and from the engines chosen to the query's
+start: the project's programs, the landing path's probe where it asks),
 `start` (the query's start to its first batch: the checkpoint, the source's first
 offsets, the batch's planning), `batch` (the batches' own time, the runner's line per
 batch), `end` (the last batch to the process's exit). CPU: the command's process and
