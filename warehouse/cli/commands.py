@@ -55,12 +55,14 @@ def _bootstrap(project: Project, cluster: str = DEFAULT_CLUSTER) -> str:
     return bootstrap
 
 
-def _session(project: Project, *, once: bool = False) -> Any:
+def _session(project: Project, *, landing_once: bool = False) -> Any:
     from warehouse.runtime.catalog import session_settings
     from warehouse.runtime.session import get_session
 
     return get_session(
-        session_settings(project), object_storage=not storage.is_local(project.root), once=once
+        session_settings(project),
+        object_storage=not storage.is_local(project.root),
+        landing_once=landing_once,
     )
 
 
@@ -74,6 +76,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from warehouse.compile.strategy import lands_by_the_jvm
     from warehouse.runtime.locks import holding
     from warehouse.runtime.pipeline import refuse_unrunnable
     from warehouse.runtime.refresh import refresh_selection
@@ -96,7 +99,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     with holding(project, selection.names, doing="run"):
         if not selection.reset:
             refuse_unrunnable(project, selection.names)
-        spark = _session(project, once=args.once)
+        # A run that ends, of tables whose records pass by the JVM, gets a JVM that
+        # compiles with C1 alone (docs/decisions/0052).
+        parse = project.config.engines.parse
+        landing = all(lands_by_the_jvm(project.tables[n], parse) for n in selection.names)
+        spark = _session(project, landing_once=args.once and landing)
         pipeline = project.pipeline(
             spark,
             args.layer,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from warehouse.spec.expectations import is_row_level
-from warehouse.spec.table import AppendSink, UpsertSink
+from warehouse.spec.table import AppendSink, TopicSource, UpsertSink
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -96,6 +96,28 @@ def one_pass(
     # A table's quarantine would come from computing the batch again, which need not give
     # the same rows: a joined snapshot read anew, a clock, a random number.
     return kafka or not any(e.on_violation == "quarantine" for e in row_level)
+
+
+def lands_by_the_jvm(defn: TableDefinition, parse: str) -> bool:
+    """Whether the table's records may pass by the JVM's code, from its spec alone, before a
+    session exists: what `arrow_landing` asks of the spec (Kafka JSON of one cluster,
+    appended, no transform, dedupe or aggregate; `parse`, the project's `engines.parse`,
+    not `spark`). `arrow_landing` decides at compile; a table it sends to Spark's path
+    after all (a nested payload, an expectation Arrow does not judge, a native table its
+    tasks cannot reach) parses in the JVM."""
+    spec = defn.spec
+    source = spec.source
+    return (
+        isinstance(source, TopicSource)
+        and source.kafka.format == "json"
+        and not source.kafka.clusters
+        and isinstance(spec.sink, AppendSink)
+        and spec.transform is None
+        and defn.sql is None
+        and spec.dedupe is None
+        and spec.aggregate is None
+        and parse != "spark"
+    )
 
 
 def arrow_landing(

@@ -83,7 +83,7 @@ def get_session(
     *,
     app_name: str | None = None,
     object_storage: bool = False,
-    once: bool = False,
+    landing_once: bool = False,
 ) -> SparkSession:
     """Return the running SparkSession if there is one, else build one from `config`.
 
@@ -93,7 +93,10 @@ def get_session(
     running interpreter so that Python workers see the same packages.
     `object_storage`: the session reads or writes object storage (a project whose root
     is a URI), so it gets the cached `hadoop-aws` and AWS SDK on its class path; every
-    session gets Hadoop's `s3a` settings.
+    session gets Hadoop's `s3a` settings. `landing_once`: the session serves one run that
+    processes what is there and ends, of tables whose records pass by the JVM's code
+    (`warehouse run --once` of tables on the Arrow landing path), so a local JVM compiles
+    with C1 only (`_with_jit`).
     """
     session = existing_session()
     if session is not None:
@@ -112,7 +115,7 @@ def get_session(
         jars = {"spark.jars": extra["spark.jars"]} if "spark.jars" in extra else {}
         conf = {**extra, **conf, **jars}
         conf = _with_region_size(_with_log_config(conf), config.master)
-        if once:
+        if landing_once:
             conf = _with_jit(conf, config.master, os.environ)
         if local_cores(config.master) is not None:
             jars_cache = Path(config.jars_cache) if config.jars_cache else default_cache_dir()
@@ -373,11 +376,12 @@ def _with_jit(conf: dict[str, str], master: str, environ: Mapping[str, str]) -> 
 
     A JVM that starts, runs what a topic holds and exits spent half its CPU in the JIT's
     compilers, most of it in C2's optimizing compiles of start-up code the process runs
-    a few times: a fresh `warehouse run --layer ods --once` of 100,000 records used 11.3 s
-    of JVM CPU, 6.0 s of it compiling, against 6.1 s and 1.5 s with C1 alone
-    (docs/decisions/0052). On the landing path the records never pass through the
-    JVM's compiled code, so nothing a batch does per record gets slower. A session that
-    keeps running keeps Java's tiers (docs/decisions/0025)."""
+    a few times: a fresh `warehouse run --layer ods --once` used 9.1-11.1 s of JVM CPU,
+    4.4-5.7 s of it compiling, against 4.4-6.4 s and 1.2-1.5 s with C1 alone, at 100,000
+    records as at 3.1M (docs/decisions/0052). On the landing path the records do not
+    pass through the JVM's code; where they do (Spark's own parse), C1's code took 3x
+    the tasks' CPU per record, so such runs keep Java's tiers, and so does a session
+    that keeps running (docs/decisions/0025)."""
     if local_cores(master) is None:
         return conf
     texts = (conf.get(DRIVER_OPTIONS, ""), *(environ.get(v, "") for v in _JAVA_ENV))

@@ -214,8 +214,9 @@ def test_a_session_for_one_run_compiles_with_c1_unless_java_options_choose() -> 
 
 @pytest.mark.kafka
 def test_run_once_launches_its_jvm_with_c1_only(broker, unique, tmp_path: Path) -> None:
-    """`warehouse run --once` starts a JVM that compiles with C1 alone (it runs what the
-    topic holds and exits); the JVM prints its flags (`-XX:+PrintFlagsFinal`, the
+    """`warehouse run --layer ods --once` of a Kafka JSON table, whose records take the
+    Arrow landing path, starts a JVM that compiles with C1 alone (it runs what the topic
+    holds and exits); the JVM prints its flags (`-XX:+PrintFlagsFinal`, the
     project's own Java options, which choose no compilation). The suite's own C1 choice
     (`JDK_JAVA_OPTIONS`, tests/conftest.py) is left out of the command's environment."""
     import re

@@ -88,3 +88,32 @@ def test_layer_and_table_selection(project: Project) -> None:
     assert [p.name for p in build_plan(project, layer="ods")] == ["ods_orders"]
     with pytest.raises(SelectionError, match="Unknown table `nope`"):
         select_tables(project, tables=["nope"])
+
+
+def test_a_kafka_json_append_is_the_only_table_whose_records_may_pass_by_the_jvm(
+    tmp_path: Path,
+) -> None:
+    """What `warehouse run --once` asks before its session starts, to launch a JVM that
+    compiles with C1 alone (docs/decisions/0052): the ODS table may take the Arrow landing
+    path, unless the project parses with Spark; the DWD table's SQL runs in the JVM, and a
+    Kafka table upserted or transformed goes through Spark's plans too."""
+    from warehouse.compile.strategy import lands_by_the_jvm
+
+    root = write_project(tmp_path / "proj", topic="shop.orders")
+    project = Project.load(root)
+    ods, dwd = project.tables["ods_orders"], project.tables["dwd_orders"]
+    assert lands_by_the_jvm(ods, "auto")
+    assert not lands_by_the_jvm(ods, "spark")
+    assert not lands_by_the_jvm(dwd, "auto")
+    root = write_project(tmp_path / "ods", topic="shop.orders", dwd=False)
+    yml = root / "layers" / "ods" / "orders.yml"
+    original = yml.read_text()
+    for changed in (
+        original.replace(
+            "{mode: append}", "{mode: upsert, keys: [order_id], sequence_by: _offset}"
+        ),
+        original + "transform: {sql: SELECT * FROM source WHERE amount > 0}\n",
+    ):
+        assert changed != original
+        yml.write_text(changed)
+        assert not lands_by_the_jvm(Project.load(root).tables["ods_orders"], "auto"), changed
