@@ -387,6 +387,9 @@ def _with_jit(conf: dict[str, str], master: str, environ: Mapping[str, str]) -> 
     texts = (conf.get(DRIVER_OPTIONS, ""), *(environ.get(v, "") for v in _JAVA_ENV))
     if any(_OWN_JIT.search(text) for text in texts):
         return conf
+    logger.info(
+        "a run that ends on the landing path: the JVM compiles with C1 alone (%s)", ONCE_JIT
+    )
     return with_driver_options(conf, ONCE_JIT)
 
 
