@@ -101,7 +101,20 @@ class _Live:
         `lastProgress` is one call to the JVM; `recentProgress` is one per update Spark
         keeps (100), about 38 ms of CPU when full (docs/decisions/0027). So the whole list is read only when the newest update does not
         follow the last one noted: at the first, or when more than one batch ran since.
-        Noting an update again changes nothing."""
+        Noting an update again changes nothing.
+
+        On a classic session the writer has counted every batch that ran (its
+        `last_batch`) before Spark reports the batch's progress: while no batch ran
+        past the last one noted, there is nothing to read, and an idle query costs the
+        runner no call to the JVM. A Connect server's batches are known only from the
+        progress, which is read each time."""
+        stats = self.cq.writer.stats
+        if (
+            not self.cq.writer.remote
+            and self.noted_to is not None
+            and (stats.last_batch is None or stats.last_batch <= self.noted_to)
+        ):
+            return
         last = self.query.lastProgress
         if last is None:
             return

@@ -85,11 +85,24 @@ def test_a_batch_after_an_idle_report_counts_its_rows(
     assert by_table["dwd_orders"].rows_read == len(first) + len(second), by_table["dwd_orders"]
 
 
+class _ProgressReads:
+    """The query as the runner sees it, counting its reads of the query's progress."""
+
+    def __init__(self, query) -> None:
+        self._query, self.count = query, 0
+
+    def __getattr__(self, name: str):
+        if name in ("lastProgress", "recentProgress"):
+            self.count += 1
+        return getattr(self._query, name)
+
+
 def test_progress_is_noted_once_per_batch_across_gaps_and_idle_reports(
     spark, tmp_path: Path
 ) -> None:
     """The runner reads only the newest progress update while batches come one at a
-    time, and the whole list when more than one ran since it last looked."""
+    time, the whole list when more than one ran since it last looked, and nothing while
+    no batch ran past the last one noted (an idle query)."""
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     stats = BatchStats()
@@ -99,17 +112,22 @@ def test_progress_is_noted_once_per_batch_across_gaps_and_idle_reports(
     def arrive(name: str, n: int) -> None:
         (inbox / f"{name}.json").write_text("".join(f'{{"i": {i}}}\n' for i in range(n)))
 
+    def counted(df, batch_id: int) -> None:  # as the writer writes and counts a batch
+        df.write.format("noop").mode("overwrite").save()
+        stats.last_batch = batch_id
+
     spark.conf.set(IDLE_REPORTS, "0")
     query = (
         spark.readStream.schema("i INT")
         .option("maxFilesPerTrigger", 1)
         .json(str(inbox))
-        .writeStream.format("noop")
+        .writeStream.foreachBatch(counted)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .start()
     )
     try:
-        live = _Live(cq, query, since=time.monotonic(), attempt=1)  # type: ignore[arg-type]
+        reads = _ProgressReads(query)
+        live = _Live(cq, reads, since=time.monotonic(), attempt=1)  # type: ignore[arg-type]
         arrive("a", 2)
         query.processAllAvailable()
         live.note_progress()  # the first look reads the whole list
@@ -124,7 +142,10 @@ def test_progress_is_noted_once_per_batch_across_gaps_and_idle_reports(
             time.sleep(0.2)  # until a trigger without input has reported
         assert not ran(query.lastProgress)
         assert query.lastProgress.batchId == 3  # the id yet to run
-        live.note_progress()
+        before = reads.count
+        for _ in range(3):
+            live.note_progress()  # no batch ran since the last look: nothing to read
+        assert reads.count == before
         arrive("d", 5)
         query.processAllAvailable()
         live.note_progress()
