@@ -739,14 +739,14 @@ def report_cpu(queries: int, idle: Cpu, busy: Cpu) -> None:
 
     def fmt(cpu: dict[str, float], wall: float) -> str:
         total = sum(cpu.values())
-        parts = ", ".join(f"{k} {v / wall:.2f}" for k, v in sorted(cpu.items()))
-        return f"{total / wall:.2f} CPU s/s ({parts})"
+        parts = ", ".join(f"{k} {v / wall:.3f}" for k, v in sorted(cpu.items()))
+        return f"{total / wall:.3f} CPU s/s ({parts})"
 
     (icpu, ibatches, iwall), (bcpu, bbatches, bwall) = idle, busy
     idle_rate = sum(icpu.values()) / iwall
     print(
         f"\nidle, {queries} queries, {iwall:.0f}s, {ibatches} batches: {fmt(icpu, iwall)}; "
-        f"per idle query {idle_rate / queries * 1000:.0f} ms CPU per second"
+        f"per idle query {idle_rate / queries * 1000:.1f} ms CPU per second"
     )
     extra = sum(bcpu.values()) - idle_rate * bwall
     per_batch = f"{extra / bbatches * 1000:.0f} ms" if bbatches else "-"
