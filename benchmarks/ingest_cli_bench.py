@@ -41,7 +41,6 @@ driver in its project's `spark.conf`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -57,8 +56,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from ingest_runs import engines_line, run_kcat  # noqa: E402
-from kafka_ingest_sizes import NOT_NULL, SCHEMA, produce, verify  # noqa: E402
+from ingest_runs import run_kcat  # noqa: E402
+from kafka_ingest_sizes import ods_project, produce, verify  # noqa: E402
 from proc_cpu import jvm_threads, processes  # noqa: E402
 
 WAREHOUSE = Path(sys.executable).parent / "warehouse"
@@ -66,32 +65,6 @@ PHASES = ("py", "session", "compile", "start", "batch", "end")
 
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO (\S+): (.*)$")
 _BATCH = re.compile(r"^table ods_bench: batch \d+(?: \([^)]*\))?: (\d+) rows in, .* ([\d.]+)s$")
-
-
-def project_dir(
-    root: Path, bootstrap: str, topic: str, engine: str, *, expect: bool, java: str = ""
-) -> Path:
-    """A fresh project of one ODS table, `ods_bench`, on `topic`, its tables under it;
-    `java`: the driver's Java options in its `spark.conf`."""
-    (root / "conf").mkdir(parents=True)
-    (root / "schemas").mkdir()
-    (root / "layers" / "ods").mkdir(parents=True)
-    (root / "conf" / "local.yml").write_text(
-        f'warehouse_root: {root / "wh"}\nkafka:\n  bootstrap: "{bootstrap}"\n'
-        + engines_line(engine)
-        + (
-            f"spark:\n  conf: {{spark.driver.extraJavaOptions: {json.dumps(java)}}}\n"
-            if java
-            else ""
-        )
-    )
-    (root / "schemas" / "bench.json").write_text(json.dumps(SCHEMA))
-    (root / "layers" / "ods" / "bench.yml").write_text(
-        "table: ods_bench\nsource:\n"
-        f"  kafka: {{topic: {topic}, starting_offsets: earliest, format: json, schema: bench}}\n"
-        "sink: {mode: append}\n" + (NOT_NULL if expect else "")
-    )
-    return root
 
 
 class TreeCpu:
@@ -183,7 +156,7 @@ def run_case(
     phases, CPU by kind, batches and the check's line."""
     from warehouse import Project
 
-    root = project_dir(work / name, bootstrap, topic, engine, expect=expect, java=java)
+    root = ods_project(work / name, bootstrap, topic, engine, expect=expect, java=java)
     cmd = [str(WAREHOUSE), "--project", str(root), "run", "--layer", "ods", "--once", "-v"]
     began = time.time()
     t0 = time.perf_counter()

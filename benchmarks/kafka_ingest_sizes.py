@@ -225,23 +225,33 @@ def peaks(root: int) -> dict[str, float]:
 # -- the run ----------------------------------------------------------------------
 
 
-def ods_run(
-    spark, bootstrap: str, topic: str, work: Path, engine: str, expect: bool, cap: int | None
-):
-    """(seconds, records read, addBatch seconds, batches, project) of one fresh ODS table;
-    `engine`: an `--engines` entry (`ingest_runs.engines_line`); `cap`: its
-    `max_offsets_per_trigger` (None: the source's default)."""
-    from ingest_runs import batch_times, engines_line
+def ods_project(
+    root: Path,
+    bootstrap: str,
+    topic: str,
+    engine: str,
+    *,
+    expect: bool,
+    cap: int | None = None,
+    java: str = "",
+) -> Path:
+    """A fresh project at `root` of one ODS table, `ods_bench`, on `topic`, its tables
+    under it; `engine`: an `--engines` entry (`ingest_runs.engines_line`); `expect`: with
+    the quarantining not-null expectation; `cap`: its `max_offsets_per_trigger` (None: the
+    source's default); `java`: the driver's Java options in its `spark.conf`."""
+    from ingest_runs import engines_line
 
-    from warehouse import Project
-
-    root = work / f"project-{topic}-{engine.replace('/', '-')}{'-q' if expect else ''}"
     (root / "conf").mkdir(parents=True)
     (root / "schemas").mkdir()
     (root / "layers" / "ods").mkdir(parents=True)
     (root / "conf" / "local.yml").write_text(
         f'warehouse_root: {root / "wh"}\nkafka:\n  bootstrap: "{bootstrap}"\n'
         + engines_line(engine)
+        + (
+            f"spark:\n  conf: {{spark.driver.extraJavaOptions: {json.dumps(java)}}}\n"
+            if java
+            else ""
+        )
     )
     (root / "schemas" / "bench.json").write_text(json.dumps(SCHEMA))
     (root / "layers" / "ods" / "bench.yml").write_text(
@@ -250,7 +260,21 @@ def ods_run(
         + "}\n"
         "sink: {mode: append}\n" + (NOT_NULL if expect else "")
     )
-    project = Project.load(root)
+    return root
+
+
+def ods_run(
+    spark, bootstrap: str, topic: str, work: Path, engine: str, expect: bool, cap: int | None
+):
+    """(seconds, records read, addBatch seconds, batches, project) of one fresh ODS table;
+    `engine`: an `--engines` entry (`ingest_runs.engines_line`); `cap`: its
+    `max_offsets_per_trigger` (None: the source's default)."""
+    from ingest_runs import batch_times
+
+    from warehouse import Project
+
+    root = work / f"project-{topic}-{engine.replace('/', '-')}{'-q' if expect else ''}"
+    project = Project.load(ods_project(root, bootstrap, topic, engine, expect=expect, cap=cap))
     with batch_times(spark) as times:
         t0 = time.perf_counter()
         (result,) = project.pipeline(spark, "ods").run(once=True)
