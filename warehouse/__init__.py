@@ -10,8 +10,9 @@ A Python transform `(DataFrame, TransformContext) -> DataFrame` receives a
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from warehouse.exports import lazy_exports
 
 if TYPE_CHECKING:
     from warehouse.compile.transform import TransformContext
@@ -42,14 +43,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module `warehouse` has no attribute `{name}`")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

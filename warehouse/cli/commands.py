@@ -76,7 +76,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from warehouse.compile.strategy import lands_by_the_jvm
+    from warehouse.compile.strategy import may_land_in_arrow
     from warehouse.runtime.locks import holding
     from warehouse.runtime.pipeline import refuse_unrunnable
     from warehouse.runtime.refresh import refresh_selection
@@ -102,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # A run that ends, of tables whose records pass by the JVM, gets a JVM that
         # compiles with C1 alone (docs/decisions/0052).
         parse = project.config.engines.parse
-        landing = all(lands_by_the_jvm(project.tables[n], parse) for n in selection.names)
+        landing = all(may_land_in_arrow(project.tables[n], parse) for n in selection.names)
         spark = _session(project, landing_once=args.once and landing)
         pipeline = project.pipeline(
             spark,

@@ -98,24 +98,22 @@ def one_pass(
     return kafka or not any(e.on_violation == "quarantine" for e in row_level)
 
 
-def lands_by_the_jvm(defn: TableDefinition, parse: str) -> bool:
-    """Whether the table's records may pass by the JVM's code, from its spec alone, before a
-    session exists: what `arrow_landing` asks of the spec (Kafka JSON of one cluster,
-    appended, no transform, dedupe or aggregate; `parse`, the project's `engines.parse`,
-    not `spark`). `arrow_landing` decides at compile; a table it sends to Spark's path
-    after all (a nested payload, an expectation Arrow does not judge, a native table its
-    tasks cannot reach) parses in the JVM."""
+def may_land_in_arrow(defn: TableDefinition, parse: str) -> bool:
+    """Whether the table's batches may take the Arrow landing path by its spec alone,
+    which is known before a session exists: Kafka JSON of one cluster, appended, without
+    a transform; `parse` (`engines.parse`, the project's or a run's resolved one) not
+    `spark`. `arrow_landing` asks this first; what it asks then needs the compiled source
+    and a session (a flat payload, expectations Arrow judges, tasks that reach the
+    table), so a table this allows may still be parsed by Spark."""
     spec = defn.spec
     source = spec.source
     return (
         isinstance(source, TopicSource)
         and source.kafka.format == "json"
-        and not source.kafka.clusters
+        and not source.kafka.federated
         and isinstance(spec.sink, AppendSink)
         and spec.transform is None
         and defn.sql is None
-        and spec.dedupe is None
-        and spec.aggregate is None
         and parse != "spark"
     )
 
@@ -129,25 +127,20 @@ def arrow_landing(
     table_path: str,
 ) -> ArrowLanding | None:
     """What the Arrow path needs when the table's one-pass batches may take it
-    (`streams.landing`), else None: Kafka JSON appended, row-level expectations Arrow
-    judges as Spark does (`warehouse.quality.arrow_rows`), flat payload types Arrow parses
-    as Spark does, and `engines.parse` not `spark`. With engines whose own reads and
-    commits are not already Python tasks and delta-rs commits (the native ones) also
-    tasks that import the path and write under the table, and a table delta-rs appends
-    to (`streams.landing.landing_blocker`; a warning says which is missing); with the
-    Python ones a warm-up job in the background (`streams.landing.warm_up`), as the
-    native ones' probe starts the executors' Python workers. Not for a federation: its
-    tasks would read each range without knowing the range's cluster."""
+    (`streams.landing`), else None: a spec that allows it (`may_land_in_arrow`: Kafka
+    JSON of one cluster appended, `engines.parse` not `spark`), row-level expectations
+    Arrow judges as Spark does (`warehouse.quality.arrow_rows`) and flat payload types
+    Arrow parses as Spark does. With engines whose own reads and commits are not already
+    Python tasks and delta-rs commits (the native ones) also tasks that import the path
+    and write under the table, and a table delta-rs appends to
+    (`streams.landing.landing_blocker`; a warning says which is missing); with the Python
+    ones a warm-up job in the background (`streams.landing.warm_up`), as the native ones'
+    probe starts the executors' Python workers. Not for a federation: its tasks would
+    read each range without knowing the range's cluster."""
     from warehouse.compile.inputs import KafkaInput
 
     spec = defn.spec
-    if (
-        not isinstance(source, KafkaInput)
-        or source.federation
-        or source.source.format != "json"
-        or not isinstance(spec.sink, AppendSink)
-        or engines.parse != "arrow"
-    ):
+    if not isinstance(source, KafkaInput) or not may_land_in_arrow(defn, engines.parse):
         return None
     struct = source.payload_struct()
     if struct is None:

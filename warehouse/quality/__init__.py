@@ -9,8 +9,9 @@ and are not re-exported here.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from warehouse.exports import lazy_exports
 
 if TYPE_CHECKING:
     from warehouse.quality.check import run_checks
@@ -52,14 +53,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module `warehouse.quality` has no attribute `{name}`")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -62,6 +62,7 @@ def test_unpickling_a_tasks_rules_imports_none_of_the_rest_of_the_framework() ->
     ours = sorted(m for m in modules if m.startswith("warehouse"))
     assert ours == [
         "warehouse",
+        "warehouse.exports",
         "warehouse.quality",
         "warehouse.quality.arrow_quarantine",
         "warehouse.quality.arrow_rows",

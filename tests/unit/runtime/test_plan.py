@@ -97,14 +97,14 @@ def test_a_kafka_json_append_is_the_only_table_whose_records_may_pass_by_the_jvm
     compiles with C1 alone (docs/decisions/0052): the ODS table may take the Arrow landing
     path, unless the project parses with Spark; the DWD table's SQL runs in the JVM, and a
     Kafka table upserted or transformed goes through Spark's plans too."""
-    from warehouse.compile.strategy import lands_by_the_jvm
+    from warehouse.compile.strategy import may_land_in_arrow
 
     root = write_project(tmp_path / "proj", topic="shop.orders")
     project = Project.load(root)
     ods, dwd = project.tables["ods_orders"], project.tables["dwd_orders"]
-    assert lands_by_the_jvm(ods, "auto")
-    assert not lands_by_the_jvm(ods, "spark")
-    assert not lands_by_the_jvm(dwd, "auto")
+    assert may_land_in_arrow(ods, "auto")
+    assert not may_land_in_arrow(ods, "spark")
+    assert not may_land_in_arrow(dwd, "auto")
     root = write_project(tmp_path / "ods", topic="shop.orders", dwd=False)
     yml = root / "layers" / "ods" / "orders.yml"
     original = yml.read_text()
@@ -116,4 +116,4 @@ def test_a_kafka_json_append_is_the_only_table_whose_records_may_pass_by_the_jvm
     ):
         assert changed != original
         yml.write_text(changed)
-        assert not lands_by_the_jvm(Project.load(root).tables["ods_orders"], "auto"), changed
+        assert not may_land_in_arrow(Project.load(root).tables["ods_orders"], "auto"), changed
