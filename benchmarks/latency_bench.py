@@ -40,7 +40,8 @@ processing-time trigger, as a project would for tables whose freshness can wait.
 `--snapshot-max-age` sets `snapshots: {max_age: ...}` on every table whose SQL reads
 snapshots (`dwd_orders` and its copies): they join copies kept in Spark's cache.
 CPU is user + system of this process and every process under it (the JVM, Spark's
-Python workers, the broker), read from /proc. `BENCH_JAVA_OPTIONS` in the environment
+Python workers, the broker), read from /proc. The session starts as a continuous
+`warehouse run` starts one (its JIT: decisions/0056). `BENCH_JAVA_OPTIONS` in the environment
 goes to the JVM (`spark.driver.extraJavaOptions`), e.g.
 `-XX:StartFlightRecording=filename=l.jfr,settings=profile` for a profile.
 """
@@ -415,7 +416,9 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
     print(f"\n== engines: {engine or 'as the conf says'} ==", flush=True)
     try:
         project = bench_project(args, work, bootstrap, overrides)
-        spark = get_session(project.config.spark, app_name="latency-bench")
+        # The JIT of a continuous `warehouse run` (docs/decisions/0056); `--conf
+        # spark.driver.extraJavaOptions=-XX:Tier4InvocationThreshold=5000` keeps Java's.
+        spark = get_session(project.config.spark, app_name="latency-bench", run="continuous")
         spark.sparkContext.setLogLevel("ERROR")
         ensure_topics(bootstrap)
         gap = 1.0 / args.rate

@@ -21,6 +21,7 @@ from warehouse.spec.table import DEFAULT_CLUSTER
 if TYPE_CHECKING:
     from warehouse.project import Project
     from warehouse.runtime.class_archive import ClassArchive
+    from warehouse.runtime.session import Run
 
 logger = logging.getLogger(__name__)
 
@@ -55,14 +56,14 @@ def _bootstrap(project: Project, cluster: str = DEFAULT_CLUSTER) -> str:
     return bootstrap
 
 
-def _session(project: Project, *, landing_once: bool = False) -> Any:
+def _session(project: Project, *, run: Run | None = None) -> Any:
     from warehouse.runtime.catalog import session_settings
     from warehouse.runtime.session import get_session
 
     return get_session(
         session_settings(project),
         object_storage=not storage.is_local(project.root),
-        landing_once=landing_once,
+        run=run,
     )
 
 
@@ -100,10 +101,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not selection.reset:
             refuse_unrunnable(project, selection.names)
         # A run that ends, of tables whose records pass by the JVM, gets a JVM that
-        # compiles with C1 alone (docs/decisions/0052).
-        parse = project.config.engines.parse
-        landing = all(may_land_in_arrow(project.tables[n], parse) for n in selection.names)
-        spark = _session(project, landing_once=args.once and landing)
+        # compiles with C1 alone (docs/decisions/0052); one that keeps running, a JVM
+        # that saves C2 for its hottest code (docs/decisions/0056).
+        run: Run | None = "continuous"
+        if args.once:
+            parse = project.config.engines.parse
+            landing = all(may_land_in_arrow(project.tables[n], parse) for n in selection.names)
+            run = "landing_once" if landing else None
+        spark = _session(project, run=run)
         pipeline = project.pipeline(
             spark,
             args.layer,
@@ -303,6 +308,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             session_settings(project),
             app_name="warehouse-demo",
             object_storage=not storage.is_local(project.root),
+            run="continuous" if args.continuous else None,
         )
         if not is_connect(spark):  # a Connect server's log level is the server's
             spark.sparkContext.setLogLevel("FATAL")  # the demo prints its own progress and errors

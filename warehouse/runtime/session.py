@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import streams.storage as storage
 from warehouse.errors import root_cause_line
@@ -83,7 +83,7 @@ def get_session(
     *,
     app_name: str | None = None,
     object_storage: bool = False,
-    landing_once: bool = False,
+    run: Run | None = None,
 ) -> SparkSession:
     """Return the running SparkSession if there is one, else build one from `config`.
 
@@ -93,10 +93,10 @@ def get_session(
     running interpreter so that Python workers see the same packages.
     `object_storage`: the session reads or writes object storage (a project whose root
     is a URI), so it gets the cached `hadoop-aws` and AWS SDK on its class path; every
-    session gets Hadoop's `s3a` settings. `landing_once`: the session serves one run that
-    processes what is there and ends, of tables whose records pass by the JVM's code
-    (`warehouse run --once` of tables on the Arrow landing path), so a local JVM compiles
-    with C1 only (`_with_jit`).
+    session gets Hadoop's `s3a` settings. `run`, what the session serves, sets a local
+    JVM's compilation (`_with_jit`): `landing_once`, one run that processes what is there
+    and ends, of tables whose records pass by the JVM's code (`warehouse run --once` of
+    tables on the Arrow landing path); `continuous`, queries that keep running.
     """
     session = existing_session()
     if session is not None:
@@ -115,8 +115,8 @@ def get_session(
         jars = {"spark.jars": extra["spark.jars"]} if "spark.jars" in extra else {}
         conf = {**extra, **conf, **jars}
         conf = _with_region_size(_with_log_config(conf), config.master)
-        if landing_once:
-            conf = _with_jit(conf, config.master, os.environ)
+        if run is not None:
+            conf = _with_jit(conf, config.master, os.environ, run)
         if local_cores(config.master) is not None:
             jars_cache = Path(config.jars_cache) if config.jars_cache else default_cache_dir()
             conf = {**conf, **local_fs.session_conf(conf, jars_cache)}
@@ -359,20 +359,35 @@ def _with_region_size(conf: dict[str, str], master: str) -> dict[str, str]:
     return with_driver_options(conf, f"-XX:G1HeapRegionSize={G1_REGION_SIZE}")
 
 
-ONCE_JIT = "-XX:TieredStopAtLevel=1"
-"""The JIT of a local JVM that serves one run and ends (`_with_jit`)."""
+Run = Literal["landing_once", "continuous"]
+"""What a session the framework starts serves, for its JVM's compilation (`_with_jit`)."""
+
+JIT_OPTIONS: dict[Run, str] = {
+    "landing_once": "-XX:TieredStopAtLevel=1",
+    "continuous": (
+        "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+        "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
+    ),
+}
+"""The JIT of a local JVM by what it serves: C1 alone for a run that ends on the landing
+path; for queries that keep running, C2's optimizing compiles only of code ten times as
+hot as Java's defaults ask."""
 
 _JAVA_ENV = ("JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS")
 """Variables whose Java options every JVM of the process takes."""
 
 _OWN_JIT = re.compile(
-    r"-XX:[-+]?(TieredStopAtLevel|TieredCompilation|CompilationMode)\b|-Xint\b|-Xcomp\b"
+    r"-XX:[-+]?(TieredStopAtLevel|TieredCompilation|CompilationMode|Tier\d\w*Threshold)\b"
+    r"|-Xint\b|-Xcomp\b"
 )
 
 
-def _with_jit(conf: dict[str, str], master: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """`conf` with `ONCE_JIT` in the driver's Java options, for a local master whose
-    options (or `JDK_JAVA_OPTIONS`, `JAVA_TOOL_OPTIONS`) choose no compilation of their own.
+def _with_jit(
+    conf: dict[str, str], master: str, environ: Mapping[str, str], run: Run
+) -> dict[str, str]:
+    """`conf` with `JIT_OPTIONS[run]` in the driver's Java options, for a local master
+    whose options (or `JDK_JAVA_OPTIONS`, `JAVA_TOOL_OPTIONS`) choose no compilation of
+    their own.
 
     A JVM that starts, runs what a topic holds and exits spent half its CPU in the JIT's
     compilers, most of it in C2's optimizing compiles of start-up code the process runs
@@ -380,17 +395,18 @@ def _with_jit(conf: dict[str, str], master: str, environ: Mapping[str, str]) -> 
     4.4-5.7 s of it compiling, against 4.4-6.4 s and 1.2-1.5 s with C1 alone, at 100,000
     records as at 3.1M (docs/decisions/0052). On the landing path the records do not
     pass through the JVM's code; where they do (Spark's own parse), C1's code took 3x
-    the tasks' CPU per record, so such runs keep Java's tiers, and so does a session
-    that keeps running (docs/decisions/0025)."""
+    the tasks' CPU per record, so such runs keep Java's tiers. Queries that keep running
+    plan every micro-batch anew, and Spark's analyzer and optimizer, thousands of methods
+    each called a few times a batch, still reach C2's thresholds minutes into a run: C2
+    waits for ten times as many calls there (docs/decisions/0056)."""
     if local_cores(master) is None:
         return conf
     texts = (conf.get(DRIVER_OPTIONS, ""), *(environ.get(v, "") for v in _JAVA_ENV))
     if any(_OWN_JIT.search(text) for text in texts):
         return conf
-    logger.info(
-        "a run that ends on the landing path: the JVM compiles with C1 alone (%s)", ONCE_JIT
-    )
-    return with_driver_options(conf, ONCE_JIT)
+    options = JIT_OPTIONS[run]
+    logger.info("a `%s` session: the JVM compiles with %s", run, options)
+    return with_driver_options(conf, options)
 
 
 def _class_archive(conf: dict[str, str], master: str, home: Path | None) -> ClassArchive | None:

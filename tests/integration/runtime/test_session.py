@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -189,27 +190,36 @@ def test_java_options_of_your_own_choose_the_collector() -> None:
     assert _with_region_size({}, "spark://head:7077") == {}
 
 
-def test_a_session_for_one_run_compiles_with_c1_unless_java_options_choose() -> None:
-    """A local session that serves one run and ends gets the JIT's C1 alone; a compilation
-    choice in the driver's Java options or in the variables every JVM reads is kept, and a
-    cluster's master gets nothing."""
-    from warehouse.runtime.session import _with_jit
+def test_a_sessions_jit_follows_what_it_serves_unless_java_options_choose() -> None:
+    """A local session that serves one run and ends gets the JIT's C1 alone, one that keeps
+    running C2 for its hottest code only; a compilation choice in the driver's Java options
+    or in the variables every JVM reads is kept, and a cluster's master gets nothing."""
+    from warehouse.runtime.session import JIT_OPTIONS, _with_jit
 
     options = "spark.driver.extraJavaOptions"
     c1 = "-XX:TieredStopAtLevel=1"
-    assert _with_jit({}, "local[2]", {}) == {options: c1}
-    assert _with_jit({options: "-Xmx2g"}, "local[*]", {}) == {options: f"-Xmx2g {c1}"}
+    hot = JIT_OPTIONS["continuous"]
+    assert "-XX:Tier4InvocationThreshold=50000" in hot.split()
+    assert _with_jit({}, "local[2]", {}, "landing_once") == {options: c1}
+    assert _with_jit({}, "local[2]", {}, "continuous") == {options: hot}
+    assert _with_jit({options: "-Xmx2g"}, "local[*]", {}, "landing_once") == {
+        options: f"-Xmx2g {c1}"
+    }
     for own in (
         "-XX:TieredStopAtLevel=4",
         "-Xmx2g -XX:-TieredCompilation",
         "-XX:CompilationMode=high-only",
+        "-XX:Tier4InvocationThreshold=5000",
+        "-XX:Tier3CompileThreshold=2000",
         "-Xint",
     ):
-        assert _with_jit({options: own}, "local[2]", {}) == {options: own}
+        for run in ("landing_once", "continuous"):
+            assert _with_jit({options: own}, "local[2]", {}, run) == {options: own}
     for variable in ("JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS"):
-        assert _with_jit({}, "local[2]", {variable: "-XX:TieredStopAtLevel=4"}) == {}
-    assert _with_jit({}, "local[2]", {"JDK_JAVA_OPTIONS": "-XX:+UseSerialGC"}) == {options: c1}
-    assert _with_jit({}, "spark://head:7077", {}) == {}
+        assert _with_jit({}, "local[2]", {variable: "-XX:TieredStopAtLevel=4"}, "continuous") == {}
+    serial = {"JDK_JAVA_OPTIONS": "-XX:+UseSerialGC"}
+    assert _with_jit({}, "local[2]", serial, "landing_once") == {options: c1}
+    assert _with_jit({}, "spark://head:7077", {}, "continuous") == {}
 
 
 @pytest.mark.kafka
@@ -255,6 +265,61 @@ def test_run_once_launches_its_jvm_with_c1_only(broker, unique, tmp_path: Path) 
     levels = re.findall(r"\bTieredStopAtLevel\s+=\s+(\d+)", done.stdout)
     assert levels == ["1"], done.stdout[-3000:]
     assert "done: 1 table(s), 0 rows written" in done.stdout
+
+
+@pytest.mark.kafka
+def test_a_continuous_run_launches_its_jvm_saving_c2_for_its_hottest_code(
+    broker, unique, tmp_path: Path
+) -> None:
+    """`warehouse run --layer ods`, which keeps running, starts a JVM whose C2 waits for ten
+    times the calls Java's defaults ask (`-XX:+PrintFlagsFinal` in the project's Java
+    options, which choose no compilation); the suite's own C1 choice is left out of its
+    environment. Stopped by SIGTERM, it exits 0."""
+    import re
+    import subprocess
+    import sys
+
+    from tests.integration.runtime.helpers import orders_project
+
+    _topic, proj = orders_project(
+        tmp_path / "proj",
+        broker.bootstrap,
+        unique,
+        engine="python",
+        extra_conf='    spark.driver.extraJavaOptions: "-XX:+PrintFlagsFinal"\n',
+    )
+    own = os.environ["JDK_JAVA_OPTIONS"].replace("-XX:TieredStopAtLevel=1", "")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "warehouse", "--project", str(proj), "run", "--layer", "ods"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "JDK_JAVA_OPTIONS": own, "PYTHONUNBUFFERED": "1"},
+    )
+    flags: dict[str, str] = {}
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the JVM prints every flag as it starts
+            found = re.search(r"\b(Tier4\w+Threshold|TieredStopAtLevel)\s+=\s+(\d+)", line)
+            if found:
+                flags[found[1]] = found[2]
+            if "started (continuous" in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert flags == {
+        "Tier4BackEdgeThreshold": "400000",
+        "Tier4CompileThreshold": "150000",
+        "Tier4InvocationThreshold": "50000",
+        "Tier4MinInvocationThreshold": "6000",
+        "TieredStopAtLevel": "4",
+    }, flags
+    assert proc.returncode == 0, rest[-3000:]
+    assert "stopped: ods_orders [ods]" in rest
 
 
 def test_streaming_checkpoints_and_delta_commits_rename_without_a_process(
