@@ -150,20 +150,17 @@ class _Cursor:
 
 def _runs(msgs: list[Message], multi_topic: bool) -> list[tuple[Any, int, int]]:
     """Split a consume() result into runs of one partition: `(key, i, j)`. librdkafka
-    hands out whole fetched batches per partition, so runs are long; their bounds are
-    found in numpy, as a Python loop over the records cost a task reading several
-    partitions 0.2-0.3 s per 550k records (docs/decisions/0055)."""
-    n = len(msgs)
-    parts = np.fromiter(map(_partition, msgs), dtype=np.int64, count=n)
-    change = parts[1:] != parts[:-1]
-    if multi_topic:
-        topics = np.array(list(map(_topic, msgs)), dtype=object)
-        change |= topics[1:] != topics[:-1]
-    bounds = [0, *(np.flatnonzero(change) + 1).tolist(), n]
+    hands out whole fetched batches per partition, so runs are long."""
+    parts = list(map(_partition, msgs))
+    keys: list[Any] = list(zip(map(_topic, msgs), parts, strict=True)) if multi_topic else parts
+    if keys[0] == keys[-1] and (len(set(keys)) == 1):
+        return [(keys[0], 0, len(msgs))]
     out: list[tuple[Any, int, int]] = []
-    for i, j in zip(bounds, bounds[1:], strict=False):
-        m = msgs[i]
-        out.append(((m.topic(), m.partition()) if multi_topic else m.partition(), i, j))
+    i = 0
+    for j in range(1, len(keys) + 1):
+        if j == len(keys) or keys[j] != keys[i]:
+            out.append((keys[i], i, j))
+            i = j
     return out
 
 

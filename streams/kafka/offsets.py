@@ -203,37 +203,22 @@ def split_ranges(
     return out
 
 
-def cut_ranges(
-    start: Mapping[TP, int], end: Mapping[TP, int], *, tasks: int
-) -> list[list[OffsetRange]]:
-    """`[start, end)` of each partition laid end to end in (topic, partition) order and
-    cut into `tasks` consecutive pieces of near-equal offset counts (fewer when there
-    are fewer offsets): a task reads whole partitions, and only its first and its last
-    in part. One task reads its ranges with one consumer, so each partition is read
-    from one position onward, through to its end where the batch ends at the log's end,
-    rather than the consumer of every task fetching a part of every partition (and
-    prefetching past the part's end what it throws away)."""
-    if tasks <= 0:
-        raise KafkaConfigError(f"task count must be positive, got `{tasks}`.", option="max_tasks")
-    spans = [
-        (tp, start[tp], hi) for tp, hi in sorted(end.items()) if tp in start and hi > start[tp]
-    ]
-    total = sum(hi - lo for _, lo, hi in spans)
-    n = min(tasks, total)
-    if n == 0:
+def pack_ranges(ranges: list[OffsetRange], groups: int) -> list[list[OffsetRange]]:
+    """Pack ranges into at most `groups` tasks of near-equal offset counts (largest
+    first onto the lightest task). One task reads its ranges with one consumer, so
+    one fetch request serves several partitions."""
+    if groups <= 0:
+        raise KafkaConfigError(f"task count must be positive, got `{groups}`.", option="max_tasks")
+    if not ranges:
         return []
-    base, extra = divmod(total, n)
-    out: list[list[OffsetRange]] = [[] for _ in range(n)]
-    task, room = 0, base + (extra > 0)
-    for (topic, part), lo, hi in spans:
-        while lo < hi:
-            take = min(hi - lo, room)
-            out[task].append(OffsetRange(topic, part, lo, lo + take))
-            lo, room = lo + take, room - take
-            if room == 0 and task + 1 < n:
-                task += 1
-                room = base + (task < extra)
-    return out
+    n = min(groups, len(ranges))
+    bins: list[list[OffsetRange]] = [[] for _ in range(n)]
+    loads = [0] * n
+    for rng in sorted(ranges, key=lambda r: (-r.size, r.topic, r.partition, r.start)):
+        i = min(range(n), key=lambda k: (loads[k], k))
+        bins[i].append(rng)
+        loads[i] += rng.size
+    return [sorted(b, key=lambda r: (r.topic, r.partition, r.start)) for b in bins]
 
 
 def rounds(ranges: list[OffsetRange]) -> list[list[OffsetRange]]:

@@ -41,8 +41,8 @@ from streams.kafka.offsets import (
     OffsetRange,
     Offsets,
     cap_at,
-    cut_ranges,
     from_json_dict,
+    pack_ranges,
     parse_starting_offsets,
     rate_limit,
     resolve_start,
@@ -134,19 +134,14 @@ def input_partitions(
     split_offsets: int = DEFAULT_SPLIT_OFFSETS,
     max_tasks: int | None = None,
 ) -> list[KafkaInputPartition]:
-    """The tasks that read `[start, end)` of each partition, each with one consumer and
-    `fetch`. Without `max_tasks`, one task per range, ranges longer than `split_offsets`
-    split. With it, as many tasks as those ranges but at most `max_tasks`, each a
-    consecutive cut of the partitions laid end to end (`cut_ranges`): whole partitions,
-    split only where a cut falls."""
+    """The tasks that read `[start, end)` of each partition: ranges longer than
+    `split_offsets` split, packed into at most `max_tasks` tasks (one per range when
+    None), each read by one consumer with `fetch`."""
     ranges = split_ranges(start, end, max_split=split_offsets)
-    if max_tasks is None:
-        groups = [[r] for r in ranges]
-    else:
-        groups = cut_ranges(start, end, tasks=min(max_tasks, len(ranges) or 1))
+    groups = pack_ranges(ranges, max_tasks or len(ranges) or 1)
     logger.info(
         "kafka source: %d range(s) in %d task(s), %d offsets",
-        sum(map(len, groups)),
+        len(ranges),
         len(groups),
         sum(r.size for r in ranges),
     )

@@ -1,5 +1,4 @@
-"""`_runs`: a consume() result split into runs of one partition; `_to_batch`: one run
-into the source's Arrow batch."""
+"""`_to_batch`: one consume() run of a partition into the source's Arrow batch."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import datetime as dt
 from confluent_kafka import Message
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from streams.kafka.fetch import _runs, _to_batch
+from streams.kafka.fetch import _to_batch
 from streams.kafka.source import SCHEMA
 
 ARROW = to_arrow_schema(SCHEMA, timezone="UTC")
@@ -51,16 +50,3 @@ def test_timestamps_types_and_constant_columns() -> None:
     assert got["key"] == [b"k", None, b"k"]
     assert (got["topic"], got["partition"]) == (["t"] * 3, [2] * 3)
     assert got["headers"] == [None] * 3
-
-
-def test_runs_split_a_consume_result_where_the_partition_or_topic_changes() -> None:
-    def at(topic: str, partition: int, offset: int) -> Message:
-        return Message(topic=topic, partition=partition, offset=offset, value=b"")
-
-    msgs = [at("t", 0, 5), at("t", 0, 6), at("t", 1, 0), at("t", 0, 7), at("t", 0, 8)]
-    assert _runs(msgs, False) == [(0, 0, 2), (1, 2, 3), (0, 3, 5)]
-    assert _runs(msgs[:2], False) == [(0, 0, 2)]
-    assert _runs(msgs[2:3], False) == [(1, 0, 1)]
-    # Two topics: the same partition number of another topic is another run.
-    mixed = [at("a", 0, 1), at("b", 0, 1), at("b", 0, 2), at("b", 1, 0)]
-    assert _runs(mixed, True) == [(("a", 0), 0, 1), (("b", 0), 1, 3), (("b", 1), 3, 4)]

@@ -11,8 +11,8 @@ from streams.kafka.errors import KafkaConfigError
 from streams.kafka.offsets import (
     OffsetRange,
     cap_at,
-    cut_ranges,
     from_json_dict,
+    pack_ranges,
     parse_starting_offsets,
     rate_limit,
     resolve_start,
@@ -135,59 +135,19 @@ def test_split_of_200k_offsets_gives_several_tasks() -> None:
     ]
 
 
-def test_cut_ranges_give_each_task_whole_partitions_in_order() -> None:
-    """Four equal partitions in two tasks: two whole partitions each, not a half of
-    every partition each; a cut that falls inside a partition splits only that one."""
-    start = {("t", p): 0 for p in range(4)}
-    end = {("t", p): 275_000 for p in range(4)}
-    assert cut_ranges(start, end, tasks=2) == [
-        [OffsetRange("t", 0, 0, 275_000), OffsetRange("t", 1, 0, 275_000)],
-        [OffsetRange("t", 2, 0, 275_000), OffsetRange("t", 3, 0, 275_000)],
-    ]
-    start, end = (
-        {("t", 0): 0, ("t", 1): 10, ("u", 0): 5},
-        {("t", 0): 40, ("t", 1): 10, ("u", 0): 25},
+def test_pack_ranges_balances_tasks_and_keeps_every_range() -> None:
+    ranges = split_ranges(
+        {("t", 0): 0, ("t", 1): 0, ("t", 2): 0, ("u", 0): 0},
+        {("t", 0): 450, ("t", 1): 100, ("t", 2): 90, ("u", 0): 10},
+        max_split=200,
     )
-    assert cut_ranges(start, end, tasks=3) == [
-        [OffsetRange("t", 0, 0, 20)],
-        [OffsetRange("t", 0, 20, 40)],
-        [OffsetRange("u", 0, 5, 25)],
-    ]
-    assert cut_ranges(start, end, tasks=2) == [
-        [OffsetRange("t", 0, 0, 30)],
-        [OffsetRange("t", 0, 30, 40), OffsetRange("u", 0, 5, 25)],
-    ]
-    assert cut_ranges({("t", 0): 3}, {("t", 0): 5}, tasks=4) == [
-        [OffsetRange("t", 0, 3, 4)],
-        [OffsetRange("t", 0, 4, 5)],
-    ]
-    assert cut_ranges({("t", 0): 3}, {("t", 0): 3}, tasks=2) == []
-    with pytest.raises(KafkaConfigError, match="task count must be positive"):
-        cut_ranges(start, end, tasks=0)
-
-
-@given(
-    st.dictionaries(
-        st.tuples(st.sampled_from("ab"), st.integers(0, 5)),
-        st.tuples(st.integers(0, 1000), st.integers(0, 500)),
-        max_size=12,
-    ),
-    st.integers(1, 9),
-)
-def test_cut_ranges_read_every_offset_once_in_balanced_tasks(spec: dict, tasks: int) -> None:
-    start = {tp: lo for tp, (lo, _) in spec.items()}
-    end = {tp: lo + n for tp, (lo, n) in spec.items()}
-    cut = cut_ranges(start, end, tasks=tasks)
-    total = sum(n for _, n in spec.values())
-    assert len(cut) == min(tasks, total)
-    covered = [(r.topic, r.partition, o) for g in cut for r in g for o in range(r.start, r.end)]
-    assert covered == [
-        (t, p, o) for (t, p), hi in sorted(end.items()) for o in range(start[(t, p)], hi)
-    ]
-    loads = [sum(r.size for r in g) for g in cut]
-    assert all(loads) and (not loads or max(loads) - min(loads) <= 1)
-    # one range per partition in a task: a task reads in one round, with one consumer
-    assert all(len({(r.topic, r.partition) for r in g}) == len(g) for g in cut)
+    groups = pack_ranges(ranges, 2)
+    assert len(groups) == 2
+    assert sorted(r for g in groups for r in g) == sorted(ranges)
+    loads = sorted(sum(r.size for r in g) for g in groups)
+    assert sum(loads) == 650 and loads[1] - loads[0] <= max(r.size for r in ranges)
+    assert pack_ranges(ranges[:1], 8) == [ranges[:1]]
+    assert pack_ranges([], 2) == []
 
 
 def test_rounds_hold_one_range_per_partition_and_merge_neighbours() -> None:

@@ -9,14 +9,7 @@ import pytest
 
 from streams.kafka.errors import KafkaConfigError
 from streams.kafka.offsets import OffsetRange
-from streams.kafka.source import (
-    SCHEMA,
-    FetchOptions,
-    KafkaInputPartition,
-    KafkaStreamReader,
-    _Options,
-    input_partitions,
-)
+from streams.kafka.source import SCHEMA, KafkaInputPartition, KafkaStreamReader, _Options
 
 BASE = {"bootstrap": "127.0.0.1:1", "topics": "a, b"}
 
@@ -68,33 +61,3 @@ def test_reader_and_partitions_pickle_without_connecting() -> None:
     assert copy._opts.topics == ["a", "b"] and copy._admin is None
     part = KafkaInputPartition([OffsetRange("a", 0, 5, 9)])
     assert pickle.loads(pickle.dumps(part)).ranges == (OffsetRange("a", 0, 5, 9),)
-
-
-def test_a_batch_in_fewer_tasks_than_partitions_reads_whole_partitions() -> None:
-    """The cluster shape's 1.1M batch: four partitions of 275,000 offsets in two tasks.
-    Each task's consumer reads two partitions through, not a half of all four."""
-    fetch = FetchOptions("127.0.0.1:1", {}, "read_committed", "fail", 10_000)
-    start = {("t", p): 0 for p in range(4)}
-    end = {("t", p): 275_000 for p in range(4)}
-    parts = input_partitions(start, end, fetch, max_tasks=2)
-    assert [p.ranges for p in parts] == [
-        (OffsetRange("t", 0, 0, 275_000), OffsetRange("t", 1, 0, 275_000)),
-        (OffsetRange("t", 2, 0, 275_000), OffsetRange("t", 3, 0, 275_000)),
-    ]
-    assert all(p.fetch == fetch for p in parts)
-    # A partition longer than `split_offsets` makes more tasks up to `max_tasks`; split
-    # where the cut falls, into consecutive pieces.
-    one = input_partitions({("t", 0): 0}, {("t", 0): 450_000}, fetch, max_tasks=2)
-    assert [p.ranges for p in one] == [
-        (OffsetRange("t", 0, 0, 225_000),),
-        (OffsetRange("t", 0, 225_000, 450_000),),
-    ]
-    small = input_partitions({("t", 0): 0}, {("t", 0): 1_000}, fetch, max_tasks=2)
-    assert [p.ranges for p in small] == [(OffsetRange("t", 0, 0, 1_000),)]
-    # Without `max_tasks`, a task per range of at most `split_offsets`.
-    each = input_partitions(start, end, fetch, split_offsets=200_000)
-    assert [p.ranges for p in each][:2] == [
-        (OffsetRange("t", 0, 0, 137_500),),
-        (OffsetRange("t", 0, 137_500, 275_000),),
-    ]
-    assert len(each) == 8
