@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.integration.cluster.class_archives import ClusterArchives, make_archives
 from tests.integration.cluster.standalone import StandaloneCluster
 from tests.support.apache_kafka import ApacheKafka, started_nodes
 
@@ -25,6 +26,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneClus
     """A master and two workers (1 core, 1 GiB each)."""
     with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=2) as started:
         yield started
+
+
+@pytest.fixture(scope="session")
+def cluster_archives(
+    cluster: StandaloneCluster, tmp_path_factory: pytest.TempPathFactory
+) -> ClusterArchives | None:
+    """Class archives for the drivers and executors of `cluster`'s applications
+    (`class_archives`), made once for the test process; None when the warm-up did not
+    write them whole (the JVMs then load their classes from the jars)."""
+    return make_archives(cluster, tmp_path_factory.mktemp("class-archives"))
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.cluster.class_archives import ClusterArchives
 from tests.integration.cluster.jobs import application_conf, storage_conf
 from tests.integration.cluster.standalone import StandaloneCluster
 from tests.integration.crash.child import APP_ID_MARKER
@@ -120,8 +121,22 @@ def _wait_for(log: Path, proc: subprocess.Popen, seen: Callable[[str], bool]) ->
     return None
 
 
+def _archive_conf(archives: ClusterArchives | None) -> dict[str, str]:
+    """Each life's driver and two executors map the class archives of this run's warm-up
+    application: a life is three JVM starts and a batch or two, and without them each
+    JVM parses and verifies Spark's classes anew (docs/decisions/0054). The driver
+    keeps the child's C1-only JIT (docs/decisions/0045)."""
+    if archives is None:
+        return {}
+    return {
+        "spark.driver.extraJavaOptions": f"-XX:TieredStopAtLevel=1 {archives.driver_options()}",
+        "spark.executor.extraJavaOptions": archives.executor_options(),
+    }
+
+
 def test_driver_and_executors_sigkilled_lose_and_repeat_nothing(
     cluster: StandaloneCluster,
+    cluster_archives: ClusterArchives | None,
     apache_kafka_cluster: ApacheKafka,
     s3_root: str,
     engine: str,
@@ -141,7 +156,11 @@ def test_driver_and_executors_sigkilled_lose_and_repeat_nothing(
     )
     child = {
         "master": cluster.url,
-        "spark_conf": {**application_conf(cluster), **storage_conf()},
+        "spark_conf": {
+            **application_conf(cluster),
+            **storage_conf(),
+            **_archive_conf(cluster_archives),
+        },
         # `python` puts no native jars on the class path, as its users submit it.
         "native_jars": engine == "native",
     }
