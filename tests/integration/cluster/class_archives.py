@@ -7,9 +7,7 @@ archive `warehouse jars fetch` makes serves local sessions only: Java maps an ar
 only for the class path it was made with, and a cluster application's class path holds
 the cluster's configuration folder (a folder of this test run) and Hadoop's S3
 connector. So a warm-up application on the cluster makes a pair for this run: its
-driver and its one executor each write one at exit (`-XX:ArchiveClassesAtExit`). An
-executor writes its own into its working folder, since at an application's end the
-master may launch a replacement executor, which would write over a shared path.
+driver and its one executor each write one (`jcmd <pid> VM.cds dynamic_dump`).
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,16 +25,15 @@ from warehouse.runtime.spark_home import launch_java
 
 logger = logging.getLogger(__name__)
 
-EXECUTOR_ARCHIVE = "executor.jsa"
-"""Relative: in each executor's working folder."""
-
 _WARM_UP = """
-import sys
+import os, subprocess, sys
+from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-builder = SparkSession.builder.master(sys.argv[1]).appName("class-archive-warm-up")
-for kv in sys.argv[2:]:
+jcmd, dest, master = sys.argv[1:4]
+builder = SparkSession.builder.master(master).appName("class-archive-warm-up")
+for kv in sys.argv[4:]:
     k, v = kv.split("=", 1)
     builder = builder.config(k, v)
 spark = builder.getOrCreate()
@@ -48,12 +44,26 @@ df.select(F.get_json_object("v", "$.i").cast("long").alias("i")).groupBy(
     (F.col("i") % 7).alias("k")
 ).count().collect()
 spark.sparkContext.parallelize(range(100), 2).map(lambda x: x * 2).sum()
+app = spark.sparkContext.applicationId
+executors = []
+for proc in Path("/proc").iterdir():
+    try:
+        words = (proc / "cmdline").read_bytes().split(b"\\0")
+    except OSError:
+        continue
+    if b"--app-id" in words and words[words.index(b"--app-id") + 1].decode() == app:
+        executors.append(proc.name)
+assert len(executors) == 1, executors
 jvm = spark.sparkContext._gateway.proc
+for pid, name in ((executors[0], "executor.jsa"), (str(jvm.pid), "driver.jsa")):
+    subprocess.run([jcmd, pid, "VM.cds", "dynamic_dump", os.path.join(dest, name)],
+                   check=True, capture_output=True, timeout=300)
 spark.stop()
-jvm.stdin.close()  # the driver JVM exits, and writes its archive
-sys.exit(jvm.wait(timeout=300))
 """
-"""A shuffle, JSON functions and a Python task: the paths every crash-test life runs."""
+"""A shuffle, JSON functions and a Python task: the paths every crash-test life runs;
+then each JVM writes its archive while it runs (`jcmd VM.cds dynamic_dump`), not at its
+exit: at an application's end the worker gives its executors 10 s before SIGKILL, and a
+dump on this machine's loaded cores took longer."""
 
 
 @dataclass(frozen=True)
@@ -77,18 +87,20 @@ def make_archives(cluster: StandaloneCluster, dest: Path) -> ClusterArchives | N
     applications (`storage_conf`), and keep its driver's and executor's archives in
     `dest`; None (with a warning) when either was not written whole."""
     dest.mkdir(parents=True, exist_ok=True)
-    driver = dest / "driver.jsa"
-    dump = " ".join(JAVA_FLAGS)
+    java = launch_java(cluster.env)
+    if java is None:
+        return None
+    record = " ".join(["-XX:+RecordDynamicDumpInfo", *JAVA_FLAGS])
     conf = {
         **application_conf(cluster),
         **storage_conf(),
-        "spark.cores.max": "1",  # one executor writes the executor's archive
-        "spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={driver} {dump}",
-        "spark.executor.extraJavaOptions": f"-XX:ArchiveClassesAtExit={EXECUTOR_ARCHIVE} {dump}",
+        "spark.cores.max": "1",  # one executor
+        "spark.driver.extraJavaOptions": record,
+        "spark.executor.extraJavaOptions": record,
     }
-    before = set(cluster.work_dir.glob("worker-*/app-*"))
+    args = [str(java.parent / "jcmd"), str(dest), str(cluster.url)]
     run = subprocess.run(
-        [sys.executable, "-c", _WARM_UP, str(cluster.url), *(f"{k}={v}" for k, v in conf.items())],
+        [sys.executable, "-c", _WARM_UP, *args, *(f"{k}={v}" for k, v in conf.items())],
         capture_output=True,
         text=True,
         env=cluster.env,
@@ -96,33 +108,11 @@ def make_archives(cluster: StandaloneCluster, dest: Path) -> ClusterArchives | N
         timeout=600,
         check=False,
     )
-    apps = set(cluster.work_dir.glob("worker-*/app-*")) - before
-    executors = [d for app in apps for d in app.iterdir() if d.is_dir()]
-    deadline = time.monotonic() + 120
-    while not all(_exited(d, cluster) for d in executors) and time.monotonic() < deadline:
-        time.sleep(0.5)  # the worker stops its executors after the driver has gone
-    written = [
-        d / EXECUTOR_ARCHIVE
-        for d in executors
-        if _exited(d, cluster) and (d / EXECUTOR_ARCHIVE).is_file()
-    ]
-    java = launch_java(cluster.env)
-    if run.returncode != 0 or java is None or not written:
-        logger.warning(
-            "no class archives for the cluster (exit %d): %s", run.returncode, run.stderr[-2000:]
-        )
+    archives = ClusterArchives(driver=dest / "driver.jsa", executor=dest / "executor.jsa")
+    if run.returncode != 0:
+        logger.warning("no class archives for the cluster: %s", run.stderr[-2000:])
         return None
-    executor = dest / EXECUTOR_ARCHIVE
-    executor.write_bytes(max(written, key=lambda p: p.stat().st_size).read_bytes())
-    if not (maps_whole(java, driver) and maps_whole(java, executor)):
-        logger.warning("the cluster's class archives do not load: %s, %s", driver, executor)
+    if not (maps_whole(java, archives.driver) and maps_whole(java, archives.executor)):
+        logger.warning("the cluster's class archives do not load: %s", dest)
         return None
-    return ClusterArchives(driver=driver, executor=executor)
-
-
-def _exited(executor_dir: Path, cluster: StandaloneCluster) -> bool:
-    """Whether the executor of `executor_dir` has ended, as its worker logs it: its JVM
-    writes the archive before it exits."""
-    app, executor = executor_dir.parent.name, executor_dir.name
-    log = "\n".join(p.read_text(errors="replace") for p in cluster.log_dir.glob("worker-*.out"))
-    return f"Executor {app}/{executor} finished" in log
+    return archives
