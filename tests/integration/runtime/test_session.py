@@ -222,28 +222,34 @@ def test_a_sessions_jit_follows_what_it_serves_unless_java_options_choose() -> N
     assert _with_jit({}, "spark://head:7077", {}, "continuous") == {}
 
 
-@pytest.mark.kafka
-def test_run_once_launches_its_jvm_with_c1_only(broker, unique, tmp_path: Path) -> None:
-    """`warehouse run --layer ods --once` of a Kafka JSON table, whose records take the
-    Arrow landing path, starts a JVM that compiles with C1 alone (it runs what the topic
-    holds and exits); the JVM prints its flags (`-XX:+PrintFlagsFinal`, the
-    project's own Java options, which choose no compilation). The suite's own C1 choice
-    (`JDK_JAVA_OPTIONS`, tests/conftest.py) is left out of the command's environment."""
-    import re
-    import subprocess
-    import sys
-
+def _printing_its_flags(bootstrap: str, unique: str, tmp_path: Path) -> tuple[Path, dict]:
+    """A python-engine orders project whose JVM prints its flags as it starts
+    (`-XX:+PrintFlagsFinal`, Java options that choose no compilation), and the environment
+    to run it in: the suite's own C1 choice (`JDK_JAVA_OPTIONS`, tests/conftest.py) left
+    out."""
     from tests.integration.runtime.helpers import orders_project
 
     _topic, proj = orders_project(
         tmp_path / "proj",
-        broker.bootstrap,
+        bootstrap,
         unique,
         engine="python",
         extra_conf='    spark.driver.extraJavaOptions: "-XX:+PrintFlagsFinal"\n',
     )
     own = os.environ["JDK_JAVA_OPTIONS"].replace("-XX:TieredStopAtLevel=1", "")
-    env = {**os.environ, "JDK_JAVA_OPTIONS": own}
+    return proj, {**os.environ, "JDK_JAVA_OPTIONS": own}
+
+
+@pytest.mark.kafka
+def test_run_once_launches_its_jvm_with_c1_only(broker, unique, tmp_path: Path) -> None:
+    """`warehouse run --layer ods --once` of a Kafka JSON table, whose records take the
+    Arrow landing path, starts a JVM that compiles with C1 alone (it runs what the topic
+    holds and exits); the JVM prints its flags (`_printing_its_flags`)."""
+    import re
+    import subprocess
+    import sys
+
+    proj, env = _printing_its_flags(broker.bootstrap, unique, tmp_path)
     done = subprocess.run(
         [
             sys.executable,
@@ -272,29 +278,19 @@ def test_a_continuous_run_launches_its_jvm_saving_c2_for_its_hottest_code(
     broker, unique, tmp_path: Path
 ) -> None:
     """`warehouse run --layer ods`, which keeps running, starts a JVM whose C2 waits for ten
-    times the calls Java's defaults ask (`-XX:+PrintFlagsFinal` in the project's Java
-    options, which choose no compilation); the suite's own C1 choice is left out of its
-    environment. Stopped by SIGTERM, it exits 0."""
+    times the calls Java's defaults ask; the JVM prints its flags (`_printing_its_flags`).
+    Stopped by SIGTERM, it exits 0."""
     import re
     import subprocess
     import sys
 
-    from tests.integration.runtime.helpers import orders_project
-
-    _topic, proj = orders_project(
-        tmp_path / "proj",
-        broker.bootstrap,
-        unique,
-        engine="python",
-        extra_conf='    spark.driver.extraJavaOptions: "-XX:+PrintFlagsFinal"\n',
-    )
-    own = os.environ["JDK_JAVA_OPTIONS"].replace("-XX:TieredStopAtLevel=1", "")
+    proj, env = _printing_its_flags(broker.bootstrap, unique, tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "warehouse", "--project", str(proj), "run", "--layer", "ods"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, "JDK_JAVA_OPTIONS": own, "PYTHONUNBUFFERED": "1"},
+        env={**env, "PYTHONUNBUFFERED": "1"},
     )
     flags: dict[str, str] = {}
     try:
