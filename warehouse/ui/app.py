@@ -5,15 +5,20 @@ network (docs/decisions/0035-pipeline-page-on-dash-and-cytoscape.md).
 The page asks the server every `REFRESH_MS` for a `PipelineView.snapshot()` and redraws
 the graph's states and labels, the table of tables and the run's banner; a table's
 details (definition, quarantine, dead letters, expectation pass rates, recent batches)
-show when its node or its row is clicked. Every text goes in as a component's text,
-which React escapes: a topic name or a reason is never markup.
+show when its node or its row is clicked. The table of tables and the details are sent
+again only when what they show changed: Dash mounts a new `children` afresh, which would
+drop a reader's text selection and scroll every second. Every text goes in as a
+component's text, which React escapes: a topic name or a reason is never markup.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 import dash_cytoscape as cyto
+import plotly.utils
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from warehouse.ui.view import PipelineView
@@ -276,6 +281,11 @@ def details_panel(view: PipelineView, name: str, row: dict[str, Any]) -> list[An
     ]
 
 
+def _fingerprint(components: list[Any]) -> str:
+    rendered = json.dumps(components, cls=plotly.utils.PlotlyJSONEncoder, sort_keys=True)
+    return hashlib.sha256(rendered.encode()).hexdigest()
+
+
 def build_app(view: PipelineView) -> Dash:
     """The page of `view`'s project."""
     app = Dash(__name__, title="warehouse ui", update_title=None, serve_locally=True)
@@ -297,6 +307,7 @@ def build_app(view: PipelineView) -> Dash:
             ),
             html.Table(id="tables", style={"borderCollapse": "collapse", "marginTop": "1em"}),
             dcc.Store(id="selected"),
+            dcc.Store(id="shown"),
             html.Div(id="details", style={"marginTop": "1em"}),
             dcc.Interval(id="tick", interval=REFRESH_MS),
         ],
@@ -313,16 +324,28 @@ def _callbacks(app: Dash, view: PipelineView) -> None:
         Output("run-banner", "children"),
         Output("run-banner", "className"),
         Output("details", "children"),
+        Output("shown", "data"),
         Input("tick", "n_intervals"),
         Input("selected", "data"),
+        State("shown", "data"),
     )
-    def refresh(_tick: int | None, selected: str | None) -> tuple[Any, ...]:
+    def refresh(_tick: int | None, selected: str | None, shown: dict | None) -> tuple[Any, ...]:
         snapshot = view.snapshot()
         line, kind = banner(snapshot["run"])
         details: list[Any] = [html.P("Click a table for its details.")]
         if selected in snapshot["tables"]:
             details = details_panel(view, selected, snapshot["tables"][selected])
-        return elements(view, snapshot), table_rows(snapshot), line, f"run {kind}", details
+        tables = table_rows(snapshot)
+        now = {"tables": _fingerprint(tables), "details": _fingerprint(details)}
+        shown = shown or {}
+        return (
+            elements(view, snapshot),
+            tables if now["tables"] != shown.get("tables") else no_update,
+            line,
+            f"run {kind}",
+            details if now["details"] != shown.get("details") else no_update,
+            now,
+        )
 
     @app.callback(
         Output("selected", "data"),

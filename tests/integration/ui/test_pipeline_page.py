@@ -87,6 +87,15 @@ def nodes(driver: Any) -> dict[str, dict[str, Any]]:
     return {n["id"]: n for n in got}
 
 
+def details(driver: Any) -> dict[str, str]:
+    """The details panel's parts, id → text, read in one go: the page renders the panel anew
+    every second, so an element found by one call may be gone by the next."""
+    return driver.execute_script(  # type: ignore[no-any-return]
+        "return Object.fromEntries([...document.querySelectorAll('#details [id^=\"details-\"]')]"
+        ".map(e => [e.id, e.innerText]));"
+    )
+
+
 def click_node(driver: Any, name: str) -> None:
     """A real mouse click on the node's place in the canvas."""
     from selenium.webdriver.common.action_chains import ActionChains
@@ -153,29 +162,38 @@ def test_the_page_follows_a_run_live(browser, broker, unique, tmp_path: Path) ->
                  "ods_orders at 3 rows", timeout=300, log=run_log)  # fmt: skip
             assert browser.execute_script("return window.stillTheSamePage === true;")
 
-            title = lambda: browser.find_element("id", "details-title").text  # noqa: E731
-
             def clicked() -> bool:
                 # The graph is redrawn every second: a click may land while it moves.
                 click_node(browser, "ods_orders")
                 time.sleep(1.5)
-                return title() == "ods_orders"
+                return details(browser).get("details-title") == "ods_orders"
 
             wait(clicked, "the details of ods_orders", timeout=30)
-            assert browser.find_element("id", "details-quarantine").text == "1"
-            reasons = browser.find_element("id", "details-reasons").text
+            shown = details(browser)
+            assert shown["details-title"] == "ods_orders", shown
+            assert shown["details-quarantine"] == "1", shown
+            reasons = shown["details-reasons"]
             assert "1 × " in reasons and "order_id" in reasons, reasons
-            definition = browser.find_element("id", "details-definition").text
+            definition = shown["details-definition"]
             assert "layers/ods/orders.yml" in definition and "table: ods_orders" in definition
-            assert (
-                "expect_column_values_to_not_be_null"
-                in browser.find_element("id", "details-expectations").text
-            )
+            assert "expect_column_values_to_not_be_null" in shown["details-expectations"], shown
             assert stop(run) == 0, run_log.read_text()[-3000:]
 
         wait(lambda: banner().startswith("Run stopped"), "the stopped banner", timeout=30)
         assert nodes(browser)["ods_orders"]["state"] == "stopped"
-        assert browser.find_element("id", "details-state").text == "stopped"
+        assert details(browser)["details-state"] == "stopped"
+        # Nothing changes now: the page keeps asking, and keeps the panel it shows (a reader's
+        # selection and scroll stay).
+        browser.execute_script(
+            "performance.clearResourceTimings();"
+            "document.getElementById('details-definition').keptByThePage = true;"
+        )
+        asked = "return performance.getEntriesByType('resource')" \
+            ".filter(e => e.name.includes('_dash-update-component')).length;"  # fmt: skip
+        wait(lambda: browser.execute_script(asked) >= 3, "three refreshes", timeout=60)
+        assert browser.execute_script(
+            "return document.getElementById('details-definition').keptByThePage === true;"
+        )
         assert browser.execute_script("return window.stillTheSamePage === true;")
     finally:
         ui.terminate()
