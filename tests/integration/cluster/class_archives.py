@@ -13,12 +13,13 @@ driver and its one executor each write one (`jcmd <pid> VM.cds dynamic_dump`).
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.integration.cluster.jobs import application_conf, storage_conf
+from tests.integration.cluster.jobs import REPO, application_conf, storage_conf
 from tests.integration.cluster.standalone import StandaloneCluster
 from warehouse.runtime.class_archive import JAVA_FLAGS, maps_whole
 from warehouse.runtime.spark_home import launch_java
@@ -27,9 +28,9 @@ logger = logging.getLogger(__name__)
 
 _WARM_UP = """
 import os, subprocess, sys
-from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from tests.integration.cluster.executors import executor_pids
 
 jcmd, dest, master = sys.argv[1:4]
 builder = SparkSession.builder.master(master).appName("class-archive-warm-up")
@@ -44,19 +45,11 @@ df.select(F.get_json_object("v", "$.i").cast("long").alias("i")).groupBy(
     (F.col("i") % 7).alias("k")
 ).count().collect()
 spark.sparkContext.parallelize(range(100), 2).map(lambda x: x * 2).sum()
-app = spark.sparkContext.applicationId
-executors = []
-for proc in Path("/proc").iterdir():
-    try:
-        words = (proc / "cmdline").read_bytes().split(b"\\0")
-    except OSError:
-        continue
-    if b"--app-id" in words and words[words.index(b"--app-id") + 1].decode() == app:
-        executors.append(proc.name)
+executors = executor_pids(spark.sparkContext.applicationId)
 assert len(executors) == 1, executors
 jvm = spark.sparkContext._gateway.proc
-for pid, name in ((executors[0], "executor.jsa"), (str(jvm.pid), "driver.jsa")):
-    subprocess.run([jcmd, pid, "VM.cds", "dynamic_dump", os.path.join(dest, name)],
+for pid, name in ((executors[0], "executor.jsa"), (jvm.pid, "driver.jsa")):
+    subprocess.run([jcmd, str(pid), "VM.cds", "dynamic_dump", os.path.join(dest, name)],
                    check=True, capture_output=True, timeout=300)
 spark.stop()
 """
@@ -75,11 +68,26 @@ class ClusterArchives:
     driver: Path
     executor: Path
 
-    def driver_options(self) -> str:
-        return " ".join([f"-XX:SharedArchiveFile={self.driver}", *JAVA_FLAGS])
 
-    def executor_options(self) -> str:
-        return " ".join([f"-XX:SharedArchiveFile={self.executor}", *JAVA_FLAGS])
+def java_options(archive: Path) -> str:
+    """The Java options that map `archive`, its notes kept off the JVM's standard output."""
+    return " ".join([f"-XX:SharedArchiveFile={archive}", *JAVA_FLAGS])
+
+
+def archive_conf(
+    archives: ClusterArchives | None, *, driver_flags: tuple[str, ...] = ()
+) -> dict[str, str]:
+    """The settings that make an application's driver (with `driver_flags` before) and
+    executors map `archives`; none when there are none. A driver or executor start on
+    the cluster parses and verifies Spark's classes anew without them
+    (docs/decisions/0054). An application given these must keep the warm-up's class path
+    (`storage_conf`), or its JVMs refuse the archives silently."""
+    if archives is None:
+        return {}
+    return {
+        "spark.driver.extraJavaOptions": " ".join([*driver_flags, java_options(archives.driver)]),
+        "spark.executor.extraJavaOptions": java_options(archives.executor),
+    }
 
 
 def make_archives(cluster: StandaloneCluster, dest: Path) -> ClusterArchives | None:
@@ -99,11 +107,14 @@ def make_archives(cluster: StandaloneCluster, dest: Path) -> ClusterArchives | N
         "spark.executor.extraJavaOptions": record,
     }
     args = [str(java.parent / "jcmd"), str(dest), str(cluster.url)]
+    # The warm-up runs outside the repository (its session's files go to `dest`) and
+    # imports `executors` from it.
+    path = os.pathsep.join(filter(None, [str(REPO), cluster.env.get("PYTHONPATH")]))
     run = subprocess.run(
         [sys.executable, "-c", _WARM_UP, *args, *(f"{k}={v}" for k, v in conf.items())],
         capture_output=True,
         text=True,
-        env=cluster.env,
+        env={**cluster.env, "PYTHONPATH": path},
         cwd=dest,
         timeout=600,
         check=False,

@@ -35,7 +35,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster.class_archives import ClusterArchives
+from tests.integration.cluster.class_archives import ClusterArchives, archive_conf
+from tests.integration.cluster.executors import executor_pids
 from tests.integration.cluster.jobs import application_conf, storage_conf
 from tests.integration.cluster.standalone import StandaloneCluster
 from tests.integration.crash.child import APP_ID_MARKER
@@ -55,29 +56,9 @@ MIN_EXECUTOR_KILLS = 5
 # A driver's life on the cluster waits for executors on the workers before its first
 # batch runs: timer kills land over a longer span than in a local session.
 TIMER_S = 10.0
-EXECUTOR = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 BATCH_RUNS = "foreachBatch called"
 LOST = "Lost executor"
 """What the driver logs when an executor's exit reaches it (the scheduler's ERROR line)."""
-
-
-def executor_pids(app_id: str) -> list[int]:
-    """The pids of the executor JVMs of application `app_id` (the workers launch them with
-    `--app-id <id>`)."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            args = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue  # gone meanwhile
-        words = [a.decode(errors="replace") for a in args]
-        if EXECUTOR in words and "--app-id" in words:
-            at = words.index("--app-id")
-            if at + 1 < len(words) and words[at + 1] == app_id:
-                pids.append(int(proc.name))
-    return pids
 
 
 class ExecutorKiller:
@@ -121,19 +102,6 @@ def _wait_for(log: Path, proc: subprocess.Popen, seen: Callable[[str], bool]) ->
     return None
 
 
-def _archive_conf(archives: ClusterArchives | None) -> dict[str, str]:
-    """Each life's driver and two executors map the class archives of this run's warm-up
-    application: a life is three JVM starts and a batch or two, and without them each
-    JVM parses and verifies Spark's classes anew (docs/decisions/0054). The driver
-    keeps the child's C1-only JIT (docs/decisions/0045)."""
-    if archives is None:
-        return {}
-    return {
-        "spark.driver.extraJavaOptions": f"-XX:TieredStopAtLevel=1 {archives.driver_options()}",
-        "spark.executor.extraJavaOptions": archives.executor_options(),
-    }
-
-
 def test_driver_and_executors_sigkilled_lose_and_repeat_nothing(
     cluster: StandaloneCluster,
     cluster_archives: ClusterArchives | None,
@@ -159,7 +127,8 @@ def test_driver_and_executors_sigkilled_lose_and_repeat_nothing(
         "spark_conf": {
             **application_conf(cluster),
             **storage_conf(),
-            **_archive_conf(cluster_archives),
+            # The child's driver keeps its C1-only JIT (docs/decisions/0045).
+            **archive_conf(cluster_archives, driver_flags=("-XX:TieredStopAtLevel=1",)),
         },
         # `python` puts no native jars on the class path, as its users submit it.
         "native_jars": engine == "native",
