@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.integration.cluster.jobs import REPO, application_conf, storage_conf
+from tests.integration.cluster.jobs import REPO, application_conf, storage_class_path
 from tests.integration.cluster.standalone import StandaloneCluster
 from warehouse.runtime.class_archive import JAVA_FLAGS, maps_whole
 from warehouse.runtime.spark_home import launch_java
@@ -80,19 +80,21 @@ def archive_conf(
     """The settings that make an application's driver (with `driver_flags` before) and
     executors map `archives`; none when there are none. A driver or executor start on
     the cluster parses and verifies Spark's classes anew without them
-    (docs/decisions/0054). An application given these must keep the warm-up's class path
-    (`storage_conf`), or its JVMs refuse the archives silently."""
+    (docs/decisions/0054). Java maps an archive only with the class path it was made
+    with, so they carry the warm-up's (`storage_class_path`): an application that sets
+    another loses the archives silently."""
     if archives is None:
         return {}
     return {
+        **storage_class_path(),
         "spark.driver.extraJavaOptions": " ".join([*driver_flags, java_options(archives.driver)]),
         "spark.executor.extraJavaOptions": java_options(archives.executor),
     }
 
 
 def make_archives(cluster: StandaloneCluster, dest: Path) -> ClusterArchives | None:
-    """Run the warm-up application on `cluster` with the class path of the crash test's
-    applications (`storage_conf`), and keep its driver's and executor's archives in
+    """Run the warm-up application on `cluster` with the class path of the applications
+    on S3 (`storage_class_path`), and keep its driver's and executor's archives in
     `dest`; None (with a warning) when either was not written whole."""
     dest.mkdir(parents=True, exist_ok=True)
     java = launch_java(cluster.env)
@@ -101,7 +103,7 @@ def make_archives(cluster: StandaloneCluster, dest: Path) -> ClusterArchives | N
     record = " ".join(["-XX:+RecordDynamicDumpInfo", *JAVA_FLAGS])
     conf = {
         **application_conf(cluster),
-        **storage_conf(),
+        **storage_class_path(),
         "spark.cores.max": "1",  # one executor
         "spark.driver.extraJavaOptions": record,
         "spark.executor.extraJavaOptions": record,

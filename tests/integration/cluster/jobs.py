@@ -76,18 +76,23 @@ def application_conf(
 
 def storage_conf() -> dict[str, str]:
     """What a user passes for an S3-compatible store (docs/cluster.md): the endpoint and
-    path-style addressing, no secrets; and the class path of Hadoop's S3 connector, whose
-    jars every node has here, as on EMR or Dataproc. (In `spark.jars`, even as `local:`
-    URIs, every executor copies them into its working directory: 680 MB each.)"""
-    jars = cached_storage_jars(default_cache_dir())
-    assert jars is not None, "no object-storage jars cached: run `make install`"
-    classpath = ":".join(str(j) for j in jars)
+    path-style addressing, no secrets; and the class path of Hadoop's S3 connector
+    (`storage_class_path`)."""
     return {
-        "spark.driver.extraClassPath": classpath,
-        "spark.executor.extraClassPath": classpath,
+        **storage_class_path(),
         "spark.hadoop.fs.s3a.endpoint": os.environ["AWS_ENDPOINT_URL"],
         "spark.hadoop.fs.s3a.path.style.access": "true",
     }
+
+
+def storage_class_path() -> dict[str, str]:
+    """Hadoop's S3 connector on the driver's and the executors' class path, as jars every
+    node has here, as on EMR or Dataproc. (In `spark.jars`, even as `local:` URIs, every
+    executor copies them into its working directory: 680 MB each.)"""
+    jars = cached_storage_jars(default_cache_dir())
+    assert jars is not None, "no object-storage jars cached: run `make install`"
+    classpath = ":".join(str(j) for j in jars)
+    return {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath}
 
 
 def failure(run: subprocess.CompletedProcess[str]) -> str:

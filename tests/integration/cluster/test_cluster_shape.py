@@ -19,7 +19,9 @@ each engine reads them from the start into a bucket of its own. `python` submits
 engine jars, so `engines: auto` picks the Python data sources, whose reads and Parquet
 writes run in the executors' Python workers against S3; `native` adds Spark's Kafka
 connector and delta-spark. On both, the ODS tables land through Arrow in the executors'
-tasks (`streams.landing`), which the driver's log says batch by batch.
+tasks (`streams.landing`), which the driver's log says batch by batch. Each application's
+driver and executors map the class archives the warm-up application of
+tests/integration/cluster/class_archives.py wrote for this cluster (docs/decisions/0054).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from streams.kafka.admin import end_offsets
+from tests.integration.cluster.class_archives import ClusterArchives, archive_conf
 from tests.integration.cluster.jobs import (
     REPO,
     conf_args,
@@ -86,6 +89,7 @@ def logs(cluster: StandaloneCluster) -> Iterator[Path]:
 
 def test_example_on_workers_s3_and_three_kafka_nodes(
     cluster: StandaloneCluster,
+    cluster_archives: ClusterArchives | None,
     apache_kafka_cluster: ApacheKafka,
     example: tuple[Expected, dict[str, dict[int, int]]],
     s3_root: str,
@@ -103,7 +107,7 @@ def test_example_on_workers_s3_and_three_kafka_nodes(
         "KAFKA_BOOTSTRAP": apache_kafka_cluster.bootstrap,
         "KAFKA_SECURITY_PROTOCOL": "PLAINTEXT",
     }
-    extra = conf_args({**engine_conf(engine), **storage_conf()})
+    extra = conf_args({**engine_conf(engine), **storage_conf(), **archive_conf(cluster_archives)})
     runs: dict[str, subprocess.CompletedProcess[str]] = {}
     for layer in LAYERS:
         before = set(cluster.executor_dirs())
@@ -142,6 +146,7 @@ def test_example_on_workers_s3_and_three_kafka_nodes(
 @pytest.mark.usefixtures("native_jars")
 def test_executors_without_the_framework_keep_spark_path(
     cluster: StandaloneCluster,
+    cluster_archives: ClusterArchives | None,
     apache_kafka_cluster: ApacheKafka,
     example: tuple[Expected, dict[str, dict[int, int]]],
     s3_root: str,
@@ -158,7 +163,7 @@ def test_executors_without_the_framework_keep_spark_path(
         "KAFKA_BOOTSTRAP": apache_kafka_cluster.bootstrap,
         "KAFKA_SECURITY_PROTOCOL": "PLAINTEXT",
     }
-    extra = conf_args({**engine_conf("native"), **storage_conf()})
+    extra = conf_args({**engine_conf("native"), **storage_conf(), **archive_conf(cluster_archives)})
     run = submit(
         cluster,
         REPO,
