@@ -1,6 +1,6 @@
 """The cluster tests' shared parts: the environment archive of `warehouse bundle`, and
 the cluster shape's standalone cluster and three Kafka nodes, each started once for the
-test process (the example's test and the crash test run on the same ones)."""
+test process (every test of this folder that runs applications runs on the same ones)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """`spark-submit warehouse/submit.py` against a real Spark standalone cluster.
 
-A master and two workers (1 core, 1g each) from the installed pyspark on
-127.0.0.1; the driver runs in client mode, the tasks in two executor JVMs with
+The test process's cluster (`cluster` of conftest.py: a master and two workers, 1 core
+and 1g each, from the installed pyspark on 127.0.0.1, shared with the cluster shape's
+tests); the driver runs in client mode, the tasks in two executor JVMs with
 their own Python workers (the Kafka source's `read()` and the Delta sink's
 Parquet writes run there). The project uses the repository's own
 `conf/cluster.yml`: bootstrap and SASL credentials come from environment
@@ -22,6 +23,10 @@ It runs on both engines: `python` submits with no extra jars (`engines: auto` fi
 none and picks the Python data sources); `native` submits the cached native jars with
 `--conf spark.jars=...` and Delta's extension, as a cluster user passes `--packages`,
 and `auto` picks Spark's `kafka` format and delta-spark.
+
+The drivers and executors map the class archives of the cluster's warm-up application
+(`class_archives.py`, docs/decisions/0054), and so carry its class path, Hadoop's S3
+connector, which nothing here uses.
 """
 
 from __future__ import annotations
@@ -34,13 +39,14 @@ from pathlib import Path
 import pytest
 
 from streams.kafka.admin import ensure_topic, produce
-from tests.integration.cluster.jobs import REPO, engine_args, failure, submit
+from tests.integration.cluster.class_archives import ClusterArchives, archive_conf
+from tests.integration.cluster.jobs import REPO, conf_args, engine_args, failure, submit
 from tests.integration.cluster.standalone import StandaloneCluster
 from tests.integration.runtime.helpers import at, order, rows
 from tests.unit.runtime.projects import write_project
 
-# Three JVMs of daemons, two applications of three JVMs each and a bundle build: minutes
-# on a busy two-core machine, so more than the suite's default 600 s limit.
+# Two applications of three JVMs each and a bundle build: minutes on a busy two-core
+# machine, so more than the suite's default 600 s limit.
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 USER, PASSWORD = "warehouse", "s3cret-pw"
@@ -53,7 +59,13 @@ SASL = {
 
 
 def test_ods_then_dwd_on_a_standalone_cluster(
-    broker_factory, unique, env_bundle, tmp_path: Path, engine: str
+    cluster: StandaloneCluster,
+    cluster_archives: ClusterArchives | None,
+    broker_factory,
+    unique,
+    env_bundle,
+    tmp_path: Path,
+    engine: str,
 ) -> None:
     broker = broker_factory(**{"sasl.users": f"{USER}:{PASSWORD}"})
     topic = unique("orders")
@@ -74,7 +86,6 @@ def test_ods_then_dwd_on_a_standalone_cluster(
     project = write_project(tmp_path / "proj", topic=topic)
     shutil.copy(REPO / "conf" / "cluster.yml", project / "conf" / "cluster.yml")
     root = tmp_path / "warehouse-root"
-    cluster = StandaloneCluster(tmp_path / "cluster", workers=2, cores=1, memory="1g")
     env = {
         **cluster.env,
         "WAREHOUSE_ROOT": str(root),
@@ -86,23 +97,23 @@ def test_ods_then_dwd_on_a_standalone_cluster(
     }
     with tarfile.open(env_bundle.path) as tar:
         tar.extractall(project / "env", filter="tar")  # the driver's ./env (cwd = project)
-    with cluster:
-        native = engine_args(engine)
-        ods_run = submit(cluster, project, "ods", env, *native)
-        assert ods_run.returncode == 0, failure(ods_run)
-        ods_executors = cluster.executor_dirs()
-        dwd_run = submit(
-            cluster,
-            project,
-            "dwd",
-            env,
-            *native,
-            "--archives",
-            f"{env_bundle.path}#env",
-            executor_python="./env/bin/python",
-        )
-        assert dwd_run.returncode == 0, failure(dwd_run)
-        executors = cluster.executor_dirs()
+    before = set(cluster.executor_dirs())  # the other tests' applications on the cluster
+    extra = [*engine_args(engine), *conf_args(archive_conf(cluster_archives))]
+    ods_run = submit(cluster, project, "ods", env, *extra)
+    assert ods_run.returncode == 0, failure(ods_run)
+    ods_executors = [p for p in cluster.executor_dirs() if p not in before]
+    dwd_run = submit(
+        cluster,
+        project,
+        "dwd",
+        env,
+        *extra,
+        "--archives",
+        f"{env_bundle.path}#env",
+        executor_python="./env/bin/python",
+    )
+    assert dwd_run.returncode == 0, failure(dwd_run)
+    executors = [p for p in cluster.executor_dirs() if p not in before]
 
     assert "ods_orders [ods]: 1 batch(es), 6 rows in, 4 written, 2 quarantined" in ods_run.stdout
     # Two applications, each with one executor JVM on each of the two workers.
