@@ -1,8 +1,9 @@
 """Class archives (Java's application class-data sharing) for the JVMs of the test
 cluster's applications: their drivers and the executors the workers launch.
 
-A crash test's life on the cluster is a driver JVM and two executor JVMs started anew;
-each parses and verifies Spark's classes from the jars before its first batch. The
+A crash test's life on the cluster, and each application of the example's and the
+standalone test, is a driver JVM and two executor JVMs started anew; each parses and
+verifies Spark's classes from the jars before its first batch. The
 archive `warehouse jars fetch` makes serves local sessions only: Java maps an archive
 only for the class path it was made with, and a cluster application's class path holds
 the cluster's configuration folder (a folder of this test run) and Hadoop's S3
