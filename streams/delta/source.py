@@ -141,6 +141,9 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark asks for the latest offset at every trigger, also of an idle query: the
         # table kept open reads only the commits since the last time.
         self._kept = KeptTable(path)
+        # The table's newest version the last `latestOffset` saw, for the
+        # `reportLatestOffset` that Spark calls right after it (None once reported).
+        self._seen: dict | None = None
 
     def _table(self) -> DeltaTable:
         table = self._kept.get()
@@ -179,9 +182,15 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = latest
         if isinstance(limit, ReadMaxFiles):
             end = min(latest, begin + max(1, limit.max_files))
+        self._seen = {"version": table.version(), "table": current}
         return {"version": max(begin, end), "table": current}
 
     def reportLatestOffset(self) -> dict | None:
+        # Spark asks right after `latestOffset`, at every trigger, an idle query's too:
+        # the version that call saw is this trigger's (docs/decisions/0057).
+        if self._seen is not None:
+            seen, self._seen = self._seen, None
+            return seen
         table = self._table()
         return {"version": table.version(), "table": str(table.metadata().id)}
 

@@ -281,12 +281,33 @@ def watermarks(
 ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
     """`(earliest, latest)` offset per `(topic, partition)`. With `read_committed` the
     latest is the last stable offset (no open transaction's records beyond it)."""
+    return earliest_offsets(admin, partitions, timeout=timeout), latest_offsets(
+        admin, partitions, read_committed=read_committed, timeout=timeout
+    )
+
+
+def earliest_offsets(
+    admin: AdminClient, partitions: Mapping[str, Sequence[int]], *, timeout: float = _TIMEOUT_S
+) -> dict[tuple[str, int], int]:
+    """Where the log of every `(topic, partition)` starts (the first offset retention or a
+    deletion left)."""
     tps = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
-    low = _list_offsets(admin, tps, OffsetSpec.earliest(), read_committed=False, timeout=timeout)
-    high = _list_offsets(
+    return _list_offsets(admin, tps, OffsetSpec.earliest(), read_committed=False, timeout=timeout)
+
+
+def latest_offsets(
+    admin: AdminClient,
+    partitions: Mapping[str, Sequence[int]],
+    *,
+    read_committed: bool = True,
+    timeout: float = _TIMEOUT_S,
+) -> dict[tuple[str, int], int]:
+    """Where the log of every `(topic, partition)` ends; with `read_committed`, the last
+    stable offset."""
+    tps = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
+    return _list_offsets(
         admin, tps, OffsetSpec.latest(), read_committed=read_committed, timeout=timeout
     )
-    return low, high
 
 
 def log_offsets(

@@ -293,6 +293,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._schema = schema
         self._admin: Any = None
         self._target: Offsets | None = None
+        # The log ends the last `latestOffset` listed, for the `reportLatestOffset` that
+        # Spark calls right after it (None once reported).
+        self._ends: Offsets | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -383,6 +386,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         low, high = self._watermarks(self._partitions())
         return low, high
 
+    def _ends_of(self, parts: Mapping[str, Sequence[int]]) -> Offsets:
+        from streams.kafka.admin import latest_offsets
+
+        return latest_offsets(
+            self._client(), parts, read_committed=self._opts.isolation_level == "read_committed"
+        )
+
+    def _starts_of(self, parts: Mapping[str, Sequence[int]]) -> Offsets:
+        from streams.kafka.admin import earliest_offsets
+
+        return earliest_offsets(self._client(), parts)
+
     def prepareForTriggerAvailableNow(self) -> None:
         _, high = self._latest_all()
         self._target = high
@@ -395,15 +410,23 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_json_dict(start)
-        low, high = self._latest_all()
+        parts = self._partitions()
+        high = self._ends_of(parts)
         for _ in range(_END_CHECKS - 1):
             if not any(tp in high and off > high[tp] for tp, off in begin.items()):
                 break
             # A leader that just took over can report an end below what it acknowledged
             # for a moment (KAFKA-7703, which Spark's source also asks again for).
             time.sleep(_END_CHECK_PAUSE_S)
-            low, high = self._latest_all()
-        eff = self._check_loss(begin, low, high)
+            parts = self._partitions()
+            high = self._ends_of(parts)
+        self._ends = high
+        if high == begin:
+            # Nothing new, on the same partitions: no position is past a log's end or
+            # below its start (which is at most its end), so where the logs start needs
+            # no listing. An idle query asks this at every poll (docs/decisions/0057).
+            return to_json_dict(high)
+        eff = self._check_loss(begin, self._starts_of(parts), high)
         end: Offsets = {tp: max(high[tp], eff[tp]) for tp in high}
         if self._target is not None:
             end = cap_at(end, self._target, eff)
@@ -413,6 +436,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json_dict(end)
 
     def reportLatestOffset(self) -> dict | None:
+        # Spark asks right after `latestOffset`, at every trigger, an idle query's too:
+        # the ends that call listed are this trigger's, as Spark's own Kafka source
+        # reports them, without asking the broker again (docs/decisions/0057).
+        if self._ends is not None:
+            ends, self._ends = self._ends, None
+            return to_json_dict(ends)
         try:
             _, high = self._latest_all()
         except Exception as e:  # noqa: BLE001 - reporting must not fail a batch; planning reports it

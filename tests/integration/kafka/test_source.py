@@ -326,3 +326,29 @@ def test_max_bytes_per_trigger_bounds_each_batch_on_both_engines(
     smaller = Run(spark, tmp_path / "cp2")
     smaller(**kw, max_bytes_per_trigger=20_000, max_offsets_per_trigger=8)
     assert max(len(b) for b in smaller.batches) == 8
+
+
+def test_the_latest_offset_reported_is_the_one_the_trigger_planned_from(broker, unique) -> None:
+    """Spark asks a source `reportLatestOffset` right after `latestOffset`, at every
+    trigger (an idle query's too): the answer is the ends that call listed, as Spark's
+    own Kafka source gives them, not a second listing; asked again without a
+    `latestOffset` between, the source lists the ends anew."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from streams.kafka.source import SCHEMA, KafkaStreamReader
+
+    topic = unique("report")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    fill(broker.bootstrap, topic, {0: 3, 1: 2})
+    reader = KafkaStreamReader({"bootstrap": broker.bootstrap, "topics": topic}, SCHEMA)
+    start = {topic: {"0": 0, "1": 0}}
+    planned = {topic: {"0": 3, "1": 2}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == planned
+    fill(broker.bootstrap, topic, {0: 4})
+    assert reader.reportLatestOffset() == planned
+    assert reader.reportLatestOffset() == {topic: {"0": 7, "1": 2}}
+    # nothing new since the position: the same position, and the trigger's ends reported
+    assert reader.latestOffset({topic: {"0": 7, "1": 2}}, ReadAllAvailable()) == {
+        topic: {"0": 7, "1": 2}
+    }
+    assert reader.reportLatestOffset() == {topic: {"0": 7, "1": 2}}

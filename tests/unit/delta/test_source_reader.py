@@ -108,3 +108,17 @@ def test_new_columns_after_planning_are_dropped_missing_ones_are_null(tmp_path: 
     parts = r.partitions({"version": -1}, {"version": 1})
     got = sorted((row["id"], row["a"]) for p in parts for b in r.read(p) for row in b.to_pylist())
     assert got == [(1, "x"), (2, None)]
+
+
+def test_the_latest_offset_reported_is_the_one_the_trigger_planned_from(tmp_path: Path) -> None:
+    """Spark asks a source `reportLatestOffset` right after `latestOffset`, at every
+    trigger (an idle query's too): the answer is the version that call saw, without
+    reading the table again; asked again without a `latestOffset` between, the reader
+    reads the table."""
+    _append(tmp_path, [0])
+    r = _reader(tmp_path)
+    table = str(DeltaTable(str(tmp_path)).metadata().id)
+    assert r.latestOffset(r.initialOffset(), ReadAllAvailable()) == {"version": 0, "table": table}
+    _append(tmp_path, [1])
+    assert r.reportLatestOffset() == {"version": 0, "table": table}
+    assert r.reportLatestOffset() == {"version": 1, "table": table}
