@@ -61,7 +61,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from proc_cpu import cpu_by_kind, cpu_delta, jvm_threads, processes, waits_by_kind
+from proc_cpu import (
+    cpu_by_kind,
+    cpu_delta,
+    jvm_threads,
+    proc_stat,
+    processes,
+    stat_cpu,
+    waits_by_kind,
+)
 from stack_samples import StackSampler
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -462,15 +470,23 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
             batch_progress=batches.append,
         )
         runner = threading.Thread(target=pipeline.run, kwargs={"once": False}, daemon=True)
-        table_w = TableWatcher(project.table_path("ads_city_leaderboard"))
-        topic_w = TopicWatcher(bootstrap, "mv.city_leaderboard")
-        for t in (runner, table_w, topic_w):
-            t.start()
+        runner.start()
         t1 = time.monotonic()
         while len(set(started)) < len(pipeline.names) and runner.is_alive():
             time.sleep(0.5)
         print(f"every query started: {time.monotonic() - t1:.0f}s", flush=True)
-        idle = measure_idle(args.idle_seconds, batches)
+        idle = measure_idle(
+            args.idle_seconds,
+            batches,
+            thread_reading if args.threads else None,
+            lambda: {(tid, name): cpu for tid, (name, cpu) in java_thread_cpu(spark).items()},
+        )
+        # The watchers start after the idle window: their polls of the ADS table and the
+        # published topic are the benchmark's own CPU (and the broker's), not the queries'.
+        table_w = TableWatcher(project.table_path("ads_city_leaderboard"))
+        topic_w = TopicWatcher(bootstrap, "mv.city_leaderboard")
+        for t in (table_w, topic_w):
+            t.start()
         background = Background(
             bootstrap, rest, pace_from=span + (time.monotonic() - t0), client_config={}
         )
@@ -565,18 +581,77 @@ Cpu = tuple[dict[str, float], int, float]
 """CPU seconds by kind, micro-batches run, and wall seconds of one window."""
 
 
-def measure_idle(seconds: float, batches: list[str]) -> Cpu:
+def measure_idle(seconds: float, batches: list[str], threads=None, java_threads=None) -> Cpu:
     """The CPU of the running queries while nothing is produced (after the batches that
-    the start's backlog may still cause: the window opens once no batch ran for 5 s)."""
+    the start's backlog may still cause: the window opens once no batch ran for 5 s).
+    `threads` (`--threads`): `thread_reading`, taken at both ends of the window with
+    `java_threads` (the JVM's threads by id: name and CPU), their difference printed by
+    thread."""
     quiet_since, seen = time.monotonic(), len(batches)
     deadline = quiet_since + 120
     while time.monotonic() < deadline and time.monotonic() - quiet_since < 5:
         time.sleep(0.5)
         if len(batches) != seen:
             quiet_since, seen = time.monotonic(), len(batches)
+    java = java_threads() if threads else None
+    reading = threads() if threads else None
     cpu0, n0, t0 = cpu_by_kind(), len(batches), time.monotonic()
     time.sleep(seconds)
-    return cpu_delta(cpu0, cpu_by_kind()), len(batches) - n0, time.monotonic() - t0
+    cpu, wall = cpu_delta(cpu0, cpu_by_kind()), time.monotonic() - t0
+    if reading is not None:
+        # /proc is read next to the window's ends; the Java threads' reading (calls into
+        # the JVM) outside them.
+        after = threads()
+        print(idle_split((reading, java), (after, java_threads()), wall), flush=True)
+    return cpu, len(batches) - n0, wall
+
+
+def thread_reading() -> dict[tuple[int, int, str, str], float]:
+    """CPU seconds so far of every thread of this process tree by (process, thread id,
+    kind of process, thread name): the driver's Python threads by their `threading` names, the JVM's
+    as /proc names them (15 characters), the other processes' by their command."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[tuple[int, int, str, str], float] = {}
+    for pid, (kind, _cpu) in processes().items():
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                comm, fields = proc_stat(f"/proc/{pid}/task/{tid}/stat")
+            except OSError:
+                continue
+            if kind == "driver":
+                name = names.get(int(tid), f"(no Python thread) {comm}")
+            elif kind == "jvm":
+                name = comm
+            else:
+                name = " ".join(cmd.split()[1:3])[:60]
+            out[(pid, int(tid), kind, name)] = stat_cpu(fields)
+    return out
+
+
+def idle_split(before, after, wall: float) -> str:
+    """The idle window's CPU (ms per second) by thread, from two (`thread_reading`,
+    `java_thread_cpu`) pairs: by thread (threads gone by the end not counted), those of
+    one name summed, digits read as `N`."""
+    import re
+
+    def rows(b: dict, a: dict, top: int) -> list[tuple[object, float]]:
+        used: dict[object, float] = {}
+        for k, v in a.items():
+            name = tuple(re.sub(r"\d+", "N", part) for part in k if isinstance(part, str))
+            used[name] = used.get(name, 0.0) + max(0.0, v - b.get(k, 0.0)) / wall * 1000
+        return sorted(((k, v) for k, v in used.items() if v >= 0.05), key=lambda kv: -kv[1])[:top]
+
+    lines = [f"\nidle window by thread, ms of CPU per second ({wall:.0f}s):"]
+    lines += [f"  {v:7.2f}  {kind}: {name}" for (kind, name), v in rows(before[0], after[0], 40)]
+    lines.append("the JVM's Java threads by name, ms of CPU per second:")
+    lines += [f"  {v:7.2f}  {name}" for (name,), v in rows(before[1], after[1], 25)]
+    return "\n".join(lines)
 
 
 def jit_seconds(spark) -> float:

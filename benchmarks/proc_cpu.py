@@ -88,17 +88,32 @@ def waits_by_kind(root: int | None = None) -> dict[str, float]:
     return out
 
 
-def cpu_by_kind(root: int | None = None) -> dict[str, float]:
+class KindCpu(dict[str, float]):
+    """{kind: CPU seconds so far}, with the reading by process it sums (`by_pid`)."""
+
+    def __init__(self, by_pid: dict[int, tuple[str, float]]) -> None:
+        super().__init__()
+        self.by_pid = by_pid
+        for kind, cpu in by_pid.values():
+            self[kind] = self.get(kind, 0.0) + cpu
+
+
+def cpu_by_kind(root: int | None = None) -> KindCpu:
     """{kind: CPU seconds so far} over `root` (default: this process) and its descendants."""
-    out: dict[str, float] = {}
-    for kind, cpu in processes(root).values():
-        out[kind] = out.get(kind, 0.0) + cpu
-    return out
+    return KindCpu(processes(root))
 
 
 def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """CPU seconds by kind between two `cpu_by_kind` readings (processes that exited
-    between them are not counted)."""
+    """CPU seconds by kind between two `cpu_by_kind` readings. Counted by process: one
+    that started between them counts from zero, one that exited between them is not
+    counted (summed by kind, an exited process took its whole CPU off its kind: Spark
+    ends Python workers that were idle for a minute)."""
+    if isinstance(before, KindCpu) and isinstance(after, KindCpu):
+        out = dict.fromkeys(after, 0.0)
+        for pid, (kind, cpu) in after.by_pid.items():
+            _, cpu0 = before.by_pid.get(pid, (kind, 0.0))
+            out[kind] += max(0.0, cpu - cpu0)
+        return out
     return {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in after}
 
 
