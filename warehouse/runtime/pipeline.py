@@ -84,6 +84,12 @@ def refuse_unrunnable(project: LoadedProject, names: list[str]) -> None:
     refuse_changed(project, names)
 
 
+ACTIVE_EVERY = 5.0
+"""Seconds between a continuous run's asks whether a query Spark runs is still active: a
+query that failed outside its batches' writes (its source, its planning, its commit log)
+is restarted or ends the run within this long."""
+
+
 @dataclass
 class _Live:
     """A running continuous query and which start of its table it is."""
@@ -94,6 +100,22 @@ class _Live:
     attempt: int
     noted_to: int | None = None
     """Every batch up to this id has had its progress noted (or ran before this start)."""
+    asked: float | None = None
+    """When Spark was last asked whether the query is active (`running`)."""
+
+    def running(self, now: float, every: float = ACTIVE_EVERY) -> bool:
+        """Whether the query still runs, as far as the runner must know at `now`.
+
+        A failed batch ends it at once (its writer's error); whether Spark ended it
+        (`isActive`, a call into the JVM) is asked at most every `every` seconds.
+        Asked at every look, twice a second, it cost an idle query as much CPU as
+        Spark's own polls of its source (docs/decisions/0057)."""
+        if self.cq.writer.stats.error is not None:
+            return False
+        if self.asked is not None and now - self.asked < every:
+            return True
+        self.asked = now
+        return bool(self.query.isActive)
 
     def note_progress(self) -> None:
         """Note the progress of the batches that ran since the last call.
@@ -609,7 +631,7 @@ class Pipeline:
         """Note progress; a query that stopped is rescheduled (transient) or the run's failure."""
         for name, q in list(live.items()):
             q.note_progress()
-            if q.query.isActive and q.cq.writer.stats.error is None:
+            if q.running(time.monotonic()):
                 q.cq.refresh_snapshots()
                 if q.noted_to is not None:  # a trigger ran on the checkpoint
                     self._record(name)

@@ -2,6 +2,8 @@
 
 * A query that fails for real stops the run: the error names the table, every other
   query is stopped at a batch boundary (in-process, on the test session).
+* The runner asks Spark whether a query still runs at most every few seconds; a
+  failed batch ends it at once.
 * A query whose Python worker misses Spark's fixed 10 s connect-back window is started
   again and the run goes on: `warehouse run` in a subprocess whose Python workers are
   started through a wrapper that makes the first streaming-source worker slow, which is
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -20,7 +23,8 @@ from tests.integration.runtime.helpers import order, orders_project, rows, wait_
 from tests.integration.runtime.runs import stop, warehouse_run
 from warehouse import Project
 from warehouse.runtime.errors import QueryFailedError
-from warehouse.runtime.pipeline import Pipeline
+from warehouse.runtime.pipeline import ACTIVE_EVERY, Pipeline, _Live
+from warehouse.runtime.writer import BatchStats
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -98,3 +102,58 @@ def test_a_worker_that_misses_the_connect_window_is_started_again(
     assert code == 0, output[-4000:]
     assert rows(dwd, ["order_id"]) == [("o1",)]
     assert "stopped: ods_orders [ods]" in output and "stopped: dwd_orders [dwd]" in output
+
+
+class _ActiveAsks:
+    """The query as the runner sees it, counting its asks whether the query is active."""
+
+    def __init__(self, query) -> None:
+        self._query, self.count = query, 0
+
+    def __getattr__(self, name: str):
+        if name == "isActive":
+            self.count += 1
+        return getattr(self._query, name)
+
+
+def test_the_runner_asks_whether_a_query_runs_at_most_every_few_seconds(
+    spark, tmp_path: Path
+) -> None:
+    """The runner looks at its queries twice a second; whether Spark still runs one (a
+    call into the JVM, which cost an idle query as much as Spark's polls of its source)
+    it asks at most every `ACTIVE_EVERY` seconds, and a batch that failed in the writer
+    ends the query at once."""
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    stats = BatchStats()
+    cq = SimpleNamespace(writer=SimpleNamespace(stats=stats, remote=False))
+    query = (
+        spark.readStream.schema("i INT")
+        .json(str(inbox))
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        asks = _ActiveAsks(query)
+        live = _Live(cq, asks, since=0.0, attempt=1)  # type: ignore[arg-type]
+        t = 1000.0
+        assert all(live.running(t + 0.5 * i) for i in range(10))  # ten looks in 5 s
+        assert asks.count == 1
+        assert live.running(t + ACTIVE_EVERY) and asks.count == 2
+        query.stop()
+        assert live.running(t + ACTIVE_EVERY + 0.5) and asks.count == 2  # not asked yet
+        assert not live.running(t + 2 * ACTIVE_EVERY) and asks.count == 3
+        query = (
+            spark.readStream.schema("i INT")
+            .json(str(inbox))
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / "checkpoint2"))
+            .start()
+        )
+        live = _Live(cq, _ActiveAsks(query), since=0.0, attempt=1)  # type: ignore[arg-type]
+        assert live.running(t)
+        stats.error = RuntimeError("a batch failed in the writer")
+        assert not live.running(t + 0.5)
+    finally:
+        query.stop()
