@@ -28,11 +28,12 @@ query costs. During the probes the CPU and the number of micro-batches are count
 (CPU during the probes - idle CPU for as long) / batches is the CPU of a small batch.
 `--job-kinds` lists each query's Spark jobs per batch by what they were, and the CPU
 their tasks used per batch (what is left of a batch's CPU is the driver's). `--threads`
-splits the JVM's CPU during the probes by group of threads (from /proc: Spark's tasks,
-the JIT's compilers, the GC, the queries' own threads, the rest), with the time each
-group (and each kind of process) spent runnable but waiting for a core (schedstat), and
-gives each query's own thread (its planning, Delta's log, the writer's calls into the
-JVM) per batch with rows. `--stacks` samples those threads' Java stacks
+splits the idle window's CPU by thread (every process's; the driver's Python threads and
+the JVM's Java threads by name), and the JVM's CPU during the probes by group of threads
+(from /proc: Spark's tasks, the JIT's compilers, the GC, the queries' own threads, the
+rest), with the time each group (and each kind of process) spent runnable but waiting
+for a core (schedstat), and gives each query's own thread (its planning, Delta's log,
+the writer's calls into the JVM) per batch with rows. `--stacks` samples those threads' Java stacks
 (`stack_samples.py`) and gives each query's share of samples by phase of a batch
 (analysis, optimisation, planning, Delta's log, jobs, Python, ...).
 `--off-path-trigger` puts the eight tables off the probe's path (and every copy) on a
@@ -40,9 +41,10 @@ processing-time trigger, as a project would for tables whose freshness can wait.
 `--snapshot-max-age` sets `snapshots: {max_age: ...}` on every table whose SQL reads
 snapshots (`dwd_orders` and its copies): they join copies kept in Spark's cache.
 CPU is user + system of this process and every process under it (the JVM, Spark's
-Python workers, the broker), read from /proc. The session starts as a continuous
-`warehouse run` starts one (its JIT: decisions/0056). `BENCH_JAVA_OPTIONS` in the environment
-goes to the JVM (`spark.driver.extraJavaOptions`), e.g.
+Python workers, the broker), read from /proc, counted by process alive at both ends of a
+window. The benchmark's own watchers of the ADS table and the published topic start
+after the idle window. The session starts as a continuous `warehouse run` starts one
+(its JIT: decisions/0056). `BENCH_JAVA_OPTIONS` in the environment goes to the JVM (`spark.driver.extraJavaOptions`), e.g.
 `-XX:StartFlightRecording=filename=l.jfr,settings=profile` for a profile.
 """
 
@@ -608,8 +610,9 @@ def measure_idle(seconds: float, batches: list[str], threads=None, java_threads=
 
 def thread_reading() -> dict[tuple[int, int, str, str], float]:
     """CPU seconds so far of every thread of this process tree by (process, thread id,
-    kind of process, thread name): the driver's Python threads by their `threading` names, the JVM's
-    as /proc names them (15 characters), the other processes' by their command."""
+    kind of process, thread name): the driver's Python threads by their `threading`
+    names, the JVM's as /proc names them (15 characters), the other processes' by their
+    command."""
     names = {t.native_id: t.name for t in threading.enumerate()}
     out: dict[tuple[int, int, str, str], float] = {}
     for pid, (kind, _cpu) in processes().items():
