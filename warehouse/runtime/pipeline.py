@@ -154,6 +154,15 @@ class _Live:
         return str(self.query.status.get("message", "")).startswith(INITIALIZING)
 
 
+def may_start(live: dict[str, _Live], waiting: dict[str, Any], settle_seconds: float) -> bool:
+    """Whether the next table may start: one waits, and no live query is still creating
+    its sources. While none waits, nothing is asked of the live queries: asking whether
+    each is settling (whether it is active, and its newest progress: calls into the
+    JVM) at every look cost the queries' first minute as much CPU as Spark's own polls
+    of their sources (docs/decisions/0057)."""
+    return bool(waiting) and not any(q.settling(settle_seconds) for q in live.values())
+
+
 def ran(update: StreamingQueryProgress) -> bool:
     """A progress update of a batch that ran. A trigger that found no new input reports
     one too (every `spark.sql.streaming.noDataProgressEventInterval`), with no rows and
@@ -586,9 +595,7 @@ class Pipeline:
         try:
             while failure is None and not self._stop.is_set():
                 failure = self._watch(live, waiting, earlier)
-                if failure is None and not any(
-                    q.settling(self.settle_seconds) for q in live.values()
-                ):
+                if failure is None and may_start(live, waiting, self.settle_seconds):
                     failure = self._start_next(live, waiting, first_start)
                 if failure is None:
                     self._registrar.check(every=REGISTER_EVERY)

@@ -3,7 +3,8 @@
 * A query that fails for real stops the run: the error names the table, every other
   query is stopped at a batch boundary (in-process, on the test session).
 * The runner asks Spark whether a query still runs at most every few seconds; a
-  failed batch ends it at once.
+  failed batch ends it at once. It asks nothing of a query whether it has settled
+  while no table waits to start.
 * A query whose Python worker misses Spark's fixed 10 s connect-back window is started
   again and the run goes on: `warehouse run` in a subprocess whose Python workers are
   started through a wrapper that makes the first streaming-source worker slow, which is
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,7 +25,7 @@ from tests.integration.runtime.helpers import order, orders_project, rows, wait_
 from tests.integration.runtime.runs import stop, warehouse_run
 from warehouse import Project
 from warehouse.runtime.errors import QueryFailedError
-from warehouse.runtime.pipeline import ACTIVE_EVERY, Pipeline, _Live
+from warehouse.runtime.pipeline import ACTIVE_EVERY, Pipeline, _Live, may_start
 from warehouse.runtime.writer import BatchStats
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -105,14 +107,17 @@ def test_a_worker_that_misses_the_connect_window_is_started_again(
 
 
 class _ActiveAsks:
-    """The query as the runner sees it, counting its asks whether the query is active."""
+    """The query as the runner sees it, counting its asks whether the query is active
+    (`count`) and of its progress and status (`others`)."""
 
     def __init__(self, query) -> None:
-        self._query, self.count = query, 0
+        self._query, self.count, self.others = query, 0, 0
 
     def __getattr__(self, name: str):
         if name == "isActive":
             self.count += 1
+        elif name in ("lastProgress", "recentProgress", "status"):
+            self.others += 1
         return getattr(self._query, name)
 
 
@@ -155,5 +160,33 @@ def test_the_runner_asks_whether_a_query_runs_at_most_every_few_seconds(
         assert live.running(t)
         stats.error = RuntimeError("a batch failed in the writer")
         assert not live.running(t + 0.5)
+    finally:
+        query.stop()
+
+
+def test_the_runner_asks_nothing_of_a_settling_query_while_no_table_waits(
+    spark, tmp_path: Path
+) -> None:
+    """Before a table starts, the runner waits until every live query has created its
+    sources (a call into the JVM per question); with no table left to start, it asks
+    none."""
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    query = (
+        spark.readStream.schema("i INT")
+        .json(str(inbox))
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        query.processAllAvailable()  # created its sources: no longer settling
+        asks = _ActiveAsks(query)
+        cq = SimpleNamespace(writer=SimpleNamespace(stats=BatchStats(), remote=False))
+        live = {"t": _Live(cq, asks, since=time.monotonic(), attempt=1)}  # type: ignore[arg-type]
+        assert not may_start(live, {}, settle_seconds=60)
+        assert asks.count == 0 and asks.others == 0
+        assert may_start(live, {"u": (0.0, 1)}, settle_seconds=60)
+        assert asks.count == 1 and asks.others == 1
     finally:
         query.stop()
