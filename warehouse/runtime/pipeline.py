@@ -107,9 +107,9 @@ class _Live:
         """Whether the query still runs, as far as the runner must know at `now`.
 
         A failed batch ends it at once (its writer's error); whether Spark ended it
-        (`isActive`, a call into the JVM) is asked at most every `every` seconds.
-        Asked at every look, twice a second, it cost an idle query as much CPU as
-        Spark's own polls of its source (docs/decisions/0057)."""
+        (`isActive`, a call into the JVM, which costs both processes CPU) is asked at
+        most every `every` seconds, not at each of the runner's two looks a second
+        (docs/decisions/0057)."""
         if self.cq.writer.stats.error is not None:
             return False
         if self.asked is not None and now - self.asked < every:
