@@ -20,7 +20,6 @@ import base64
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -32,6 +31,8 @@ from typing import IO
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+
+from tests.support.ports import free_ports
 
 CACHE_DIR_ENV = "APACHE_KAFKA_CACHE"
 SCRIPT = "scripts/apache-kafka.sh"
@@ -85,19 +86,6 @@ def cached_classpath(root: Path | None = None) -> tuple[str, str]:
     return version, os.pathsep.join(jars)
 
 
-def _free_ports(count: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def _cluster_id() -> str:
     # Kafka's Uuid string form: 16 bytes, URL-safe base64 without padding. One that
     # starts with `-` would read as an option on StorageTool's command line.
@@ -141,7 +129,7 @@ class ApacheKafka:
         self.overrides = dict(overrides or {})
         self.jvm_options = tuple(jvm_options)
         self._nodes: list[_Node] = []
-        ports = _free_ports(3 * nodes)
+        ports = free_ports(3 * nodes)
         for i in range(nodes):
             node_dir = self.work_dir / f"node-{i + 1}"
             node_dir.mkdir(parents=True, exist_ok=True)

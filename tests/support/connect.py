@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.ports import free_port
+
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_TIMEOUT = 180.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,12 +39,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 class ConnectServerError(Exception):
     """The Connect server did not start; the message holds the end of its log."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _listening(port: int) -> bool:
@@ -105,7 +101,7 @@ class ConnectServer:
 
     def start(self) -> ConnectServer:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port()
+        self.port = free_port()
         env = {
             **os.environ,
             "PYSPARK_PYTHON": sys.executable,

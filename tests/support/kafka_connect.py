@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -30,6 +29,7 @@ from typing import IO, Any, Literal
 
 import pytest
 
+from tests.support.ports import free_port
 from tests.support.processes import stop_process
 
 VERSION = "4.1.1"
@@ -89,12 +89,6 @@ def cached() -> tuple[str, Path]:
     return os.pathsep.join(jars), plugins
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class ConnectWorker:
     """One Connect worker JVM in `work_dir`, talking to the Kafka at `bootstrap`.
 
@@ -121,7 +115,7 @@ class ConnectWorker:
         self.bootstrap = bootstrap
         self.mode: Mode = mode
         self.group = group or f"connect-{uuid.uuid4().hex[:8]}"
-        self.port = _free_port()
+        self.port = free_port()
         self.overrides = dict(overrides or {})
         self.properties = self.work_dir / "worker.properties"
         self.log_path = self.work_dir / "worker.log"

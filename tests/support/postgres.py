@@ -17,7 +17,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.ports import free_port
 from tests.support.processes import stop_process
 
 BIN = Path("/usr/lib/postgresql/15/bin")
@@ -53,12 +53,6 @@ class PostgresError(Exception):
     """PostgreSQL is not installed or did not start; the message says which and why."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Postgres:
     """One PostgreSQL server in a folder of its own under the system's temporary folder
     (the user it runs as must reach it, which a root-only pytest folder would not let).
@@ -76,7 +70,7 @@ class Postgres:
                 "`apt-get install postgresql`."
             )
         self.settings = {**SETTINGS, **(settings or {})}
-        self.port = _free_port()
+        self.port = free_port()
         self.folder = Path(tempfile.mkdtemp(prefix="warehouse-postgres-"))
         self.data = self.folder / "data"
         self.log_path = self.folder / "postgres.log"

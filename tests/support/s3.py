@@ -17,7 +17,6 @@ Python workers inherit, as a user's would. The server itself starts on first use
 from __future__ import annotations
 
 import os
-import random
 import secrets
 import signal
 import socket
@@ -26,6 +25,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.ports import free_port
 
 VERSION = "4.1.0"
 SCRIPT = "scripts/s3proxy.sh"
@@ -42,20 +43,6 @@ def jar_path() -> Path:
         os.environ.get("S3PROXY_CACHE") or Path.home() / ".cache" / "spark-warehouse" / "s3proxy"
     )
     return Path(cache) / f"s3proxy-{VERSION}-jar-with-dependencies.jar"
-
-
-def _free_port() -> int:
-    """A free port below the ephemeral range, where the clients' own sockets do not land
-    while the server is not started yet."""
-    for _ in range(200):
-        port = random.randint(20000, 30000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise S3ServerError("no free port in 20000-30000 for the S3 server")
 
 
 @dataclass
@@ -166,7 +153,7 @@ def plan() -> S3Server:
     """A server for this test session, not started: its port and keys are chosen, and
     the standard AWS variables set in this process for the JVMs and workers it starts."""
     server = S3Server(
-        port=_free_port(),
+        port=free_port(),
         access_key=f"test-{secrets.token_hex(4)}",
         secret_key=secrets.token_hex(16),
         folder=Path(tempfile.mkdtemp(prefix="warehouse-tests-s3-")),

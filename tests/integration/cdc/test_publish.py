@@ -34,6 +34,7 @@ from tests.integration.cdc.helpers import (
     snapshot,
     sort_changes,
 )
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.kafka
 
@@ -263,13 +264,10 @@ def test_a_failed_publish_with_new_clients_is_raised(tmp_path: Path, unique) -> 
 def test_a_kept_publisher_survives_a_broker_restart(tmp_path: Path, unique) -> None:
     """The broker restarts between two calls, on its data and port: the kept clients,
     which lost it, are started again, and each version is published once."""
-    import socket
 
     from streams.broker.launcher import BrokerProcess
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     path, topic, name = str(tmp_path / "users"), unique("mv.users"), unique("ads_users")
     tables.create(path)
     broker = BrokerProcess(tmp_path / "broker", port=port).start()

@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.kafka]
 
@@ -28,12 +29,6 @@ def warehouse(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "warehouse", *args],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def conf_only(folder: Path, conf: str) -> Path:

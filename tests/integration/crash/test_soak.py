@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,6 +33,7 @@ from streams.kafka.admin import end_offsets
 from tests.integration.demo.expected import compute
 from tests.integration.demo.tables import assert_published, assert_tables, ods_coordinates
 from tests.support.disks import SmallTmpfs, require_root
+from tests.support.ports import free_port
 from warehouse.generate import TOPICS, generate
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.spark, pytest.mark.timeout(1800)]
@@ -45,12 +45,6 @@ CHAOS_SECONDS = 150
 DISK_BYTES = 256 << 20
 FULL_SECONDS = 15
 MAX_DRAINS = 4
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Run:

@@ -13,7 +13,6 @@ import datetime as dt
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from streams.delta.arrow import read_table
+from tests.support.ports import free_port
 from warehouse.demo.continuous import split_timeline
 from warehouse.generate import ShopGenerator
 
@@ -40,12 +40,6 @@ EVENTS, RATE, SEED = 300, 5.0, 7
 busy machine), and that burst is what the first continuous batches process."""
 SEPARATOR = "=" * 78
 ADS = ("ads_city_leaderboard", "ads_conversion")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def alive(pid: int) -> bool:

@@ -22,6 +22,7 @@ import pytest
 from streams.kafka.admin import produce
 from tests.integration.runtime.helpers import order, orders_project
 from tests.integration.runtime.runs import REPO, stop, warehouse_run
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
@@ -30,12 +31,6 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 
 CY = "const c = [...document.querySelectorAll('#graph, #graph *')].find(e => e._cyreg); "
 """The page's Cytoscape instance (Cytoscape.js keeps it on its container)."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

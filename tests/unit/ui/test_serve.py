@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
 from tests.unit.runtime.projects import write_project
 from warehouse.cli.main import main
 
@@ -35,9 +36,7 @@ def test_sigterm_stops_the_page_as_ctrl_c_does(tmp_path: Path) -> None:
     """The server returns and the view closes the consumers it keeps (exit 0, not killed
     by the signal)."""
     proj = write_project(tmp_path / "p", bootstrap="127.0.0.1:1")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     ui = subprocess.Popen(
         [sys.executable, "-m", "warehouse", "--project", str(proj), "ui", "--port", str(port)],
         stdout=subprocess.PIPE,
