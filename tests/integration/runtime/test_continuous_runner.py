@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -121,24 +122,28 @@ class _ActiveAsks:
         return getattr(self._query, name)
 
 
+def _idle_query(spark, inbox: Path, checkpoint: Path) -> Any:
+    """A real streaming query over an empty folder: active, and never a batch to run."""
+    return (
+        spark.readStream.schema("i INT")
+        .json(str(inbox))
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+
+
 def test_the_runner_asks_whether_a_query_runs_at_most_every_few_seconds(
     spark, tmp_path: Path
 ) -> None:
     """The runner looks at its queries twice a second; whether Spark still runs one (a
-    call into the JVM, which cost an idle query as much as Spark's polls of its source)
-    it asks at most every `ACTIVE_EVERY` seconds, and a batch that failed in the writer
+    call into the JVM) it asks at most every `ACTIVE_EVERY` seconds, and a batch that failed in the writer
     ends the query at once."""
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     stats = BatchStats()
     cq = SimpleNamespace(writer=SimpleNamespace(stats=stats, remote=False))
-    query = (
-        spark.readStream.schema("i INT")
-        .json(str(inbox))
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .start()
-    )
+    query = _idle_query(spark, inbox, tmp_path / "checkpoint")
     try:
         asks = _ActiveAsks(query)
         live = _Live(cq, asks, since=0.0, attempt=1)  # type: ignore[arg-type]
@@ -149,13 +154,7 @@ def test_the_runner_asks_whether_a_query_runs_at_most_every_few_seconds(
         query.stop()
         assert live.running(t + ACTIVE_EVERY + 0.5) and asks.count == 2  # not asked yet
         assert not live.running(t + 2 * ACTIVE_EVERY) and asks.count == 3
-        query = (
-            spark.readStream.schema("i INT")
-            .json(str(inbox))
-            .writeStream.format("noop")
-            .option("checkpointLocation", str(tmp_path / "checkpoint2"))
-            .start()
-        )
+        query = _idle_query(spark, inbox, tmp_path / "checkpoint2")
         live = _Live(cq, _ActiveAsks(query), since=0.0, attempt=1)  # type: ignore[arg-type]
         assert live.running(t)
         stats.error = RuntimeError("a batch failed in the writer")
@@ -172,13 +171,7 @@ def test_the_runner_asks_nothing_of_a_settling_query_while_no_table_waits(
     none."""
     inbox = tmp_path / "inbox"
     inbox.mkdir()
-    query = (
-        spark.readStream.schema("i INT")
-        .json(str(inbox))
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .start()
-    )
+    query = _idle_query(spark, inbox, tmp_path / "checkpoint")
     try:
         query.processAllAvailable()  # created its sources: no longer settling
         asks = _ActiveAsks(query)
