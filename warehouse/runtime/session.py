@@ -106,6 +106,9 @@ def get_session(
         return connect_session(config, app_name=app_name)
     from pyspark.sql import SparkSession
 
+    from warehouse.runtime import numpy_converters
+
+    numpy_converters.install()  # before the first call to the JVM
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     conf = {**LOCAL_DEFAULTS, **local_conf(config.master)}

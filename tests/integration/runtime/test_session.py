@@ -48,6 +48,23 @@ def test_local_defaults_reach_the_launched_jvm(spark) -> None:
     assert _vm_option(spark, "G1HeapRegionSize") == str(4 * 1024 * 1024)
 
 
+def test_py4j_converts_numpy_as_pyspark_does_without_importing_its_test_helpers(spark) -> None:
+    """A session `get_session` starts converts NumPy arrays and scalars for the JVM as
+    pyspark's own converters do, through converters that never import `pyspark.testing`
+    (pandas and a dozen package look-ups at every process's first call to the JVM,
+    `warehouse.runtime.numpy_converters`)."""
+    import numpy as np
+    from py4j import protocol
+    from pyspark.sql.types import NumpyArrayConverter, NumpyScalarConverter
+
+    kinds = [type(c) for c in protocol.INPUT_CONVERTER]
+    assert NumpyArrayConverter not in kinds and NumpyScalarConverter not in kinds
+    assert sum(issubclass(k, (NumpyArrayConverter, NumpyScalarConverter)) for k in kinds) == 2
+    jvm = spark.sparkContext._jvm
+    assert jvm.java.util.Arrays.toString(np.array([1, 2, 3], dtype=np.int64)) == "[1, 2, 3]"
+    assert jvm.java.lang.String.valueOf(np.float64(2.5)) == "2.5"
+
+
 def _vm_option(spark, name: str) -> str:
     """The launched JVM's value of the HotSpot option `name`."""
     jvm = spark.sparkContext._jvm
