@@ -6,18 +6,26 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+RUNS = {
+    "warehouse": "from warehouse.cli.main import entry; entry()",
+    "python -m warehouse": "import runpy; runpy.run_module('warehouse', run_name='__main__')",
+}
+
+
+@pytest.mark.parametrize("command", RUNS)
 def test_the_command_exits_with_its_objects_frozen_and_its_exit_handlers_run(
-    tmp_path: Path,
+    command: str, tmp_path: Path
 ) -> None:
-    """`entry` freezes the command's objects before the interpreter exits, so that the
-    exit's collections skip them (docs/decisions/0058); the atexit handlers still run."""
+    """The command (the `warehouse` script and `python -m warehouse`) freezes its objects
+    before the interpreter exits, so that the exit's collections skip them
+    (docs/decisions/0058); the atexit handlers still run."""
     probe = (
         "import atexit, gc, sys\n"
         "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
         f"sys.argv = ['warehouse', 'init', {str(tmp_path / 'p')!r}]\n"
-        "from warehouse.cli.main import entry\n"
-        "entry()\n"
+        f"{RUNS[command]}\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
