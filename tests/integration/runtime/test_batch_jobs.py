@@ -39,7 +39,8 @@ def test_a_small_native_upsert_from_a_table_counts_no_job_of_its_own(
     dwd = root / "layers" / "dwd"
     (dwd / "orders.yml").unlink()
     (dwd / "latest.yml").write_text(
-        "table: dwd_latest\nsource: {table: ods_orders}\nsink: {mode: upsert, keys: [order_id], sequence_by: event_time}\n"
+        "table: dwd_latest\nsource: {table: ods_orders}\n"
+        "sink: {mode: upsert, keys: [order_id], sequence_by: event_time}\n"
     )
     project = Project.load(root)
     produce(broker.bootstrap, topic, [("k0", order("o0", "u1", 0.0, 0))])
