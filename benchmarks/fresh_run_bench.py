@@ -23,18 +23,16 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from ingest_cli_bench import PHASES, WAREHOUSE, TreeCpu, phases  # noqa: E402
-from kafka_ingest_sizes import ods_project, produce, verify  # noqa: E402
+from ingest_cli_bench import PHASES, run_case  # noqa: E402
+from kafka_ingest_sizes import produce  # noqa: E402
 
 KINDS = ("python", "jvm", "python workers")
 
@@ -50,31 +48,12 @@ def run_once(
     logs: Path | None,
 ) -> dict:
     """One fresh command on `checkout`: wall, phases, CPU by kind; the table checked."""
-    from warehouse import Project
-
-    root = ods_project(work / name, bootstrap, topic, engine, expect=False)
-    cmd = [str(WAREHOUSE), "--project", str(root), "run", "--layer", "ods", "--once", "-v"]
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    began = time.time()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-    )
-    cpu = TreeCpu(proc.pid)
-    out, _ = proc.communicate()
-    wall = time.perf_counter() - t0
-    ended = time.time()
-    used = cpu.stop()
-    if logs is not None:
-        (logs / f"{name}.log").write_text(out)
-    if proc.returncode != 0:
-        raise SystemExit(f"{name}: `warehouse run` exited {proc.returncode}:\n{out[-3000:]}")
-    split, _, rows = phases(out, began, ended)
-    if rows != records:
-        raise SystemExit(f"{name}: the batches read {rows:,} records, expected {records:,}")
-    verify(Project.load(root), records, 4, expect=False)
-    shutil.rmtree(root, ignore_errors=True)
-    return {"wall": wall, "split": split, "cpu": {k: used.get(k, 0.0) for k in KINDS}}
+    got = run_case(
+        work, bootstrap, topic, records, engine, 4, expect=False, logs=logs, name=name,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+    )  # fmt: skip
+    return {"wall": got["wall"], "split": got["split"],
+            "cpu": {k: got["cpu"].get(k, 0.0) for k in KINDS}}  # fmt: skip
 
 
 def _line(label: str, got: dict) -> str:

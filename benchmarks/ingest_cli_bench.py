@@ -151,16 +151,20 @@ def run_case(
     logs: Path | None,
     name: str,
     java: str = "",
+    env: dict[str, str] | None = None,
 ) -> dict:
     """One fresh `warehouse run --layer ods --once` of the case, checked: its wall time,
-    phases, CPU by kind, batches and the check's line."""
+    phases, CPU by kind, batches and the check's line. `env`: the command's environment
+    (this process's by default)."""
     from warehouse import Project
 
     root = ods_project(work / name, bootstrap, topic, engine, expect=expect, java=java)
     cmd = [str(WAREHOUSE), "--project", str(root), "run", "--layer", "ods", "--once", "-v"]
     began = time.time()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     cpu = TreeCpu(proc.pid)
     out, _ = proc.communicate()
     wall = time.perf_counter() - t0
