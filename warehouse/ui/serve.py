@@ -37,7 +37,12 @@ def serve(project: LoadedProject, *, port: int, host: str = DEFAULT_HOST) -> Non
     logger.info("pipeline page of %s at http://%s:%d/", project.path, host, port)
     with _sigterm_interrupts():
         try:
-            app.run(host=host, port=port, debug=False)  # returns on KeyboardInterrupt
+            # Returns on KeyboardInterrupt once werkzeug's loop serves; one that comes
+            # between the port's bind and that loop (a SIGTERM as soon as the port
+            # answers) is the same stop.
+            app.run(host=host, port=port, debug=False)
+        except KeyboardInterrupt:
+            pass
         finally:
             view.close()  # the Kafka consumers it kept
 
