@@ -10,15 +10,15 @@
 #            tests (tests/integration/cli), the demo (checked against its independent
 #            computation, and run continuously) and the CLI's runs on S3
 #   servers  the standalone cluster (and the cluster shape: the example on its workers,
-#            tables on S3, three Kafka nodes, and the crash test on that shape): a third
-#            of the suite's CPU, on one cluster and one set of Kafka nodes
+#            tables on S3, three Kafka nodes, and the crash test on that shape), on one
+#            cluster and one set of Kafka nodes, and MirrorMaker 2
 #   runtime  the rest of tests/integration/runtime (the CLI end-to-end runs, tables on
 #            several clusters, named and federated, included)
 #   rest     everything else: the unit tests, the broker and the framework against
-#            Apache Kafka, Delta, Kafka, CDC, quality, Kafka Connect, MirrorMaker 2 and
-#            PostgreSQL -> Debezium
-# The run is CPU-bound, so the groups are cut to take about the same CPU, and the one
-# holding the cluster tests nothing else (docs/decisions/0041-four-test-processes.md). `rest`
+#            Apache Kafka, Delta, Kafka, CDC, quality, Kafka Connect and PostgreSQL ->
+#            Debezium
+# The run is CPU-bound, so the groups are cut to take about the same CPU and end about
+# together (docs/decisions/0041-four-test-processes.md). `rest`
 # prints as it runs; each other group's output is printed once it is done, with its
 # slowest tests. The exit status is the first failing group's, and every group's status
 # is printed last.
@@ -29,7 +29,7 @@ PYTEST=(.venv/bin/python -m pytest)
 
 crash=(tests/integration/crash tests/integration/testing tests/integration/cli
 	tests/integration/demo tests/integration/runtime/test_cli_object_storage.py)
-servers=(tests/integration/cluster)
+servers=(tests/integration/cluster tests/integration/connect/test_mirror.py)
 runtime=(tests/integration/runtime)
 
 ignore() { for p in "$@"; do printf -- '--ignore=%s\n' "$p"; done; }
