@@ -59,7 +59,7 @@ STORAGE_ERRORS: tuple[type[Exception], ...] = (BrokerError, OSError)
 
 def topic_id(broker: BrokerContext, topic: str) -> uuid.UUID:
     """The topic's id (all zeros when unknown)."""
-    info = broker.logs.topics().get(topic)
+    info = broker.logs.find_topic(topic)
     raw = getattr(info, "topic_id", None)
     try:
         return uuid.UUID(hex=raw) if raw else ZERO_UUID
@@ -87,7 +87,7 @@ def is_internal(broker: BrokerContext, topic: str) -> bool:
     """Kafka's internal topics, or any the storage marks internal."""
     if topic in INTERNAL_TOPICS:
         return True
-    info = broker.logs.topics().get(topic)
+    info = broker.logs.find_topic(topic)
     return bool(getattr(info, "internal", False))
 
 
@@ -168,7 +168,7 @@ def partition_count(broker: BrokerContext, topic: str) -> int | None:
     """Number of partitions of `topic`, or None when it does not exist (or is hidden)."""
     if topic in HIDDEN_TOPICS:
         return None
-    info = broker.logs.topics().get(topic)
+    info = broker.logs.find_topic(topic)
     if info is None:
         return None
     return int(getattr(info, "partitions", info))

@@ -257,6 +257,11 @@ class LogManager:
         """name -> metadata of every topic."""
         return dict(self._topics)
 
+    def find_topic(self, name: str) -> TopicMetadata | None:
+        """The metadata of topic `name`, None when there is none: what a request asks of
+        every partition it names, without the copy of every topic `topics()` makes."""
+        return self._topics.get(name)
+
     def topic(self, name: str) -> TopicMetadata:
         return self._topic(name)
 
