@@ -6,12 +6,11 @@ inside a partition, as an Arrow-path task reads a micro-batch's.
 
 Produces `--records` JSON records of ~183 B (the ingest benchmark's) into 4 partitions of
 a bundled broker, then per setting reads them in ranges of `--piece` offsets, one
-consumer per range (`read_ranges`: confluent-kafka's `Consumer` as
-`fetch.consumer_config` configures it, plus the setting), and types each block with
-`split_block`, the work a task does between two reads. Printed per setting: this
-process's CPU (librdkafka's threads included) and the broker's, per 1M records, and the
-wall time; the best of `--rounds` rounds, the settings taking turns. Not a test: nothing
-is asserted.
+consumer per range (`read_ranges` with the column reader, as `fetch.consumer_config`
+configures it plus the setting), and types each block with `split_block`, the work a
+task does between two reads. Printed per setting: this process's CPU (librdkafka's
+threads included) and the broker's, per 1M records, and the wall time; the best of
+`--rounds` rounds, the settings taking turns. Not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -77,7 +76,7 @@ def main() -> None:
                             broker.bootstrap, {}, isolation_level="read_committed", size=rng.size
                         )
                         conf.update(extra)
-                        for block in read_ranges([rng], conf, source):
+                        for block in read_ranges([rng], conf, source, reader="native"):
                             rows += block.num_rows
                             split_block(block, payload, [], explain=True)
                 if rows != args.records:

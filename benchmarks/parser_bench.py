@@ -1,15 +1,14 @@
-"""Our C extension, the flat JSON parser, against the libraries that do the same work
-(issue 65).
+"""Our two C extensions against the libraries that do the same work (issue 65).
 
     flock /tmp/warehouse-bench.lock .venv/bin/python benchmarks/parser_bench.py \\
-        [--records 200000] [--topic-records 500000] [--rounds 5] [--skip parse,read]
+        [--records 200000] [--topic-records 500000] [--rounds 5] [--skip parse,read,both]
 
 Optional libraries (orjson, polars, pysimdjson) are measured where they import; the
 project does not depend on them, so for this benchmark only they can be installed
 apart: `pip install --target /tmp/parse-libs orjson polars pysimdjson` and
 `PYTHONPATH=/tmp/parse-libs:.`.
 
-Two parts, each in interleaved rounds (every case once per round, in turn), best and
+Three parts, each in interleaved rounds (every case once per round, in turn), best and
 median of `--rounds`, the ratio of each case to the first one measured in the same run:
 
 (parse) one batch of `--records` Kafka values of the ingest benchmark's shape (~183 B of
@@ -25,11 +24,14 @@ median of `--rounds`, the ratio of each case to the first one measured in the sa
     same rows and leave the same records untyped. Of the libraries, only the per-value
     `loads` can say which record is bad; the block readers refuse the whole dirty batch,
     which the output says.
-(read) `--topic-records` such records in 4 partitions of the bundled broker, read range
-    by range as a task does (`read_ranges`: confluent-kafka's `Consumer.consume`), each
-    block read typed by `split_block` with the flat parser and with Arrow's reader alone.
-    This is the Python worker's share of the ingest; Spark's and the Delta write's are the
-    same in both.
+(read) `--topic-records` such records in 4 partitions of the bundled broker, read whole
+    with `read_ranges` into the source's Arrow record batches: the column reader
+    (`_rdfetch`, C, `reader="native"`) against confluent-kafka's
+    `Consumer.consume(num_messages=...)` (`reader="python"`); the two must give the same
+    records.
+(both) the read and the parse together, range by range as a task does (`split_block`
+    on each block read): the four pairs of reader and parser. This is the Python worker's
+    share of the ingest; Spark's and the Delta write's are the same in all four.
 
 Printed per case: wall seconds and this process's CPU seconds (librdkafka's threads
 included) per 1M records, and the ratio of each to the baseline's. The machine is
@@ -253,10 +255,10 @@ def run_parse(args: argparse.Namespace) -> None:
         rounds(f"(parse) split_block, {label} batch", cases, args.records, args)
 
 
-# ---- (read) --------------------------------------------------------------------------
+# ---- (read) and (both) ---------------------------------------------------------------
 
 
-def run_read(args: argparse.Namespace) -> None:
+def run_kafka(args: argparse.Namespace, skip: set[str]) -> None:
     from streams.broker.launcher import BrokerProcess
     from streams.kafka import OffsetRange, consumer_config, end_offsets
     from streams.kafka.fetch import RECORD_SCHEMA, read_ranges
@@ -267,31 +269,59 @@ def run_read(args: argparse.Namespace) -> None:
     try:
         produce_records(broker.bootstrap, "parse", args.topic_records, 200, 4)
         ends = end_offsets(broker.bootstrap, "parse")["parse"]
+        ranges = [OffsetRange("parse", p, 0, end) for p, end in sorted(ends.items())]
         conf = consumer_config(
             broker.bootstrap, {}, isolation_level="read_committed", size=args.topic_records
         )
-        piece = args.topic_records // 8
 
-        def task(flat: bool) -> int:
-            rows = 0
-            for p, end in sorted(ends.items()):
-                for lo in range(0, end, piece):
-                    rng = OffsetRange("parse", p, lo, min(lo + piece, end))
-                    for block in read_ranges([rng], conf, RECORD_SCHEMA):
-                        rows += split_block(block, payload, [], flat=flat).rows.num_rows
-            if rows != args.topic_records:
-                raise SystemExit(f"read: typed {rows:,} of {args.topic_records:,}")
-            return rows
+        def read(reader: str) -> pa.Table:
+            return pa.Table.from_batches(
+                list(read_ranges(ranges, conf, RECORD_SCHEMA, reader=reader))
+            )
 
-        rounds(
-            f"(read) read and split_block, ranges of {piece:,} offsets",
-            {
-                "consume() + _flatjson (library, C)": lambda: task(True),
-                "consume() + Arrow's reader (library, library)": lambda: task(False),
-            },
-            args.topic_records,
-            args,
-        )
+        if "read" not in skip:
+            # The readers interleave partitions differently: compare in partition order.
+            order = [("partition", "ascending"), ("offset", "ascending")]
+            native, python = (read(r).sort_by(order) for r in ("native", "python"))
+            differ = [c for c in native.column_names if not native[c].equals(python[c])]
+            if differ:
+                raise SystemExit(f"read: the two readers' records differ in {differ}")
+            print(f"\nread: both readers give the same {native.num_rows:,} records")
+            del native, python
+            rounds(
+                "(read) the topic into the source's record batches",
+                {
+                    "read_ranges, _rdfetch (C)": lambda: read("native"),
+                    "read_ranges, confluent-kafka consume(num_messages=)": lambda: read("python"),
+                },
+                args.topic_records,
+                args,
+            )
+        if "both" not in skip:
+            piece = args.topic_records // 8
+
+            def task(reader: str, flat: bool) -> int:
+                rows = 0
+                for p, end in sorted(ends.items()):
+                    for lo in range(0, end, piece):
+                        rng = OffsetRange("parse", p, lo, min(lo + piece, end))
+                        for block in read_ranges([rng], conf, RECORD_SCHEMA, reader=reader):
+                            rows += split_block(block, payload, [], flat=flat).rows.num_rows
+                if rows != args.topic_records:
+                    raise SystemExit(f"both: typed {rows:,} of {args.topic_records:,}")
+                return rows
+
+            rounds(
+                f"(both) read and split_block, ranges of {piece:,} offsets",
+                {
+                    "_rdfetch + _flatjson (C, C)": lambda: task("native", True),
+                    "_rdfetch + Arrow's reader (C, library)": lambda: task("native", False),
+                    "consume() + _flatjson (library, C)": lambda: task("python", True),
+                    "consume() + Arrow's reader (library, library)": lambda: task("python", False),
+                },
+                args.topic_records,
+                args,
+            )
     finally:
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -304,13 +334,13 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=200_000, help="values per parse batch")
     ap.add_argument("--topic-records", type=int, default=500_000)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--skip", default="", help="comma list of parts to skip: parse,read")
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: parse,read,both")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     if "parse" not in skip:
         run_parse(args)
-    if "read" not in skip:
-        run_read(args)
+    if not {"read", "both"} <= skip:
+        run_kafka(args, skip)
 
 
 if __name__ == "__main__":

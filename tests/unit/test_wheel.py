@@ -1,5 +1,5 @@
-"""The wheel `pip wheel .` builds: with the C extension for this platform, or, with
-`WAREHOUSE_PURE_WHEEL=1` (setup.py), without it for any platform."""
+"""The wheel `pip wheel .` builds: with the two C extensions for this platform, or, with
+`WAREHOUSE_PURE_WHEEL=1` (setup.py), without them for any platform."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTENSIONS = {"streams/landing/_flatjson"}
+EXTENSIONS = {"streams/kafka/_rdfetch", "streams/landing/_flatjson"}
 
 
 def _wheel(tmp_path: Path, pure: str) -> tuple[str, list[str]]:
@@ -38,7 +38,7 @@ def _wheel(tmp_path: Path, pure: str) -> tuple[str, list[str]]:
 
 
 @pytest.mark.timeout(300)
-def test_the_wheel_has_the_extension_and_the_pure_one_has_none(tmp_path) -> None:
+def test_the_wheel_has_the_extensions_and_the_pure_one_has_none(tmp_path) -> None:
     name, files = _wheel(tmp_path / "native", "")
     assert not name.endswith("-py3-none-any.whl"), name
     built = {f.split(".")[0] for f in files if f.endswith(".so")}
