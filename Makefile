@@ -1,6 +1,6 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
 # Each creates .venv when missing, installs the project with its locked
-# dependencies (constraints.txt) and its optional C extension (for which it
+# dependencies (constraints.txt) and its optional C extensions (for which it
 # installs a C compiler and Python's headers on Debian as root), checks for Java >= 17,
 # resolves the native engines' jars (Spark's Kafka connector, delta-spark) and the
 # object-storage jars (hadoop-aws, the AWS SDK bundle) once into

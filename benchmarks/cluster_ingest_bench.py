@@ -67,6 +67,10 @@ TASK = re.compile(
 )
 PARTS = ("fetch", "type", "judge", "stage", "write", "task", "start", "cpu")
 COMMIT = re.compile(r"batch \d+: Arrow fallback ([\d.]+)s, commit ([\d.]+)s")
+READER = re.compile(
+    r"of (\d+) task\(s\) in a started Python worker, (\d+) read Kafka with the column reader"
+)
+"""The landing path's line per batch: its tasks, and how many read with the C column reader."""
 
 
 def breakdown(log: str, seconds: float) -> dict[str, float]:
@@ -76,7 +80,8 @@ def breakdown(log: str, seconds: float) -> dict[str, float]:
     job's start: scheduling, Python worker start-up, unpickling, imports; `cpu`, its
     Python worker's CPU time, librdkafka's threads included); the fallback's parse and the
     held rows' read (`fallback`), the table's commit, and the rest of the batch (`driver`:
-    planning, the quarantine's files and commit, the quality events)."""
+    planning, the quarantine's files and commit, the quality events); the tasks, and how
+    many read Kafka with the C column reader (`tasks`, `column_reader`)."""
     out = dict.fromkeys(("job", *PARTS, "files", "fallback", "commit"), 0.0)
     for m in TASKS.finditer(log):
         out["job"] += float(m.group(1))
@@ -86,6 +91,10 @@ def breakdown(log: str, seconds: float) -> dict[str, float]:
             slowest = max(tasks, key=lambda t: t[-3] + t[-2])
             for name, value in zip(PARTS, slowest, strict=True):
                 out[name] += value
+    out["tasks"] = out["column_reader"] = 0.0
+    for m in READER.finditer(log):
+        out["tasks"] += int(m.group(1))
+        out["column_reader"] += int(m.group(2))
     for m in COMMIT.finditer(log):
         out["fallback"] += float(m.group(1))
         out["commit"] += float(m.group(2))
@@ -98,7 +107,8 @@ def describe(split: dict[str, float]) -> str:
         f"job {split['job']:.1f} s (last task from +{split['start']:.1f} s, "
         f"{split['task']:.1f} s, CPU {split['cpu']:.1f} s: fetch "
         f"{split['fetch']:.1f}, type {split['type']:.2f}, judge {split['judge']:.2f}, stage "
-        f"{split['stage']:.2f}, write {split['write']:.2f}; {split['files']:.0f} files), "
+        f"{split['stage']:.2f}, write {split['write']:.2f}; {split['files']:.0f} files; "
+        f"{split['column_reader']:.0f} of {split['tasks']:.0f} tasks read with the column reader), "
         f"fallback {split['fallback']:.2f} s, commit {split['commit']:.2f} s, "
         f"driver's rest {split['driver']:.2f} s"
     )

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The install compiles an optional C extension (setup.py): the landing path's flat JSON
-# parser. It needs a C compiler and the headers of the Python the venv is made from.
-# Installs Debian's gcc (and python3.X-dev for a Debian-packaged Python) when running as
-# root, otherwise says what is missing; without them the install goes on and the
-# framework runs on the Python code instead.
+# The install compiles two optional C extensions (setup.py): the Kafka source's column
+# reader and the landing path's flat JSON parser. They need a C compiler and the headers
+# of the Python the venv is made from. Installs Debian's gcc (and python3.X-dev for a
+# Debian-packaged Python) when running as root, otherwise says what is missing; without
+# them the install goes on and the framework runs on the Python code instead.
 # Usage: scripts/ensure-compiler.sh PYTHON
 set -euo pipefail
 
@@ -34,7 +34,7 @@ fi
 [ ${#missing[@]} = 0 ] && exit 0
 
 if apt_root; then
-  echo "installing ${missing[*]} with apt-get (to compile the optional C extension)" >&2
+  echo "installing ${missing[*]} with apt-get (to compile the optional C extensions)" >&2
   export DEBIAN_FRONTEND=noninteractive
   { apt-get install -y -qq "${missing[@]}" \
     || { apt-get update -qq && apt-get install -y -qq "${missing[@]}"; }; } >/dev/null \
@@ -42,7 +42,7 @@ if apt_root; then
   echo "could not install ${missing[*]}" >&2
 fi
 cat >&2 <<MSG
-The C extension will not be built (missing: ${missing[*]}); the framework runs on its
+The C extensions will not be built (missing: ${missing[*]}); the framework runs on its
 Python code instead, slower (docs/benchmarks.md). To build them, install the missing
 packages (Debian/Ubuntu: sudo apt-get install ${missing[*]}), then
 \`rm .venv/.installed && make install\`.

@@ -47,6 +47,7 @@ from streams.kafka.source import (
     FetchOptions,
     KafkaInputPartition,
     input_partitions,
+    partition_reader,
     read_partition,
 )
 from streams.kafka.stream import read_kafka_stream
@@ -80,6 +81,7 @@ __all__ = [
     "kafka_engine",
     "parse_hashes",
     "parse_kafka",
+    "partition_reader",
     "persisted_counts",
     "produce",
     "produce_json",

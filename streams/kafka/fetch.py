@@ -446,6 +446,23 @@ def _librdkafka_path() -> str | None:
     return found[0] if found else None
 
 
+@functools.cache
+def _warn_python_client(error: str) -> None:
+    """Once per process: an install whose column reader is not built, or does not load,
+    reads at about twice the CPU per record (docs/decisions/0062)."""
+    logger.warning(
+        "kafka source: reading with confluent-kafka's Consumer, at about twice the CPU "
+        "per record of the column reader: %s",
+        error,
+    )
+
+
+def reader_for(conf: Mapping[str, Any], reader: str = "auto") -> str:
+    """Which client `read_ranges(..., reader=reader)` reads `conf` with: `native` (the
+    column reader) or `python` (confluent-kafka's `Consumer`)."""
+    return "native" if _client_class(reader, conf) is _NativeClient else "python"
+
+
 def _client_class(reader: str, conf: Mapping[str, Any]) -> type:
     if reader not in READERS:
         raise ValueError(f"reader must be one of {', '.join(READERS)}, not {reader!r}")
@@ -467,7 +484,7 @@ def _client_class(reader: str, conf: Mapping[str, Any]) -> type:
             )
         return _NativeClient
     if error is not None:
-        logger.debug("kafka source: reading with confluent-kafka's Consumer: %s", error)
+        _warn_python_client(error)
     return _NativeClient if error is None and plain else _PyClient
 
 

@@ -151,7 +151,28 @@ def input_partitions(
 def read_partition(partition: KafkaInputPartition, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """The records of `partition`'s ranges as Arrow batches of `schema` (a subset of the
     source's columns, in its order)."""
-    from streams.kafka.fetch import consumer_config, read_ranges
+    from streams.kafka.fetch import read_ranges
+
+    fetch, conf = _consumer_config(partition)
+    return read_ranges(
+        list(partition.ranges),
+        conf,
+        schema,
+        on_data_loss=fetch.on_data_loss,
+        batch_records=fetch.batch_records,
+    )
+
+
+def partition_reader(partition: KafkaInputPartition) -> str:
+    """The client `read_partition` reads `partition` with in this process: `native` (the
+    column reader) or `python` (confluent-kafka's `Consumer`)."""
+    from streams.kafka.fetch import reader_for
+
+    return reader_for(_consumer_config(partition)[1])
+
+
+def _consumer_config(partition: KafkaInputPartition) -> tuple[FetchOptions, dict[str, Any]]:
+    from streams.kafka.fetch import consumer_config
 
     fetch = partition.fetch
     if fetch is None:
@@ -162,13 +183,7 @@ def read_partition(partition: KafkaInputPartition, schema: pa.Schema) -> Iterato
         isolation_level=fetch.isolation_level,
         size=max(r.size for r in partition.ranges),
     )
-    return read_ranges(
-        list(partition.ranges),
-        conf,
-        schema,
-        on_data_loss=fetch.on_data_loss,
-        batch_records=fetch.batch_records,
-    )
+    return fetch, conf
 
 
 class _Options:

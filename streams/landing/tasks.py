@@ -203,13 +203,14 @@ class _TaskRun:
 
     def _typed(self, partitions: Iterator[Any]) -> Iterator[pa.RecordBatch]:
         """The rows to write, block by block: typed by Arrow, judged by the rules."""
-        from streams.kafka import read_partition
+        from streams.kafka import partition_reader, read_partition
         from streams.landing.arrow_json import split_block
 
         spec, counts = self.spec, self.counts
         seconds = counts["seconds"]
         clock = time.perf_counter
         for part in partitions:
+            counts["reader"] = partition_reader(part)
             blocks = read_partition(part, self.source)
             while True:
                 t0 = clock()

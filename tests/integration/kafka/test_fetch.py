@@ -4,6 +4,9 @@ with each client: the column reader (`_rdfetch`, the default) and confluent-kafk
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
@@ -11,7 +14,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from streams.kafka import DataLossError, KafkaConfigError
 from streams.kafka.admin import end_offsets, ensure_topic, produce
-from streams.kafka.fetch import consumer_config, native_reader_error, read_range, read_ranges
+from streams.kafka.fetch import (
+    consumer_config,
+    native_reader_error,
+    read_range,
+    read_ranges,
+    reader_for,
+)
 from streams.kafka.offsets import OffsetRange
 from streams.kafka.source import SCHEMA, SCHEMA_WITHOUT_HEADERS
 from tests.integration.kafka.helpers import topic_with_deleted_head
@@ -144,6 +153,8 @@ def test_a_setting_only_the_python_client_takes_is_read_with_it(broker, unique) 
         broker.bootstrap, {"error_cb": errors.append}, isolation_level="read_committed", size=1
     )
     rng = OffsetRange(topic, 0, 0, 1)
+    assert reader_for(conf) == "python"
+    assert reader_for({k: v for k, v in conf.items() if k != "error_cb"}) == "native"
     batches = list(read_range(rng, conf, ARROW))  # auto: the Python client, which takes it
     assert [v for b in batches for v in b.column("value").to_pylist()] == [b"one"]
     with pytest.raises(KafkaConfigError, match="error_cb needs the Python client"):
@@ -164,3 +175,37 @@ def test_the_column_readers_client_names_a_bad_setting_and_refuses_use_after_clo
     c.close()  # twice is fine
     with pytest.raises(RuntimeError, match="consumer is closed"):
         c.consume(10, 10, False)
+
+
+def test_a_process_without_the_column_reader_reads_with_consume_and_says_so_once(
+    broker, unique
+) -> None:
+    # An install without a C compiler: the import of the extension fails. The source
+    # still reads every record, and says once, as a warning, what it costs.
+    topic = unique("plain")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    produce(broker.bootstrap, topic, [(None, "one"), (None, "two")])
+    script = f"""
+import logging, sys
+sys.modules["streams.kafka._rdfetch"] = None  # as where it is not built
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+from pyspark.sql.pandas.types import to_arrow_schema
+from streams.kafka.fetch import consumer_config, read_range, reader_for
+from streams.kafka.offsets import OffsetRange
+from streams.kafka.source import SCHEMA
+conf = consumer_config({broker.bootstrap!r}, {{}}, isolation_level="read_committed", size=2)
+print(reader_for(conf))
+for _ in range(2):
+    rng = OffsetRange({topic!r}, 0, 0, 2)
+    batches = read_range(rng, conf, to_arrow_schema(SCHEMA, timezone="UTC"))
+    print([v for b in batches for v in b.column("value").to_pylist()])
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["python", "[b'one', b'two']", "[b'one', b'two']"]
+    warnings = [ln for ln in done.stderr.splitlines() if ln.startswith("WARNING")]
+    assert len(warnings) == 1, done.stderr
+    assert "reading with confluent-kafka's Consumer, at about twice the CPU" in warnings[0]
+    assert "streams.kafka._rdfetch is not built" in warnings[0]

@@ -212,4 +212,6 @@ def test_a_first_batchs_tasks_find_the_python_workers_started(
     messages = [r.getMessage() for r in caplog.records]
     tasks = [m for m in messages if "ods_warm: batch 0:" in m and "Arrow task(s)" in m]
     assert len(tasks) == 1, messages
-    assert tasks[0].endswith("; 2 of 2 task(s) in a started Python worker"), tasks[0]
+    assert tasks[0].endswith(
+        "; 2 of 2 task(s) in a started Python worker, 2 read Kafka with the column reader"
+    ), tasks[0]

@@ -183,6 +183,9 @@ def test_arrow_path_equals_spark_parse_and_replays_nothing(
         assert m.startswith("Delta table ods_arrow: batch "), m
         tasks = TASK_SPLIT.findall(m)
         assert tasks and sum(int(t[0]) for t in tasks) == 600 + len(ODD), m
+        # This install builds the column reader, and every task's worker loads it: a
+        # task on confluent-kafka's `Consumer` reads at twice the CPU (decision 0062).
+        assert m.endswith(f", {len(tasks)} read Kafka with the column reader"), m
         for _, *parts, whole, _began, _cpu in tasks:
             # Each printed to 0.01 s: six roundings apart at most.
             assert all(float(x) >= 0 for x in parts), m
