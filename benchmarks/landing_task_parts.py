@@ -14,7 +14,9 @@ of the `--sizes` benchmark's (q) table (`ArrowChecks`, the held rows filtered ou
 task stages them), and `file_writer`'s Parquet files. The quarantine files of the known
 bad records (0.1 %) are not written.
 
-Printed per round and pool, per 1M records: the main thread's CPU in each step
+Each round also times kcat (`kcat -C -e`, as `ingest_runs.run_kcat` runs it) reading the
+same topic: its CPU (user + system) is what librdkafka costs a C consumer that only
+prints the values. Printed per round and pool, per 1M records: the main thread's CPU in each step
 (`time.thread_time`), the other threads' (librdkafka's fetch and broker threads,
 Arrow's), the process's whole, and the wall time. The broker runs in a process of its
 own and is not counted. Not a test: nothing is asserted but the row count.
@@ -24,7 +26,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
+import resource
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -103,6 +108,21 @@ def run_tasks(bootstrap: str, topic: str, records: int, partitions: int, root: P
     }
 
 
+def kcat_cpu(bootstrap: str, topic: str) -> float | None:
+    """CPU seconds (user + system) of one `kcat -C -e` read of the whole topic; None
+    without kcat."""
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    if kcat is None:
+        return None
+    cmd = [kcat, "-C", "-e", "-q", "-o", "beginning", "-b", bootstrap, "-t", topic]
+    cmd += ["-X", "fetch.max.bytes=67108864", "-f", "%s\\n"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(os.devnull, "wb") as sink:
+        subprocess.run(cmd, stdout=sink, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -123,6 +143,9 @@ def main() -> None:
         # The first read and write of a process pay its imports and librdkafka's start.
         run_tasks(broker.bootstrap, topic, 20_000, args.partitions, work / "warm-up")
         for rnd in range(args.rounds):
+            kcat = kcat_cpu(broker.bootstrap, topic)
+            if kcat is not None:
+                print(f"round {rnd + 1}, kcat -C -e CPU s per 1M: {kcat * per:.3f}", flush=True)
             for name in pools if rnd % 2 == 0 else pools[::-1]:
                 pa.set_memory_pool(pool(name))
                 root = work / f"r{rnd}-{name}"
