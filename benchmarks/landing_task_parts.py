@@ -4,22 +4,23 @@
     flock /tmp/warehouse-bench.lock .venv/bin/python benchmarks/landing_task_parts.py \\
         [--records 1000000] [--partitions 4] [--rounds 2] [--pools default,system]
 
-Produces `--records` records of the `--sizes` benchmark's shape (`kafka_ingest_sizes.produce`:
-~180 B, one in a thousand cut off, one in a thousand with a null `order_id`), then per
-round (after a warm-up of 20,000 records) and per Arrow memory pool of `--pools` (`default` is pyarrow's, mimalloc on Linux;
-the pools take turns, in the other order every other round) runs what one task per
-Kafka partition runs, a block of 10,000 records at a time: the column reader's fetch
-(`read_ranges`), `split_block` with the known bad records explained, the not-null rule
-of the `--sizes` benchmark's (q) table (`ArrowChecks`, the held rows filtered out as a
-task stages them), and `file_writer`'s Parquet files. The quarantine files of the known
-bad records (0.1 %) are not written.
+Produces `--records` records of the `--sizes` benchmark's shape
+(`kafka_ingest_sizes.produce`: ~180 B, one in a thousand cut off, one in a thousand with
+a null `order_id`), then, after a warm-up of 20,000 records, per round and per Arrow
+memory pool of `--pools` (`default` is pyarrow's, mimalloc on Linux; the pools take
+turns, in the other order every other round) runs what one task per Kafka partition
+runs, a block of 10,000 records at a time: the column reader's fetch (`read_ranges`),
+`split_block` with the known bad records explained, the not-null rule of the `--sizes`
+benchmark's (q) table (`ArrowChecks`, the held rows filtered out as a task stages
+them), and `file_writer`'s Parquet files. The quarantine files of the known bad records
+(0.1 %) are not written.
 
-Each round also times kcat (`kcat -C -e`, as `ingest_runs.run_kcat` runs it) reading the
-same topic: its CPU (user + system) is what librdkafka costs a C consumer that only
-prints the values. Printed per round and pool, per 1M records: the main thread's CPU in each step
-(`time.thread_time`), the other threads' (librdkafka's fetch and broker threads,
-Arrow's), the process's whole, and the wall time. The broker runs in a process of its
-own and is not counted. Not a test: nothing is asserted but the row count.
+Each round also times kcat (`kcat -C -e`, as `ingest_runs.run_kcat` runs it) reading
+the same topic: its CPU (user + system) is what librdkafka costs a C consumer that only
+prints the values. Printed per round and pool, per 1M records: the main thread's CPU in
+each step (`time.thread_time`), the other threads' (librdkafka's fetch and broker
+threads, Arrow's), the process's whole, and the wall time. The broker runs in a process
+of its own and is not counted. Not a test: nothing is asserted but the row count.
 """
 
 from __future__ import annotations
