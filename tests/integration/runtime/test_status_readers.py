@@ -100,14 +100,16 @@ def test_repeated_status_reuses_one_consumer_per_cluster(
     finally:
         readers.close()
     # Each call probes the port once (`reachable`, a plain TCP connect) and, with the
-    # readers, nothing more; a consumer of its own per call connects besides. The
-    # distinct address pairs are a lower bound on the connections made: on loopback
+    # readers, nothing more; a consumer of its own per call connects to the bootstrap
+    # server besides, and to the broker by its id only when librdkafka gets that far
+    # before the consumer is closed (17 of 5 calls here, 10 once in CI at a load of 20).
+    # The distinct address pairs are a lower bound on the connections made: on loopback
     # Linux lets a new connection take the local port of one in TIME_WAIT
     # (`net.ipv4.tcp_tw_reuse`, 2 by default), and such a pair is counted once. So the
     # readers' calls are bounded from above, the one-shot calls from below.
     counted = CALLS - WARM
     assert kept <= counted, (kept, one_shot)
-    assert one_shot > 2 * counted, (kept, one_shot)
+    assert one_shot >= 2 * counted, (kept, one_shot)
 
 
 def test_the_page_view_closes_its_consumers(broker: Any, unique: Any, tmp_path: Path) -> None:
