@@ -26,7 +26,7 @@ from warehouse.ui.view import STATUS_SECONDS
 
 pytestmark = pytest.mark.kafka
 
-CALLS = 6
+CALLS = 11
 WARM = 1
 """Calls before counting: the first opens the kept consumer's connections."""
 
@@ -64,8 +64,11 @@ def dead_letters_project(root: Path, bootstrap: str, dlq: str) -> Project:
 
 
 def test_repeated_status_reuses_one_consumer_per_cluster(
-    broker: Any, unique: Any, tmp_path: Path
+    broker_factory: Any, unique: Any, tmp_path: Path
 ) -> None:
+    # A broker of its own: a client another test left in this process connects to the
+    # shared one when it likes, and every connection to this one is counted.
+    broker = broker_factory()
     dlq = unique("dlq.orders")
     project = dead_letters_project(tmp_path / "p", broker.bootstrap, dlq)
     # Where a sender of ods_orders' dead letters stands, as its publisher writes it.
@@ -102,14 +105,17 @@ def test_repeated_status_reuses_one_consumer_per_cluster(
     # Each call probes the port once (`reachable`, a plain TCP connect) and, with the
     # readers, nothing more; a consumer of its own per call connects to the bootstrap
     # server besides, and to the broker by its id only when librdkafka gets that far
-    # before the consumer is closed (17 of 5 calls here, 10 once in CI at a load of 20).
+    # before the consumer is closed (31-33 of 10 calls here; 10 of 5 once in CI at a
+    # load of 20).
     # The distinct address pairs are a lower bound on the connections made: on loopback
     # Linux lets a new connection take the local port of one in TIME_WAIT
-    # (`net.ipv4.tcp_tw_reuse`, 2 by default), and such a pair is counted once. So the
-    # readers' calls are bounded from above, the one-shot calls from below.
+    # (`net.ipv4.tcp_tw_reuse`, 2 by default), and such a pair is counted once. The kept
+    # consumer connected once more in CI at a load of 20 (6 of 5 calls, on the shared
+    # broker then; librdkafka connects again when a request outlives `socket.timeout.ms`,
+    # 5 s here), so the readers' calls are held below the one-shot calls' floor of two
+    # a call, not to one a call (10 of 10 here).
     counted = CALLS - WARM
-    assert kept <= counted, (kept, one_shot)
-    assert one_shot >= 2 * counted, (kept, one_shot)
+    assert kept < 2 * counted <= one_shot, (kept, one_shot)
 
 
 def test_the_page_view_closes_its_consumers(broker: Any, unique: Any, tmp_path: Path) -> None:
