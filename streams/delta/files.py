@@ -99,8 +99,17 @@ class _Stats:
         self.maxs: dict[str, Any] = {}
         self.dropped: set[str] = set()
 
-    def update(self, batch: pa.RecordBatch) -> None:
+    def update(self, batch: pa.RecordBatch | pa.Table) -> None:
         self.rows += batch.num_rows
+        for name in self.bounded(batch):
+            bounds = self.computed(name, batch.column(name))
+            if bounds is not None:
+                self.bound(name, *bounds)
+
+    def bounded(self, batch: pa.RecordBatch | pa.Table) -> list[str]:
+        """Counts the nulls of `batch`'s columns; the columns of it that have bounds to
+        merge (non-null values, a kind with min/max, not dropped)."""
+        names = []
         for name, kind in self.kinds.items():
             if kind is None:
                 continue
@@ -108,12 +117,18 @@ class _Stats:
             self.nulls[name] += col.null_count
             if kind == "none" or name in self.dropped or col.null_count == len(col):
                 continue
-            if kind == "number" and pa.types.is_floating(col.type):
-                if pc.any(pc.is_nan(col)).as_py():
-                    self.dropped.add(name)
-                    continue
-            mm = pc.min_max(col)
-            self.bound(name, mm["min"].as_py(), mm["max"].as_py())
+            names.append(name)
+        return names
+
+    def computed(self, name: str, col: pa.Array | pa.ChunkedArray) -> tuple[Any, Any] | None:
+        """The min and max of `col`'s non-null values; None, and `name` dropped, when a
+        floating column holds NaN (it orders nothing)."""
+        if self.kinds[name] == "number" and pa.types.is_floating(col.type):
+            if pc.any(pc.is_nan(col)).as_py():
+                self.dropped.add(name)
+                return None
+        mm = pc.min_max(col)
+        return mm["min"].as_py(), mm["max"].as_py()
 
     def bound(self, name: str, lo: Any, hi: Any) -> None:
         """Widen `name`'s min/max by the bounds of some of its non-null values."""
@@ -145,6 +160,99 @@ class _Stats:
                 "nullCount": self.nulls,
             }
         )
+
+
+WRITER_STATS_MAX = 4096
+"""The longest min or max (in bytes) Arrow's Parquet writer keeps in a column chunk's
+statistics (its `max_statistics_size`); it leaves a longer bound out rather than cut it."""
+
+
+def _exact_in_footer(f: pa.Field) -> bool:
+    """Whether Arrow's Parquet writer keeps `f`'s min and max as `pc.min_max` finds them:
+    integers, `date32`, ms and us timestamps, strings. Floats are not among them (the
+    writer skips NaN and writes a zero bound as -0.0 or +0.0); `date64` and second
+    timestamps the writer converts to another unit, nanoseconds come back as pandas
+    objects, and a top-level name with a dot can be a nested column's leaf path: those
+    are computed from the rows."""
+    t = f.type
+    return "." not in f.name and (
+        pa.types.is_integer(t)
+        or pa.types.is_date32(t)
+        or (pa.types.is_timestamp(t) and t.unit in ("ms", "us"))
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+    )
+
+
+class _FooterStats(_Stats):
+    """`_Stats` of a file `pq.ParquetWriter` writes, `update`d with each table it writes:
+    the bounds of the columns `_exact_in_footer` are read from the file's footer once it is
+    closed (`add_footer`) instead of computed from the rows, the others' computed. The
+    statistics are the same JSON as `_Stats` gives for the same tables; finding a string
+    column's bounds costs `pc.min_max` a comparison per value, and the writer has made
+    those comparisons already. One file's writer thread only."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        super().__init__(schema)
+        self.footer = {f.name for f in schema if _exact_in_footer(f)}
+        # Per table written: its rows, and the bounds it adds in `update`'s column order
+        # (None for a column whose bounds are in the footer): that order is the order
+        # the columns first appear in `minValues`.
+        self.tables: list[tuple[int, list[tuple[str, tuple[Any, Any] | None]]]] = []
+
+    def update(self, batch: pa.RecordBatch | pa.Table) -> None:
+        self.rows += batch.num_rows
+        bounds = []
+        for name in self.bounded(batch):
+            if name in self.footer:
+                bounds.append((name, None))
+            elif (found := self.computed(name, batch.column(name))) is not None:
+                bounds.append((name, found))
+        self.tables.append((batch.num_rows, bounds))
+
+    def add_footer(
+        self, meta: pq.FileMetaData, read: Callable[[list[int], str], pa.ChunkedArray]
+    ) -> None:
+        """Merges the bounds `update` noted, in its order, with those of the footer's
+        columns taken from `meta`. A column chunk with values but no bounds in the
+        footer: a string column written as one row group left out a bound longer than
+        `WRITER_STATS_MAX`, so longer than `STRING_STATS_MAX` too, and is dropped; any
+        other is computed from the column `read(row groups, name)` reads back."""
+        leaf = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+        group = 0
+        for rows, bounds in self.tables:
+            groups = []  # the row groups `write_table` made of this table
+            written = 0
+            while written < rows:
+                groups.append(group)
+                written += meta.row_group(group).num_rows
+                group += 1
+            for name, found in bounds:
+                if name in self.dropped:
+                    continue
+                if found is None:
+                    found = _footer_bounds(meta, groups, leaf[name])
+                if found is None and self.kinds[name] == "string" and len(groups) == 1:
+                    self.dropped.add(name)
+                    continue
+                if found is None:
+                    mm = pc.min_max(read(groups, name))
+                    found = mm["min"].as_py(), mm["max"].as_py()
+                self.bound(name, *found)
+
+
+def _footer_bounds(meta: pq.FileMetaData, groups: list[int], column: int) -> tuple[Any, Any] | None:
+    """The min and max of leaf `column` over row groups `groups` by their statistics;
+    None where a chunk holding values has no bounds."""
+    lows, highs = [], []
+    for g in groups:
+        st = meta.row_group(g).column(column).statistics
+        if st is not None and st.has_min_max:
+            lows.append(st.min)
+            highs.append(st.max)
+        elif st is None or not st.has_null_count or st.null_count != meta.row_group(g).num_rows:
+            return None
+    return (min(lows), max(highs)) if lows else None
 
 
 def _leaves(name: str, t: pa.DataType) -> list[tuple[str, pa.DataType]]:
@@ -210,16 +318,19 @@ class _OpenFile:
         fs, self.full = storage.current().filesystem(storage.join(root, rel))
         if storage.is_local(root):
             os.makedirs(os.path.dirname(self.full), exist_ok=True)
+        self.fs = fs
         self.sink = fs.open_output_stream(self.full)
         self.values = values
+        self.footers: list[pq.FileMetaData] = []
         self.writer = pq.ParquetWriter(
             self.sink,
             schema,
             compression=CODEC,
             compression_level=ZSTD_LEVEL,
             use_dictionary=dictionary_columns(schema, unique_columns),
+            metadata_collector=self.footers,
         )
-        self.stats = _Stats(schema)
+        self.stats = _FooterStats(schema)
         self.pending: list[pa.RecordBatch] = []
         self.pending_bytes = 0
         self.pending_rows = 0
@@ -253,6 +364,7 @@ class _OpenFile:
         self.writer.close()
         size = self.sink.tell()
         self.sink.close()
+        self.stats.add_footer(self.footers[0], self._read)
         return (
             self.rel,  # delta-rs URI-encodes the path it writes to the log
             size,
@@ -260,6 +372,11 @@ class _OpenFile:
             self.stats.to_json(),
             int(time.time() * 1000),
         )
+
+    def _read(self, groups: list[int], name: str) -> pa.ChunkedArray:
+        """Column `name` of row groups `groups`, read back from the closed file."""
+        with self.fs.open_input_file(self.full) as f:
+            return pq.ParquetFile(f).read_row_groups(groups, columns=[name]).column(0)
 
 
 def _split(batch: pa.RecordBatch, partition_by: Sequence[str]):
