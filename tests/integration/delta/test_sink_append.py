@@ -13,6 +13,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import Row
 
+import streams.storage as storage
 from streams.delta import (
     DeltaSchemaError,
     DeltaTarget,
@@ -285,6 +286,27 @@ def test_spark_writer_stats_match_the_arrow_writer(spark, tmp_path: Path, read_t
     rows = read_table(target.path).orderBy("id").collect()
     assert [r.headers for r in rows] == [None, [Row(key="k", value=bytearray(b"v"))], None]
     assert rows[0].ts == dt.datetime(2024, 1, 1, 10, 0, 0, 1500)
+
+
+def test_arrow_writer_reads_back_a_row_group_without_bounds(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table the Arrow writer writes as two row groups, the first's max too long for the
+    footer's statistics: on a local disk and on S3 the file is read back for the bounds."""
+    from streams.delta import files
+
+    monkeypatch.setattr(files, "ROW_GROUP_ROWS", 3)
+    long = "c" * (files.WRITER_STATS_MAX + 1)
+    batch = pa.record_batch({"s": ["b", long, "b", "d"], "n": [3, 1, None, 2]})
+    [out] = files.file_writer(f"{where}/t", batch.schema, [])(iter([batch]))
+    [row] = out.to_pylist()
+    assert json.loads(row["stats"]) == {
+        "numRecords": 4,
+        "minValues": {"s": "b", "n": 1},
+        "maxValues": {"s": "d", "n": 3},
+        "nullCount": {"s": 0, "n": 1},
+    }
+    assert storage.size(f"{where}/t/{row['path']}") == row["size"]
 
 
 def test_timestamp_partitions_take_the_arrow_writer(spark, tmp_path: Path, read_table) -> None:
