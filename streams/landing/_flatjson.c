@@ -81,6 +81,7 @@ typedef struct { /* one output column */
     Buf values;  /* fixed width values, a bool bitmap, or string offsets */
     Buf data;    /* string bytes */
     int32_t at;  /* string bytes so far */
+    Py_ssize_t nulls;
 } Column;
 
 static locale_t c_locale;
@@ -362,6 +363,7 @@ static int append(Column *cols, const Field *fields, Py_ssize_t nf, const Slot *
         Column *col = &cols[f];
         const Slot *s = &slots[f];
         int has = s->state == 2;
+        col->nulls += !has;
         if (set_bit(&col->valid, m, has)) return -1;
         switch (fields[f].kind) {
         case K_INT64: {
@@ -393,12 +395,57 @@ static int append(Column *cols, const Field *fields, Py_ssize_t nf, const Slot *
     return 0;
 }
 
-static PyObject *as_bytes(Buf *b) {
-    PyObject *o = PyBytes_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)b->len);
-    free(b->p);
+/* A finished column buffer, handed to Python as is: it owns the memory the parse wrote
+ * and lends it through the buffer protocol, read-only, so that `pa.py_buffer` wraps it
+ * without a copy. It frees the memory when its last reference goes; Arrow's buffer
+ * holds one for as long as an array uses it. */
+typedef struct {
+    PyObject_HEAD
+    char *p;
+    Py_ssize_t len;
+} ColumnBuffer;
+
+static void column_buffer_dealloc(PyObject *self) {
+    free(((ColumnBuffer *)self)->p);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int column_buffer_get(PyObject *self, Py_buffer *view, int flags) {
+    ColumnBuffer *b = (ColumnBuffer *)self;
+    static char empty[1];
+    return PyBuffer_FillInfo(view, self, b->p ? b->p : empty, b->len, 1, flags);
+}
+
+static PyBufferProcs column_buffer_procs = {column_buffer_get, NULL};
+
+static PyTypeObject ColumnBufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "streams.landing._flatjson.ColumnBuffer",
+    .tp_basicsize = sizeof(ColumnBuffer),
+    .tp_dealloc = column_buffer_dealloc,
+    .tp_as_buffer = &column_buffer_procs,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One column buffer the parse wrote, lent read-only through the buffer protocol.",
+};
+
+/* b's memory as a ColumnBuffer, which then owns it; b is left empty. The buffers are
+ * sized for every value up front: the unused end goes back to the allocator first
+ * (glibc's realloc shrinks in place). On failure b keeps its memory, for the caller to free. */
+static PyObject *as_buffer(Buf *b) {
+    ColumnBuffer *o = PyObject_New(ColumnBuffer, &ColumnBufferType);
+    if (o == NULL) return NULL;
+    if (b->len == 0) {
+        free(b->p);
+        b->p = NULL;
+    } else if (b->len < b->cap) {
+        char *p = realloc(b->p, b->len);
+        if (p != NULL) b->p = p;
+    }
+    o->p = b->p;
+    o->len = (Py_ssize_t)b->len;
     b->p = NULL;
     b->len = b->cap = 0;
-    return o;
+    return (PyObject *)o;
 }
 
 /*
@@ -408,9 +455,11 @@ static PyObject *as_bytes(Buf *b) {
  * bytes; fields: [(name as bytes, kind)]; validity: the values' bitmap (bit `start`
  * first) or None. A null value is declined. typed: bytes, 1 for each value parsed here,
  * 3 for each parsed here that had a member not in the schema (skipped), 2 for each cut
- * off (module doc), 0 for each other declined. columns: per field (validity bitmap, values, string data or
- * None) over the typed values in order: int64 / int32 / double values, a bool bitmap,
- * or int32 string offsets (count + 1).
+ * off (module doc), 0 for each other declined. columns: per field (validity bitmap or
+ * None when no typed value is null there, values, string data or None) over the typed
+ * values in order: int64 / int32 / double values, a bool bitmap, or int32 string
+ * offsets (count + 1); each buffer a ColumnBuffer, the memory the parse wrote, for
+ * `pa.py_buffer` to wrap without a copy.
  */
 static PyObject *parse(PyObject *self, PyObject *args) {
     Py_buffer ob, db, vb = {0};
@@ -508,8 +557,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     if (cols_out == NULL) goto done;
     for (Py_ssize_t f = 0; f < nf; f++) {
         int text = fields[f].kind == K_STRING || fields[f].kind == K_TEXT;
-        PyObject *v = as_bytes(&cols[f].valid), *x = as_bytes(&cols[f].values);
-        PyObject *d = text ? as_bytes(&cols[f].data) : Py_NewRef(Py_None);
+        /* No bitmap without a null: Arrow's kernels and Parquet's writer skip it then */
+        PyObject *v = cols[f].nulls ? as_buffer(&cols[f].valid) : Py_NewRef(Py_None);
+        PyObject *x = as_buffer(&cols[f].values);
+        PyObject *d = text ? as_buffer(&cols[f].data) : Py_NewRef(Py_None);
         PyObject *t = v && x && d ? PyTuple_Pack(3, v, x, d) : NULL;
         Py_XDECREF(v);
         Py_XDECREF(x);
@@ -549,6 +600,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__flatjson(void) {
     c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
     if (c_locale == (locale_t)0) return PyErr_NoMemory();
+    if (PyType_Ready(&ColumnBufferType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "INT64", K_INT64) || PyModule_AddIntConstant(m, "INT32", K_INT32) ||

@@ -227,7 +227,11 @@ class _Parser:
             pa.Array.from_buffers(
                 f.type,
                 n,
-                [pa.py_buffer(v), pa.py_buffer(x), *([] if d is None else [pa.py_buffer(d)])],
+                [
+                    None if v is None else pa.py_buffer(v),
+                    pa.py_buffer(x),
+                    *([] if d is None else [pa.py_buffer(d)]),
+                ],
             )
             for f, (v, x, d) in zip(self.read, columns, strict=True)
         ]
@@ -404,10 +408,16 @@ def _in_record_order(
         typed = typed.take(order)
     coords = batch.select([c.removeprefix("_") for c in COORDINATES]).take(kept)
     rows = pa.RecordBatch.from_arrays(
-        [*(typed.column(i).combine_chunks() for i in range(typed.num_columns)), *coords.columns],
+        [*(_one_array(typed.column(i)) for i in range(typed.num_columns)), *coords.columns],
         names=[*schema.names, *COORDINATES],
     )
     return rows, kept
+
+
+def _one_array(column: pa.ChunkedArray) -> pa.Array:
+    """`column` as one array: its only chunk as it is (`combine_chunks` copies even
+    that), else its chunks concatenated."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 _PLAIN_BYTES = 4 << 20

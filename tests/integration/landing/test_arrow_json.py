@@ -12,8 +12,10 @@ well-formed records with the inputs the two parsers are known to treat different
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import math
 import struct
+import tracemalloc
 
 import pyarrow as pa
 import pytest
@@ -409,6 +411,55 @@ def test_the_flat_parser_finds_what_ends_a_string_at_every_position() -> None:
     assert not cut.any()
     assert mask.tolist() == [e is not None for e in expected]
     assert rows.column("s").to_pylist() == [e for e in expected if e is not None]
+
+
+def _typed_rows(tag: bytes, n: int) -> pa.RecordBatch:
+    """The payload columns `split_block` types from `n` flat values marked `tag`; every
+    other object of the parse is gone when this returns."""
+    values = [
+        b'{"i":%d,"j":%d,"d":%d.5,"s":"%s %d","b":%s}'
+        % (k, -k, k, tag * 100, k, b"true" if k % 3 else b"false")
+        for k in range(n)
+    ]
+    return split_block(_batch(values), ARROW).rows.select(["i", "j", "d", "s", "b"])
+
+
+def test_the_typed_rows_outlive_the_parse() -> None:
+    # The rows are the flat parser's own memory (the next test): it must live as long
+    # as they do, whatever goes first. Parses after the first reuse what the allocator
+    # got back, so rows that outlived their memory would read the later values.
+    rows = _typed_rows(b"a", 2000)
+    gc.collect()
+    later = [_typed_rows(b"b", 2000) for _ in range(5)]
+    gc.collect()
+    assert rows.to_pydict() == {
+        "i": list(range(2000)),
+        "j": [-k for k in range(2000)],
+        "d": [k + 0.5 for k in range(2000)],
+        "s": ["a" * 100 + f" {k}" for k in range(2000)],
+        "b": [k % 3 != 0 for k in range(2000)],
+    }
+    assert later[-1].column("s")[0].as_py() == "b" * 100 + " 0"
+
+
+def test_the_typed_rows_are_the_flat_parsers_memory() -> None:
+    # The flat parser's columns reach the rows as the parse wrote them: neither Python's
+    # heap (the parse handing back copies) nor Arrow's pool (the rows combined into new
+    # arrays) holds the typed strings a second time.
+    strings = 1000 * 100
+    _typed_rows(b"w", 1000)  # the parser's schema compiled, imports done
+    gc.collect()
+    pool = pa.total_allocated_bytes()
+    tracemalloc.start()
+    try:
+        rows = _typed_rows(b"v", 1000)
+        heap = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    held = pa.total_allocated_bytes() - pool
+    assert rows.column("s").to_pylist() == ["v" * 100 + f" {k}" for k in range(1000)]
+    assert heap < strings / 4, f"{heap:,} B of Python objects held for {strings:,} B typed"
+    assert held < strings / 4, f"{held:,} B of Arrow's pool held for {strings:,} B typed"
 
 
 def test_known_differences_fall_back(spark) -> None:
