@@ -372,10 +372,12 @@ def main(argv: list[str] | None = None) -> int:
             print(line, flush=True)
         print(f"load average at end: {os.getloadavg()[0]:.1f}", flush=True)
     finally:
-        if spark is not None:
-            spark.stop()
-        broker.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        try:
+            if spark is not None:
+                spark.stop()  # raises when the JVM died (out of heap, say)
+        finally:
+            broker.stop()
+            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
