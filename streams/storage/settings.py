@@ -133,6 +133,7 @@ class StorageSettings:
 
     def filesystem(self, location: str) -> tuple[pafs.FileSystem, str]:
         """A pyarrow file system for `location` and the path of `location` on it."""
+        import pyarrow as pa
         import pyarrow.fs as pafs
 
         local = local_path(location)
@@ -143,7 +144,7 @@ class StorageSettings:
             return _s3(self), f"{bucket}/{key}".rstrip("/")
         try:
             return pafs.FileSystem.from_uri(location)
-        except (pafs.ArrowInvalid, pafs.ArrowNotImplementedError, OSError) as e:  # type: ignore[attr-defined]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
             raise StorageConfigError(
                 f"No file system for `{location}`: {e}. Local paths, `s3://`/`s3a://`, "
                 "`gs://`, `abfss://` and `hdfs://` are supported where pyarrow has their "

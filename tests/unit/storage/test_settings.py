@@ -94,6 +94,12 @@ def test_an_endpoint_without_a_scheme_is_refused() -> None:
         StorageSettings.from_environ({"AWS_ENDPOINT_URL": "minio:9000"})
 
 
+def test_a_location_without_a_file_system_here_is_refused_by_name() -> None:
+    location = "wasb://container@account.blob.core.windows.net/wh/t"
+    with pytest.raises(StorageConfigError, match=f"No file system for `{location}`"):
+        StorageSettings.from_environ({}).filesystem(location)
+
+
 def test_the_layout_under_a_uri_root_stays_a_uri(tmp_path) -> None:
     from warehouse.spec import paths
 
