@@ -69,10 +69,13 @@ class RemoteBatches:
                     break
             else:
                 raise AssertionError(f"table {self.program.name}: no strategy wrote the batch")
+            if out.rows_in <= 0 and out.written <= 0 and out.quarantined == 0:
+                run_plan(batch_df)  # an empty batch (none read, or not counted)
             sent = self._send_dead_letters() if self.program.dead_letters is not None else 0
             published = self._publish() if self.program.publish is not None else 0
         finally:
             batch.close()
+            leave_release_to_the_server(batch_df)
         write_outcome(
             self.program.targets.checkpoint,
             batch_id,
@@ -94,6 +97,30 @@ class RemoteBatches:
         if self._publisher is None:
             self._publisher = self.program.new_publisher()
         return self._publisher.publish().records
+
+
+def run_plan(batch_df: DataFrame) -> None:
+    """Run an empty batch's plan once more, into Spark's `noop` sink.
+
+    On a Connect server a write of an empty batch may commit nothing without running the
+    batch's plan (its rows were none), and a stateful query then fails the batch: its
+    state stores did not commit ("STATE_STORE_COMMIT_VALIDATION_FAILED ... Expected 2
+    commits but got 0"). Running the plan commits them; an empty batch costs little."""
+    batch_df.write.format("noop").mode("overwrite").save()
+
+
+def leave_release_to_the_server(batch_df: DataFrame) -> None:
+    """Keep pyspark's worker from asking the server to drop the batch's DataFrame.
+
+    The server drops it itself once the function returns (Spark's
+    `StreamingForeachBatchHelper`). The worker also asks, when the batch's DataFrame is
+    garbage-collected (`CachedRemoteRelation.__del__`, right after the function returns),
+    with a call that has no deadline and can wait forever for an answer the server has
+    sent (SPARK-58846): the batch never returns, and the query and the run wait on it.
+    Clearing the relation's id, after the batch's last use of it, makes that call none."""
+    plan = getattr(batch_df, "_plan", None)
+    if type(plan).__name__ == "CachedRemoteRelation" and hasattr(plan, "_relation_id"):
+        plan._relation_id = None
 
 
 OUTCOMES = "warehouse-outcomes"

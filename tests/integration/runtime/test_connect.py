@@ -184,16 +184,27 @@ def _orders_and_users(
     return project, orders
 
 
+def worker_releases(server: Any) -> int:
+    """The batch DataFrames the server was asked to drop from its cache (in its log): by a
+    `foreachBatch` worker, which `leave_release_to_the_server` keeps from asking (the
+    server drops each itself once the batch returns)."""
+    return server.log.read_text(errors="replace").count(
+        "SparkConnectPlanner: Removing DataFrame with id"
+    )
+
+
 def test_a_connect_session_runs_the_layers_on_the_server(
-    connect_spark, connect_mode, broker, unique, tmp_path: Path, engine: str
+    connect_server, connect_spark, connect_mode, broker, unique, tmp_path: Path, engine: str
 ) -> None:
     schema = "{layer}_" + uuid.uuid4().hex[:8]  # the server's catalog outlives the test
     project, orders = _orders_and_users(tmp_path, broker.bootstrap, unique, engine, schema)
+    released = worker_releases(connect_server)
 
     results = {r.table: r for r in project.pipeline(connect_spark).run(once=True)}
 
     by_name = read_by_name(connect_spark, project, schema)
     check_the_layers(project, results, by_name, broker.bootstrap, orders)
+    assert worker_releases(connect_server) == released
 
 
 def test_a_connect_session_keeps_landing_tables_on_sparks_path(
