@@ -3,13 +3,13 @@
 `Pipeline(project, spark, layer=..., tables=...)` uses the caller's session and
 never creates one. `run(once=True)` runs each selected table to completion
 (Trigger.AvailableNow) before its readers start, so `--layer all --once`
-moves data through every layer. `run(once=False)` starts every query and
-stops them all at a batch boundary on SIGINT/SIGTERM.
+moves data through every layer; tables that do not read each other run side by
+side. `run(once=False)` starts every query and stops them all at a batch boundary
+on SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import signal
 import threading
@@ -37,6 +37,7 @@ from warehouse.runtime.failures import (
     query_failure,
 )
 from warehouse.runtime.gate import BatchGate, depths
+from warehouse.runtime.live import LiveQuery, may_start, note_progress, once_slots
 from warehouse.runtime.locks import holding
 from warehouse.runtime.query import TableQuery, build_query
 from warehouse.runtime.refresh import refresh_selection, refuse_data_loss, reset_for_refresh
@@ -55,7 +56,6 @@ from warehouse.spec.table import DEFAULT_CLUSTER, KafkaSource, TopicSource
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
-    from pyspark.sql.streaming.listener import StreamingQueryProgress
 
     from warehouse.compile.engines import ResolvedEngines
     from warehouse.compile.program import TableProgram
@@ -66,11 +66,6 @@ Query = TableQuery
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
-
-
-INITIALIZING = ("Initializing StreamExecution", "Initializing sources")
-"""`StreamingQuery.status` messages before a query has created its sources (and so started
-the Python workers of Python data sources)."""
 
 
 def refuse_unrunnable(project: LoadedProject, names: list[str]) -> None:
@@ -84,103 +79,24 @@ def refuse_unrunnable(project: LoadedProject, names: list[str]) -> None:
     refuse_changed(project, names)
 
 
-ACTIVE_EVERY = 5.0
-"""Seconds between a continuous run's asks whether a query Spark runs is still active: a
-query that failed outside its batches' writes (its source, its planning, its commit log)
-is restarted or ends the run within this long."""
-
-
 @dataclass
-class _Live:
-    """A running continuous query and which start of its table it is."""
+class _Once:
+    """A table of a `--once` run, from its turn to its result."""
 
-    cq: Query
-    query: StreamingQuery
-    since: float
-    attempt: int
-    noted_to: int | None = None
-    """Every batch up to this id has had its progress noted (or ran before this start)."""
-    asked: float | None = None
-    """When Spark was last asked whether the query is active (`running`)."""
-
-    def running(self, now: float, every: float = ACTIVE_EVERY) -> bool:
-        """Whether the query still runs, as far as the runner must know at `now`.
-
-        A failed batch ends it at once (its writer's error); whether Spark ended it
-        (`isActive`, a call into the JVM, which costs both processes CPU) is asked at
-        most every `every` seconds, not at each of the runner's two looks a second
-        (docs/decisions/0057)."""
-        if self.cq.writer.stats.error is not None:
-            return False
-        if self.asked is not None and now - self.asked < every:
-            return True
-        self.asked = now
-        return bool(self.query.isActive)
-
-    def note_progress(self) -> None:
-        """Note the progress of the batches that ran since the last call.
-
-        `lastProgress` is one call to the JVM; `recentProgress` is one per update Spark
-        keeps (100), about 38 ms of CPU when full (docs/decisions/0027). So the whole list is read only when the newest update does not
-        follow the last one noted: at the first, or when more than one batch ran since.
-        Noting an update again changes nothing.
-
-        On a classic session the writer has counted every batch that ran (its
-        `last_batch`) before Spark reports the batch's progress: while no batch ran
-        past the last one noted, there is nothing to read, and an idle query costs the
-        runner no call to the JVM. A Connect server's batches are known only from the
-        progress, which is read each time."""
-        stats = self.cq.writer.stats
-        if (
-            not self.cq.writer.remote
-            and self.noted_to is not None
-            and (stats.last_batch is None or stats.last_batch <= self.noted_to)
-        ):
-            return
-        last = self.query.lastProgress
-        if last is None:
-            return
-        follows = self.noted_to is not None and int(last.batchId) <= self.noted_to + 1
-        note_progress(self.cq, [last] if follows else self.query.recentProgress)
-        # A batch that ran is done; a trigger without input reports the id yet to run.
-        self.noted_to = int(last.batchId) if ran(last) else int(last.batchId) - 1
-
-    def settling(self, limit: float) -> bool:
-        """Still creating its sources (for at most `limit` seconds after its start)."""
-        if time.monotonic() - self.since > limit or not self.query.isActive:
-            return False
-        if self.query.lastProgress is not None:
-            return False
-        return str(self.query.status.get("message", "")).startswith(INITIALIZING)
-
-
-def may_start(live: dict[str, _Live], waiting: dict[str, Any], settle_seconds: float) -> bool:
-    """Whether the next table may start: one waits, and no live query is still creating
-    its sources. While none waits, nothing is asked of the live queries: asking whether
-    each is settling (whether it is active, and its newest progress: calls into the
-    JVM) at every look cost the queries' first minute as much CPU as Spark's own polls
-    of their sources (docs/decisions/0057)."""
-    return bool(waiting) and not any(q.settling(settle_seconds) for q in live.values())
-
-
-def ran(update: StreamingQueryProgress) -> bool:
-    """A progress update of a batch that ran. A trigger that found no new input reports
-    one too (every `spark.sql.streaming.noDataProgressEventInterval`), with no rows and
-    the id of the batch yet to run."""
-    return "addBatch" in update.durationMs
-
-
-def note_progress(cq: Query, updates: list[StreamingQueryProgress]) -> None:
-    """Remember the source row count of each batch that ran (Spark keeps only the recent
-    progress)."""
-    for p in updates:
-        if not ran(p):
-            continue
-        if cq.writer.remote:  # the batches ran on a Connect server: this is all there is
-            cq.writer.note_remote(int(p.batchId), int(p.numInputRows))
-        else:
-            # The writer's own count wins: it knows the records of a Kafka batch.
-            cq.writer.stats.input_rows.setdefault(int(p.batchId), int(p.numInputRows))
+    name: str
+    layer: str
+    source: str
+    """Where it starts reading, read before its first start."""
+    started: float
+    attempt: int = 0
+    due: float = 0.0
+    """When a start that failed transiently is started again."""
+    cq: Query | None = None
+    query: StreamingQuery | None = None
+    error: BaseException | None = None
+    """What the query's end raised."""
+    earlier: RunResult | None = None
+    """What the attempts before this one did."""
 
 
 REGISTER_EVERY = 5.0
@@ -507,60 +423,171 @@ class Pipeline:
         return pause
 
     def _run_once(self) -> list[RunResult]:
-        results: list[RunResult] = []
+        """Run each table to its end (Trigger.AvailableNow), starting it once every table of
+        the run that it reads has ended, with at most `_once_slots()` queries running: the
+        fixed costs of one query (its start, planning, a Python source's process, its
+        commits) overlap another's batches. A start that failed transiently is started
+        again after its pause while the others run. The first real failure stops the
+        queries still running (each is exactly-once: a stop mid-batch replays the batch
+        next run) and is raised. Results are in run order."""
+        slots = self._once_slots()
+        needs = {
+            n: {u for u in self.project.graph.upstream(n) if u in self.names} for n in self.names
+        }
+        waiting = list(self.names)  # not started yet, in run order
+        pausing: dict[str, _Once] = {}  # failed transiently, started again at `due`
+        live: dict[str, _Once] = {}
+        done: dict[str, RunResult] = {}
+        try:
+            while waiting or pausing or live:
+                self._once_start_ready(slots, needs, waiting, pausing, live, done)
+                if not live:
+                    if pausing:
+                        due = min(t.due for t in pausing.values())
+                        time.sleep(max(0.0, due - time.monotonic()))
+                    continue
+                for name, t in list(live.items()):
+                    if self._once_running(t, wait=0.5 / len(live)):
+                        continue
+                    del live[name]
+                    r = self._once_end(t)
+                    if r is None:
+                        pausing[name] = t
+                    else:
+                        done[name] = r
+                self._states.beat()
+        finally:
+            self._stop_once(live)
+        return [done[n] for n in self.names]
+
+    def _once_start_ready(
+        self,
+        slots: int | None,
+        needs: dict[str, set[str]],
+        waiting: list[str],
+        pausing: dict[str, _Once],
+        live: dict[str, _Once],
+        done: dict[str, RunResult],
+    ) -> None:
+        """Start, in run order while a slot is free, each table whose turn came (every
+        table of the run it reads has ended) and that is not pausing after a failed
+        start; one with a missing input table is done, skipped."""
+        now = time.monotonic()
         for name in self.names:
-            self._refuse_lost(name)
-            layer = self.project.tables[name].layer
-            missing = self._missing_inputs(name)
-            if missing:
-                r = RunResult(
-                    table=name,
-                    layer=layer,
-                    skipped="no input table yet: " + ", ".join(missing),
-                )
-                self.progress(r.line())
-                results.append(r)
+            if slots is not None and len(live) >= slots:
+                return
+            ready = name in waiting or (name in pausing and pausing[name].due <= now)
+            if not ready or not needs[name] <= done.keys():
                 continue
-            started = time.monotonic()
-            earlier: RunResult | None = None
-            # Where it starts, read before the query writes its first offsets.
-            source = source_text(
-                self.project.tables[name], checkpoint=self.project.checkpoint_path(name)
+            if name in waiting:
+                waiting.remove(name)
+                t = self._once_begin(name, done)
+                if t is None:
+                    continue
+            else:
+                t = pausing.pop(name)
+            if self._once_start(t):
+                live[name] = t
+            else:
+                pausing[name] = t
+
+    def _once_slots(self) -> int | None:
+        """How many queries of a `--once` run run at once (`once_slots`), for this session's
+        master: Spark Connect has none this process can read."""
+        master = None if is_connect(self.spark) else str(self.spark.conf.get("spark.master", ""))
+        return once_slots(self.project.config.spark.concurrent_batches, master)
+
+    def _once_begin(self, name: str, done: dict[str, RunResult]) -> _Once | None:
+        """A table's turn: its skipped result when an input table does not exist (every
+        table of the run it reads has ended), or its state before its first start."""
+        self._refuse_lost(name)
+        layer = self.project.tables[name].layer
+        missing = self._missing_inputs(name)
+        if missing:
+            r = RunResult(
+                table=name, layer=layer, skipped="no input table yet: " + ", ".join(missing)
             )
-            for attempt in itertools.count(1):
-                cq, query, error = self._start(name, once=True)
-                if attempt == 1:
-                    self.progress(f"{name} [{layer}]: running once from {source}")
-                if query is not None:
-                    try:
-                        while not query.awaitTermination(0.5):
-                            if cq.writer.failed.is_set() or self._lost is not None:
-                                query.stop()  # it waits to be stopped
-                            cq.refresh_snapshots()
-                            self._states.beat()
-                    except Exception as e:  # noqa: BLE001  # judged below: transient or real
-                        error = e
-                    finally:
-                        self._cleanup(cq)
-                    note_progress(cq, query.recentProgress)
-                self._refuse_lost(name)
-                error = cq.writer.stats.error or error
-                if error is None:
-                    break
-                pause = self._retry_pause(name, attempt, error)
-                if pause is None:
-                    raise self._failure(cq, query, error) from error
-                earlier = add_results(earlier, result_of(cq.plan, cq.writer.stats, 0.0))
-                time.sleep(pause)
-            r = add_results(
-                earlier, result_of(cq.plan, cq.writer.stats, time.monotonic() - started)
-            )
-            self._states.stopped(name)
-            self._record(name)
-            self._registrar.check()
             self.progress(r.line())
-            results.append(r)
-        return results
+            done[name] = r
+            return None
+        # Where it starts, read before the query writes its first offsets.
+        source = source_text(
+            self.project.tables[name], checkpoint=self.project.checkpoint_path(name)
+        )
+        return _Once(name, layer, source, started=time.monotonic())
+
+    def _once_start(self, t: _Once) -> bool:
+        """Start `t`'s query; False when the start failed transiently (`t.due` says when to
+        start it again). A real failure is raised."""
+        t.attempt += 1
+        t.cq, t.query, error = self._start(t.name, once=True)
+        if t.attempt == 1:
+            self.progress(f"{t.name} [{t.layer}]: running once from {t.source}")
+        if t.query is not None:
+            return True
+        self._once_failed(t, error)
+        return False
+
+    def _once_running(self, t: _Once, *, wait: float) -> bool:
+        """Whether `t`'s query still runs, waiting at most `wait` seconds for its end (an
+        end with an exception is kept in `t.error`). A running query whose writer failed,
+        or whose run lost its lease, is stopped."""
+        assert t.cq is not None and t.query is not None
+        try:
+            if t.query.awaitTermination(wait):
+                return False
+        except Exception as e:  # noqa: BLE001  # judged by `_once_end`: transient or real
+            t.error = e
+            return False
+        if t.cq.writer.failed.is_set() or self._lost is not None:
+            t.query.stop()  # it waits to be stopped
+        t.cq.refresh_snapshots()
+        return True
+
+    def _once_end(self, t: _Once) -> RunResult | None:
+        """`t`'s query ended: its result, or None when it failed transiently (`t.due` says
+        when to start it again); a real failure is raised."""
+        assert t.cq is not None and t.query is not None
+        self._cleanup(t.cq)
+        note_progress(t.cq, t.query.recentProgress)
+        self._refuse_lost(t.name)
+        error = t.cq.writer.stats.error or t.error
+        if error is None:
+            return self._once_done(t)
+        self._once_failed(t, error)
+        t.error = None
+        return None
+
+    def _once_failed(self, t: _Once, error: BaseException | None) -> None:
+        """Schedule `t`'s next start after a transient failure, or raise the failure."""
+        assert t.cq is not None
+        pause = self._retry_pause(t.name, t.attempt, error)
+        if pause is None:
+            raise self._failure(t.cq, t.query, error) from error
+        t.earlier = add_results(t.earlier, result_of(t.cq.plan, t.cq.writer.stats, 0.0))
+        t.due = time.monotonic() + pause
+
+    def _once_done(self, t: _Once) -> RunResult:
+        """`t`'s query ended well: its state, fingerprint, catalog entry and result line."""
+        assert t.cq is not None
+        r = add_results(
+            t.earlier, result_of(t.cq.plan, t.cq.writer.stats, time.monotonic() - t.started)
+        )
+        self._states.stopped(t.name)
+        self._record(t.name)
+        self._registrar.check()
+        self.progress(r.line())
+        return r
+
+    def _stop_once(self, live: dict[str, _Once]) -> None:
+        """Stop the queries still running after another table's failure, and release them."""
+        for t in live.values():
+            assert t.cq is not None and t.query is not None
+            try:
+                t.query.stop()
+            except Exception as e:  # noqa: BLE001  # the run's own failure is what is raised
+                logger.warning("%s: stopping its query after the run failed: %s", t.name, e)
+            self._cleanup(t.cq)
 
     def request_stop(self) -> None:
         """Ask a continuous run to stop (what SIGINT/SIGTERM do)."""
@@ -587,7 +614,7 @@ class Pipeline:
         signal or on the first real failure."""
         self._gate = self._batch_gate()
         previous = self._install_signals()
-        live: dict[str, _Live] = {}
+        live: dict[str, LiveQuery] = {}
         waiting: dict[str, tuple[float, int]] = {n: (0.0, 1) for n in self.names}
         earlier: dict[str, RunResult] = {}
         first_start: dict[str, float] = {}
@@ -631,7 +658,7 @@ class Pipeline:
 
     def _watch(
         self,
-        live: dict[str, _Live],
+        live: dict[str, LiveQuery],
         waiting: dict[str, tuple[float, int]],
         earlier: dict[str, RunResult],
     ) -> QueryFailedError | None:
@@ -661,7 +688,7 @@ class Pipeline:
 
     def _start_next(
         self,
-        live: dict[str, _Live],
+        live: dict[str, LiveQuery],
         waiting: dict[str, tuple[float, int]],
         first_start: dict[str, float],
     ) -> QueryFailedError | None:
@@ -676,7 +703,7 @@ class Pipeline:
             cq, query, error = self._start(name, once=False)
             first_start.setdefault(name, now)
             if query is not None:
-                live[name] = _Live(cq, query, now, attempt)
+                live[name] = LiveQuery(cq, query, now, attempt)
                 self.progress(f"{name} [{cq.plan.layer}]: started ({cq.plan.trigger})")
                 return None
             pause = self._retry_pause(name, attempt, error)
@@ -709,7 +736,10 @@ class Pipeline:
         )
 
     def _stop_all(
-        self, live: dict[str, _Live], earlier: dict[str, RunResult], first_start: dict[str, float]
+        self,
+        live: dict[str, LiveQuery],
+        earlier: dict[str, RunResult],
+        first_start: dict[str, float],
     ) -> list[RunResult]:
         results = []
         now = time.monotonic()

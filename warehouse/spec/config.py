@@ -213,7 +213,10 @@ class SparkSettings(Settings):
     concurrent_batches: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     """How many micro-batches of a continuous run write at once; a free turn goes to
     the waiting table deepest in the graph (`warehouse.runtime.gate`). `auto`: the
-    cores of a local master, no limit on any other; 0: no limit."""
+    cores of a local master, no limit on any other; 0: no limit. A `--once` run runs
+    this many queries at once (each runs its batches one after the other), a table
+    once the tables of the run it reads have ended; there `auto` on any other master
+    or on Spark Connect is 2 (`warehouse.runtime.live.ONCE_SLOTS_ELSEWHERE`)."""
 
 
 _IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

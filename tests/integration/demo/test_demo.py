@@ -103,5 +103,5 @@ def test_demo_results_equal_an_independent_computation(
 
     # What the user sees: both ADS tables and the summary.
     assert "ads_city_leaderboard" in text and "ads_conversion" in text
-    assert "time per layer: ods" in text
+    assert "time per layer: ods" in text and "run side by side" in text
     assert f"published: mv.city_leaderboard holds {len(exp.leaderboard)} keys" in text

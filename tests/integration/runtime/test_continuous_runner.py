@@ -26,7 +26,8 @@ from tests.integration.runtime.helpers import order, orders_project, rows, wait_
 from tests.integration.runtime.runs import stop, warehouse_run
 from warehouse import Project
 from warehouse.runtime.errors import QueryFailedError
-from warehouse.runtime.pipeline import ACTIVE_EVERY, Pipeline, _Live, may_start
+from warehouse.runtime.live import ACTIVE_EVERY, LiveQuery, may_start
+from warehouse.runtime.pipeline import Pipeline
 from warehouse.runtime.writer import BatchStats
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -146,7 +147,7 @@ def test_the_runner_asks_whether_a_query_runs_at_most_every_few_seconds(
     query = _idle_query(spark, inbox, tmp_path / "checkpoint")
     try:
         asks = _ActiveAsks(query)
-        live = _Live(cq, asks, since=0.0, attempt=1)  # type: ignore[arg-type]
+        live = LiveQuery(cq, asks, since=0.0, attempt=1)  # type: ignore[arg-type]
         t = 1000.0
         assert all(live.running(t + 0.5 * i) for i in range(10))  # ten looks in 5 s
         assert asks.count == 1
@@ -155,7 +156,7 @@ def test_the_runner_asks_whether_a_query_runs_at_most_every_few_seconds(
         assert live.running(t + ACTIVE_EVERY + 0.5) and asks.count == 2  # not asked yet
         assert not live.running(t + 2 * ACTIVE_EVERY) and asks.count == 3
         query = _idle_query(spark, inbox, tmp_path / "checkpoint2")
-        live = _Live(cq, _ActiveAsks(query), since=0.0, attempt=1)  # type: ignore[arg-type]
+        live = LiveQuery(cq, _ActiveAsks(query), since=0.0, attempt=1)  # type: ignore[arg-type]
         assert live.running(t)
         stats.error = RuntimeError("a batch failed in the writer")
         assert not live.running(t + 0.5)
@@ -176,7 +177,7 @@ def test_the_runner_asks_nothing_of_a_settling_query_while_no_table_waits(
         query.processAllAvailable()  # created its sources: no longer settling
         asks = _ActiveAsks(query)
         cq = SimpleNamespace(writer=SimpleNamespace(stats=BatchStats(), remote=False))
-        live = {"t": _Live(cq, asks, since=time.monotonic(), attempt=1)}  # type: ignore[arg-type]
+        live = {"t": LiveQuery(cq, asks, since=time.monotonic(), attempt=1)}  # type: ignore[arg-type]
         assert not may_start(live, {}, settle_seconds=60)
         assert asks.count == 0 and asks.others == 0
         assert may_start(live, {"u": (0.0, 1)}, settle_seconds=60)

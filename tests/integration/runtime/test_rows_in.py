@@ -21,7 +21,8 @@ from deltalake.exceptions import TableNotFoundError
 from streams.kafka.admin import produce
 from tests.integration.runtime.helpers import order, orders_project, rows
 from warehouse import Project
-from warehouse.runtime.pipeline import Pipeline, _Live, ran
+from warehouse.runtime.live import LiveQuery, ran
+from warehouse.runtime.pipeline import Pipeline
 from warehouse.runtime.results import RunResult
 from warehouse.runtime.writer import BatchStats
 
@@ -127,7 +128,7 @@ def test_progress_is_noted_once_per_batch_across_gaps_and_idle_reports(
     )
     try:
         reads = _ProgressReads(query)
-        live = _Live(cq, reads, since=time.monotonic(), attempt=1)  # type: ignore[arg-type]
+        live = LiveQuery(cq, reads, since=time.monotonic(), attempt=1)  # type: ignore[arg-type]
         arrive("a", 2)
         query.processAllAvailable()
         live.note_progress()  # the first look reads the whole list
