@@ -5,7 +5,8 @@ Only usable where the JVM has `io.delta.tables.DeltaTable` (Databricks, a cluste
 started with delta-spark); `native_delta_available(spark)` tells. The commit info goes
 to `userMetadata` as JSON (`recorded_offsets` reads both forms), with the writer and the
 batch. An append is skipped when the newest commit of its writer has its batch (read by
-delta-rs), merges use Delta's idempotent DML (`txnAppId`/`txnVersion`).
+delta-rs), merges use Delta's idempotent DML (`txnAppId`/`txnVersion`); an upsert's first
+batch, into the table it creates, is an append with the same app transaction.
 """
 
 from __future__ import annotations
@@ -218,8 +219,14 @@ def _append(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -
     Without an app transaction: delta-spark checks one by reading the table's whole
     state (three Spark jobs and about 0.8 s of CPU a batch on a small table); the batch
     and the writer in `userMetadata` are what a replay is recognised by."""
+    _save(df, batch_id, target, user_meta, txn=False)
+
+
+def _save(df: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str, *, txn: bool) -> None:
+    """Append `df` as batch `batch_id` (`_writer`) with the Python engine's Parquet
+    settings; a crash point just before the commit."""
     crash_point("before_commit")
-    writer = _writer(df, batch_id, target, user_meta, txn=False)
+    writer = _writer(df, batch_id, target, user_meta, txn=txn)
     with _parquet_settings(df, target) as codec:
         if codec is not None:
             writer = writer.option("compression", codec)
@@ -368,6 +375,11 @@ def _upsert(
             few = keep_after_tombstones(
                 few, record_tombstones(deletes, target, touched=few), target
             )
+        if table is None:
+            _insert_first(
+                spark.createDataFrame(few, schema=changes.schema), batch_id, target, user_meta
+            )
+            return
         small = _small(n, lambda: _rows(table), lambda: few.nbytes)
         if small and not is_connect(spark) and mergeable(table, target, changes.schema):
             crash_point("before_commit")
@@ -381,6 +393,9 @@ def _upsert(
             deletes = changes.where(F.col(DELETE_FLAG)).select(*keys).toArrow()
             record_tombstones(deletes, target, touched=deletes)
             source = keep_after_tombstones_spark(changes, target)
+        if table is None:
+            _insert_first(source, batch_id, target, user_meta)
+            return
         small = _small(n, lambda: _rows(table), lambda: _estimated_bytes(df))
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in target.keys)
     newer = "true"
@@ -401,6 +416,20 @@ def _upsert(
             insert=(f"NOT s.`{DELETE_FLAG}`", cols),
         )
     _record_if_skipped(df, batch_id, target, user_meta)
+
+
+def _insert_first(source: DataFrame, batch_id: int, target: DeltaTarget, user_meta: str) -> None:
+    """The first batch of an upsert, into the table `_create_empty` has just made: its
+    changes other than deletes, appended with Delta's app transaction. Into a table with
+    no rows, the MERGE inserts exactly these and matches nothing, yet computes its source
+    twice (once to find the files it touches, once to write) and runs delta-spark's
+    MERGE; the append is one write, and the same commit for exactly-once (its
+    `txnAppId`/`txnVersion` make a replay skip it) and for the change feed (its rows are
+    inserts). A replay finds the table and goes the MERGE's way, skipped by the same
+    app transaction."""
+    _save(
+        source.where(~F.col(DELETE_FLAG)).drop(DELETE_FLAG), batch_id, target, user_meta, txn=True
+    )
 
 
 Clause = tuple[str | None, dict[str, str]]

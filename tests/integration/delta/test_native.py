@@ -223,6 +223,32 @@ def test_an_upsert_and_scd2_give_the_same_rows_with_or_without_generated_code(
     ]
 
 
+def _user_changes(spark, known_small: bool):
+    """A function from rows `(user_id, city, seq, _op)` to a batch of changes; persisted
+    and counted when `known_small`, as the writer's general path gives a batch."""
+
+    def batch(rows: list[tuple]):
+        df = spark.createDataFrame(rows, "user_id long, city string, seq long, _op string")
+        if known_small:
+            df = df.persist()
+            df.count()
+        return df
+
+    return batch
+
+
+def _user_target(tmp_path: Path) -> DeltaTarget:
+    """A native upsert by `user_id`, the later `seq` winning."""
+    return DeltaTarget(
+        str(tmp_path / "u"),
+        mode="upsert",
+        keys=("user_id",),
+        sequence_by="seq",
+        app_id="u:q",
+        engine="native",
+    )
+
+
 @pytest.mark.parametrize("known_small", [True, False])
 def test_an_upsert_merges_the_same_rows_from_the_driver_or_from_spark(
     spark, tmp_path: Path, known_small: bool
@@ -235,23 +261,7 @@ def test_an_upsert_merges_the_same_rows_from_the_driver_or_from_spark(
     from streams.delta import DeltaWriteError, native, tombstone_path
     from streams.delta.sink import dedupe_changes
 
-    schema = "user_id long, city string, seq long, _op string"
-
-    def batch(rows: list[tuple]):
-        df = spark.createDataFrame(rows, schema)
-        if known_small:
-            df = df.persist()
-            df.count()
-        return df
-
-    target = DeltaTarget(
-        str(tmp_path / "u"),
-        mode="upsert",
-        keys=("user_id",),
-        sequence_by="seq",
-        app_id="u:q",
-        engine="native",
-    )
+    batch, target = _user_changes(spark, known_small), _user_target(tmp_path)
     first = batch(
         [(1, "paris", 1, "c"), (1, "rome", 3, "u"), (1, "oslo", 2, "u"), (2, "lima", 1, "c")]
     )
@@ -266,6 +276,58 @@ def test_an_upsert_merges_the_same_rows_from_the_driver_or_from_spark(
     assert [tuple(r) for r in tombstones.select("user_id", "seq").collect()] == [(2, 5)]
     with pytest.raises(DeltaWriteError, match="user_id"):
         write_batch(batch([(None, "x", 9, "c")]), 3, target)
+
+
+@pytest.mark.parametrize("known_small", [True, False])
+def test_an_upsert_appends_its_first_batch_into_the_table_it_creates(
+    spark, tmp_path: Path, known_small: bool
+) -> None:
+    """The first batch of an upsert goes into the table `_create_empty` has just made:
+    an append of its changes other than deletes with Delta's app transaction (a WRITE in
+    the table's history, not a MERGE), from the driver or from Spark frames alike. A
+    replay is skipped by that transaction, the change feed shows the rows as inserts, a
+    delete of the first batch is kept as a tombstone, and later batches are merged."""
+    import json
+
+    from delta.tables import DeltaTable as SparkDeltaTable
+
+    from streams.delta import tombstone_path
+
+    batch, target = _user_changes(spark, known_small), _user_target(tmp_path)
+    first = [(1, "paris", 1, "c"), (1, "rome", 3, "u"), (2, None, 5, "d"), (3, "kyiv", 1, "c")]
+    assert write_batch(batch(first), 0, target) == 1
+    assert write_batch(batch(first), 0, target) is None  # a replay
+    assert DeltaTable(target.path).transaction_version("u:q") == 0
+
+    def history() -> dict[int, Row]:
+        rows = SparkDeltaTable.forPath(spark, target.path).history().collect()
+        return {h["version"]: h for h in rows}
+
+    first_commit = history()[1]
+    assert first_commit["operation"] == "WRITE"
+    assert json.loads(first_commit["userMetadata"])["warehouse.batchId"] == 0
+    assert set(history()) == {0, 1}
+
+    assert write_batch(batch([(2, "quito", 4, "u"), (1, "bern", 4, "u")]), 1, target) == 2
+    assert history()[2]["operation"] == "MERGE"
+    got = spark.read.format("delta").load(target.path).select("user_id", "city", "seq")
+    assert sorted(map(tuple, got.collect())) == [(1, "bern", 4), (3, "kyiv", 1)]
+    tombstones = spark.read.format("delta").load(tombstone_path(target.path))
+    assert [tuple(r) for r in tombstones.select("user_id", "seq").collect()] == [(2, 5)]
+
+    feed = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", 0)
+        .load(target.path)
+        .select("user_id", "city", "_change_type", "_commit_version")
+    )
+    assert sorted(map(tuple, feed.collect())) == [
+        (1, "bern", "update_postimage", 2),
+        (1, "rome", "insert", 1),
+        (1, "rome", "update_preimage", 2),
+        (3, "kyiv", "insert", 1),
+    ]
 
 
 SNAPSHOT_ROWS = """
