@@ -24,15 +24,20 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # subprocesses', each crash-child life's, the standalone cluster's daemons and executors.
 # The suite is CPU-bound on 2 cores, and C2's warm-up compiles and G1's threads cost more
 # than they return there: C1 alone and the serial collector took 14% off the wall time of
-# a crash-child life and of the Kafka + CLI tests. The `java` launcher reads this variable
-# (JDK 9+) and notes it on stderr; a value set by the caller wins.
+# a crash-child life and of the Kafka + CLI tests. C1 alone reserves 48 MB for compiled
+# code where Java's tiers reserve 240 MB, and the Spark Connect server of the runtime
+# tests, which serves every Connect test's queries, filled 48 MB in 43 s and then failed
+# a batch ("Out of space in CodeCache for adapters"): the tiers' reserve is kept (address
+# space; the JVM commits what it fills). The `java` launcher reads this variable (JDK 9+)
+# and notes it on stderr; a value set by the caller wins.
 # Their temporary files (Spark's local dirs, block managers and artifacts, the native
 # libraries snappy and lz4 unpack) go to a directory of this run, removed when it ends:
 # a JVM killed by a crash test never deletes its own, and /tmp kept gigabytes of them.
 _JVM_TMP = tempfile.mkdtemp(prefix="warehouse-tests-jvm-")
 os.environ.setdefault(
     "JDK_JAVA_OPTIONS",
-    f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.io.tmpdir={_JVM_TMP}",
+    f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
+    f" -Djava.io.tmpdir={_JVM_TMP}",
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
