@@ -101,7 +101,10 @@ def delta_source_position(checkpoint_dir: str | Path, table_id: str) -> int | No
     `{"version": v}` is the last version read (it reads from `v + 1`), delta-spark's
     `{"reservoirVersion": v, "index": i}` a place in version `v`. A batch 0 planned and not
     committed reads from the start: version 0 for the Python source (it replays the table
-    from its first version), the snapshot at `reservoirVersion` for delta-spark's."""
+    from its first version) and for delta-spark's started at a version (this package
+    starts it at 0: a change feed, or a table only appended to, decision 0069), the
+    snapshot at `reservoirVersion` for delta-spark's started at a snapshot
+    (`isStartingVersion`)."""
     folder = str(checkpoint_dir)
     committed = _batch_ids(storage.join(folder, "commits"))
     planned = _batch_ids(storage.join(folder, "offsets"))
@@ -117,7 +120,8 @@ def delta_source_position(checkpoint_dir: str | Path, table_id: str) -> int | No
         if not isinstance(offset, dict):
             continue
         if offset.get("reservoirId") == table_id and "reservoirVersion" in offset:
-            found.append(int(offset["reservoirVersion"]))
+            from_snapshot = offset.get("isStartingVersion", True)
+            found.append(int(offset["reservoirVersion"]) if committed or from_snapshot else 0)
         elif offset.get("table") == table_id and isinstance(offset.get("version"), int):
             found.append(int(offset["version"]) + 1 if committed else 0)
     return min(found) if found else None

@@ -44,6 +44,7 @@ from streams.delta.scd2_plan import ARRIVAL, IS_CURRENT, VALID_TO
 from streams.delta.schema import arrow_schema, check_partitioning, check_types
 from streams.delta.sink import DELETE_FLAG, dedupe_changes, null_key_error, refuse_null_keys
 from streams.delta.source import read_snapshot_python
+from streams.delta.tables import appended_from_the_start
 from streams.delta.target import TABLE_CONFIGURATION, DeltaTarget, batch_commit_info
 from streams.delta.tombstones import (
     keep_after_tombstones,
@@ -638,6 +639,11 @@ def read_delta_stream_native(
         # starting version Delta would give the current snapshot as inserts instead of
         # the changes that led to it (an upsert's deletes and pre-images would be lost).
         reader = reader.option("readChangeFeed", "true").option("startingVersion", "0")
+    elif (local := local_path(path)) is not None and appended_from_the_start(local):
+        # Delta's snapshot start lists the table's state in about fifteen small Spark
+        # jobs before the first batch; a table only appended to gives the same rows
+        # version by version, as the Python engine always reads it (decision 0069).
+        reader = reader.option("startingVersion", "0")
     if max_versions_per_trigger:
         # Delta's own limit is in files; one version of a streaming sink is usually one
         # batch's files, so this is the closest native knob.

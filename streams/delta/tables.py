@@ -11,9 +11,19 @@ reads the table before it commits.
 
 from __future__ import annotations
 
+import json
+import os
+import re
+
 from deltalake import DeltaTable
 
 import streams.storage as storage
+
+REPLAY_MAX_VERSIONS = 100
+"""The most versions a new stream replays from version 0 rather than start from a
+snapshot: one checkpoint interval (docs/decisions/0009)."""
+
+_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 
 
 def storage_options(path: str) -> dict[str, str] | None:
@@ -32,3 +42,33 @@ def is_table(path: str) -> bool:
     """Whether a Delta table is at `path`."""
     path = str(path)
     return DeltaTable.is_deltatable(path, storage_options=storage_options(path))
+
+
+def appended_from_the_start(path: str) -> bool:
+    """Whether the local table at `path` is still what its appends made it: every commit
+    file from version 0 on is in its log, there are at most `REPLAY_MAX_VERSIONS` of them,
+    and none after version 0 removes a file or changes the metadata.
+
+    Replaying such a table version by version yields exactly the rows of its newest
+    snapshot. A compaction's `remove` (`dataChange` false) counts too: `vacuum` may have
+    deleted the files it replaced, which a replay would read. Anything unreadable is
+    answered False, which keeps the snapshot start (docs/decisions/0069)."""
+    log = os.path.join(path, "_delta_log")
+    try:
+        versions = sorted(
+            int(m.group(1)) for name in os.listdir(log) if (m := _COMMIT_FILE.match(name))
+        )
+        if not versions or versions != list(range(len(versions))):
+            return False
+        if len(versions) > REPLAY_MAX_VERSIONS:
+            return False
+        for version in versions[1:]:
+            with open(os.path.join(log, f"{version:020d}.json"), encoding="utf-8") as commit:
+                for line in commit:
+                    if line.strip():
+                        action = json.loads(line)
+                        if "remove" in action or "metaData" in action:
+                            return False
+    except (OSError, ValueError):
+        return False
+    return True

@@ -3,6 +3,7 @@ that either engine writes and the other reads (same protocol, same columns)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,40 @@ def test_a_table_written_by_one_engine_is_read_by_the_other(
         (2, "delete"),
         (2, "insert"),
     ]
+
+
+def test_a_new_native_row_stream_replays_an_appended_table_from_version_0(
+    spark, tmp_path: Path
+) -> None:
+    """A table only appended to is read from version 0, one version a batch, instead of
+    from a snapshot listed in Spark jobs (decision 0069); a compacted one keeps Delta's
+    snapshot start. Both give every row once."""
+    appended = DeltaTarget(str(tmp_path / "appended"), app_id="a:q", engine="native")
+    compacted = DeltaTarget(str(tmp_path / "compacted"), app_id="c:q", engine="native")
+    for b in range(5):
+        df = spark.createDataFrame([Row(id=2 * b), Row(id=2 * b + 1)])
+        for target in (appended, compacted):
+            write_batch(df, b, target)
+        if b == 1:
+            delta_engine("native").optimize(spark, compacted.path)
+
+    for target, replayed in ((appended, True), (compacted, False)):
+        seen: list[int] = []
+        ckpt = tmp_path / f"ckpt-{replayed}"
+        stream = read_delta_stream(spark, target.path, engine="native", max_versions_per_trigger=1)
+        q = (
+            stream.writeStream.foreachBatch(
+                lambda b, _i, seen=seen: seen.extend(r.id for r in b.collect())
+            )
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(300)
+        assert q.exception() is None
+        assert sorted(seen) == list(range(10))
+        first = json.loads((ckpt / "offsets" / "0").read_text().splitlines()[-1])
+        assert first["isStartingVersion"] is (not replayed), first
 
 
 def test_a_small_merge_evaluates_its_expressions_without_generating_code(

@@ -138,7 +138,8 @@ def test_a_replay_checkpoint_of_several_sources_has_a_line_each(tmp_path: Path) 
 def test_a_readers_position_in_a_table_by_either_engines_offsets(tmp_path: Path) -> None:
     """The first version a reader still reads of the table `tid`: the Python source's
     `version` is the last one read; delta-spark's `reservoirVersion` the one it is in. A
-    batch 0 not committed reads from the start (the Python source from version 0)."""
+    batch 0 not committed reads from the start (the Python source, and delta-spark's
+    started at a version, from version 0)."""
     python, native = tmp_path / "p", tmp_path / "n"
     assert delta_source_position(python, "tid") is None
     _offsets(python, 0, '{"version": 3, "table": "tid"}')
@@ -154,3 +155,10 @@ def test_a_readers_position_in_a_table_by_either_engines_offsets(tmp_path: Path)
     (native / "commits").mkdir()
     (native / "commits" / "1").write_text('v1\n{"nextBatchWatermarkMs":0}')
     assert delta_source_position(native, "tid") == 2  # the lower of its two sources
+    replaying = tmp_path / "r"  # started at version 0, not at a snapshot (decision 0069)
+    replay_offset = native_offset[:-1] % 2 + ',"isStartingVersion":false}'
+    _offsets(replaying, 0, replay_offset)
+    assert delta_source_position(replaying, "tid") == 0
+    (replaying / "commits").mkdir()
+    (replaying / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    assert delta_source_position(replaying, "tid") == 2
