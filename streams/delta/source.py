@@ -60,7 +60,7 @@ from streams.delta.arrow import read_table
 from streams.delta.commit import KeptTable, kept_table
 from streams.delta.errors import DeltaConfigError, DeltaReadError, DeltaTableNotFoundError
 from streams.delta.schema import normalize_arrow
-from streams.delta.tables import open_table
+from streams.delta.tables import log_file, open_table
 
 logger = logging.getLogger(__name__)
 
@@ -73,10 +73,6 @@ CHANGE_COLUMNS = StructType(
     ]
 )
 _TARGET_PARTITION_BYTES = 64 << 20
-
-
-def _log_file(path: str, version: int) -> str:
-    return storage.join(path, "_delta_log", f"{version:020d}.json")
 
 
 def _table_schema(path: str, read: str) -> StructType:
@@ -195,7 +191,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"version": table.version(), "table": str(table.metadata().id)}
 
     def _commit_actions(self, version: int) -> list[dict[str, Any]]:
-        text = storage.read_text(_log_file(self.path, version))
+        text = storage.read_text(log_file(self.path, version))
         if text is None:
             raise DeltaReadError(
                 f"Cannot stream version {version} of `{self.path}`: its commit file is gone "

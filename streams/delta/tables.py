@@ -12,7 +12,6 @@ reads the table before it commits.
 from __future__ import annotations
 
 import json
-import os
 import re
 
 from deltalake import DeltaTable
@@ -44,31 +43,35 @@ def is_table(path: str) -> bool:
     return DeltaTable.is_deltatable(path, storage_options=storage_options(path))
 
 
+def log_file(path: str, version: int) -> str:
+    """The location of version `version`'s commit file in the log of the table at `path`."""
+    return storage.join(path, "_delta_log", f"{version:020d}.json")
+
+
 def appended_from_the_start(path: str) -> bool:
-    """Whether the local table at `path` is still what its appends made it: every commit
-    file from version 0 on is in its log, there are at most `REPLAY_MAX_VERSIONS` of them,
-    and none after version 0 removes a file or changes the metadata.
+    """Whether the table at `path` is still what its appends made it: every commit file
+    from version 0 on is in its log, there are at most `REPLAY_MAX_VERSIONS` of them, and
+    none after version 0 removes a file or changes the metadata.
 
     Replaying such a table version by version yields exactly the rows of its newest
     snapshot. A compaction's `remove` (`dataChange` false) counts too: `vacuum` may have
     deleted the files it replaced, which a replay would read. Anything unreadable is
     answered False, which keeps the snapshot start (docs/decisions/0069)."""
-    log = os.path.join(path, "_delta_log")
     try:
-        versions = sorted(
-            int(m.group(1)) for name in os.listdir(log) if (m := _COMMIT_FILE.match(name))
-        )
+        names = storage.list_names(storage.join(path, "_delta_log"))
+        versions = [int(m.group(1)) for name in names if (m := _COMMIT_FILE.match(name))]
         if not versions or versions != list(range(len(versions))):
             return False
         if len(versions) > REPLAY_MAX_VERSIONS:
             return False
         for version in versions[1:]:
-            with open(os.path.join(log, f"{version:020d}.json"), encoding="utf-8") as commit:
-                for line in commit:
-                    if line.strip():
-                        action = json.loads(line)
-                        if "remove" in action or "metaData" in action:
-                            return False
+            text = storage.read_text(log_file(path, version))
+            if text is None:
+                return False
+            for line in text.splitlines():
+                action = json.loads(line) if line.strip() else {}
+                if "remove" in action or "metaData" in action:
+                    return False
     except (OSError, ValueError):
         return False
     return True
