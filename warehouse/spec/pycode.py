@@ -5,6 +5,11 @@ resolves inside the project. Modules of the same top-level name imported earlier
 from another project folder are dropped from `sys.modules` first: two projects
 loaded in one process (tests, notebooks) must not see each other's `layers`.
 User code runs inside an error boundary that names the file or reference.
+
+`sys.path`, `sys.modules` and the import system's caches are the process's, so one
+import from a project folder runs at a time (`_IMPORTING`): tables whose batches run
+side by side, each on its own thread, may resolve their code at once, and two
+`importlib.invalidate_caches()` at once fail (both delete the same cache entry).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import contextlib
 import importlib
 import logging
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +27,9 @@ logger = logging.getLogger(__name__)
 
 # Our own packages are never shadowed by a project folder of the same name.
 _FRAMEWORK = {"warehouse", "streams"}
+
+# Reentrant: a project module may itself import another of the project's references.
+_IMPORTING = threading.RLock()
 
 
 class ImportProblem(Exception):
@@ -49,25 +58,27 @@ def _located_in(module: Any, root: Path) -> bool:
 
 @contextlib.contextmanager
 def project_imports(project_dir: Path) -> Iterator[None]:
-    """Make the project's modules importable (and only this project's) for the block."""
+    """Make the project's modules importable (and only this project's) for the block,
+    which holds the process's import lock of project folders (module doc)."""
     root = project_dir.resolve()
-    tops = _top_level_names(root)
-    foreign = [
-        name
-        for name, module in list(sys.modules.items())
-        if name.split(".", 1)[0] in tops and not _located_in(module, root)
-    ]
-    for name in foreign:
-        logger.debug("dropping module %s imported from another project", name)
-        sys.modules.pop(name, None)
-    entry = str(root)
-    sys.path.insert(0, entry)
-    importlib.invalidate_caches()
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(entry)
+    with _IMPORTING:
+        tops = _top_level_names(root)
+        foreign = [
+            name
+            for name, module in list(sys.modules.items())
+            if name.split(".", 1)[0] in tops and not _located_in(module, root)
+        ]
+        for name in foreign:
+            logger.debug("dropping module %s imported from another project", name)
+            sys.modules.pop(name, None)
+        entry = str(root)
+        sys.path.insert(0, entry)
+        importlib.invalidate_caches()
+        try:
+            yield
+        finally:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(entry)
 
 
 def forget_modules(names: tuple[str, ...] = ("layers",)) -> None:
