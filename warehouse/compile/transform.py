@@ -58,11 +58,13 @@ def apply_transform(
     views: dict[str, str],
     batch_id: int | None = None,
     registered: list[str] | None = None,
+    fn: Callable[..., Any] | None = None,
 ) -> DataFrame:
     """Run the table's SQL or Python transform over `df` inside an error boundary.
 
     `views` maps other table names in the SQL to already registered view names;
-    `df` itself is registered as a fresh view standing for `source`.
+    `df` itself is registered as a fresh view standing for `source`. `fn`: the table's
+    Python transform as already imported (`CompiledTransform`); without it, imported here.
     """
     from pyspark.sql import DataFrame
 
@@ -70,7 +72,8 @@ def apply_transform(
     table, layer = defn.name, defn.layer
     spark = df.sparkSession
     if spec.transform is not None and spec.transform.python:
-        fn = load_callable(project, spec.transform.python, table=table, layer=layer)
+        if fn is None:
+            fn = load_callable(project, spec.transform.python, table=table, layer=layer)
         ctx = TransformContext(
             spark=spark, table=table, layer=layer, project=project, batch_id=batch_id
         )
@@ -114,11 +117,27 @@ def apply_transform(
 class CompiledTransform:
     """A table's transform as its program runs it: over the stream of a table input (when
     the table compiles), or over each batch's parsed rows of a Kafka input. `views` maps
-    the other tables its SQL names to their registered views."""
+    the other tables its SQL names to their registered views. A Python transform is
+    imported once, here, when the table compiles: a batch calls the function its query
+    started with, and never touches the process's import system (`python`)."""
 
     project: LoadedProject
     definition: TableDefinition
     views: dict[str, str]
+    python: Callable[..., Any] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        defn = self.definition
+        t = defn.spec.transform
+        if t is not None and t.python:
+            fn = load_callable(self.project, t.python, table=defn.name, layer=defn.layer)
+            object.__setattr__(self, "python", fn)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A Spark Connect server's worker gets the program pickled; the function is
+        # imported again there (the project's folder on its path only for the import),
+        # not pickled as a reference to a module that worker cannot import.
+        return (CompiledTransform, (self.project, self.definition, self.views))
 
     def apply(
         self,
@@ -135,4 +154,5 @@ class CompiledTransform:
             views=self.views,
             batch_id=batch_id,
             registered=registered,
+            fn=self.python,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import pickle
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -18,8 +19,9 @@ from tests.integration.runtime.helpers import T0, at, rows
 from tests.unit.runtime.projects import write_dws_project, write_project
 from warehouse import Project
 from warehouse.compile.errors import CompileError, TransformError
-from warehouse.compile.transform import apply_transform
+from warehouse.compile.transform import CompiledTransform, apply_transform
 from warehouse.runtime.pipeline import Pipeline
+from warehouse.spec.pycode import forget_modules
 
 pytestmark = pytest.mark.spark
 
@@ -150,6 +152,31 @@ def test_python_transform_runs_with_its_context_inside_an_error_boundary(
 
     with pytest.raises(TransformError, match="returned `int`, expected a DataFrame"):
         apply_transform(df, project=project, defn=project.tables["dwd_not_a_frame"], views={})
+
+
+def test_a_compiled_python_transform_runs_the_function_it_compiled_with(
+    spark, tmp_path: Path
+) -> None:
+    # A batch calls the function its query compiled with and imports nothing: batches
+    # of tables side by side run on threads of their own, and the process's imports are
+    # not theirs to change. The code changed on disk runs from the next compile on.
+    project = _python_project(tmp_path / "proj")
+    compiled = CompiledTransform(project, project.tables["dwd_build"], {})
+    module = tmp_path / "proj" / "transforms" / "orders.py"
+    module.write_text(TRANSFORMS.replace('"built_for"', '"rebuilt_for"'))
+    forget_modules(("transforms",))
+    df = spark.createDataFrame([("o1", 1.0)], "order_id string, amount double")
+    assert compiled.apply(df, batch_id=7).columns == ["order_id", "amount", "built_for"]
+    again = CompiledTransform(project, project.tables["dwd_build"], {})
+    assert again.apply(df).columns == ["order_id", "amount", "rebuilt_for"]
+
+    # Pickled (a Spark Connect server's worker gets the program so), it imports the
+    # function again from the project's folder, never as a reference to a module the
+    # unpickling process cannot import.
+    forget_modules(("transforms",))
+    restored = pickle.loads(pickle.dumps(again))
+    assert restored.python is not None and restored.python.__name__ == "build"
+    assert restored.apply(df).columns == ["order_id", "amount", "rebuilt_for"]
 
 
 def test_sql_transform_error_names_table_and_file(spark, tmp_path: Path) -> None:
