@@ -42,8 +42,9 @@ processing-time trigger, as a project would for tables whose freshness can wait.
 snapshots (`dwd_orders` and its copies): they join copies kept in Spark's cache.
 CPU is user + system of this process and every process under it (the JVM, Spark's
 Python workers, the broker), read from /proc, counted by process alive at both ends of a
-window. The benchmark's own watchers of the ADS table and the published topic start
-after the idle window. The session starts as a continuous `warehouse run` starts one
+window. The benchmark's own watchers of the ADS table and the published topic run in a
+process of their own (`latency_watchers.py`), start after the idle window, and their CPU
+is printed apart, not counted. The session starts as a continuous `warehouse run` starts one
 (its JIT: decisions/0056). `BENCH_JAVA_OPTIONS` in the environment goes to the JVM (`spark.driver.extraJavaOptions`), e.g.
 `-XX:StartFlightRecording=filename=l.jfr,settings=profile` for a profile.
 """
@@ -56,6 +57,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -154,74 +156,42 @@ def probe_user_record(now: dt.datetime) -> tuple[bytes, bytes]:
     return json.dumps({"user_id": PROBE_USER}).encode(), json.dumps(value).encode()
 
 
-class TableWatcher(threading.Thread):
-    """Polls the ADS table; records when the probe city's order count first reaches n."""
+class Watchers:
+    """`latency_watchers.py` in a process of its own (its CPU is not the queries'): when
+    the probe city's order count first reached n, in the ADS table (`table_seen`) and in
+    the published topic (`topic_seen`)."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(daemon=True)
-        self.path = path
-        self.seen: dict[int, float] = {}
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        from deltalake import DeltaTable
-
-        from streams.delta import read_table
-
-        table = None
-        while not self.stop.wait(0.2):
-            try:
-                if table is None:
-                    table = DeltaTable(str(self.path))
-                else:
-                    table.update_incremental()
-                rows = read_table(table, columns=["city", "orders"]).to_pylist()
-            except Exception:  # noqa: BLE001 - not created yet, or a version being written
-                continue
-            now = time.time()
-            for r in rows:
-                if r["city"] == PROBE_CITY and r["orders"]:
-                    for n in range(1, int(r["orders"]) + 1):
-                        self.seen.setdefault(n, now)
-
-
-class TopicWatcher(threading.Thread):
-    """Consumes the published topic; records when the probe city's order count reaches n."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.seen: dict[int, float] = {}
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        from confluent_kafka import Consumer
-
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": f"latency-bench-{os.getpid()}",
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "topic.metadata.refresh.interval.ms": 1000,
-                "fetch.wait.max.ms": 50,
-            }
+    def __init__(self, path: Path, bootstrap: str, topic: str) -> None:
+        self.table_seen: dict[int, float] = {}
+        self.topic_seen: dict[int, float] = {}
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).with_name("latency_watchers.py")),
+                str(path),
+                bootstrap,
+                topic,
+                PROBE_CITY,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         )
-        consumer.subscribe([self.topic])
-        try:
-            while not self.stop.is_set():
-                msg = consumer.poll(0.2)
-                if msg is None or msg.error() or msg.value() is None:
-                    continue
-                now = time.time()
-                row = json.loads(msg.value())
-                if row.get("city") == PROBE_CITY and row.get("orders"):
-                    for n in range(1, int(row["orders"]) + 1):
-                        self.seen.setdefault(n, now)
-        finally:
-            consumer.close()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            kind, n, at = line.split()
+            (self.table_seen if kind == "table" else self.topic_seen)[int(n)] = float(at)
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self._reader.join(timeout=10)
 
 
 def main() -> int:
@@ -485,10 +455,9 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         )
         # The watchers start after the idle window: their polls of the ADS table and the
         # published topic are the benchmark's own CPU (and the broker's), not the queries'.
-        table_w = TableWatcher(project.table_path("ads_city_leaderboard"))
-        topic_w = TopicWatcher(bootstrap, "mv.city_leaderboard")
-        for t in (table_w, topic_w):
-            t.start()
+        watchers = Watchers(
+            project.table_path("ads_city_leaderboard"), bootstrap, "mv.city_leaderboard"
+        )
         background = Background(
             bootstrap, rest, pace_from=span + (time.monotonic() - t0), client_config={}
         )
@@ -513,14 +482,14 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         breakdown += stacks
         # let the last probes through, then stop at a batch boundary
         settle = time.monotonic() + 120
-        while time.monotonic() < settle and (len(table_w.seen) < n or len(topic_w.seen) < n):
+        while time.monotonic() < settle and (
+            len(watchers.table_seen) < n or len(watchers.topic_seen) < n
+        ):
             time.sleep(1)
         pipeline.request_stop()
         background.stop.set()
         runner.join(timeout=300)
-        for w in (table_w, topic_w):
-            w.stop.set()
-            w.join(timeout=30)
+        watchers.stop()
         report_cpu(len(pipeline.names), idle, busy)
         print(
             f"JIT compiling during the probes: {jit / busy[2]:.2f} s/s "
@@ -532,7 +501,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         )
         report_gate(pipeline.gate, turns, busy[2])
         print(breakdown)
-        return report(sent, table_w.seen, topic_w.seen, args)
+        return report(sent, watchers.table_seen, watchers.topic_seen, args)
     finally:
         if broker is not None:
             broker.stop()
@@ -824,6 +793,9 @@ def report_cpu(queries: int, idle: Cpu, busy: Cpu) -> None:
         return f"{total / wall:.3f} CPU s/s ({parts})"
 
     (icpu, ibatches, iwall), (bcpu, bbatches, bwall) = idle, busy
+    # The benchmark's watchers (a process of their own) are not the queries' CPU.
+    bcpu = dict(bcpu)
+    watchers = bcpu.pop("watchers", 0.0)
     idle_rate = sum(icpu.values()) / iwall
     print(
         f"\nidle, {queries} queries, {iwall:.0f}s, {ibatches} batches: {fmt(icpu, iwall)}; "
@@ -833,7 +805,8 @@ def report_cpu(queries: int, idle: Cpu, busy: Cpu) -> None:
     per_batch = f"{extra / bbatches * 1000:.0f} ms" if bbatches else "-"
     print(
         f"probes, {bwall:.0f}s, {bbatches} batches ({bbatches / bwall:.2f}/s): {fmt(bcpu, bwall)}; "
-        f"CPU per small batch above idle: {per_batch}"
+        f"CPU per small batch above idle: {per_batch}; the benchmark's watchers "
+        f"{watchers / bwall:.3f} CPU s/s, not counted"
     )
 
 

@@ -2,8 +2,9 @@
 benchmarks).
 
 `processes(root)` gives `{pid: (kind, cpu seconds)}` for `root` and every process under
-it; kind is "driver" (`root` itself), "jvm" (Spark's JVM), "broker" (the bundled broker)
-or "python workers" (Spark's Python workers and anything else). `cpu_by_kind(root)` sums
+it; kind is "driver" (`root` itself), "jvm" (Spark's JVM), "broker" (the bundled broker),
+"watchers" (the latency benchmark's watchers) or "python workers" (Spark's Python workers
+and anything else). `cpu_by_kind(root)` sums
 it by kind. Take a reading before and after a phase; the difference is what the phase
 cost. CPU per unit of work moves much less with the machine's load than wall time does.
 `jvm_threads(pids)` reads the JVMs' threads the same way, grouped by what they do, with
@@ -50,6 +51,8 @@ def processes(root: int | None = None) -> dict[int, tuple[str, float]]:
             kind = "jvm"
         elif "streams.broker" in cmd:
             kind = "broker"
+        elif "latency_watchers.py" in cmd:
+            kind = "watchers"
         else:
             kind = "python workers"
         procs[int(d)] = (int(fields[1]), stat_cpu(fields), kind)
