@@ -92,17 +92,27 @@ def read_text(location: str, *, settings: StorageSettings | None = None) -> str 
     return None if data is None else data.decode("utf-8")
 
 
-def write_bytes(location: str, data: bytes, *, settings: StorageSettings | None = None) -> None:
+def write_bytes(
+    location: str,
+    data: bytes,
+    *,
+    settings: StorageSettings | None = None,
+    durable: bool = True,
+) -> None:
     """Write `data` to `location` whole: readers see the old file or the new one (on a
-    local disk: written, synced, then renamed into place)."""
+    local disk: written, synced, then renamed into place). `durable=False` skips the sync
+    on a local disk, for a record that only says what a running process is doing: a crash
+    of the machine may leave the older record (or, on a file system that does not order a
+    rename after the data, an empty file), never a torn one."""
     local = local_path(location)
     if local is not None:
         os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
         tmp = f"{local}.{uuid.uuid4().hex[:8]}.tmp"
         with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, local)
         return
     fs, path = _fs(location, settings)
@@ -110,8 +120,14 @@ def write_bytes(location: str, data: bytes, *, settings: StorageSettings | None 
         f.write(data)
 
 
-def write_text(location: str, text: str, *, settings: StorageSettings | None = None) -> None:
-    write_bytes(location, text.encode("utf-8"), settings=settings)
+def write_text(
+    location: str,
+    text: str,
+    *,
+    settings: StorageSettings | None = None,
+    durable: bool = True,
+) -> None:
+    write_bytes(location, text.encode("utf-8"), settings=settings, durable=durable)
 
 
 def list_names(location: str, *, settings: StorageSettings | None = None) -> list[str]:

@@ -149,8 +149,13 @@ class RunStates:
     def _write(self, name: str, now: float) -> None:
         self._written[name] = now
         try:
+            # Not synced: the record is written after every batch, inside the batch, and a
+            # machine's crash makes it stale anyway (a reader trusts it only while its
+            # process lives).
             storage.write_text(
-                run_state_path(self.project.root, name), json.dumps(self._records[name])
+                run_state_path(self.project.root, name),
+                json.dumps(self._records[name]),
+                durable=False,
             )
         except (OSError, storage.StorageError) as e:
             # The record is for people watching; a store that refuses it must not fail a batch.

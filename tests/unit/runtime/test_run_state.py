@@ -93,3 +93,33 @@ def test_a_running_record_of_a_dead_process_is_failed(tmp_path: Path) -> None:
         read_states(p, ["ods_orders"], now=now + STALE_SECONDS + 1)["ods_orders"]["state"]
         == "failed"
     )
+
+
+def test_a_batchs_record_is_written_whole_without_a_sync(tmp_path: Path, monkeypatch) -> None:
+    """A record is written inside every batch: replaced whole (no temporary file left),
+    and not synced, which would hold the batch for the disk (a record is stale after a
+    machine's crash anyway). Other whole-file writes still sync."""
+    p = project(tmp_path)
+    synced: list[int] = []
+    fsync = os.fsync
+
+    def counting(fd: int) -> None:
+        synced.append(fd)
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    states = RunStates(p, mode="continuous")
+    states.started("ods_orders")
+    for batch_id in range(3):
+        states.batch("ods_orders", batch_id, BatchStats(rows_in=batch_id))
+    states.stopped("ods_orders")
+    assert synced == []
+    record = read_states(p, ["ods_orders"])["ods_orders"]["record"]
+    assert [b["batch_id"] for b in record["batches"]] == [0, 1, 2]
+    folder = Path(p.root) / "runs"
+    assert sorted(f.name for f in folder.iterdir()) == ["ods_orders.json"]
+
+    from streams.storage import write_text
+
+    write_text(str(tmp_path / "durable.json"), "{}")
+    assert len(synced) == 1
