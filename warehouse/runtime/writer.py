@@ -193,6 +193,9 @@ class BatchWriter:
         self._dead_letters: Publisher | None = None
         self._noted: set[int] = set()
         """Batches a Connect server ran that `note_remote` counted."""
+        self._may_replay = True
+        """Whether the next batch may be a replay: the first batch of each start of the
+        query (set by `function`), until one ends."""
         _quiet_refused_batches()
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -237,6 +240,7 @@ class BatchWriter:
         the server runs the function in a Python worker of its own, a `RemoteBatches` of
         the program, and the runner learns of the batches from the query's progress."""
         if not is_connect(stream.sparkSession):
+            self._may_replay = True  # a new start: its first batch may be a replay
             return self
         self.remote = True
         return RemoteBatches(self.program)
@@ -339,7 +343,7 @@ class BatchWriter:
 
     def _run(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        batch = BatchContext(self.program, batch_df, batch_id)
+        batch = BatchContext(self.program, batch_df, batch_id, may_replay=self._may_replay)
         try:
             name, out = self._write(batch)
             if self.program.dead_letters is not None:
@@ -348,6 +352,7 @@ class BatchWriter:
                 self._publish(batch_id)
         finally:
             batch.close()
+        self._may_replay = False
         self._count(batch_id, name, out, batch.warned, time.monotonic() - started)
 
     def _write(self, batch: BatchContext) -> tuple[str, Outcome]:

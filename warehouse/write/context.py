@@ -35,10 +35,16 @@ class BatchContext:
 
     Concurrency: one per batch, used from the query thread only."""
 
-    def __init__(self, program: TableProgram, df: DataFrame, batch_id: int) -> None:
+    def __init__(
+        self, program: TableProgram, df: DataFrame, batch_id: int, *, may_replay: bool = True
+    ) -> None:
         self.program = program
         self.df = df
         self.batch_id = batch_id
+        self.may_replay = may_replay
+        """False when the batch cannot be a replay: it is not the first batch of its
+        query's start (Spark replays only the newest batch of the offset log, the first
+        one a start runs)."""
         self.registered: list[str] = []
         """Temporary views registered for this batch (dropped by `close`)."""
         self.warned: dict[str, int] = {}
@@ -66,9 +72,10 @@ class BatchContext:
     @property
     def replay(self) -> bool:
         """Whether the table already has this batch (a replay after a crash between the
-        Delta commit and Spark's commit log), asked once."""
+        Delta commit and Spark's commit log), asked once, and only of a batch that may be
+        one (`may_replay`). Each write's own guard still skips a batch its table has."""
         if self._replay is None:
-            self._replay = self.program.targets.committed(self.batch_id)
+            self._replay = self.may_replay and self.program.targets.committed(self.batch_id)
         return self._replay
 
     def cache(self, frame: DataFrame) -> DataFrame:
