@@ -478,7 +478,7 @@ def cmd_jars(args: argparse.Namespace) -> int:
         f"({manifest_path(cache, packages)})"
     )
     _fetch_storage_jars(cache)
-    _build_local_fs(cache)
+    _build_local_fs(cache, jars.files)
     if not args.no_class_archive:
         _fetch_class_archive()
     return 0
@@ -515,9 +515,10 @@ def _fetch_storage_jars(cache: Path) -> None:
     _out(f"object-storage jars: {len(files)} file(s)")
 
 
-def _build_local_fs(cache: Path) -> None:
-    """Build the local file system that sets permissions without a process (before the
-    class archive: the JVMs of local sessions put its jar on their class path)."""
+def _build_local_fs(cache: Path, native: tuple[Path, ...]) -> None:
+    """Build the local file system that sets permissions without a process, and Delta's
+    log store for local paths against the `native` jars' delta-storage (before the class
+    archive: the JVMs of local sessions put their jars on their class path)."""
     from warehouse.runtime import local_fs
 
     jar = local_fs.build(cache)
@@ -525,6 +526,15 @@ def _build_local_fs(cache: Path) -> None:
         f"local file system without chmod processes: {jar}"
         if jar is not None
         else "local file system: Hadoop's (no `javac` to build the framework's; see the log)"
+    )
+    delta_storage = local_fs.delta_storage(",".join(str(f) for f in native))
+    if delta_storage is None:
+        return
+    store = local_fs.build_log_store(cache, delta_storage)
+    _out(
+        f"Delta log store for local paths: {store}"
+        if store is not None
+        else "Delta log store for local paths: Delta's (see the log)"
     )
 
 

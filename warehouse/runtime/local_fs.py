@@ -41,6 +41,15 @@ FOLDER = "local-fs"
 FS_IMPL = "spark.hadoop.fs.file.impl"
 CLASS_PATH = "spark.driver.extraClassPath"
 
+LOG_STORE_CLASS = "warehouse.delta.LocalListingLogStore"
+LOG_STORE_SOURCE = Path(__file__).with_name("java") / "LocalListingLogStore.java"
+LOG_STORE_IMPL = "spark.delta.logStore.file.impl"
+DELTA_LOCAL_LOG_STORE = "io.delta.storage.LocalLogStore"
+"""What local sessions use without the framework's log store, which extends it."""
+"""Delta's log store for `file:` paths: `LocalListingLogStore` (java/LocalListingLogStore.java)
+lists a log reading the status of only the files it returns. Its jar goes in `spark.jars`
+beside delta-storage, whose class loader must see both."""
+
 
 def _hadoop_client() -> Path | None:
     """The Hadoop client API jar of the installed pyspark."""
@@ -101,10 +110,73 @@ def build(cache_dir: Path, *, environ: Mapping[str, str] | None = None) -> Path 
             "starts a `chmod` process for every file it creates"
         )
         return None
+    return _compile(
+        javac,
+        SOURCE,
+        [client],
+        path,
+        env,
+        fallback="local sessions keep Hadoop's local file system",
+    )
+
+
+def _log_store_jar(cache_dir: Path, delta_storage: Path) -> tuple[Path, Path] | None:
+    client = _hadoop_client()
+    if client is None:
+        return None
+    key = hashlib.sha256(
+        LOG_STORE_SOURCE.read_bytes() + client.name.encode() + delta_storage.name.encode()
+    ).hexdigest()[:16]
+    return cache_dir / FOLDER / f"local-log-store-{key}.jar", client
+
+
+def delta_storage(jars: str) -> Path | None:
+    """The delta-storage jar among `spark.jars`-style `jars`, or None."""
+    found = [Path(j) for j in jars.split(",") if "delta-storage-" in Path(j).name]
+    return found[0] if found else None
+
+
+def build_log_store(
+    cache_dir: Path, delta_storage: Path, *, environ: Mapping[str, str] | None = None
+) -> Path | None:
+    """Compile `LocalListingLogStore` against `delta_storage` into its jar in `cache_dir`
+    (once). None, with the reason logged, when there is no Hadoop client, no `javac` or it
+    fails: local sessions then keep Delta's own log store."""
+    env = dict(os.environ if environ is None else environ)
+    found = _log_store_jar(cache_dir, delta_storage)
+    if found is None:
+        return None
+    path, client = found
+    if path.is_file():
+        return path
+    javac = find_javac(env)
+    if javac is None:
+        logger.warning("no `javac` (a JDK) found: local sessions keep Delta's own log store")
+        return None
+    return _compile(
+        javac,
+        LOG_STORE_SOURCE,
+        [client, delta_storage],
+        path,
+        env,
+        fallback="local sessions keep Delta's own log store",
+    )
+
+
+def _compile(
+    javac: Path,
+    source: Path,
+    class_path: list[Path],
+    path: Path,
+    env: dict[str, str],
+    *,
+    fallback: str,
+) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as out:
+        cp = os.pathsep.join(str(p) for p in class_path)
         proc = subprocess.run(
-            [str(javac), "--release", "17", "-nowarn", "-cp", str(client), "-d", out, str(SOURCE)],
+            [str(javac), "--release", "17", "-nowarn", "-cp", cp, "-d", out, str(source)],
             capture_output=True,
             text=True,
             env=env,
@@ -113,8 +185,9 @@ def build(cache_dir: Path, *, environ: Mapping[str, str] | None = None) -> Path 
         )
         if proc.returncode != 0:
             logger.warning(
-                "compiling %s failed (local sessions keep Hadoop's local file system):\n%s",
-                SOURCE.name,
+                "compiling %s failed (%s):\n%s",
+                source.name,
+                fallback,
                 (proc.stderr or proc.stdout).strip()[-2000:],
             )
             return None
@@ -130,11 +203,20 @@ def build(cache_dir: Path, *, environ: Mapping[str, str] | None = None) -> Path 
 
 def session_conf(conf: Mapping[str, str], cache_dir: Path) -> dict[str, str]:
     """The settings that give a local session the file system (its jar on the driver's
-    class path, `fs.file.impl`), or none when it is not built or `conf` chooses a file
-    system or a class path itself."""
-    if FS_IMPL in conf or CLASS_PATH in conf:
-        return {}
+    class path, `fs.file.impl`), unless it is not built or `conf` chooses a file system or
+    a class path itself; and, where `conf`'s `spark.jars` hold delta-storage, the log
+    store (its jar after them, `spark.delta.logStore.file.impl`) in place of Delta's
+    `LocalLogStore`, unless it is not built or `conf` chooses another `file:` log store."""
+    out: dict[str, str] = {}
     jar = built_jar(cache_dir)
-    if jar is None:
-        return {}
-    return {CLASS_PATH: str(jar), FS_IMPL: FS_CLASS}
+    if jar is not None and FS_IMPL not in conf and CLASS_PATH not in conf:
+        out.update({CLASS_PATH: str(jar), FS_IMPL: FS_CLASS})
+    jars = conf.get("spark.jars", "")
+    storage_jar = delta_storage(jars)
+    if storage_jar is not None and conf.get(LOG_STORE_IMPL, DELTA_LOCAL_LOG_STORE) == (
+        DELTA_LOCAL_LOG_STORE
+    ):
+        found = _log_store_jar(cache_dir, storage_jar)
+        if found is not None and found[0].is_file():
+            out.update({"spark.jars": f"{jars},{found[0]}", LOG_STORE_IMPL: LOG_STORE_CLASS})
+    return out

@@ -41,8 +41,9 @@ def test_local_defaults_reach_the_launched_jvm(spark) -> None:
     assert spark.conf.get("spark.sql.streaming.checkpointFileManagerClass") == (
         CHECKPOINT_FILE_MANAGER
     )
-    # Delta reads its log store from the JVM's conf, once.
-    assert jconf.get("spark.delta.logStore.file.impl") == "io.delta.storage.LocalLogStore"
+    # Delta reads its log store from the JVM's conf, once: the framework's, which extends
+    # Delta's `LocalLogStore` (tests/integration/runtime/test_local_fs.py).
+    assert jconf.get("spark.delta.logStore.file.impl") == "warehouse.delta.LocalListingLogStore"
     # Spark's 1 MB buffers and broadcast blocks stay below half a G1 region (humongous).
     assert jconf.get("spark.broadcast.blockSize") == "1m"
     assert _vm_option(spark, "G1HeapRegionSize") == str(4 * 1024 * 1024)
