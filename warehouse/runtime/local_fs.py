@@ -42,13 +42,13 @@ FS_IMPL = "spark.hadoop.fs.file.impl"
 CLASS_PATH = "spark.driver.extraClassPath"
 
 LOG_STORE_CLASS = "warehouse.delta.LocalListingLogStore"
+"""Delta's log store for `file:` paths: `LocalListingLogStore` (java/LocalListingLogStore.java)
+lists a log reading the status of only the files it returns. Its jar goes in `spark.jars`
+beside delta-storage, whose class loader must see both."""
 LOG_STORE_SOURCE = Path(__file__).with_name("java") / "LocalListingLogStore.java"
 LOG_STORE_IMPL = "spark.delta.logStore.file.impl"
 DELTA_LOCAL_LOG_STORE = "io.delta.storage.LocalLogStore"
 """What local sessions use without the framework's log store, which extends it."""
-"""Delta's log store for `file:` paths: `LocalListingLogStore` (java/LocalListingLogStore.java)
-lists a log reading the status of only the files it returns. Its jar goes in `spark.jars`
-beside delta-storage, whose class loader must see both."""
 
 
 def _hadoop_client() -> Path | None:
@@ -101,22 +101,13 @@ def build(cache_dir: Path, *, environ: Mapping[str, str] | None = None) -> Path 
         logger.info("no Hadoop client jar in the installed pyspark: nothing to build")
         return None
     path, client = found
-    if path.is_file():
-        return path
-    javac = find_javac(env)
-    if javac is None:
-        logger.warning(
-            "no `javac` (a JDK) found: local sessions keep Hadoop's local file system, which "
-            "starts a `chmod` process for every file it creates"
-        )
-        return None
     return _compile(
-        javac,
         SOURCE,
         [client],
         path,
         env,
-        fallback="local sessions keep Hadoop's local file system",
+        fallback="local sessions keep Hadoop's local file system, which starts a `chmod` "
+        "process for every file it creates",
     )
 
 
@@ -147,14 +138,7 @@ def build_log_store(
     if found is None:
         return None
     path, client = found
-    if path.is_file():
-        return path
-    javac = find_javac(env)
-    if javac is None:
-        logger.warning("no `javac` (a JDK) found: local sessions keep Delta's own log store")
-        return None
     return _compile(
-        javac,
         LOG_STORE_SOURCE,
         [client, delta_storage],
         path,
@@ -164,7 +148,6 @@ def build_log_store(
 
 
 def _compile(
-    javac: Path,
     source: Path,
     class_path: list[Path],
     path: Path,
@@ -172,6 +155,15 @@ def _compile(
     *,
     fallback: str,
 ) -> Path | None:
+    """`source` compiled against `class_path` into the jar `path`, once (an existing one is
+    returned); None, with `fallback` (what sessions do without it) logged, when there is
+    no `javac` or it fails."""
+    if path.is_file():
+        return path
+    javac = find_javac(env)
+    if javac is None:
+        logger.warning("no `javac` (a JDK) found: %s", fallback)
+        return None
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as out:
         cp = os.pathsep.join(str(p) for p in class_path)

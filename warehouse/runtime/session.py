@@ -318,11 +318,12 @@ def local_conf(master: str) -> dict[str, str]:
       each, 44 were `readlink`s (docs/decisions/0021). Spark's other
       checkpoint writer and Delta's `LocalLogStore` go through Hadoop's `FileSystem` API,
       whose rename is Java's. Their `chmod`s go when `warehouse jars fetch` has built the
-      framework's local file system (`local_fs`, added by `get_session`), and where it has
+      framework's local file system (`local_fs`, added by `get_session`). Where it has
       built the framework's log store, which extends `LocalLogStore` and lists a log
-      reading the status of only the files it returns, `get_session` names that instead. On a local file
-      system both ways check that the target is absent and then rename, so neither is
-      safer than the other against two processes committing the same file at once.
+      reading the status of only the files it returns, `get_session` names that instead.
+      On a local file system both ways check that the target is absent and then rename,
+      so neither is safer than the other against two processes committing the same file
+      at once.
     - A broadcast is serialized into blocks of `spark.broadcast.blockSize` (4 MB by
       default), the first allocated whole even for a task's few kilobytes; a local JVM
       has no other executor to send blocks to, and 1 MB blocks stay below G1's humongous
