@@ -55,9 +55,22 @@ class DeltaEngine(Protocol):
         ...
 
     def read_stream(
-        self, spark: SparkSession, path: str, *, read: Read, max_versions_per_trigger: int | None
+        self,
+        spark: SparkSession,
+        path: str,
+        *,
+        read: Read,
+        max_versions_per_trigger: int | None,
+        commit_wait: float = 0.0,
     ) -> DataFrame:
-        """The table's versions as a streaming DataFrame (`read_delta_stream`)."""
+        """The table's versions as a streaming DataFrame (`read_delta_stream`); a trigger
+        that finds nothing new waits up to `commit_wait` seconds for the next commit
+        where `waits_for_commits(path)`."""
+        ...
+
+    def waits_for_commits(self, path: str) -> bool:
+        """Whether its stream of `path` can wait in a trigger for the table's next commit
+        (and start the batch when it lands) instead of asking again a polling delay later."""
         ...
 
     def read_snapshot(self, spark: SparkSession, path: str) -> DataFrame:
@@ -98,11 +111,24 @@ class PythonDelta:
         return sink.write_python(df, batch_id, target, commit_info=commit_info)
 
     def read_stream(
-        self, spark: SparkSession, path: str, *, read: Read, max_versions_per_trigger: int | None
+        self,
+        spark: SparkSession,
+        path: str,
+        *,
+        read: Read,
+        max_versions_per_trigger: int | None,
+        commit_wait: float = 0.0,
     ) -> DataFrame:
         return source.read_python(
-            spark, path, read=read, max_versions_per_trigger=max_versions_per_trigger
+            spark,
+            path,
+            read=read,
+            max_versions_per_trigger=max_versions_per_trigger,
+            commit_wait=commit_wait,
         )
+
+    def waits_for_commits(self, path: str) -> bool:
+        return source.waits_for_commits(path)
 
     def read_snapshot(self, spark: SparkSession, path: str) -> DataFrame:
         return source.read_snapshot_python(spark, path)
@@ -137,11 +163,21 @@ class NativeDelta:
         return native.write_batch_native(df, batch_id, target, commit_info=commit_info)
 
     def read_stream(
-        self, spark: SparkSession, path: str, *, read: Read, max_versions_per_trigger: int | None
+        self,
+        spark: SparkSession,
+        path: str,
+        *,
+        read: Read,
+        max_versions_per_trigger: int | None,
+        commit_wait: float = 0.0,
     ) -> DataFrame:
+        # Delta's own source cannot wait for a commit (`waits_for_commits`): Spark polls it.
         return native.read_delta_stream_native(
             spark, path, read=read, max_versions_per_trigger=max_versions_per_trigger
         )
+
+    def waits_for_commits(self, path: str) -> bool:
+        return False
 
     def read_snapshot(self, spark: SparkSession, path: str) -> DataFrame:
         return native.read_snapshot_native(spark, path)
@@ -198,9 +234,12 @@ def read_delta_stream(
     read: Read = "append",
     max_versions_per_trigger: int | None = None,
     engine: Engine = "python",
+    commit_wait: float = 0.0,
 ) -> DataFrame:
     """A streaming DataFrame over the versions of the Delta table at `path`
-    (`streams.delta.source` tells what a version yields)."""
+    (`streams.delta.source` tells what a version yields). `commit_wait`: seconds a trigger
+    that finds nothing new may wait for the next commit, on an engine whose source
+    `waits_for_commits` (0: none waits)."""
     path = str(path)
     if read not in ("append", "changes"):
         raise DeltaConfigError(
@@ -217,6 +256,16 @@ def read_delta_stream(
         )
     # Any engine name but `native` reads with the python engine, as it always has.
     chosen = delta_engine("native" if engine == "native" else "python")
+    if commit_wait < 0:
+        raise DeltaConfigError(
+            f"Delta stream `{path}`: `commit_wait` must be 0 or more seconds (got `{commit_wait}`)",
+            path=path,
+            option="commit_wait",
+        )
     return chosen.read_stream(
-        spark, path, read=read, max_versions_per_trigger=max_versions_per_trigger
+        spark,
+        path,
+        read=read,
+        max_versions_per_trigger=max_versions_per_trigger,
+        commit_wait=commit_wait,
     )

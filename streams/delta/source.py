@@ -20,6 +20,14 @@ without `table` (written before it was recorded) are not checked.
 yields the change data feed (`load_cdf`) with `_change_type` (insert,
 update_preimage, update_postimage, delete), `_commit_version`, `_commit_timestamp`.
 
+In a continuous query the reader of a local table can wait for the next commit
+(`commit_wait_ms`): a trigger that finds nothing new watches for the next commit file,
+by name, and answers as soon as it is there, or with nothing new once the wait is over.
+The query then starts its batch within a probe (`PROBE_EVERY`) of the upstream's commit,
+where Spark's polling alone starts it up to `spark.sql.streaming.pollingDelay` later,
+and an idle query's triggers come a wait apart. A stop of the query waits for the
+trigger, so at most the wait (docs/decisions/0072).
+
 Work is split per file (append) or per version (changes) so executors read in
 parallel. The reader reads the JSON commits in `_delta_log/` and the data files through
 `streams.storage`: local tables and tables on object storage alike.
@@ -30,6 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -73,6 +82,9 @@ CHANGE_COLUMNS = StructType(
     ]
 )
 _TARGET_PARTITION_BYTES = 64 << 20
+PROBE_EVERY = 0.05
+"""Seconds between two looks for the next commit file while a trigger waits for it: a
+look is one `stat`, about 20 a second (under 1 ms of CPU a second)."""
 
 
 def _table_schema(path: str, read: str) -> StructType:
@@ -128,10 +140,22 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Reads versions (start, end] of one table; runs in Spark's driver-side Python
     worker (offsets, planning) and in executors (`read`), which get a pickled copy."""
 
-    def __init__(self, path: str, read: str, max_versions: int | None, schema: StructType) -> None:
+    def __init__(
+        self,
+        path: str,
+        read: str,
+        max_versions: int | None,
+        schema: StructType,
+        *,
+        commit_wait: float = 0.0,
+    ) -> None:
         self.path = path
         self.mode = read
         self.max_versions = max_versions
+        # Only a local log is watched: on object storage each look would be a request.
+        local = storage.local_path(path)
+        self._log = os.path.join(local, "_delta_log") if local and commit_wait > 0 else None
+        self._commit_wait = commit_wait
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self._until: int | None = None
         # Spark asks for the latest offset at every trigger, also of an idle query: the
@@ -162,9 +186,11 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._until = self._latest()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = int(start["version"])
+        if self._log is not None and self._until is None:
+            self._wait_for_commit(begin)
         table = self._table()
         latest = table.version() if self._until is None else self._until
-        begin = int(start["version"])
         current = str(table.metadata().id)
         if start.get("table", current) != current:
             raise DeltaReadError(
@@ -180,6 +206,14 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = min(latest, begin + max(1, limit.max_files))
         self._seen = {"version": table.version(), "table": current}
         return {"version": max(begin, end), "table": current}
+
+    def _wait_for_commit(self, version: int) -> None:
+        """Return once the log holds a commit after `version`, or after the wait."""
+        assert self._log is not None
+        following = os.path.join(self._log, f"{version + 1:020d}.json")
+        deadline = time.monotonic() + self._commit_wait
+        while not os.path.exists(following) and time.monotonic() < deadline:
+            time.sleep(PROBE_EVERY)
 
     def reportLatestOffset(self) -> dict | None:
         # Spark asks right after `latestOffset`, at every trigger, an idle query's too:
@@ -298,7 +332,8 @@ class DeltaSnapshotReader(DataSourceReader):
 
 class DeltaStreamDataSource(DataSource):
     """`spark.readStream.format("warehouse_delta").option("path", ...)`; options `read`
-    (append|changes) and `max_versions_per_trigger`. `spark.read` of the same format
+    (append|changes), `max_versions_per_trigger` and `commit_wait_ms` (default 0: a
+    trigger does not wait). `spark.read` of the same format
     gives the table's latest version at each execution (`DeltaSnapshotReader`)."""
 
     @classmethod
@@ -315,13 +350,27 @@ class DeltaStreamDataSource(DataSource):
         mv = self.options.get("max_versions_per_trigger")
         return path, read, int(mv) if mv else None
 
+    def _commit_wait(self) -> float:
+        text = self.options.get("commit_wait_ms", "0")
+        try:
+            wait = int(text)
+        except ValueError:
+            wait = -1
+        if wait < 0:
+            raise DeltaConfigError(
+                f"`warehouse_delta` option `commit_wait_ms` must be a whole number of "
+                f"milliseconds, 0 or more (got `{text}`)",
+                option="commit_wait_ms",
+            )
+        return wait / 1000
+
     def schema(self) -> StructType:
         path, read, _ = self._opts()
         return _table_schema(path, read)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         path, read, mv = self._opts()
-        return DeltaStreamReader(path, read, mv, schema)
+        return DeltaStreamReader(path, read, mv, schema, commit_wait=self._commit_wait())
 
     def reader(self, schema: StructType) -> DataSourceReader:
         path, read, _ = self._opts()
@@ -340,13 +389,21 @@ def read_python(
     *,
     read: Literal["append", "changes"] = "append",
     max_versions_per_trigger: int | None = None,
+    commit_wait: float = 0.0,
 ) -> DataFrame:
     """`read_delta_stream` on the python engine: this module's data source over `path`."""
     path = _registered(spark, path, read)
     reader = spark.readStream.format(FORMAT_NAME).option("path", path).option("read", read)
     if max_versions_per_trigger:
         reader = reader.option("max_versions_per_trigger", str(max_versions_per_trigger))
+    if commit_wait > 0:
+        reader = reader.option("commit_wait_ms", str(round(commit_wait * 1000)))
     return reader.load()
+
+
+def waits_for_commits(path: str) -> bool:
+    """Whether this module's reader of `path` can wait for its next commit: a local log."""
+    return storage.local_path(path) is not None
 
 
 def read_snapshot_python(spark: SparkSession, path: str) -> DataFrame:

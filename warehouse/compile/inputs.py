@@ -153,7 +153,9 @@ class TableInput:
     path: str
     join_paths: dict[str, str]
 
-    def stream(self, spark: SparkSession, engines: ResolvedEngines) -> DataFrame:
+    def stream(
+        self, spark: SparkSession, engines: ResolvedEngines, *, commit_wait: float = 0.0
+    ) -> DataFrame:
         from streams.delta import read_delta_stream
 
         return read_delta_stream(
@@ -162,6 +164,7 @@ class TableInput:
             read=self.source.read,
             max_versions_per_trigger=self.source.max_versions_per_trigger,
             engine=engines.delta.name,
+            commit_wait=commit_wait,
         )
 
     def joined(self, spark: SparkSession, engines: ResolvedEngines) -> dict[str, DataFrame]:

@@ -83,7 +83,9 @@ class TableProgram:
     its query ends). `no_data_batches`: whether Spark runs a batch without new input
     when the watermark moves (`emits_without_data`). `interpreted`: whether the query
     evaluates Spark's expressions outside whole-stage code without generating code
-    (`dedupes_by_watermark`, docs/decisions/0047)."""
+    (`dedupes_by_watermark`, docs/decisions/0047). `waits_for_commits`: whether its
+    source waits in a trigger for the upstream table's next commit (`COMMIT_WAIT`,
+    `waits_for_commits`)."""
 
     plan: TablePlan
     definition: TableDefinition
@@ -102,6 +104,7 @@ class TableProgram:
     views: tuple[str, ...]
     no_data_batches: bool
     interpreted: bool
+    waits_for_commits: bool
     once: bool
 
     @property
@@ -217,7 +220,17 @@ def build_program(
         batch_transform = transform
     else:
         source = table_input(project, src)
-        stream = _table_stream(source, spark, engines, defn, transform, views, registered)
+        waits = waits_for_commits(source, engines, defn, plan, once=once)
+        stream = _table_stream(
+            source,
+            spark,
+            engines,
+            defn,
+            transform,
+            views,
+            registered,
+            commit_wait=COMMIT_WAIT if waits else 0.0,
+        )
         rows = stream.schema
         batch_transform = None
     dead_letters = dead_letter_target(project, defn, bootstrap)
@@ -246,8 +259,40 @@ def build_program(
         no_data_batches=isinstance(source, TableInput)
         and emits_without_data(stream, defn, plan.output_mode),
         interpreted=isinstance(source, TableInput) and dedupes_by_watermark(stream, defn),
+        waits_for_commits=isinstance(source, TableInput) and waits,
         once=once,
     )
+
+
+COMMIT_WAIT = 1.0
+"""Seconds a continuous query's trigger that found nothing new in its upstream table
+waits for the next commit, where its source can (`waits_for_commits`). A stop waits for
+the trigger, so at most this long more (docs/decisions/0072)."""
+
+
+def waits_for_commits(
+    source: TableInput,
+    engines: ResolvedEngines,
+    defn: TableDefinition,
+    plan: TablePlan,
+    *,
+    once: bool,
+) -> bool:
+    """Whether the query of a table that reads another waits in its source for that
+    table's next commit: a continuous query on an engine whose source can
+    (`DeltaEngine.waits_for_commits`), of one stream (a joined stream's source would wait
+    in turn with it, and hold back the other's commit), without a trigger interval of
+    its own (the table asked for that cadence), and that emits nothing without new input
+    (an appended window aggregate emits its windows in batches of no data, which a
+    waiting source would hold back)."""
+    if once or source.source.join_streams:
+        return False
+    spec = defn.spec
+    if spec.trigger is not None and spec.trigger.interval:
+        return False
+    if plan.output_mode == "append" and spec.aggregate:
+        return False
+    return engines.delta.waits_for_commits(source.path)
 
 
 def _has_transform(defn: TableDefinition) -> bool:
@@ -262,11 +307,13 @@ def _table_stream(
     transform: CompiledTransform | None,
     views: dict[str, str],
     registered: list[str],
+    *,
+    commit_wait: float,
 ) -> DataFrame:
     """The table input's stream through the watermark, the transform (with the joined
     streams registered as views) and the stateful operators."""
     spec = defn.spec
-    upstream = source.stream(spark, engines)
+    upstream = source.stream(spark, engines, commit_wait=commit_wait)
     wm_first = bool(spec.watermark and spec.watermark.column in upstream.columns)
     if wm_first:
         upstream = with_watermark(upstream, defn)

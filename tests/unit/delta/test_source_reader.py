@@ -4,15 +4,23 @@ the reader is plain Python that Spark calls; here the test calls it the same way
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
+from pyspark.sql.types import StructType
 
 from streams.delta import DeltaReadError
-from streams.delta.source import TABLE_REPLACED, DeltaStreamReader, _table_schema
+from streams.delta.source import (
+    TABLE_REPLACED,
+    DeltaStreamReader,
+    _table_schema,
+    waits_for_commits,
+)
 
 
 def _append(path: Path, ids: list[int]) -> None:
@@ -122,3 +130,61 @@ def test_the_latest_offset_reported_is_the_one_the_trigger_planned_from(tmp_path
     _append(tmp_path, [1])
     assert r.reportLatestOffset() == {"version": 0, "table": table}
     assert r.reportLatestOffset() == {"version": 1, "table": table}
+
+
+def _latest_in_thread(reader: DeltaStreamReader, start: dict) -> tuple[threading.Thread, list]:
+    answer: list = []
+    t = threading.Thread(
+        target=lambda: answer.append(reader.latestOffset(start, ReadAllAvailable())), daemon=True
+    )
+    t.start()
+    return t, answer
+
+
+def test_a_waiting_trigger_answers_with_the_commit_that_lands_in_its_wait(tmp_path: Path) -> None:
+    """With nothing new, a trigger waits for the next commit file and answers with that
+    version; without a wait the same trigger answers with nothing new."""
+    _append(tmp_path, [0])
+    table = str(DeltaTable(str(tmp_path)).metadata().id)
+    start = {"version": 0, "table": table}
+    assert _reader(tmp_path).latestOffset(start, ReadAllAvailable())["version"] == 0
+
+    waiting = DeltaStreamReader(
+        str(tmp_path), "append", None, _table_schema(str(tmp_path), "append"), commit_wait=600
+    )
+    t, answer = _latest_in_thread(waiting, start)
+    time.sleep(0.3)  # the trigger is waiting: nothing after version 0 yet
+    assert t.is_alive() and answer == []
+    _append(tmp_path, [1])
+    t.join(timeout=60)
+    assert answer == [{"version": 1, "table": table}]
+    assert waiting.reportLatestOffset() == {"version": 1, "table": table}
+    assert _rows(waiting, 0, 1) == [1]
+
+    # A commit already there: no wait at all (a wait of 600 s would hold the join).
+    _append(tmp_path, [2])
+    t, answer = _latest_in_thread(waiting, {"version": 1, "table": table})
+    t.join(timeout=60)
+    assert answer == [{"version": 2, "table": table}]
+
+
+def test_a_wait_ends_with_nothing_new_and_available_now_never_waits(tmp_path: Path) -> None:
+    _append(tmp_path, [0])
+    schema = _table_schema(str(tmp_path), "append")
+    short = DeltaStreamReader(str(tmp_path), "append", None, schema, commit_wait=0.2)
+    assert short.latestOffset({"version": 0}, ReadAllAvailable())["version"] == 0
+
+    once = DeltaStreamReader(str(tmp_path), "append", None, schema, commit_wait=600)
+    once.prepareForTriggerAvailableNow()
+    t, answer = _latest_in_thread(once, {"version": 0})
+    t.join(timeout=60)
+    assert [a["version"] for a in answer] == [0]
+
+
+def test_only_a_local_log_is_waited_for() -> None:
+    assert waits_for_commits("/tmp/wh/ods_orders")
+    assert waits_for_commits("file:///tmp/wh/ods_orders")
+    assert not waits_for_commits("s3a://bucket/wh/ods_orders")
+    assert not waits_for_commits("abfss://c@acct.dfs.core.windows.net/wh/ods_orders")
+    reader = DeltaStreamReader("s3a://bucket/wh/t", "append", None, StructType([]), commit_wait=600)
+    assert reader._log is None

@@ -1,0 +1,162 @@
+"""A continuous query that reads another table waits in its source for that table's
+next commit, where its engine's source can (the python engine, a local table;
+docs/decisions/0072), and Spark polls it as before everywhere else.
+
+Real broker, real Spark and Delta. The compile decides which queries wait; a running
+query shows it in its status: an idle query whose source waits is inside a trigger
+(`Getting offsets`) most of the time, one that Spark polls is between triggers (`Waiting
+for data to arrive`) most of the time. Either way, what lands upstream reaches it once,
+and a stop ends it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from deltalake.exceptions import TableNotFoundError
+
+from streams.kafka.admin import produce
+from tests.integration.projects import new_layer
+from tests.integration.runtime.helpers import order, orders_project, rows
+from warehouse import Project
+from warehouse.compile.engines import ResolvedEngines
+from warehouse.compile.program import build_program
+from warehouse.runtime.pipeline import Pipeline
+from warehouse.runtime.query import POLLING_DELAY, WAITING_POLLING_DELAY, query_settings
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+APPENDED_WINDOWS = """\
+table: dws_windows
+source: {table: dwd_orders}
+watermark: {column: event_time, delay: 1 second}
+aggregate:
+  window: {column: event_time, size: 1 minute}
+  group_by: [user_id]
+  measures: {orders: count(*)}
+sink: {mode: append}
+"""
+
+UPSERTED_WINDOWS = APPENDED_WINDOWS.replace("dws_windows", "dws_live").replace(
+    "{mode: append}", "{mode: upsert, keys: [window_start, user_id]}"
+)
+
+PACED = """\
+table: dwd_paced
+source: {table: ods_orders}
+trigger: {interval: 5 seconds}
+sink: {mode: append}
+"""
+
+JOINED = """\
+table: dwd_joined
+source:
+  table: dwd_orders
+  join_streams:
+    - table: ods_orders
+      watermark: {column: event_time, delay: 1 second}
+watermark: {column: event_time, delay: 1 second}
+transform:
+  sql: |
+    SELECT o.order_id, p.order_id AS landed
+    FROM source o JOIN ods_orders p
+      ON p.order_id = o.order_id
+     AND p.event_time >= o.event_time
+     AND p.event_time <= o.event_time + INTERVAL 1 MINUTE
+sink: {mode: append}
+"""
+
+
+def test_the_compile_decides_which_queries_wait_for_their_upstream(
+    spark, broker, unique, tmp_path: Path, engine: str
+) -> None:
+    topic, proj = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine=engine)
+    (proj / "layers" / "dwd" / "paced.yml").write_text(PACED)
+    (proj / "layers" / "dwd" / "joined.yml").write_text(JOINED)
+    dws = new_layer(proj, "dws")
+    (dws / "windows.yml").write_text(APPENDED_WINDOWS)
+    (dws / "live.yml").write_text(UPSERTED_WINDOWS)
+    project = Project.load(proj, environ={})
+    produce(broker.bootstrap, topic, [("o1", order("o1", "u1", 1.0, 0))])
+    Pipeline(project, spark, tables=["ods_orders", "dwd_orders"], bootstrap=broker.bootstrap).run(
+        once=True
+    )
+
+    def waits(table: str, *, once: bool = False) -> tuple[bool, bool]:
+        program = build_program(
+            project,
+            table,
+            spark,
+            engines=ResolvedEngines.named(engine, engine),
+            once=once,
+            bootstrap=broker.bootstrap,
+        )
+        try:
+            short = query_settings(program).get(POLLING_DELAY) == WAITING_POLLING_DELAY
+            return program.waits_for_commits, short
+        finally:
+            for view in program.views:
+                spark.catalog.dropTempView(view)
+
+    # Delta's own source (native) cannot wait: Spark polls it.
+    assert waits("dwd_orders") == (engine == "python",) * 2
+    assert waits("dws_live") == (engine == "python",) * 2  # upserted windows: emit with input
+    assert waits("dwd_orders", once=True) == (False, False)
+    assert waits("ods_orders") == (False, False)  # Kafka in: Spark polls the topic
+    assert waits("dwd_paced") == (False, False)  # its own cadence
+    assert waits("dwd_joined") == (False, False)  # two sources would wait in turn
+    assert waits("dws_windows") == (False, False)  # closes windows in batches of no data
+
+
+def _trigger_shares(query, *, samples: int = 40, every: float = 0.05) -> float:
+    """The share of `samples` looks at `query`'s status that found it inside a trigger."""
+    inside = 0
+    for _ in range(samples):
+        inside += bool(query.status["isTriggerActive"])
+        time.sleep(every)
+    return inside / samples
+
+
+def test_an_idle_reader_waits_for_the_commit_and_takes_it_once(
+    spark, broker, unique, tmp_path: Path, engine: str
+) -> None:
+    topic, proj = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine=engine)
+    project = Project.load(proj, environ={})
+    ods = Pipeline(project, spark, tables=["ods_orders"], bootstrap=broker.bootstrap)
+    produce(broker.bootstrap, topic, [("o1", order("o1", "u1", 1.0, 0))])
+    ods.run(once=True)
+    pipeline = Pipeline(project, spark, tables=["dwd_orders"], bootstrap=broker.bootstrap)
+    runner = threading.Thread(target=pipeline.run, kwargs={"once": False}, daemon=True)
+    runner.start()
+    dwd = project.table_path("dwd_orders")
+    try:
+        _wait_rows(dwd, 1, runner)
+        query = next(q for q in spark.streams.active if q.name == "warehouse_dwd_orders")
+        inside = _trigger_shares(query)
+        produce(broker.bootstrap, topic, [("o2", order("o2", "u1", 2.0, 1))])
+        ods.run(once=True)
+        _wait_rows(dwd, 2, runner)
+    finally:
+        pipeline.request_stop()
+        runner.join(timeout=180)
+    assert not runner.is_alive()
+    assert rows(dwd, ["order_id"]) == [("o1",), ("o2",)]
+    if engine == "python":
+        assert inside > 0.5, inside  # in its source's wait for the next commit
+    else:
+        assert inside < 0.5, inside  # between Spark's polls
+
+
+def _wait_rows(path: Path, n: int, runner: threading.Thread) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and runner.is_alive():
+        try:
+            if len(rows(path, ["order_id"])) >= n:
+                return
+        except TableNotFoundError:  # its first commit is not there yet
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"{path}: {n} rows did not arrive (runner alive: {runner.is_alive()})")
