@@ -60,6 +60,9 @@ class KafkaRead:
     """Python engine only: the cluster this source reads when a query reads the same
     topics from several (federation); it keys the source's initial offsets, so that
     each cluster's source keeps its own."""
+    record_wait: float = 0.0
+    """Where the engine `waits_for_records`: seconds a trigger that finds nothing new
+    waits for the next record."""
 
 
 class KafkaEngine(Protocol):
@@ -71,6 +74,9 @@ class KafkaEngine(Protocol):
     """Its reads run Python in Spark's tasks, so wherever it runs the executors have the
     project's Python environment (a path that adds Python work to the tasks asks for
     nothing new)."""
+    waits_for_records: bool
+    """Its source can wait in a trigger for the next record (`KafkaRead.record_wait`) and
+    start the batch when it is in, instead of being asked again a polling delay later."""
 
     def available(self, spark: SparkSession) -> bool:
         """Whether this engine can run on `spark`."""
@@ -95,6 +101,7 @@ class PythonKafka:
 
     name: Literal["python", "native"] = "python"
     reads_in_python_tasks = True
+    waits_for_records = True
 
     def available(self, spark: SparkSession) -> bool:
         return True
@@ -125,6 +132,8 @@ class PythonKafka:
             reader = reader.option("checkpoint_location", request.checkpoint_location)
         if request.cluster:
             reader = reader.option("cluster", request.cluster)
+        if request.record_wait > 0:
+            reader = reader.option("record_wait_ms", str(round(request.record_wait * 1000)))
         tasks = request.max_tasks or default_parallelism(spark)
         reader = reader.option("max_tasks", str(int(tasks)))
         return reader.load()
@@ -140,6 +149,7 @@ class NativeKafka:
 
     name: Literal["python", "native"] = "native"
     reads_in_python_tasks = False
+    waits_for_records = False  # Spark polls its own source
 
     def available(self, spark: SparkSession) -> bool:
         """True when Spark's native Kafka source (spark-sql-kafka-0-10) is on the class path

@@ -4,6 +4,10 @@ The driver side (`KafkaStreamReader`) lives in Spark's long-running Python plann
 worker: it discovers partitions, answers `latestOffset` with admission control, and
 plans `[start, end)` ranges. `read()` runs on executors and fetches one range into
 Arrow batches (`fetch.read_range`). Offsets are `{"topic": {"partition": offset}}`.
+
+With `record_wait_ms`, a trigger of a continuous query that finds nothing new waits for
+the next record with a consumer's fetch, which the broker answers as soon as a record is
+in, and plans the batch then; without it Spark asks again a polling delay later.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import logging
 import re
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -92,6 +97,12 @@ _END_CHECKS = 3
 """Times `latestOffset` reads a partition's end before it holds an end below the query's
 position as the log's (`_check_loss`), `_END_CHECK_PAUSE_S` apart."""
 _END_CHECK_PAUSE_S = 0.5
+_WAIT_FETCH_MS = 500
+"""How long the broker holds a fetch of a trigger waiting for records (`record_wait_ms`):
+an idle wait costs a fetch request this often."""
+_WAIT_FETCH_BYTES = 64 << 10
+"""What a waiting trigger's fetch may bring per partition: it only learns that records
+are in (the batch's tasks read them)."""
 
 
 def _behind_text(tp: tuple[str, int], position: int, end: int, start: int) -> str:
@@ -257,6 +268,8 @@ class _Options:
             if k.lower().startswith(_CLIENT_PREFIX) and k.lower() != "kafka.bootstrap.servers":
                 client[k[len(_CLIENT_PREFIX) :]] = v
         self.client_config = client
+        wait = opts.get("record_wait_ms", "0")
+        self.record_wait = 0.0 if wait == "0" else _positive_int(wait, "record_wait_ms") / 1000
         ckpt = opts.get("checkpoint_location")
         subscription = subscription_text(self.topics, pattern, cluster=opts.get("cluster"))
         self.initial_log = InitialOffsetsLog(ckpt, subscription) if ckpt else None
@@ -307,6 +320,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._opts = _Options(options)
         self._schema = schema
         self._admin: Any = None
+        self._waiter: Any = None
         self._target: Offsets | None = None
         # The log ends the last `latestOffset` listed, for the `reportLatestOffset` that
         # Spark calls right after it (None once reported).
@@ -315,6 +329,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_admin"] = None
+        state["_waiter"] = None
         return state
 
     # -- driver side ---------------------------------------------------------------
@@ -435,6 +450,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             time.sleep(_END_CHECK_PAUSE_S)
             parts = self._partitions()
             high = self._ends_of(parts)
+        if high == begin and high and self._target is None and self._opts.record_wait > 0:
+            if self._wait_for_records(high):
+                parts = self._partitions()
+                high = self._ends_of(parts)
         self._ends = high
         if high == begin:
             # Nothing new, on the same partitions: no position is past a log's end or
@@ -449,6 +468,36 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = rate_limit(eff, end, limit.max_rows)
         # A partition the source was reading but that vanished (skip mode) drops out.
         return to_json_dict(end)
+
+    def _wait_for_records(self, ends: Offsets) -> bool:
+        """Whether a record (or an error) came in at `ends` within the wait: a consumer
+        assigned at the ends fetches, and the broker holds each fetch until a record is
+        in or `fetch.wait.max.ms` is over; it is unassigned before the trigger goes on,
+        so it fetches nothing more (docs/decisions/0072)."""
+        from confluent_kafka import TopicPartition
+
+        if self._waiter is None:
+            from confluent_kafka import Consumer
+
+            self._waiter = Consumer(
+                {
+                    "bootstrap.servers": self._opts.bootstrap,
+                    **self._opts.client_config,
+                    # Never joins a group: `assign` only, nothing committed.
+                    "group.id": f"warehouse-wait-{uuid.uuid4().hex}",
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "enable.partition.eof": False,
+                    "isolation.level": self._opts.isolation_level,
+                    "fetch.wait.max.ms": _WAIT_FETCH_MS,
+                    "max.partition.fetch.bytes": _WAIT_FETCH_BYTES,
+                }
+            )
+        self._waiter.assign([TopicPartition(t, p, off) for (t, p), off in ends.items()])
+        try:
+            return bool(self._waiter.consume(num_messages=1, timeout=self._opts.record_wait))
+        finally:
+            self._waiter.unassign()
 
     def reportLatestOffset(self) -> dict | None:
         # Spark asks right after `latestOffset`, at every trigger, an idle query's too:

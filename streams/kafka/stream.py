@@ -52,6 +52,7 @@ def read_kafka_stream(
     include_headers: bool = True,
     checkpoint_location: str | None = None,
     cluster: str | None = None,
+    record_wait: float = 0.0,
 ) -> DataFrame:
     """A streaming DataFrame over Kafka with columns `key, value, topic, partition, offset,
     timestamp, timestamp_type, headers`.
@@ -78,6 +79,9 @@ def read_kafka_stream(
     `cluster`: the name of the cluster `bootstrap` is, when the query reads the same
     topics from several (federation): each cluster's Python source then keeps its own
     initial offsets under the checkpoint (Spark's keeps one file per source anyway).
+    `record_wait`: seconds a trigger that finds nothing new may wait for the next record
+    (and answer as soon as it is in), on an engine whose source `waits_for_records`
+    (0: none waits; Spark polls the source `spark.sql.streaming.pollingDelay` apart).
     """
     names = _topics_arg(topics)
     if (names is None) == (pattern is None):
@@ -85,6 +89,10 @@ def read_kafka_stream(
             "read_kafka_stream needs exactly one of `topics` or `pattern`; "
             f"got topics=`{topics}`, pattern=`{pattern}`.",
             option="topics",
+        )
+    if record_wait < 0:
+        raise KafkaConfigError(
+            f"record_wait must be 0 or more seconds, got `{record_wait}`.", option="record_wait"
         )
     if on_data_loss not in ("fail", "skip"):
         raise KafkaConfigError(
@@ -124,5 +132,6 @@ def read_kafka_stream(
         max_tasks=max_tasks,
         checkpoint_location=str(checkpoint_location) if checkpoint_location else None,
         cluster=cluster,
+        record_wait=record_wait,
     )
     return kafka_engine(engine).read_stream(spark, request)

@@ -90,7 +90,12 @@ class KafkaInput:
         )
 
     def stream(
-        self, spark: SparkSession, engines: ResolvedEngines, *, checkpoint: str
+        self,
+        spark: SparkSession,
+        engines: ResolvedEngines,
+        *,
+        checkpoint: str,
+        record_wait: float = 0.0,
     ) -> DataFrame:
         """The topics as a streaming DataFrame of Kafka records: parse, transform and
         checks run per batch, where bad records can go to quarantine.
@@ -102,7 +107,14 @@ class KafkaInput:
         from pyspark.sql import functions as F
 
         if not self.federation:
-            return self._read(spark, engines, checkpoint, self.bootstrap, self.client_config)
+            return self._read(
+                spark,
+                engines,
+                checkpoint,
+                self.bootstrap,
+                self.client_config,
+                record_wait=record_wait,
+            )
         frames = [
             self._read(spark, engines, checkpoint, c.bootstrap, c.client_config, c.name).withColumn(
                 "cluster", F.lit(c.name)
@@ -122,6 +134,8 @@ class KafkaInput:
         bootstrap: str,
         client_config: dict[str, str],
         cluster: str | None = None,
+        *,
+        record_wait: float = 0.0,
     ) -> DataFrame:
         from streams.kafka import read_kafka_stream
 
@@ -141,6 +155,7 @@ class KafkaInput:
             include_headers=k.format == "raw",
             checkpoint_location=checkpoint,
             cluster=cluster,
+            record_wait=record_wait,
         )
 
 

@@ -83,9 +83,9 @@ class TableProgram:
     its query ends). `no_data_batches`: whether Spark runs a batch without new input
     when the watermark moves (`emits_without_data`). `interpreted`: whether the query
     evaluates Spark's expressions outside whole-stage code without generating code
-    (`dedupes_by_watermark`, docs/decisions/0047). `waits_for_commits`: whether its
-    source waits in a trigger for the upstream table's next commit (`COMMIT_WAIT`,
-    `waits_for_commits`)."""
+    (`dedupes_by_watermark`, docs/decisions/0047). `waits_for_input`: whether its
+    source waits in a trigger for new input, the upstream table's next commit or the
+    topics' next record (`INPUT_WAIT`, `waits_for_input`)."""
 
     plan: TablePlan
     definition: TableDefinition
@@ -104,7 +104,7 @@ class TableProgram:
     views: tuple[str, ...]
     no_data_batches: bool
     interpreted: bool
-    waits_for_commits: bool
+    waits_for_input: bool
     once: bool
 
     @property
@@ -215,12 +215,18 @@ def build_program(
     source: KafkaInput | TableInput
     if isinstance(src, TopicSource):
         source = kafka_input(project, defn, src.kafka, bootstrap)
-        stream = source.stream(spark, engines, checkpoint=plan.checkpoint_path)
+        waits = waits_for_input(source, engines, defn, plan, once=once)
+        stream = source.stream(
+            spark,
+            engines,
+            checkpoint=plan.checkpoint_path,
+            record_wait=INPUT_WAIT if waits else 0.0,
+        )
         rows = _kafka_rows(source, stream, transform, defn)
         batch_transform = transform
     else:
         source = table_input(project, src)
-        waits = waits_for_commits(source, engines, defn, plan, once=once)
+        waits = waits_for_input(source, engines, defn, plan, once=once)
         stream = _table_stream(
             source,
             spark,
@@ -229,7 +235,7 @@ def build_program(
             transform,
             views,
             registered,
-            commit_wait=COMMIT_WAIT if waits else 0.0,
+            commit_wait=INPUT_WAIT if waits else 0.0,
         )
         rows = stream.schema
         batch_transform = None
@@ -259,38 +265,40 @@ def build_program(
         no_data_batches=isinstance(source, TableInput)
         and emits_without_data(stream, defn, plan.output_mode),
         interpreted=isinstance(source, TableInput) and dedupes_by_watermark(stream, defn),
-        waits_for_commits=isinstance(source, TableInput) and waits,
+        waits_for_input=waits,
         once=once,
     )
 
 
-COMMIT_WAIT = 1.0
-"""Seconds a continuous query's trigger that found nothing new in its upstream table
-waits for the next commit, where its source can (`waits_for_commits`). A stop waits for
-the trigger, so at most this long more (docs/decisions/0072)."""
+INPUT_WAIT = 1.0
+"""Seconds a continuous query's trigger that found nothing new waits for new input, where
+its source can (`waits_for_input`). A stop waits for the trigger, so at most this long
+more (docs/decisions/0072)."""
 
 
-def waits_for_commits(
-    source: TableInput,
+def waits_for_input(
+    source: KafkaInput | TableInput,
     engines: ResolvedEngines,
     defn: TableDefinition,
     plan: TablePlan,
     *,
     once: bool,
 ) -> bool:
-    """Whether the query of a table that reads another waits in its source for that
-    table's next commit: a continuous query on an engine whose source can
-    (`DeltaEngine.waits_for_commits`), of one stream (a joined stream's source would wait
-    in turn with it, and hold back the other's commit), without a trigger interval of
-    its own (the table asked for that cadence), and that emits nothing without new input
-    (an appended window aggregate emits its windows in batches of no data, which a
-    waiting source would hold back)."""
-    if once or source.source.join_streams:
-        return False
+    """Whether the table's query waits in its source for new input (the upstream table's
+    next commit, the topics' next record): a continuous query on an engine whose source
+    can (`DeltaEngine.waits_for_commits`, `KafkaEngine.waits_for_records`), of one stream
+    (a joined stream's or another cluster's source would wait in turn with it, and hold
+    back the other's input), without a trigger interval of its own (the table asked for
+    that cadence), and that emits nothing without new input (an appended window aggregate
+    emits its windows in batches of no data, which a waiting source would hold back)."""
     spec = defn.spec
-    if spec.trigger is not None and spec.trigger.interval:
+    if once or (spec.trigger is not None and spec.trigger.interval):
         return False
     if plan.output_mode == "append" and spec.aggregate:
+        return False
+    if isinstance(source, KafkaInput):
+        return not source.federation and engines.kafka.waits_for_records
+    if source.source.join_streams:
         return False
     return engines.delta.waits_for_commits(source.path)
 

@@ -30,9 +30,9 @@ logger = logging.getLogger(__name__)
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 POLLING_DELAY = "spark.sql.streaming.pollingDelay"
 WAITING_POLLING_DELAY = "100ms"
-"""The polling delay of a query whose source waits for its upstream's next commit
-(`TableProgram.waits_for_commits`): the wait is where an idle trigger spends its time,
-and a commit that lands in the delay after it starts its batch at most this much later."""
+"""The polling delay of a query whose source waits for new input
+(`TableProgram.waits_for_input`): the wait is where an idle trigger spends its time,
+and input that comes in the delay after it starts its batch at most this much later."""
 FACTORY_MODE = "spark.sql.codegen.factoryMode"
 """How Spark evaluates expressions outside whole-stage code: generated classes (its
 default, falling back to interpreting them) or `NO_CODEGEN` (interpreted)."""
@@ -42,15 +42,15 @@ def query_settings(program: TableProgram) -> dict[str, str]:
     """The Spark settings of `program`'s query alone, over its session's: no batches
     without new input unless the query can emit in one (`no_data_batches`),
     expressions interpreted where a watermark evicts a dedupe's state (`interpreted`,
-    decision 0047), and a short polling delay where the source waits for its upstream's
-    commits (`waits_for_commits`, decision 0072). Whole-stage code generation stays on
+    decision 0047), and a short polling delay where the source waits for new input
+    (`waits_for_input`, decision 0072). Whole-stage code generation stays on
     either way."""
     settings = {}
     if not program.no_data_batches:
         settings[NO_DATA_BATCHES] = "false"
     if program.interpreted:
         settings[FACTORY_MODE] = "NO_CODEGEN"
-    if program.waits_for_commits:
+    if program.waits_for_input:
         settings[POLLING_DELAY] = WAITING_POLLING_DELAY
     return settings
 

@@ -6,13 +6,15 @@ each offset exactly once, nothing outside the requested range.
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
-from streams.kafka import DataLossError, read_kafka_stream
+from streams.kafka import DataLossError, KafkaConfigError, read_kafka_stream
 from streams.kafka.admin import add_partitions, ensure_topic, produce
 from tests.integration.kafka.helpers import fill, run_available_now, topic_with_deleted_head
 from tests.support.broker_clients import produce_transactions
@@ -352,3 +354,70 @@ def test_the_latest_offset_reported_is_the_one_the_trigger_planned_from(broker, 
         topic: {"0": 7, "1": 2}
     }
     assert reader.reportLatestOffset() == {topic: {"0": 7, "1": 2}}
+
+
+def test_a_waiting_trigger_answers_once_a_committed_record_is_in(broker, unique) -> None:
+    """With `record_wait_ms`, a trigger that finds nothing new waits for a record and
+    answers with the new ends once one is readable: a record of an open transaction is
+    not (read_committed), its commit is. Without the option the trigger answers at once
+    with nothing new; an available-now run never waits."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from streams.kafka.source import SCHEMA, KafkaStreamReader
+
+    topic = unique("wait")
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    fill(broker.bootstrap, topic, {0: 1, 1: 1})
+    at_end = {topic: {"0": 1, "1": 1}}
+    options = {"bootstrap": broker.bootstrap, "topics": topic}
+    assert KafkaStreamReader(options, SCHEMA).latestOffset(at_end, ReadAllAvailable()) == at_end
+
+    waiting = KafkaStreamReader({**options, "record_wait_ms": "600000"}, SCHEMA)
+    answer: list[dict] = []
+    trigger = threading.Thread(
+        target=lambda: answer.append(waiting.latestOffset(at_end, ReadAllAvailable())),
+        daemon=True,
+    )
+    trigger.start()
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("t")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, key="k", value="v", partition=1)
+    producer.flush(30)
+    time.sleep(1.0)  # the record is in the log, its transaction open: not readable yet
+    assert trigger.is_alive() and answer == []
+    producer.commit_transaction(30)
+    trigger.join(timeout=60)
+    assert answer == [{topic: {"0": 1, "1": 3}}]  # the record and its commit marker
+    assert waiting.reportLatestOffset() == {topic: {"0": 1, "1": 3}}
+
+    once = KafkaStreamReader({**options, "record_wait_ms": "600000"}, SCHEMA)
+    once.prepareForTriggerAvailableNow()
+    done: list[dict] = []
+    trigger = threading.Thread(
+        target=lambda: done.append(
+            once.latestOffset({topic: {"0": 1, "1": 3}}, ReadAllAvailable())
+        ),
+        daemon=True,
+    )
+    trigger.start()
+    trigger.join(timeout=60)
+    assert done == [{topic: {"0": 1, "1": 3}}]
+
+
+def test_a_wait_ends_with_nothing_new(broker, unique) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from streams.kafka.source import SCHEMA, KafkaStreamReader
+
+    topic = unique("wait-idle")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    fill(broker.bootstrap, topic, {0: 2})
+    reader = KafkaStreamReader(
+        {"bootstrap": broker.bootstrap, "topics": topic, "record_wait_ms": "300"}, SCHEMA
+    )
+    assert reader.latestOffset({topic: {"0": 2}}, ReadAllAvailable()) == {topic: {"0": 2}}
+    with pytest.raises(KafkaConfigError, match="record_wait_ms"):
+        KafkaStreamReader(
+            {"bootstrap": broker.bootstrap, "topics": topic, "record_wait_ms": "soon"}, SCHEMA
+        )

@@ -1,12 +1,12 @@
-"""A continuous query that reads another table waits in its source for that table's
-next commit, where its engine's source can (the python engine, a local table;
-docs/decisions/0072), and Spark polls it as before everywhere else.
+"""A continuous query waits in its source for new input (its upstream table's next
+commit, its topics' next record) where its engine's source can (the python engine, a
+local table; docs/decisions/0072), and Spark polls it as before everywhere else.
 
 Real broker, real Spark and Delta. The compile decides which queries wait; a running
 query shows it in its status: an idle query whose source waits is inside a trigger
-(`Getting offsets`) most of the time, one that Spark polls is between triggers (`Waiting
-for data to arrive`) most of the time. Either way, what lands upstream reaches it once,
-and a stop ends it.
+most of the time, one that Spark polls is between triggers (`Waiting for data to
+arrive`) most of the time. Either way, what comes in reaches the tables once, and a stop
+ends the run.
 """
 
 from __future__ import annotations
@@ -96,22 +96,23 @@ def test_the_compile_decides_which_queries_wait_for_their_upstream(
         )
         try:
             short = query_settings(program).get(POLLING_DELAY) == WAITING_POLLING_DELAY
-            return program.waits_for_commits, short
+            return program.waits_for_input, short
         finally:
             for view in program.views:
                 spark.catalog.dropTempView(view)
 
-    # Delta's own source (native) cannot wait: Spark polls it.
+    # Spark's own sources (native) cannot wait: Spark polls them.
+    assert waits("ods_orders") == (engine == "python",) * 2
     assert waits("dwd_orders") == (engine == "python",) * 2
     assert waits("dws_live") == (engine == "python",) * 2  # upserted windows: emit with input
     assert waits("dwd_orders", once=True) == (False, False)
-    assert waits("ods_orders") == (False, False)  # Kafka in: Spark polls the topic
+    assert waits("ods_orders", once=True) == (False, False)
     assert waits("dwd_paced") == (False, False)  # its own cadence
     assert waits("dwd_joined") == (False, False)  # two sources would wait in turn
     assert waits("dws_windows") == (False, False)  # closes windows in batches of no data
 
 
-def _trigger_shares(query, *, samples: int = 40, every: float = 0.05) -> float:
+def _trigger_share(query, *, samples: int = 40, every: float = 0.05) -> float:
     """The share of `samples` looks at `query`'s status that found it inside a trigger."""
     inside = 0
     for _ in range(samples):
@@ -120,34 +121,44 @@ def _trigger_shares(query, *, samples: int = 40, every: float = 0.05) -> float:
     return inside / samples
 
 
-def test_an_idle_reader_waits_for_the_commit_and_takes_it_once(
+def test_idle_queries_wait_for_input_and_take_it_once(
     spark, broker, unique, tmp_path: Path, engine: str
 ) -> None:
     topic, proj = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine=engine)
     project = Project.load(proj, environ={})
-    ods = Pipeline(project, spark, tables=["ods_orders"], bootstrap=broker.bootstrap)
     produce(broker.bootstrap, topic, [("o1", order("o1", "u1", 1.0, 0))])
-    ods.run(once=True)
-    pipeline = Pipeline(project, spark, tables=["dwd_orders"], bootstrap=broker.bootstrap)
+    pipeline = Pipeline(project, spark, layer="all", bootstrap=broker.bootstrap)
     runner = threading.Thread(target=pipeline.run, kwargs={"once": False}, daemon=True)
     runner.start()
     dwd = project.table_path("dwd_orders")
     try:
         _wait_rows(dwd, 1, runner)
-        query = next(q for q in spark.streams.active if q.name == "warehouse_dwd_orders")
-        inside = _trigger_shares(query)
+        inside = {
+            name: _trigger_share(_query(spark, name)) for name in ("ods_orders", "dwd_orders")
+        }
         produce(broker.bootstrap, topic, [("o2", order("o2", "u1", 2.0, 1))])
-        ods.run(once=True)
         _wait_rows(dwd, 2, runner)
     finally:
         pipeline.request_stop()
         runner.join(timeout=180)
     assert not runner.is_alive()
     assert rows(dwd, ["order_id"]) == [("o1",), ("o2",)]
-    if engine == "python":
-        assert inside > 0.5, inside  # in its source's wait for the next commit
-    else:
-        assert inside < 0.5, inside  # between Spark's polls
+    assert rows(project.table_path("ods_orders"), ["order_id"]) == [("o1",), ("o2",)]
+    for name, share in inside.items():
+        if engine == "python":
+            assert share > 0.5, (name, share)  # in its source's wait for input
+        else:
+            assert share < 0.5, (name, share)  # between Spark's polls
+
+
+def _query(spark, table: str):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for q in spark.streams.active:
+            if q.name == f"warehouse_{table}":
+                return q
+        time.sleep(0.2)
+    raise AssertionError(f"no running query of `{table}`")
 
 
 def _wait_rows(path: Path, n: int, runner: threading.Thread) -> None:
