@@ -21,12 +21,12 @@ yields the change data feed (`load_cdf`) with `_change_type` (insert,
 update_preimage, update_postimage, delete), `_commit_version`, `_commit_timestamp`.
 
 In a continuous query the reader of a local table can wait for the next commit
-(`commit_wait_ms`): a trigger that finds nothing new watches for the next commit file,
-by name, and answers as soon as it is there, or with nothing new once the wait is over.
-The query then starts its batch within a probe (`PROBE_EVERY`) of the upstream's commit,
-where Spark's polling alone starts it up to `spark.sql.streaming.pollingDelay` later,
-and an idle query's triggers come a wait apart. A stop of the query waits for the
-trigger, so at most the wait (docs/decisions/0072).
+(`commit_wait_ms`): a trigger that finds nothing new watches the log folder for the next
+commit file (`LogWatch`) and answers as soon as it is there, or with nothing new once
+the wait is over. The query then starts its batch as the upstream commits, where Spark's
+polling alone starts it up to `spark.sql.streaming.pollingDelay` later, and an idle
+query's triggers come a wait apart. A stop of the query waits for the trigger, so at
+most the wait (docs/decisions/0072).
 
 Work is split per file (append) or per version (changes) so executors read in
 parallel. The reader reads the JSON commits in `_delta_log/` and the data files through
@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -68,6 +67,7 @@ from streams._datasources import register_once
 from streams.delta.arrow import read_table
 from streams.delta.commit import KeptTable, kept_table
 from streams.delta.errors import DeltaConfigError, DeltaReadError, DeltaTableNotFoundError
+from streams.delta.log_watch import LogWatch
 from streams.delta.schema import normalize_arrow
 from streams.delta.tables import log_file, open_table
 
@@ -82,9 +82,6 @@ CHANGE_COLUMNS = StructType(
     ]
 )
 _TARGET_PARTITION_BYTES = 64 << 20
-PROBE_EVERY = 0.05
-"""Seconds between two looks for the next commit file while a trigger waits for it: a
-look is one `stat`, about 20 a second (under 1 ms of CPU a second)."""
 
 
 def _table_schema(path: str, read: str) -> StructType:
@@ -154,7 +151,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_versions = max_versions
         # Only a local log is watched: on object storage each look would be a request.
         local = storage.local_path(path)
-        self._log = os.path.join(local, "_delta_log") if local and commit_wait > 0 else None
+        self._log = LogWatch(os.path.join(local, "_delta_log")) if local and commit_wait else None
         self._commit_wait = commit_wait
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self._until: int | None = None
@@ -188,7 +185,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = int(start["version"])
         if self._log is not None and self._until is None:
-            self._wait_for_commit(begin)
+            self._log.wait_for(f"{begin + 1:020d}.json", self._commit_wait)
         table = self._table()
         latest = table.version() if self._until is None else self._until
         current = str(table.metadata().id)
@@ -206,14 +203,6 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = min(latest, begin + max(1, limit.max_files))
         self._seen = {"version": table.version(), "table": current}
         return {"version": max(begin, end), "table": current}
-
-    def _wait_for_commit(self, version: int) -> None:
-        """Return once the log holds a commit after `version`, or after the wait."""
-        assert self._log is not None
-        following = os.path.join(self._log, f"{version + 1:020d}.json")
-        deadline = time.monotonic() + self._commit_wait
-        while not os.path.exists(following) and time.monotonic() < deadline:
-            time.sleep(PROBE_EVERY)
 
     def reportLatestOffset(self) -> dict | None:
         # Spark asks right after `latestOffset`, at every trigger, an idle query's too:
