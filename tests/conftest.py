@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.scratch import make_scratch, remove_dead_runs
 
 # Python workers must run the interpreter that runs the tests (the venv's).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -32,8 +33,10 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # and notes it on stderr; a value set by the caller wins.
 # Their temporary files (Spark's local dirs, block managers and artifacts, the native
 # libraries snappy and lz4 unpack) go to a directory of this run, removed when it ends:
-# a JVM killed by a crash test never deletes its own, and /tmp kept gigabytes of them.
-_JVM_TMP = tempfile.mkdtemp(prefix="warehouse-tests-jvm-")
+# a JVM killed by a crash test never deletes its own, and /tmp kept gigabytes of them. A
+# run that was killed itself leaves its directory; the next run removes it.
+remove_dead_runs()
+_JVM_TMP = str(make_scratch("jvm"))
 os.environ.setdefault(
     "JDK_JAVA_OPTIONS",
     f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"

@@ -21,12 +21,12 @@ import secrets
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.ports import free_port
+from tests.support.scratch import make_scratch
 
 VERSION = "4.1.0"
 SCRIPT = "scripts/s3proxy.sh"
@@ -156,7 +156,7 @@ def plan() -> S3Server:
         port=free_port(),
         access_key=f"test-{secrets.token_hex(4)}",
         secret_key=secrets.token_hex(16),
-        folder=Path(tempfile.mkdtemp(prefix="warehouse-tests-s3-")),
+        folder=make_scratch("s3"),
     )
     os.environ.update(server.environ())
     return server
