@@ -646,6 +646,13 @@ def codegen_compiled(spark) -> tuple[int, int]:
 PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
 
 
+def had_input(progress) -> bool:
+    """Whether a batch's progress shows input: Spark's numInputRows, or its sources'
+    offsets moved. A Kafka table's landing path reads the batch's records in its own
+    tasks, the source's scan never runs and Spark counts no rows for it."""
+    return progress.numInputRows > 0 or any(s.startOffset != s.endOffset for s in progress.sources)
+
+
 def batch_breakdown(spark) -> str:
     """Per running query: its recent batches with rows, and the mean milliseconds of each
     phase of Spark's progress (`durationMs`) over them; addBatch is the foreachBatch
@@ -656,7 +663,7 @@ def batch_breakdown(spark) -> str:
     ]
     tracker = spark.sparkContext.statusTracker()
     for q in sorted(spark.streams.active, key=lambda q: q.name or ""):
-        with_rows = [p for p in q.recentProgress if p.numInputRows > 0]
+        with_rows = [p for p in q.recentProgress if had_input(p)]
         if not with_rows:
             lines.append(f"{q.name}: no batch with rows")
             continue
@@ -682,7 +689,7 @@ def job_kinds(spark) -> str:
         "their tasks per batch with rows (the rest of a batch's CPU is the driver's):"
     ]
     for q in sorted(spark.streams.active, key=lambda q: q.name or ""):
-        batches = sum(1 for p in q.recentProgress if p.numInputRows > 0)
+        batches = sum(1 for p in q.recentProgress if had_input(p))
         if not batches:
             continue
         kinds: dict[str, int] = {}
@@ -738,7 +745,7 @@ def thread_split(spark, before: tuple[dict, dict, dict], since: dt.datetime) -> 
         q.name: sum(
             1
             for p in q.recentProgress
-            if p.numInputRows > 0 and dt.datetime.fromisoformat(p.timestamp) >= since
+            if had_input(p) and dt.datetime.fromisoformat(p.timestamp) >= since
         )
         for q in spark.streams.active
     }
@@ -780,7 +787,7 @@ def jobs_per_batch(tracker, query) -> float:
     """Spark jobs of `query` (its job group is its run id) per batch that had rows, over
     the batches Spark still lists (an idle batch runs no job)."""
     jobs = len(tracker.getJobIdsForGroup(str(query.runId)))
-    batches = sum(1 for p in query.recentProgress if p.numInputRows > 0)
+    batches = sum(1 for p in query.recentProgress if had_input(p))
     return jobs / batches if batches else float("nan")
 
 
