@@ -25,6 +25,17 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# The run's scratch (tables, brokers' logs, the clusters' folders, Spark's local dirs) is
+# under the temporary directory: 14 GB at its peak in a clean-clone run, a passing test's
+# removed when it ends and the rest when the run ends. Short of space, tests fail with
+# "No space left on device" wherever they happen to be; say so first.
+scratch=${TMPDIR:-/tmp}
+free_gib=$(df -P -k "$scratch" | awk 'NR == 2 { printf "%d", $4 / 1048576 }')
+echo "free space in $scratch: $free_gib GiB (the run's scratch peaks near 14 GB)"
+if ((free_gib < 20)); then
+	echo "warning: less than 20 GiB free in $scratch; tests may fail for want of space" >&2
+fi
+
 PYTEST=(.venv/bin/python -m pytest)
 
 crash=(tests/integration/crash tests/integration/testing tests/integration/cli
