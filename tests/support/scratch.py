@@ -14,6 +14,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tests.support.processes import alive
+
 __all__ = ["make_scratch", "remove_dead_runs"]
 
 PREFIX = "warehouse-tests-"
@@ -25,16 +27,6 @@ def make_scratch(kind: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-{os.getpid()}-"))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_dead_runs(root: Path | None = None) -> list[Path]:
     """Remove the scratch directories under `root` (the temporary directory) whose
     process has exited; returns them."""
@@ -42,7 +34,7 @@ def remove_dead_runs(root: Path | None = None) -> list[Path]:
     removed = []
     for path in root.glob(f"{PREFIX}*"):
         match = _NAME.match(path.name)
-        if match is None or not path.is_dir() or _alive(int(match.group(1))):
+        if match is None or not path.is_dir() or alive(int(match.group(1))):
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)

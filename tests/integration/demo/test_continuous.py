@@ -24,6 +24,7 @@ import pytest
 
 from streams.delta.arrow import read_table
 from tests.support.ports import free_port
+from tests.support.processes import alive
 from warehouse.demo.continuous import split_timeline
 from warehouse.generate import ShopGenerator
 
@@ -40,17 +41,6 @@ EVENTS, RATE, SEED = 300, 5.0, 7
 busy machine), and that burst is what the first continuous batches process."""
 SEPARATOR = "=" * 78
 ADS = ("ads_city_leaderboard", "ads_conversion")
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie nobody reaped yet has exited
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def group_members(pgid: int) -> list[int]:
