@@ -76,6 +76,17 @@ class StandaloneCluster:
             SPARK_DAEMON_MEMORY="256m",
             # The master's REST submission server has a fixed port (6066); nobody here needs it.
             SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
+            # A worker removes a stopped application's folder two minutes after its last
+            # write: the applications that ship a Python environment unpack 1.1 GB into
+            # each executor's folder, and the suite's kept 5.4 GB of them to its end.
+            # A test lists its executors' folders right after its application ends.
+            SPARK_WORKER_OPTS=" ".join(
+                [
+                    "-Dspark.worker.cleanup.enabled=true",
+                    "-Dspark.worker.cleanup.interval=30",
+                    "-Dspark.worker.cleanup.appDataTtl=120",
+                ]
+            ),
             PYSPARK_PYTHON=sys.executable,
             # A cluster's Python reads its modules' byte code; without a cache every
             # Python process here (the driver, each executor's Python workers) compiled

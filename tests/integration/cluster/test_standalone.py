@@ -101,7 +101,11 @@ def test_ods_then_dwd_on_a_standalone_cluster(
     extra = [*engine_args(engine), *conf_args(archive_conf(cluster_archives))]
     ods_run = submit(cluster, project, "ods", env, *extra)
     assert ods_run.returncode == 0, failure(ods_run)
+    # Listed right after each application ends: a worker removes a stopped application's
+    # folder a little later (the cluster's `spark.worker.cleanup`).
     ods_executors = [p for p in cluster.executor_dirs() if p not in before]
+    assert sorted(p.parent.parent.name for p in ods_executors) == ["worker-0", "worker-1"]
+    assert not any((d / "env").exists() for d in ods_executors)
     dwd_run = submit(
         cluster,
         project,
@@ -113,18 +117,14 @@ def test_ods_then_dwd_on_a_standalone_cluster(
         executor_python="./env/bin/python",
     )
     assert dwd_run.returncode == 0, failure(dwd_run)
-    executors = [p for p in cluster.executor_dirs() if p not in before]
+    dwd_executors = [p for p in cluster.executor_dirs() if p not in before | set(ods_executors)]
 
     assert "ods_orders [ods]: 1 batch(es), 6 rows in, 4 written, 2 quarantined" in ods_run.stdout
-    # Two applications, each with one executor JVM on each of the two workers.
-    assert len(executors) == 4, executors
-    assert {p.parent.parent.name for p in executors} == {"worker-0", "worker-1"}
-    # The DWD executors unpacked the archive and ran their Python workers from it.
-    dwd_executors = [p for p in executors if p not in ods_executors]
-    assert len(dwd_executors) == 2
+    # Two applications, each with one executor JVM on each of the two workers; the DWD
+    # executors unpacked the archive and ran their Python workers from it.
+    assert sorted(p.parent.parent.name for p in dwd_executors) == ["worker-0", "worker-1"]
     for d in dwd_executors:
         assert (d / "env" / "lib").is_dir(), sorted(x.name for x in d.iterdir())
-    assert not any((d / "env").exists() for d in ods_executors)
 
     tables = root / "tables"
     assert rows(
