@@ -26,6 +26,7 @@ from pyspark.sql.types import StructType
 
 from streams.delta._confs import session_confs
 from streams.delta.adds import add_actions, file_bytes, file_rows
+from streams.delta.changes import flagged, last_change_per_key
 from streams.delta.commit import (
     KeptTable,
     already_committed,
@@ -358,8 +359,7 @@ def _upsert(
 ) -> None:
 
     spark = df.sparkSession
-    changes = dedupe_changes(df, target)
-    few = _collect_few(df, changes)
+    changes, few = _changes(df, target)
     if few is None:
         n = _count_refusing_null_keys(changes, batch_id, target)
     else:
@@ -498,6 +498,20 @@ _LOCAL_SOURCE = {"spark.databricks.delta.merge.materializeSource": "none"}
 """For a MERGE from rows on the driver: Delta persists a MERGE's source first (a Spark
 job and a local checkpoint) lest it change between the MERGE's two passes; a local
 relation gives the same rows to both."""
+
+
+def _changes(df: DataFrame, target: DeltaTarget) -> tuple[DataFrame, pa.Table | None]:
+    """The batch's changes as a frame and, for a batch known to be small, on the driver,
+    deduped. A batch of one change per key (`DeltaTarget.one_change_per_key`) is collected
+    as it is and checked there (docs/decisions/0073); if it is not small, its changes
+    are deduped in Spark all the same, as a MERGE's source must hold a key once."""
+    if target.one_change_per_key:
+        changes = flagged(df, target)
+        few = _collect_few(df, changes)
+        if few is not None:
+            return changes, last_change_per_key(few, target)
+    changes = dedupe_changes(df, target)
+    return changes, None if target.one_change_per_key else _collect_few(df, changes)
 
 
 def _collect_few(df: DataFrame, changes: DataFrame) -> pa.Table | None:

@@ -26,6 +26,14 @@ from pyspark.sql import functions as F
 
 from streams.delta import _spark_files
 from streams.delta import schema as table_schema
+from streams.delta.changes import (
+    DELETE_FLAG,
+    check_change_columns,
+    delete_flag,
+    flagged,
+    last_change_per_key,
+    order_columns,
+)
 from streams.delta.commit import (
     FileEntry,
     after_commit,
@@ -49,7 +57,6 @@ from streams.delta.tombstones import keep_after_tombstones, record_tombstones
 
 logger = logging.getLogger(__name__)
 
-DELETE_FLAG = "__warehouse_delete"
 _ROW_NUMBER = "__warehouse_rn"
 _ARRIVAL = "__warehouse_arrival"
 
@@ -151,29 +158,12 @@ def refuse_null_keys(changes: pa.Table, target: DeltaTarget, batch_id: int) -> N
 
 
 def dedupe_changes(df: DataFrame, target: DeltaTarget) -> DataFrame:
-    """The last change per key of one batch, with `_op`/`_deleted` folded into a delete flag.
-
-    Order: `sequence_by` (when set), then the Kafka `_offset` (when present), then
-    arrival order within the batch; nulls sort first, so a change with a known
-    sequence wins over one without.
-    """
-    cols = df.columns
-    table_schema.check_columns(cols, target.keys, path=target.path, what="key columns")
-    if target.sequence_by:
-        table_schema.check_columns(
-            cols, [target.sequence_by], path=target.path, what="sequence column"
-        )
-    order = []
-    if target.sequence_by:
-        order.append(F.col(target.sequence_by).desc_nulls_last())
-    if "_offset" in cols:
-        order.append(F.col("_offset").desc_nulls_last())
+    """The last change per key of one batch, in Spark, with `_op`/`_deleted` folded into a
+    delete flag (the order: `streams.delta.changes`)."""
+    cols = check_change_columns(df, target)
+    order = [F.col(c).desc_nulls_last() for c in order_columns(cols, target)]
     order.append(F.col(_ARRIVAL).desc())
-    flag = F.lit(False)
-    if "_op" in cols:
-        flag = flag | F.coalesce(F.col("_op") == F.lit("d"), F.lit(False))
-    if "_deleted" in cols:
-        flag = flag | F.coalesce(F.col("_deleted").cast("boolean"), F.lit(False))
+    flag = delete_flag(cols)
     w = Window.partitionBy(*[F.col(k) for k in target.keys]).orderBy(*order)
     return (
         df.withColumn(_ARRIVAL, F.monotonically_increasing_id())
@@ -224,8 +214,10 @@ def _upsert(
     table: DeltaTable | None,
     commit_info: Mapping[str, Any] | None,
 ) -> int:
-    deduped = dedupe_changes(df, target)
-    stored = table_schema.arrow_schema(deduped.schema, drop=[DELETE_FLAG])
+    # A batch of one change per key (an aggregate's) is collected as it is, and checked
+    # on the driver: no shuffle for a window over the keys (docs/decisions/0073).
+    changes = flagged(df, target) if target.one_change_per_key else dedupe_changes(df, target)
+    stored = table_schema.arrow_schema(changes.schema, drop=[DELETE_FLAG])
     if table is None:
         table_schema.check_columns(
             df.columns, target.partition_by, path=target.path, what="partition columns"
@@ -235,7 +227,9 @@ def _upsert(
     else:
         table = evolve_schema(table, stored, target)
     full = pa.schema([*stored, pa.field(DELETE_FLAG, pa.bool_())])
-    data = deduped.toArrow()
+    data = changes.toArrow()
+    if target.one_change_per_key:
+        data = last_change_per_key(data, target)
     data = pa.Table.from_arrays([data.column(f.name).cast(f.type) for f in full], schema=full)
     refuse_null_keys(data, target, batch_id)
     if target.sequence_by:

@@ -63,7 +63,10 @@ class DeltaTarget:
     in an existing table is committed as an empty version (its commit info then
     records the batch's source offsets, which `warehouse recover` reads). Off, the table
     stays at its version and the write returns it: a query reading the table as a
-    stream would otherwise run a batch for every such version.
+    stream would otherwise run a batch for every such version. `one_change_per_key`: the
+    writer knows each batch holds at most one row per key (an aggregate grouped by the
+    keys): the python engine then collects an upsert batch as it is and checks that on
+    the driver, instead of deduping it in Spark (`streams.delta.changes`).
     """
 
     path: str
@@ -79,6 +82,7 @@ class DeltaTarget:
     unique_columns: Sequence[str] = ()
     tombstone_retention: float = DEFAULT_TOMBSTONE_RETENTION_S
     record_empty: bool = True
+    one_change_per_key: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", str(self.path))

@@ -77,3 +77,36 @@ def rewrite_views(sql: str, views: dict[str, str], *, table: str) -> str:
         return node
 
     return tree.transform(swap).sql(dialect="spark")
+
+
+def grouped_output(sql: str, *, table: str) -> frozenset[str] | None:
+    """The output names of the GROUP BY columns of a query that ends in a plain grouping
+    (each batch of it then holds one row per group), or None when the query is anything
+    else: no GROUP BY at its top, a grouping expression that is not a column selected as
+    it is, grouping sets, or a generator or lateral view that makes rows of a group's."""
+    from sqlglot import exp
+
+    root = _parse(sql, table)
+    group = root.args.get("group") if isinstance(root, exp.Select) else None
+    if group is None or any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
+        return None
+    if root.args.get("laterals") or any(root.find_all(exp.Explode, exp.Inline)):
+        return None
+    selected = []  # (column, its output name)
+    for e in root.expressions:
+        inner = e.this if isinstance(e, exp.Alias) else e
+        if isinstance(inner, exp.Column) and not isinstance(inner.this, exp.Star):
+            selected.append((inner, e.alias_or_name))
+    names = []
+    for g in group.expressions:
+        if not isinstance(g, exp.Column):
+            return None
+        same = [
+            out
+            for c, out in selected
+            if c.name == g.name and (c.table == g.table or not c.table or not g.table)
+        ]
+        if not same:
+            return None
+        names.append(same[0])
+    return frozenset(names)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.compile.errors import CheckpointError
 from warehouse.compile.federation import CLUSTERS_KEY, by_cluster, of_cluster
+from warehouse.compile.sql import grouped_output, sql_text
 from warehouse.spec.expectations import interval_seconds
 from warehouse.spec.paths import QUARANTINE_SUFFIX
 from warehouse.spec.table import Scd2Sink, Sink, TopicSource, UpsertSink, sink_keys
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
     from streams.delta import DeltaTarget
     from warehouse.spec.model import LoadedProject
+    from warehouse.spec.table import TableDefinition
 
 
 @dataclass
@@ -51,13 +53,15 @@ class Targets:
     topics: tuple[str, ...] = ()
     pattern: str | None = None
     """A federated table's subscription, which keys its sources' initial offsets."""
+    one_change_per_key: bool = False
+    """Each batch holds at most one row per sink key (`one_change_per_key`)."""
     _query_id: str | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def of_table(cls, project: LoadedProject, name: str, *, engine: str) -> Targets:
         """The targets of `project`'s table `name`, written with the Delta engine `engine`."""
-        spec = project.tables[name].spec
-        src = spec.source
+        defn = project.tables[name]
+        spec, src = defn.spec, defn.spec.source
         federated = isinstance(src, TopicSource) and src.kafka.federated
         return cls(
             table=name,
@@ -70,6 +74,7 @@ class Targets:
             clusters=tuple(src.kafka.cluster_list) if federated else (),
             topics=tuple(src.kafka.topic_list) if federated else (),
             pattern=src.kafka.pattern if federated else None,
+            one_change_per_key=one_change_per_key(defn, sql_text(project, defn)),
         )
 
     def app_id(self) -> str:
@@ -223,6 +228,7 @@ class Targets:
             engine=self.engine,  # type: ignore[arg-type]
             table=self.table,
             unique_columns=self.unique_columns,
+            one_change_per_key=self.one_change_per_key,
             **extra,
         )
 
@@ -241,3 +247,24 @@ class Targets:
 
         target = self.quarantine() if quarantine else self.main()
         return write_batch(df, batch_id, target, commit_info=info)
+
+
+def one_change_per_key(defn: TableDefinition, sql: str | None) -> bool:
+    """Whether each batch of upsert table `defn` holds at most one row per sink key: its
+    last step is an aggregate or a dedupe by some of the keys (a window's start, or end,
+    standing for its window), or its SQL ends in a plain GROUP BY of columns it outputs as
+    keys. A streaming aggregate emits a group once per batch; a dedupe emits a key once."""
+    spec = defn.spec
+    if not isinstance(spec.sink, UpsertSink):
+        return False
+    keys = set(spec.sink.keys)
+    if spec.aggregate is not None:
+        groups = set(spec.aggregate.group_by)
+        window = {"window_start", "window_end"} & keys if spec.aggregate.window else set()
+        return groups <= keys and (spec.aggregate.window is None or bool(window))
+    if spec.dedupe is not None:
+        return set(spec.dedupe.keys) <= keys
+    if sql is None:
+        return False
+    grouped = grouped_output(sql, table=defn.name)
+    return grouped is not None and grouped <= keys
