@@ -267,6 +267,33 @@ def test_native_optimize_and_vacuum_on_a_connect_session(
     assert write_batch(connect_spark.createDataFrame([(10,)], "id long"), 1, target) is None
 
 
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_an_aggregates_upsert_on_a_connect_session(
+    connect_spark, connect_mode, tmp_path: Path, engine: str
+) -> None:
+    """An upsert said to hold one change per key (an aggregate's, decisions/0073) through a
+    Connect session: the python engine collects it as it is and checks it on the driver,
+    the native one (to which a Connect batch's size is unknown) dedupes it on the server;
+    a batch that repeats a key anyway keeps its later change either way."""
+    target = DeltaTarget(
+        str(tmp_path / "t"),
+        mode="upsert",
+        keys=["city"],
+        sequence_by="seq",
+        app_id="a:q",
+        engine=engine,
+        one_change_per_key=True,
+    )
+    schema = "city string, seq long, gmv double"
+    write_batch(
+        connect_spark.createDataFrame([("oslo", 1, 1.0), ("rome", 1, 2.0)], schema), 0, target
+    )
+    write_batch(
+        connect_spark.createDataFrame([("oslo", 3, 5.0), ("oslo", 2, 4.0)], schema), 1, target
+    )
+    assert rows(Path(target.path), ["city", "seq", "gmv"]) == [("oslo", 3, 5.0), ("rome", 1, 2.0)]
+
+
 def test_a_continuous_run_on_a_connect_session_stops_when_asked(
     connect_spark, connect_mode, broker, unique, tmp_path: Path, engine: str
 ) -> None:
