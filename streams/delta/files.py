@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import streams.storage as storage
+from streams._worker_gc import freeze_imports
 
 FILES_SCHEMA = (
     "path string, size long, partition_values string, stats string, modification_time long"
@@ -409,6 +410,7 @@ def file_writer(
     file_schema = pa.schema([f for f in schema if f.name not in partition_by])
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_imports()
         task = uuid.uuid4().hex
         files: dict[tuple, _OpenFile] = {}
         buffered = 0  # by every open file

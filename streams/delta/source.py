@@ -64,6 +64,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 import streams.storage as storage
 from streams._datasources import register_once
+from streams._worker_gc import freeze_imports
 from streams.delta.arrow import read_table
 from streams.delta.commit import KeptTable, kept_table
 from streams.delta.errors import DeltaConfigError, DeltaReadError, DeltaTableNotFoundError
@@ -264,6 +265,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return groups
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        freeze_imports()
         if isinstance(partition, _Version):
             # The worker keeps the table open between tasks (`kept_table`): each batch of
             # a change feed then reads the commits since the last, not the whole log.
@@ -316,6 +318,7 @@ class DeltaSnapshotReader(DataSourceReader):
         return [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        freeze_imports()
         yield from _conform(read_table(self.path), self.arrow_schema)
 
 

@@ -40,6 +40,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from streams._worker_gc import freeze_imports
 from streams.kafka.errors import DataLossError, KafkaConfigError
 from streams.kafka.initial_offsets import InitialOffsetsLog, subscription_text
 from streams.kafka.offsets import (
@@ -562,5 +563,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        freeze_imports()
         assert isinstance(partition, KafkaInputPartition)
         return read_partition(partition, to_arrow_schema(self._schema, timezone="UTC"))

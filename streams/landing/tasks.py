@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 import streams.storage as storage
+from streams._worker_gc import freeze_imports
 from streams.delta import file_writer
 from streams.landing.rules import BadRecords, RowRules
 
@@ -38,6 +39,7 @@ def warm_up(carried: object) -> bool:
     one before."""
     global _ran
     del carried
+    freeze_imports()
     _ran += 1
     return _ran > 1
 
@@ -139,6 +141,7 @@ def run_task(spec: TaskSpec, partitions: Iterator[Any]) -> Iterator[dict[str, An
 
     global _ran
     entered = time.time()  # wall clock, set against the driver's: the task's start-up
+    freeze_imports()
     started, _ran = _ran > 0, _ran + 1
     crash_point("arrow_task")  # kills this Python worker: the tests' stand-in for a crash
     with storage.configured(spec.storage_settings):

@@ -128,3 +128,38 @@ def test_missing_table_names_the_path(spark, tmp_path: Path) -> None:
         read_delta_stream(spark, str(tmp_path / "nope"))
     assert "run the upstream table first" in str(info.value).lower()
     assert str(tmp_path / "nope") in str(info.value)
+
+
+def test_a_workers_snapshot_read_leaves_the_collector_its_own_objects(
+    spark, tmp_path: Path
+) -> None:
+    """Spark's daemon collects garbage after every task a reused Python worker runs, a
+    walk over every object the worker tracks. A worker that has read a table has frozen
+    what it imported (`streams._worker_gc`): the walk is over what its tasks allocated."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    table = tmp_path / "t"
+    _append(table, [1, 2, 3])
+    path = str(table)
+    schema = StructType([StructField("id", LongType())])
+
+    def task(_):
+        import gc
+
+        from pyspark.sql.datasource import InputPartition
+
+        from streams.delta.source import DeltaSnapshotReader
+
+        counts = []
+        for _ in range(2):  # a worker's first read of a table, and its next
+            batches = list(DeltaSnapshotReader(path, schema).read(InputPartition(0)))
+            counts.append((sum(b.num_rows for b in batches), len(gc.get_objects())))
+        yield counts, gc.get_freeze_count()
+
+    [(counts, frozen)] = spark.sparkContext.parallelize([0], 1).mapPartitions(task).collect()
+    assert [rows for rows, _ in counts] == [3, 3]
+    # pyspark, pyarrow, delta-rs's bindings and this package: tens of thousands.
+    assert frozen > 20_000
+    # The first read imports what reading needs (delta-rs's tables, pyarrow's datasets),
+    # which the next read freezes; from then on the collector walks only what tasks add.
+    assert counts[1][1] < frozen / 10, (counts, frozen)
