@@ -2,8 +2,8 @@
 
 Spark's Python daemon runs a full `gc.collect()` in a reused worker after every task
 (pyspark's `daemon.py`). A full collection walks every object the process tracks, and a
-worker that has imported pyarrow, delta-rs's bindings and this package tracks about
-85,000 of them: one collection took 25-120 ms of CPU on a 2-core machine, and the Python
+worker that has imported pyarrow, delta-rs's bindings and this package tracks 56,000-85,000
+of them: one collection took 15-120 ms of CPU on a 2-core machine, and the Python
 workers of the example's continuous order path spent about three quarters of their CPU
 in it (docs/decisions/0074-python-workers-freeze-what-they-imported.md). Nearly all of
 those objects live as long as the worker: modules, classes, functions, constants.

@@ -143,7 +143,7 @@ def test_a_workers_snapshot_read_leaves_the_collector_its_own_objects(
     path = str(table)
     schema = StructType([StructField("id", LongType())])
 
-    def task(_):
+    def task(_partition):
         import gc
 
         from pyspark.sql.datasource import InputPartition
