@@ -5,7 +5,7 @@
         [--chain-only] [--trigger "5 seconds"] [--engines python,native]
         [--copies 2] [--idle-seconds 30] [--job-kinds] [--off-path-trigger "30 seconds"]
         [--warmup-seconds 240] [--threads] [--snapshot-max-age "10 seconds"]
-        [--stacks 0.5]
+        [--stacks 0.5] [--jfr]
 
 Starts the bundled broker (unless `--bootstrap`), loads the repository's example
 project into a temporary warehouse root, produces a first slice of the generator's
@@ -35,7 +35,10 @@ rest), with the time each group (and each kind of process) spent runnable but wa
 for a core (schedstat), and gives each query's own thread (its planning, Delta's log,
 the writer's calls into the JVM) per batch with rows. `--stacks` samples those threads' Java stacks
 (`stack_samples.py`) and gives each query's share of samples by phase of a batch
-(analysis, optimisation, planning, Delta's log, jobs, Python, ...).
+(analysis, optimisation, planning, Delta's log, jobs, Python, ...). `--jfr` records the
+JVM with Java Flight Recorder during the probes (`jfr_profile.py`) and gives the share of
+its Java threads' CPU samples by kind of work (the Hadoop configuration's serialization,
+analysis, code generation, ...), across the JVM and per group of threads.
 `--off-path-trigger` puts the eight tables off the probe's path (and every copy) on a
 processing-time trigger, as a project would for tables whose freshness can wait.
 `--snapshot-max-age` sets `snapshots: {max_age: ...}` on every table whose SQL reads
@@ -65,6 +68,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jfr_profile import JfrProfile
 from proc_cpu import (
     cpu_by_kind,
     cpu_delta,
@@ -245,6 +249,12 @@ def main() -> int:
         metavar="SECONDS",
         help="also sample the queries' own threads' Java stacks (`jcmd Thread.print`) "
         "this often during the probes: each query's share of samples by phase of a batch",
+    )
+    parser.add_argument(
+        "--jfr",
+        action="store_true",
+        help="also record the JVM with Java Flight Recorder during the probes: the share of "
+        "its Java threads' CPU samples by kind of work",
     )
     parser.add_argument(
         "--idle-seconds", type=float, default=30.0, help="idle window before the producer starts"
@@ -467,10 +477,13 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         jit0, compiled0 = jit_seconds(spark), codegen_compiled(spark)
         threads0 = thread_cpu(spark) if args.threads else None
         sampler = start_sampler(args.stacks)
+        recording = start_jfr() if args.jfr else None
         turns0 = pipeline.gate.turn_seconds() if pipeline.gate is not None else None
         probes_from = dt.datetime.now(dt.UTC)
         sent = send_probes(probe, seconds=args.seconds, every=args.probe_every)
         stacks = stop_sampler(sampler)
+        if recording is not None:
+            recording.stop()
         n = len(sent)
         busy = cpu_delta(cpu0, cpu_by_kind()), len(batches) - batches0, time.monotonic() - t2
         turns = turns_since(pipeline.gate, turns0)
@@ -479,7 +492,7 @@ def run_case(args: argparse.Namespace, engine: str | None) -> tuple[str, str]:
         breakdown = batch_breakdown(spark) + (job_kinds(spark) if args.job_kinds else "")
         if threads0 is not None:
             breakdown += thread_split(spark, threads0, probes_from)
-        breakdown += stacks
+        breakdown += stacks + (recording.report() if recording is not None else "")
         # let the last probes through, then stop at a batch boundary
         settle = time.monotonic() + 120
         while time.monotonic() < settle and (
@@ -516,6 +529,15 @@ def start_sampler(every: float | None) -> StackSampler | None:
     sampler = StackSampler(jvm, every=every)
     sampler.start()
     return sampler
+
+
+def start_jfr() -> JfrProfile:
+    """A Flight Recorder recording of the session's JVM (`--jfr`), started."""
+    jvm = next(pid for pid, (kind, _) in processes().items() if kind == "jvm")
+    java_home = os.path.dirname(os.path.dirname(os.path.realpath(f"/proc/{jvm}/exe")))
+    recording = JfrProfile(jvm, java_home=java_home)
+    recording.start()
+    return recording
 
 
 def stop_sampler(sampler: StackSampler | None) -> str:
