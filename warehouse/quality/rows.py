@@ -197,31 +197,33 @@ class RowChecks:
                 f"Table `{self.table or '?'}`: expectations with on_violation `fail` are "
                 "judged before the write (RowChecks.apply), not while writing"
             )
-        data_cols = batch_df.columns
-        flags = self._flag_names()
-        flagged = self._flagged(batch_df, flags)
-        removed = self._any(
-            [f for c, f in zip(self.checks, flags, strict=True) if c.on_violation != "warn"]
+        # The checks' predicates are written into the observation and the filter rather
+        # than projected once as flag columns: each DataFrame call analyses the batch's
+        # whole plan again, and on a small batch two of them cost more than evaluating a
+        # predicate twice (docs/decisions/0076-expectations-observed-in-two-dataframes.md).
+        failed = [c.failed_column() for c in self.checks]
+        removed = _any_of(
+            [f for c, f in zip(self.checks, failed, strict=True) if c.on_violation != "warn"]
         )
-        quarantined = self._any(
-            [f for c, f in zip(self.checks, flags, strict=True) if c.on_violation == "quarantine"]
+        quarantined = _any_of(
+            [f for c, f in zip(self.checks, failed, strict=True) if c.on_violation == "quarantine"]
         )
         listed: list[Column] = []
-        if all(c in data_cols for c in ("_topic", "_partition", "_offset")):
+        if all(c in batch_df.columns for c in ("_topic", "_partition", "_offset")):
             # rows read from Kafka: which records to read again for the quarantine
             from streams.kafka import hashes_of, record_hash
 
             at = record_hash(F.col("_topic"), F.col("_partition"), F.col("_offset"))
             listed.append(hashes_of(quarantined, at).alias("quarantined_at"))
-        observed = flagged.observe(
+        observed = batch_df.observe(
             observation,
             F.count(F.lit(1)).alias("rows"),
             F.coalesce(F.sum(removed.cast("long")), F.lit(0)).alias("removed"),
             F.coalesce(F.sum(quarantined.cast("long")), F.lit(0)).alias("quarantined"),
             *listed,
-            *self._aggregates(flags),
+            *self._aggregates(self._flag_names(), failed),
         )
-        return observed.filter(~removed).select(*data_cols)
+        return observed.filter(~removed)
 
     def observed_metrics(
         self, observed: dict[str, Any], *, table: str, batch_id: int
@@ -265,13 +267,17 @@ class RowChecks:
             "*", *[c.failed_column().alias(f) for c, f in zip(self.checks, flags, strict=True)]
         )
 
-    def _aggregates(self, flags: list[str]) -> list[Column]:
+    def _aggregates(self, flags: list[str], failed: list[Column] | None = None) -> list[Column]:
+        """Per check, the rows it judged and the rows that failed it, named after its flag;
+        `failed` gives the failures as expressions, else the flag columns hold them."""
+        if failed is None:
+            failed = [F.col(f) for f in flags]
         aggs = []
-        for c, f in zip(self.checks, flags, strict=True):
+        for c, f, bad in zip(self.checks, flags, failed, strict=True):
             aggs.append(
                 F.coalesce(F.sum(F.when(c.applies, 1).otherwise(0)), F.lit(0)).alias(f"{f}_checked")
             )
-            aggs.append(F.coalesce(F.sum(F.col(f).cast("long")), F.lit(0)).alias(f"{f}_failed"))
+            aggs.append(F.coalesce(F.sum(bad.cast("long")), F.lit(0)).alias(f"{f}_failed"))
         return aggs
 
     @staticmethod
@@ -281,9 +287,7 @@ class RowChecks:
 
     @staticmethod
     def _any(flags: list[str]) -> Column:
-        if not flags:
-            return F.lit(False)
-        return F.greatest(*[F.col(f) for f in flags]) if len(flags) > 1 else F.col(flags[0])
+        return _any_of([F.col(f) for f in flags])
 
     def _metrics(
         self, row: Any, flags: list[str], *, table: str, batch_id: int
@@ -405,6 +409,13 @@ class RowChecks:
             quarantined=int(row["__quarantined"]),
             _persisted=persisted,
         )
+
+
+def _any_of(conditions: list[Column]) -> Column:
+    """True where any of `conditions` (never null) holds; false without any."""
+    if not conditions:
+        return F.lit(False)
+    return F.greatest(*conditions) if len(conditions) > 1 else conditions[0]
 
 
 def compile_row_checks(
