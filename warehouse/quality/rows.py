@@ -267,11 +267,9 @@ class RowChecks:
             "*", *[c.failed_column().alias(f) for c, f in zip(self.checks, flags, strict=True)]
         )
 
-    def _aggregates(self, flags: list[str], failed: list[Column] | None = None) -> list[Column]:
-        """Per check, the rows it judged and the rows that failed it, named after its flag;
-        `failed` gives the failures as expressions, else the flag columns hold them."""
-        if failed is None:
-            failed = [F.col(f) for f in flags]
+    def _aggregates(self, flags: list[str], failed: list[Column]) -> list[Column]:
+        """Per check, the rows it judged and the rows that `failed` it (an expression or
+        its flag column), named after its flag."""
         aggs = []
         for c, f, bad in zip(self.checks, flags, failed, strict=True):
             aggs.append(
@@ -363,7 +361,7 @@ class RowChecks:
             for kind in ("quarantine", "drop")
         }
         row = flagged.agg(
-            *self._aggregates(flags),
+            *self._aggregates(flags, [F.col(f) for f in flags]),
             F.count(F.lit(1)).alias("__rows"),
             self._rows_where(~self._any(by_kind["quarantine"] + by_kind["drop"])).alias("__kept"),
             self._rows_where(self._any(by_kind["quarantine"])).alias("__quarantined"),
