@@ -16,6 +16,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+WHEELS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/spark-warehouse/wheels
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint install java lock clean
@@ -55,15 +56,17 @@ $(BIN)/python:
 	@test -n "$(PYTHON)" || { echo "Python >= 3.11 is required (python3.11 or newer on PATH)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
-# pyspark comes as a source distribution, and where the index answers without cache headers
-# uv builds it again at every install, into a new revision of its cache, and keeps the old
-# one: 0.5-1.4 GB an install. `uv cache prune` removes only what nothing refers to, and
-# waits for other uv processes.
+# pyspark comes as a source distribution only; uv installs it from a wheel built once into
+# the framework's cache (scripts/pyspark-wheel.sh), not from a build of its own at every
+# install. `uv cache prune` removes only what nothing refers to, and waits for other uv
+# processes.
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	@scripts/ensure-compiler.sh $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt uv
-	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -c constraints.txt -e '.[dev,bundle,ui,connect]'
+	@scripts/pyspark-wheel.sh $(BIN)/python $(WHEELS)
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -c constraints.txt \
+	  --find-links $(WHEELS) -e '.[dev,bundle,ui,connect]'
 	@$(BIN)/uv cache prune -q
 	@touch $@
 
