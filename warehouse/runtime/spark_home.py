@@ -15,12 +15,21 @@ compiled. It applies only when nothing else decides: no SPARK_HOME set, a local 
 workers on this very interpreter (which has the same pyspark installed), and pyspark
 installed as a package that carries the zip. Anything unusual keeps Spark's default.
 
+The links are hard links where the cache and the virtualenv share a file system, and the
+directory is named by the files themselves (their inodes), not by where pyspark is
+installed: uv links the files of one pyspark wheel into every virtualenv it installs it
+in, so those virtualenvs launch Spark from one directory, whose jars have one path, and
+the class archive made for that class path (`class_archive`) serves all of them, a new
+clone's included (docs/decisions/0077). Where hard links cannot be made (another file
+system), the directory holds symbolic links and is named by the installation's path.
+
 `launch_java` names the `java` Spark's launcher runs, for the class archive and the
 local file system's build, which depend on it.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -75,21 +84,91 @@ def _is_current(shadow: Path, links: Mapping[str, Path]) -> bool:
     return not (shadow / "python" / "lib" / _ZIP).exists()
 
 
+_NO_HARD_LINKS = {errno.EXDEV, errno.EPERM, errno.EACCES, errno.EMLINK, errno.EOPNOTSUPP}
+"""What `link` answers where a hard link cannot be made: another file system, links
+forbidden (`fs.protected_hardlinks` for another user's files), too many."""
+
+
+class _HardLinksRefused(Exception):
+    pass
+
+
 def shadow_home(home: Path, cache_dir: Path) -> Path | None:
     """The links directory for `home` under `cache_dir`, made once and reused; None
     when a directory of that name exists but is not a complete one.
 
-    A running JVM loads classes through the links, so a directory is never changed once
-    made: its name is a hash of `home` and of every linked name, and a pyspark whose
-    files differ by name gets a directory of its own (links are by path, so one upgraded
-    in place with the same names is still linked right). Safe against other processes
-    doing the same at the same time: each builds its own copy and renames it into
-    place; a loser removes its copy and uses the winner's. The directories of pysparks
-    since removed are pruned (`prune_homes`)."""
+    A running JVM loads classes through it, so a directory is never changed once made.
+    Safe against other processes doing the same at the same time: each builds its own
+    copy and renames it into place; a loser removes its copy and uses the winner's.
+    Directories no installation uses any more are pruned (`prune_homes`)."""
+    prune_homes(cache_dir)
     links = _links(home)
+    try:
+        return _hard_linked(home, links, cache_dir)
+    except _HardLinksRefused as e:
+        logger.debug(
+            "SPARK_HOME of symbolic links: no hard links from %s to %s (%s)", home, cache_dir, e
+        )
+    return _symlinked(home, links, cache_dir)
+
+
+def _hard_linked(home: Path, links: Mapping[str, Path], cache_dir: Path) -> Path | None:
+    """A directory of hard links to `home`'s files, named by the names it holds and the
+    jars' inodes, sizes and times: virtualenvs holding the very same files (one wheel
+    that uv linked into each) share it, and it stays whole when the virtualenv that made
+    it is removed."""
+    jars = sorted((home / "jars").glob("*.jar"))
+    stamps = []
+    for jar in jars:
+        st = jar.stat()
+        stamps.append(f"{jar.name} {st.st_size} {st.st_mtime_ns} {st.st_dev} {st.st_ino}")
+    key = hashlib.sha256("\n".join(["hard", *links, *stamps]).encode()).hexdigest()[:16]
+    shadow = cache_dir / f"spark-home-{key}"
+    if shadow.is_dir():
+        whole = sorted(p.name for p in (shadow / "jars").glob("*.jar")) == [j.name for j in jars]
+        return shadow if whole and not (shadow / "jars").is_symlink() else None
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cache_dir / f".spark-home-{key}-{uuid.uuid4().hex}"
+    try:
+        (tmp / "python" / "lib").mkdir(parents=True)
+        for rel, target in links.items():
+            _link_tree(target, tmp / rel)
+        try:
+            tmp.rename(shadow)
+        except OSError:
+            if not shadow.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return shadow
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """`dst` as `src`: its folders made, its files hard-linked, its symbolic links copied;
+    byte code (`__pycache__`) left out."""
+    if src.name == "__pycache__":
+        return
+    if src.is_symlink():
+        dst.symlink_to(os.readlink(src))
+    elif src.is_dir():
+        dst.mkdir()
+        for entry in sorted(src.iterdir()):
+            _link_tree(entry, dst / entry.name)
+    else:
+        try:
+            os.link(src, dst)
+        except OSError as e:
+            if e.errno in _NO_HARD_LINKS:
+                raise _HardLinksRefused(f"{src}: {e.strerror}") from e
+            raise
+
+
+def _symlinked(home: Path, links: Mapping[str, Path], cache_dir: Path) -> Path | None:
+    """A directory of symbolic links to `home`'s entries, named by `home` and the linked
+    names (links are by path, so a pyspark upgraded in place with the same names is
+    still linked right)."""
     key = hashlib.sha256("\n".join([str(home), *links]).encode()).hexdigest()[:16]
     shadow = cache_dir / f"spark-home-{key}"
-    prune_homes(cache_dir)
     if shadow.exists():
         return shadow if _is_current(shadow, links) else None
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -109,13 +188,22 @@ def shadow_home(home: Path, cache_dir: Path) -> Path | None:
 
 
 def prune_homes(cache_dir: Path) -> list[Path]:
-    """Remove the links directories of pyspark installations that are gone (a deleted
-    virtualenv's, whose `bin` link dangles); returns those removed. No JVM can still be
-    loading classes through them: their jars are gone."""
+    """Remove the links directories of pyspark installations that are gone; returns
+    those removed. Of symbolic links: a deleted virtualenv's, whose `bin` link dangles. Of
+    hard links: one whose jars no other directory holds any more (no virtualenv, nor
+    uv's cache). No JVM can still be loading classes through them: their pyspark is gone."""
     removed = []
     for shadow in cache_dir.glob("spark-home-*"):
         bin_link = shadow / "bin"
-        if bin_link.is_symlink() and not bin_link.exists():
+        if bin_link.is_symlink():
+            gone = not bin_link.exists()
+        else:
+            jar = next((shadow / "jars").glob("*.jar"), None)
+            try:
+                gone = jar is None or jar.stat().st_nlink == 1
+            except FileNotFoundError:  # another process is pruning it
+                gone = False
+        if gone:
             shutil.rmtree(shadow, ignore_errors=True)
             removed.append(shadow)
     if removed:

@@ -1,9 +1,11 @@
 """The SPARK_HOME of locally launched sessions: links to the installed pyspark minus its
-source-only zip (no Spark started here; the worker side is in
+source-only zip, hard links shared by the virtualenvs that hold the same files, symbolic
+links where hard links are refused (no Spark started here; the worker side is in
 tests/integration/runtime/test_session.py)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import sys
@@ -24,7 +26,16 @@ def _fake_home(root: Path) -> Path:
     (home / "python" / "lib" / "py4j-src.zip").write_bytes(b"zip")
     (home / "python" / "pyspark").mkdir()
     (home / "__init__.py").write_text("")
+    (home / "__pycache__").mkdir()
+    (home / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"pyc")
     return home
+
+
+def _linked_copy(home: Path, dest: Path) -> Path:
+    """`home` hard-linked file by file at `dest`: as uv installs one wheel into two
+    virtualenvs."""
+    shutil.copytree(home, dest, copy_function=os.link)
+    return dest
 
 
 def test_shadow_links_everything_but_the_source_zip(tmp_path: Path) -> None:
@@ -33,11 +44,54 @@ def test_shadow_links_everything_but_the_source_zip(tmp_path: Path) -> None:
     assert shadow is not None
     assert (shadow / "bin" / "spark-submit").read_text() == "#!/bin/sh\n"
     assert (shadow / "jars" / "spark-core.jar").read_bytes() == b"jar"
-    assert (shadow / "python" / "lib" / "py4j-src.zip").is_symlink()
-    assert (shadow / "python" / "pyspark").is_symlink()
-    assert (shadow / "__init__.py").is_symlink()
+    for rel in (
+        "bin/spark-submit",
+        "jars/spark-core.jar",
+        "python/lib/py4j-src.zip",
+        "__init__.py",
+    ):
+        assert not (shadow / rel).is_symlink()
+        assert (shadow / rel).samefile(home / rel)
+    assert (shadow / "python" / "pyspark").is_dir()
     assert not (shadow / "python" / "lib" / "pyspark.zip").exists()
+    assert not (shadow / "__pycache__").exists()
     # Made once: the second call finds it and leaves no temporary copies behind.
+    assert shadow_home(home, tmp_path / "cache") == shadow
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [shadow.name]
+
+
+def test_virtualenvs_holding_the_same_files_share_one_directory(tmp_path: Path) -> None:
+    """Named by the files, not by where they are installed: a second virtualenv with the
+    same files (one wheel uv linked into both) launches from the first one's directory,
+    which stays whole when the first is removed; a copy of the files gets its own."""
+    cache = tmp_path / "cache"
+    first = _fake_home(tmp_path / "one")
+    second = _linked_copy(first, tmp_path / "two" / "pyspark")
+    shared = shadow_home(first, cache)
+    assert shared is not None and shadow_home(second, cache) == shared
+    shutil.rmtree(tmp_path / "one")
+    assert shadow_home(second, cache) == shared
+    assert (shared / "jars" / "spark-core.jar").read_bytes() == b"jar"
+    copied = tmp_path / "three" / "pyspark"
+    shutil.copytree(second, copied)
+    own = shadow_home(copied, cache)
+    assert own is not None and own != shared
+    assert sorted(p.name for p in cache.iterdir()) == sorted([shared.name, own.name])
+
+
+def test_symbolic_links_where_hard_links_are_refused(tmp_path: Path, monkeypatch) -> None:
+    """A cache on another file system than the virtualenv: the directory links by path."""
+
+    def refused(src, dst, **kwargs):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src)
+
+    home = _fake_home(tmp_path)
+    monkeypatch.setattr(os, "link", refused)
+    shadow = shadow_home(home, tmp_path / "cache")
+    assert shadow is not None
+    assert (shadow / "jars").is_symlink() and (shadow / "jars").resolve() == home / "jars"
+    assert (shadow / "python" / "lib" / "py4j-src.zip").is_symlink()
+    assert not (shadow / "python" / "lib" / "pyspark.zip").exists()
     assert shadow_home(home, tmp_path / "cache") == shadow
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [shadow.name]
 
@@ -48,9 +102,15 @@ def test_a_pyspark_with_other_files_gets_its_own_directory(tmp_path: Path) -> No
     (home / "python" / "lib" / "py4j-src.zip").rename(home / "python" / "lib" / "py4j-2.zip")
     second = shadow_home(home, tmp_path / "cache")
     assert second is not None and second != first
-    assert (second / "python" / "lib" / "py4j-2.zip").is_symlink()
+    assert (second / "python" / "lib" / "py4j-2.zip").samefile(
+        home / "python" / "lib" / "py4j-2.zip"
+    )
     # The first is left as it was: a running JVM may load classes through it.
-    assert (first / "python" / "lib" / "py4j-src.zip").is_symlink()
+    assert first is not None and (first / "python" / "lib" / "py4j-src.zip").is_file()
+    (home / "jars" / "spark-core.jar").unlink()
+    (home / "jars" / "spark-core.jar").write_bytes(b"jar")  # reinstalled: a new file
+    third = shadow_home(home, tmp_path / "cache")
+    assert third is not None and third not in (first, second)
 
 
 def test_the_directories_of_removed_pysparks_are_pruned(tmp_path: Path) -> None:
@@ -67,9 +127,10 @@ def test_the_directories_of_removed_pysparks_are_pruned(tmp_path: Path) -> None:
 
 def test_an_incomplete_directory_is_not_used(tmp_path: Path) -> None:
     home = _fake_home(tmp_path)
+    (home / "jars" / "spark-sql.jar").write_bytes(b"jar")
     shadow = shadow_home(home, tmp_path / "cache")
     assert shadow is not None
-    (shadow / "jars").unlink()
+    (shadow / "jars" / "spark-core.jar").unlink()
     assert shadow_home(home, tmp_path / "cache") is None
 
 
