@@ -37,7 +37,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -122,25 +122,17 @@ def _hard_linked(home: Path, links: Mapping[str, Path], cache_dir: Path) -> Path
     for jar in jars:
         st = jar.stat()
         stamps.append(f"{jar.name} {st.st_size} {st.st_mtime_ns} {st.st_dev} {st.st_ino}")
-    key = hashlib.sha256("\n".join(["hard", *links, *stamps]).encode()).hexdigest()[:16]
-    shadow = cache_dir / f"spark-home-{key}"
-    if shadow.is_dir():
-        whole = sorted(p.name for p in (shadow / "jars").glob("*.jar")) == [j.name for j in jars]
-        return shadow if whole and not (shadow / "jars").is_symlink() else None
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cache_dir / f".spark-home-{key}-{uuid.uuid4().hex}"
-    try:
-        (tmp / "python" / "lib").mkdir(parents=True)
+    names = [j.name for j in jars]
+
+    def whole(shadow: Path) -> bool:
+        found = sorted(p.name for p in (shadow / "jars").glob("*.jar"))
+        return not (shadow / "jars").is_symlink() and found == names
+
+    def fill(tmp: Path) -> None:
         for rel, target in links.items():
             _link_tree(target, tmp / rel)
-        try:
-            tmp.rename(shadow)
-        except OSError:
-            if not shadow.is_dir():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return shadow
+
+    return _placed(cache_dir, _key("hard", *links, *stamps), fill, whole)
 
 
 def _link_tree(src: Path, dst: Path) -> None:
@@ -167,20 +159,38 @@ def _symlinked(home: Path, links: Mapping[str, Path], cache_dir: Path) -> Path |
     """A directory of symbolic links to `home`'s entries, named by `home` and the linked
     names (links are by path, so a pyspark upgraded in place with the same names is
     still linked right)."""
-    key = hashlib.sha256("\n".join([str(home), *links]).encode()).hexdigest()[:16]
+
+    def fill(tmp: Path) -> None:
+        for rel, target in links.items():
+            (tmp / rel).symlink_to(target)
+
+    return _placed(
+        cache_dir, _key(str(home), *links), fill, lambda shadow: _is_current(shadow, links)
+    )
+
+
+def _key(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _placed(
+    cache_dir: Path, key: str, fill: Callable[[Path], None], whole: Callable[[Path], bool]
+) -> Path | None:
+    """`spark-home-<key>` under `cache_dir` when it is `whole`, None when it is not; made
+    when missing: `fill`ed as a temporary folder (with `python/lib` made), then renamed
+    into place, a winner's kept when another process renamed its own first."""
     shadow = cache_dir / f"spark-home-{key}"
     if shadow.exists():
-        return shadow if _is_current(shadow, links) else None
+        return shadow if whole(shadow) else None
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = cache_dir / f".spark-home-{key}-{uuid.uuid4().hex}"
     try:
         (tmp / "python" / "lib").mkdir(parents=True)
-        for rel, target in links.items():
-            (tmp / rel).symlink_to(target)
+        fill(tmp)
         try:
             tmp.rename(shadow)
         except OSError:
-            if not _is_current(shadow, links):
+            if not (shadow.exists() and whole(shadow)):
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
