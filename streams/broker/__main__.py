@@ -17,6 +17,14 @@ import logging
 import sys
 from pathlib import Path
 
+if __name__ == "__main__":
+    # kio registers test strategies with hypothesis when it finds hypothesis installed
+    # (as in a development environment), and that import pulls in pytest and trio's
+    # testing modules: 0.38 of the 0.54 CPU-s `import streams.broker.__main__` took on
+    # this machine. A broker process never generates test data; with hypothesis
+    # marked absent, kio skips the registration.
+    sys.modules.setdefault("hypothesis", None)
+
 from streams.broker.app import BrokerLockedError, run
 from streams.broker.config import BrokerConfig, ConfigError
 from streams.broker.errors import BrokerError
