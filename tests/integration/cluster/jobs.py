@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.cluster.standalone import SPARK_HOME, StandaloneCluster
+from tests.integration.cluster.standalone import StandaloneCluster
 from warehouse.runtime.jars import cached_storage_jars, default_cache_dir
 
 REPO = Path(__file__).resolve().parents[3]
@@ -31,7 +31,7 @@ def submit(
     """`spark-submit warehouse/submit.py --layer <layer> --env cluster --once` in client
     mode, from `cwd` (default: the project); `verbose`: with the framework's INFO log."""
     cmd = [
-        str(SPARK_HOME / "bin" / "spark-submit"),
+        str(cluster.home / "bin" / "spark-submit"),
         "--master",
         str(cluster.url),
         "--deploy-mode",

@@ -1,5 +1,8 @@
 """A Spark standalone cluster on 127.0.0.1 from the installed pyspark, for the cluster tests.
 
+Its SPARK_HOME is the installed pyspark's files with a compiled `pyspark.zip`
+(`compiled_home`): every Python process Spark starts imports pyspark from that zip.
+
 One master and N workers, each a `spark-class` JVM (`spark-class` execs `java`, so
 the pid we hold is the JVM's). Every port is chosen by the OS (`--port 0`,
 `--webui-port 0`); the master's URL is read from its log. Logs, worker and local
@@ -18,6 +21,8 @@ import time
 from pathlib import Path
 
 import pyspark
+
+from tests.integration.cluster.compiled_home import compiled_home
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 _MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
@@ -59,6 +64,8 @@ class StandaloneCluster:
         self.local_dir = base / "local"
         self.conf_dir = base / "conf"
         self.pycache_dir = base / "pycache"
+        self.home = base / "spark-home"
+        """SPARK_HOME of the daemons, the executors and `spark-submit`, made by `start()`."""
         self.url: str | None = None
         self.procs: list[subprocess.Popen[bytes]] = []
 
@@ -67,7 +74,7 @@ class StandaloneCluster:
         """The environment of the daemons and of `spark-submit` against them."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
         env.update(
-            SPARK_HOME=str(SPARK_HOME),
+            SPARK_HOME=str(self.home),
             SPARK_CONF_DIR=str(self.conf_dir),  # empty: no spark-defaults from elsewhere
             SPARK_LOG_DIR=str(self.log_dir),
             SPARK_WORKER_DIR=str(self.work_dir),
@@ -101,7 +108,7 @@ class StandaloneCluster:
         log = self.log_dir / f"{name}.out"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [str(SPARK_HOME / "bin" / "spark-class"), *args],
+                [str(self.home / "bin" / "spark-class"), *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -137,6 +144,7 @@ class StandaloneCluster:
     def start(self, timeout: float = 180) -> StandaloneCluster:
         for d in (self.log_dir, self.work_dir, self.local_dir, self.conf_dir, self.pycache_dir):
             d.mkdir(parents=True, exist_ok=True)
+        compiled_home(SPARK_HOME, self.home)
         try:
             master, mlog = self._spawn(
                 "master",
