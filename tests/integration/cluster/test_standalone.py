@@ -14,7 +14,8 @@ ODS runs with `spark.pyspark.python` = this venv's interpreter (the executors ar
 on this machine). DWD runs the documented bundle route instead: the environment
 archive of `warehouse bundle` shipped with `--archives env.tar.gz#env` and
 `spark.pyspark.python=./env/bin/python`. The archive leaves pyspark out: Python
-workers get Spark's own `$SPARK_HOME/python/lib/pyspark.zip` first on their path.
+workers get Spark's own `$SPARK_HOME/python/lib/pyspark.zip` first on their path
+(the test cluster's carries its modules' byte code beside them: compiled_home.py).
 In client mode the driver JVM also starts Python workers with
 `spark.pyspark.python` (the Python data sources plan their reads there), so the
 same archive is unpacked as `env` in the driver's working directory.
