@@ -60,8 +60,10 @@ def installed_home() -> Path | None:
     return home if ok else None
 
 
-def _links(home: Path) -> dict[str, Path]:
-    """Relative path in the shadow home -> what it links to."""
+def home_links(home: Path) -> dict[str, Path]:
+    """Every entry of the SPARK_HOME `home` but `python/lib/pyspark.zip`, by its path
+    relative to `home` (`python` and `python/lib` are folders of such entries): what a
+    home that replaces or leaves out the zip links to."""
     out: dict[str, Path] = {}
     for entry in sorted(home.iterdir()):
         if entry.name != "python":
@@ -102,7 +104,7 @@ def shadow_home(home: Path, cache_dir: Path) -> Path | None:
     copy and renames it into place; a loser removes its copy and uses the winner's.
     Directories no installation uses any more are pruned (`prune_homes`)."""
     prune_homes(cache_dir)
-    links = _links(home)
+    links = home_links(home)
     try:
         return _hard_linked(home, links, cache_dir)
     except _HardLinksRefused as e:

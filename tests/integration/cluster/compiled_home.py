@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import importlib.util
 import marshal
-import shutil
 import zipfile
 from pathlib import Path
+
+from warehouse.runtime.spark_home import home_links
 
 _ZIP = "pyspark.zip"
 _CHECKED_HASH = (0b11).to_bytes(4, "little")
@@ -47,37 +48,22 @@ def _pyc(source: bytes, filename: str) -> bytes | None:
 
 def _compiled_zip(src: Path, dest: Path) -> None:
     """`src`'s entries, each `.py` followed by its `.pyc`, written to `dest`."""
-    tmp = dest.with_suffix(".tmp")
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(tmp, "w") as zout:
-        names = set(zin.namelist())
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dest, "w") as zout:
         for info in zin.infolist():
             data = zin.read(info)
             zout.writestr(info, data)
-            if not info.filename.endswith(".py") or info.filename + "c" in names:
-                continue
-            pyc = _pyc(data, f"{dest}/{info.filename}")
+            pyc = _pyc(data, f"{dest}/{info.filename}") if info.filename.endswith(".py") else None
             if pyc is not None:
                 out = zipfile.ZipInfo(info.filename + "c", date_time=info.date_time)
                 out.compress_type = info.compress_type
                 zout.writestr(out, pyc)
-    tmp.replace(dest)
 
 
 def compiled_home(home: Path, dest: Path) -> Path:
-    """A SPARK_HOME at `dest` of symbolic links into `home` (an installed pyspark), with
-    `python/lib/pyspark.zip` a compiled copy of `home`'s."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    lib = dest / "python" / "lib"
-    lib.mkdir(parents=True)
-    for entry in home.iterdir():
-        if entry.name != "python":
-            (dest / entry.name).symlink_to(entry)
-    for entry in (home / "python").iterdir():
-        if entry.name != "lib":
-            (dest / "python" / entry.name).symlink_to(entry)
-    for entry in (home / "python" / "lib").iterdir():
-        if entry.name != _ZIP:
-            (lib / entry.name).symlink_to(entry)
-    _compiled_zip(home / "python" / "lib" / _ZIP, lib / _ZIP)
+    """A new SPARK_HOME at `dest` of symbolic links into `home` (an installed pyspark),
+    with `python/lib/pyspark.zip` a compiled copy of `home`'s."""
+    (dest / "python" / "lib").mkdir(parents=True)
+    for rel, target in home_links(home).items():
+        (dest / rel).symlink_to(target)
+    _compiled_zip(home / "python" / "lib" / _ZIP, dest / "python" / "lib" / _ZIP)
     return dest

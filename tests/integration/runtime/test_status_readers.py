@@ -196,9 +196,7 @@ def test_repeated_status_reuses_one_admin_client_per_cluster_for_lag(
     # Each call probes the port once (`reachable`, a plain TCP connect) and, with the
     # readers, nothing more. An admin client of its own per call connects to the
     # bootstrap server besides, and to the partitions' leader only when librdkafka gets
-    # that far before the client is dropped. Counted from the TIME_WAIT entries left
-    # after the calls, CI once saw 16 for 10 calls, likely connections reset rather than
-    # closed, which leave none.
+    # that far before the client is dropped.
     counted = CALLS - WARM
     assert kept == counted, (kept, one_shot)
     assert one_shot >= 2 * counted, (kept, one_shot)
