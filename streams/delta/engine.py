@@ -62,10 +62,11 @@ class DeltaEngine(Protocol):
         read: Read,
         max_versions_per_trigger: int | None,
         commit_wait: float = 0.0,
+        wake_file: str | None = None,
     ) -> DataFrame:
         """The table's versions as a streaming DataFrame (`read_delta_stream`); a trigger
         that finds nothing new waits up to `commit_wait` seconds for the next commit
-        where `waits_for_commits(path)`."""
+        where `waits_for_commits(path)`, or until `wake_file` is there."""
         ...
 
     def waits_for_commits(self, path: str) -> bool:
@@ -118,6 +119,7 @@ class PythonDelta:
         read: Read,
         max_versions_per_trigger: int | None,
         commit_wait: float = 0.0,
+        wake_file: str | None = None,
     ) -> DataFrame:
         return source.read_python(
             spark,
@@ -125,6 +127,7 @@ class PythonDelta:
             read=read,
             max_versions_per_trigger=max_versions_per_trigger,
             commit_wait=commit_wait,
+            wake_file=wake_file,
         )
 
     def waits_for_commits(self, path: str) -> bool:
@@ -170,6 +173,7 @@ class NativeDelta:
         read: Read,
         max_versions_per_trigger: int | None,
         commit_wait: float = 0.0,
+        wake_file: str | None = None,
     ) -> DataFrame:
         # Delta's own source cannot wait for a commit (`waits_for_commits`): Spark polls it.
         return native.read_delta_stream_native(
@@ -235,11 +239,13 @@ def read_delta_stream(
     max_versions_per_trigger: int | None = None,
     engine: Engine = "python",
     commit_wait: float = 0.0,
+    wake_file: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over the versions of the Delta table at `path`
     (`streams.delta.source` tells what a version yields). `commit_wait`: seconds a trigger
     that finds nothing new may wait for the next commit, on an engine whose source
-    `waits_for_commits` (0: none waits)."""
+    `waits_for_commits` (0: none waits); `wake_file`: a local file whose appearance ends
+    such a wait at once (a stop creates it)."""
     path = str(path)
     if read not in ("append", "changes"):
         raise DeltaConfigError(
@@ -268,4 +274,5 @@ def read_delta_stream(
         read=read,
         max_versions_per_trigger=max_versions_per_trigger,
         commit_wait=commit_wait,
+        wake_file=wake_file,
     )

@@ -7,8 +7,15 @@ more than the triggers the wait saves. On Linux the folder is watched with inoti
 process sleeps until an entry is created or renamed into the folder (Delta writes a
 commit whole, by rename or by a link that fails when the name exists), then looks. A
 change the kernel does not see (another host writing over NFS) ends the wait at its
-deadline, as if nothing came. Elsewhere, or when inotify cannot be had (the per-user
-limit of instances), it looks every `PROBE_EVERY` seconds.
+deadline, as if nothing came: where the folder is on a network file system
+(`remote_folder`) a wait lasts at most `UNSEEN_WAIT`. Elsewhere, or when inotify cannot
+be had (the per-user limit of instances), it looks every `PROBE_EVERY` seconds.
+
+A wait may also end at a wake file's appearance (`wake`, another local folder watched the
+same way): the query's stop creates it, so that the stop does not wait for the trigger.
+And it ends when the process's parent (Spark's JVM, which started the source's runner)
+exits: no one is left to answer, and the runner should not outlive a killed driver by a
+whole wait.
 """
 
 from __future__ import annotations
@@ -25,6 +32,26 @@ logger = logging.getLogger(__name__)
 PROBE_EVERY = 0.05
 """Seconds between two looks for the file where the folder cannot be watched."""
 
+UNSEEN_WAIT = 1.0
+"""The longest wait, in seconds, on a folder whose other hosts' writes inotify does not
+report (`remote_folder`)."""
+
+_REMOTE_MAGIC = frozenset(
+    {
+        0x6969,  # NFS
+        0x517B,  # SMB
+        0xFF534D42,  # CIFS
+        0xFE534D42,  # SMB2
+        0x65735546,  # FUSE (sshfs, s3fs, blobfuse, gcsfuse, ...)
+        0x00C36400,  # Ceph
+        0x01021997,  # 9p
+        0x5346414F,  # AFS
+        0x0BD00BD0,  # Lustre
+        0x47504653,  # GPFS
+    }
+)
+"""statfs(2) `f_type`s of file systems another host can write to."""
+
 _IN_CREATE = 0x100
 _IN_MOVED_TO = 0x80
 _IN_NONBLOCK = os.O_NONBLOCK
@@ -37,35 +64,51 @@ class LogWatch:
     One owner at a time (a stream reader's trigger); not to be pickled while watching
     (`__getstate__` leaves the watch behind, and a copy watches anew)."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, *, wake: str | None = None) -> None:
         self.folder = folder
+        self.wake = wake
         self._fd: int | None = None
+        self._parent: int | None = None
         self._tried = False
+        self._remote = False
 
     def __getstate__(self) -> dict[str, object]:
-        return {"folder": self.folder, "_fd": None, "_tried": False}
+        return {"folder": self.folder, "wake": self.wake, "_fd": None, "_parent": None,
+                "_tried": False, "_remote": False}  # fmt: skip
 
     def wait_for(self, name: str, timeout: float) -> bool:
-        """Whether `name` is in the folder within `timeout` seconds."""
+        """Whether `name` is in the folder within `timeout` seconds (at most `UNSEEN_WAIT`
+        on a network file system); False at once when the wake file is there."""
         path = os.path.join(self.folder, name)
-        deadline = time.monotonic() + timeout
         fd = self._watch()
+        if self._remote:
+            timeout = min(timeout, UNSEEN_WAIT)
+        deadline = time.monotonic() + timeout
         while not os.path.exists(path):
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or self.woken():
                 return False
             if fd is None:
                 time.sleep(min(PROBE_EVERY, left))
                 continue
-            ready, _, _ = select.select([fd], [], [], left)
+            ready, _, _ = select.select(
+                [fd] if self._parent is None else [fd, self._parent], [], [], left
+            )
+            if self._parent is not None and self._parent in ready:
+                return False  # the parent exited
             if ready:
                 _drain(fd)
         return True
 
+    def woken(self) -> bool:
+        """Whether the wake file is there."""
+        return self.wake is not None and os.path.exists(self.wake)
+
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        for fd in (self._fd, self._parent):
+            if fd is not None:
+                os.close(fd)
+        self._fd = self._parent = None
 
     def __del__(self) -> None:
         self.close()
@@ -79,6 +122,7 @@ class LogWatch:
             return None
         try:
             libc = ctypes.CDLL(None, use_errno=True)
+            self._remote = remote_folder(libc, self.folder)
             fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
             if fd < 0:
                 raise OSError(ctypes.get_errno(), "inotify_init1")
@@ -89,8 +133,27 @@ class LogWatch:
         except (OSError, AttributeError) as e:
             logger.info("%s: not watched (%s); looking every %.2f s", self.folder, e, PROBE_EVERY)
             return None
+        wake_folder = os.path.dirname(self.wake) if self.wake else None
+        if wake_folder and libc.inotify_add_watch(fd, os.fsencode(wake_folder), _IN_CREATE) < 0:
+            # Not on this host (a Connect server's reader of a client's query): the wait
+            # ends at its deadline, and so may the stop.
+            logger.info("%s: wake folder not watched (errno %d)", wake_folder, ctypes.get_errno())
+            self.wake = None
+        try:  # readable once the parent exits (Linux 5.3)
+            self._parent = os.pidfd_open(os.getppid())
+        except (OSError, AttributeError):
+            self._parent = None
         self._fd = fd
         return fd
+
+
+def remote_folder(libc: ctypes.CDLL, folder: str) -> bool:
+    """Whether `folder` is on a file system other hosts write to (NFS, SMB, FUSE, ...),
+    whose changes by them inotify does not report."""
+    buf = ctypes.create_string_buffer(256)  # struct statfs: f_type is its first field
+    if libc.statfs(os.fsencode(folder), buf) != 0:
+        return False
+    return ctypes.c_ulong.from_buffer(buf).value & 0xFFFFFFFF in _REMOTE_MAGIC
 
 
 def _drain(fd: int) -> None:

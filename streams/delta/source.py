@@ -25,8 +25,9 @@ In a continuous query the reader of a local table can wait for the next commit
 commit file (`LogWatch`) and answers as soon as it is there, or with nothing new once
 the wait is over. The query then starts its batch as the upstream commits, where Spark's
 polling alone starts it up to `spark.sql.streaming.pollingDelay` later, and an idle
-query's triggers come a wait apart. A stop of the query waits for the trigger, so at
-most the wait (docs/decisions/0072).
+query's triggers come a wait apart. A stop of the query waits for the trigger: with
+`wake_file` (a local path) the wait ends as soon as that file is there, which the stop
+creates first (docs/decisions/0072, 0079).
 
 Work is split per file (append) or per version (changes) so executors read in
 parallel. The reader reads the JSON commits in `_delta_log/` and the data files through
@@ -146,13 +147,18 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         schema: StructType,
         *,
         commit_wait: float = 0.0,
+        wake_file: str | None = None,
     ) -> None:
         self.path = path
         self.mode = read
         self.max_versions = max_versions
         # Only a local log is watched: on object storage each look would be a request.
         local = storage.local_path(path)
-        self._log = LogWatch(os.path.join(local, "_delta_log")) if local and commit_wait else None
+        self._log = (
+            LogWatch(os.path.join(local, "_delta_log"), wake=wake_file)
+            if local and commit_wait
+            else None
+        )
         self._commit_wait = commit_wait
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self._until: int | None = None
@@ -324,8 +330,9 @@ class DeltaSnapshotReader(DataSourceReader):
 
 class DeltaStreamDataSource(DataSource):
     """`spark.readStream.format("warehouse_delta").option("path", ...)`; options `read`
-    (append|changes), `max_versions_per_trigger` and `commit_wait_ms` (default 0: a
-    trigger does not wait). `spark.read` of the same format
+    (append|changes), `max_versions_per_trigger`, `commit_wait_ms` (default 0: a
+    trigger does not wait) and `wake_file` (a local file whose appearance ends a wait).
+    `spark.read` of the same format
     gives the table's latest version at each execution (`DeltaSnapshotReader`)."""
 
     @classmethod
@@ -362,7 +369,14 @@ class DeltaStreamDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         path, read, mv = self._opts()
-        return DeltaStreamReader(path, read, mv, schema, commit_wait=self._commit_wait())
+        return DeltaStreamReader(
+            path,
+            read,
+            mv,
+            schema,
+            commit_wait=self._commit_wait(),
+            wake_file=self.options.get("wake_file") or None,
+        )
 
     def reader(self, schema: StructType) -> DataSourceReader:
         path, read, _ = self._opts()
@@ -382,6 +396,7 @@ def read_python(
     read: Literal["append", "changes"] = "append",
     max_versions_per_trigger: int | None = None,
     commit_wait: float = 0.0,
+    wake_file: str | None = None,
 ) -> DataFrame:
     """`read_delta_stream` on the python engine: this module's data source over `path`."""
     path = _registered(spark, path, read)
@@ -390,6 +405,8 @@ def read_python(
         reader = reader.option("max_versions_per_trigger", str(max_versions_per_trigger))
     if commit_wait > 0:
         reader = reader.option("commit_wait_ms", str(round(commit_wait * 1000)))
+        if wake_file:
+            reader = reader.option("wake_file", wake_file)
     return reader.load()
 
 

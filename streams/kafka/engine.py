@@ -63,6 +63,8 @@ class KafkaRead:
     record_wait: float = 0.0
     """Where the engine `waits_for_records`: seconds a trigger that finds nothing new
     waits for the next record."""
+    wake_file: str | None = None
+    """A local file whose appearance ends such a wait at once (a stop creates it)."""
 
 
 class KafkaEngine(Protocol):
@@ -134,6 +136,8 @@ class PythonKafka:
             reader = reader.option("cluster", request.cluster)
         if request.record_wait > 0:
             reader = reader.option("record_wait_ms", str(round(request.record_wait * 1000)))
+            if request.wake_file:
+                reader = reader.option("wake_file", request.wake_file)
         tasks = request.max_tasks or default_parallelism(spark)
         reader = reader.option("max_tasks", str(int(tasks)))
         return reader.load()

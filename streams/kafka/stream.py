@@ -53,6 +53,7 @@ def read_kafka_stream(
     checkpoint_location: str | None = None,
     cluster: str | None = None,
     record_wait: float = 0.0,
+    wake_file: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over Kafka with columns `key, value, topic, partition, offset,
     timestamp, timestamp_type, headers`.
@@ -81,7 +82,9 @@ def read_kafka_stream(
     initial offsets under the checkpoint (Spark's keeps one file per source anyway).
     `record_wait`: seconds a trigger that finds nothing new may wait for the next record
     (and answer as soon as it is in), on an engine whose source `waits_for_records`
-    (0: none waits; Spark polls the source `spark.sql.streaming.pollingDelay` apart).
+    (0: none waits; Spark polls the source `spark.sql.streaming.pollingDelay` apart);
+    `wake_file`: a local file whose appearance ends such a wait within a second (a stop
+    creates it).
     """
     names = _topics_arg(topics)
     if (names is None) == (pattern is None):
@@ -133,5 +136,6 @@ def read_kafka_stream(
         checkpoint_location=str(checkpoint_location) if checkpoint_location else None,
         cluster=cluster,
         record_wait=record_wait,
+        wake_file=wake_file,
     )
     return kafka_engine(engine).read_stream(spark, request)

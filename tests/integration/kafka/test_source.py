@@ -421,3 +421,34 @@ def test_a_wait_ends_with_nothing_new(broker, unique) -> None:
         KafkaStreamReader(
             {"bootstrap": broker.bootstrap, "topics": topic, "record_wait_ms": "soon"}, SCHEMA
         )
+
+
+def test_the_wake_file_ends_a_wait_for_records(broker, unique, tmp_path) -> None:
+    """A stop creates the query's wake file: a trigger waiting for records answers then
+    with nothing new, and later triggers do not wait while the file is there."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from streams.kafka.source import SCHEMA, KafkaStreamReader
+
+    topic = unique("wait-wake")
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    fill(broker.bootstrap, topic, {0: 2})
+    wake = tmp_path / "t-1"
+    reader = KafkaStreamReader(
+        {"bootstrap": broker.bootstrap, "topics": topic, "record_wait_ms": "600000",
+         "wake_file": str(wake)},
+        SCHEMA,
+    )  # fmt: skip
+    at_end = {topic: {"0": 2}}
+    answer: list[dict] = []
+    trigger = threading.Thread(
+        target=lambda: answer.append(reader.latestOffset(at_end, ReadAllAvailable())),
+        daemon=True,
+    )
+    trigger.start()
+    time.sleep(1.5)
+    assert trigger.is_alive() and answer == []  # waiting
+    wake.write_text("")
+    trigger.join(timeout=60)  # a wait the wake did not end would take 600 s
+    assert answer == [at_end]
+    assert reader.latestOffset(at_end, ReadAllAvailable()) == at_end

@@ -8,6 +8,7 @@ import os
 import pickle
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,78 @@ def test_a_copy_watches_anew(tmp_path: Path) -> None:
     assert copy._fd is None and copy.folder == str(tmp_path)
     _later(lambda: (tmp_path / "x.json").write_text("{}"))
     assert copy.wait_for("x.json", 600)
+
+
+@pytest.mark.parametrize("watched", [True, False], ids=["inotify", "looking"])
+def test_the_wake_file_ends_a_wait_with_nothing(tmp_path: Path, watched) -> None:
+    """A stop creates the wake file (another folder): the wait ends then, with nothing,
+    and every later wait ends at once while the file is there."""
+    log, wakes = tmp_path / "_delta_log", tmp_path / "wakes"
+    log.mkdir()
+    wakes.mkdir()
+    watch = LogWatch(str(log), wake=str(wakes / "dwd_orders-1"))
+    if not watched:
+        watch._tried = True
+    elif not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux's")
+    (wakes / "dwd_orders-2").write_text("")  # another query's wake: this wait goes on
+    _later(lambda: (wakes / "dwd_orders-1").write_text(""))
+    ended: list[bool] = []
+    waiter = threading.Thread(target=lambda: ended.append(watch.wait_for("x.json", 600)))
+    waiter.start()
+    waiter.join(timeout=60)  # a wait the wake did not end would take 600 s
+    assert ended == [False] and watch.woken()
+    assert not watch.wait_for("x.json", 600)
+    (log / "x.json").write_text("{}")
+    assert watch.wait_for("x.json", 600)  # what came is still answered
+    copy = pickle.loads(pickle.dumps(watch))
+    assert copy.wake == watch.wake and copy.woken()
+
+
+def test_a_wake_folder_missing_on_this_host_leaves_the_deadline(tmp_path: Path) -> None:
+    """A wake file whose folder is not on this host (a Connect client's) cannot end the
+    wait: it ends at its deadline, as without one."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux's")
+    watch = LogWatch(str(tmp_path), wake=str(tmp_path / "elsewhere" / "t-1"))
+    assert not watch.wait_for("x.json", 0.2)
+    assert watch.wake is None
+
+
+def test_a_local_folder_is_not_remote(tmp_path: Path) -> None:
+    """The waits on a local folder are not cut to `UNSEEN_WAIT` (that is for NFS, SMB,
+    FUSE and the like, whose other hosts' writes inotify does not report)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("statfs(2) is read on Linux")
+    import ctypes
+
+    from streams.delta.log_watch import remote_folder
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert not remote_folder(libc, str(tmp_path))
+    watch = LogWatch(str(tmp_path))
+    assert not watch.wait_for("x", 0.01) and not watch._remote
+
+
+def test_a_wait_ends_when_the_parent_exits(tmp_path: Path) -> None:
+    """A source's runner whose JVM was killed has no one to answer: its wait ends when
+    its parent exits, not at the wait's deadline."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("pidfd is Linux's")
+    import subprocess
+
+    out = tmp_path / "out"
+    child = (
+        "from streams.delta.log_watch import LogWatch; import sys; "
+        f"print(LogWatch({str(tmp_path)!r}).wait_for('x.json', 600), flush=True)"
+    )
+    # The shell starts the waiting child and exits a second later: the child's parent is gone.
+    subprocess.run(
+        ["bash", "-c", f'"$0" -c "$1" > {out} 2>&1 & sleep 1', sys.executable, child],
+        check=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    deadline = time.monotonic() + 60  # a wait the exit did not end would take 600 s
+    while time.monotonic() < deadline and not out.read_text().strip():
+        time.sleep(0.1)
+    assert out.read_text().strip() == "False"
