@@ -96,6 +96,7 @@ class KafkaInput:
         *,
         checkpoint: str,
         record_wait: float = 0.0,
+        wake_file: str | None = None,
     ) -> DataFrame:
         """The topics as a streaming DataFrame of Kafka records: parse, transform and
         checks run per batch, where bad records can go to quarantine.
@@ -114,6 +115,7 @@ class KafkaInput:
                 self.bootstrap,
                 self.client_config,
                 record_wait=record_wait,
+                wake_file=wake_file,
             )
         frames = [
             self._read(spark, engines, checkpoint, c.bootstrap, c.client_config, c.name).withColumn(
@@ -136,6 +138,7 @@ class KafkaInput:
         cluster: str | None = None,
         *,
         record_wait: float = 0.0,
+        wake_file: str | None = None,
     ) -> DataFrame:
         from streams.kafka import read_kafka_stream
 
@@ -156,6 +159,7 @@ class KafkaInput:
             checkpoint_location=checkpoint,
             cluster=cluster,
             record_wait=record_wait,
+            wake_file=wake_file,
         )
 
 
@@ -169,7 +173,12 @@ class TableInput:
     join_paths: dict[str, str]
 
     def stream(
-        self, spark: SparkSession, engines: ResolvedEngines, *, commit_wait: float = 0.0
+        self,
+        spark: SparkSession,
+        engines: ResolvedEngines,
+        *,
+        commit_wait: float = 0.0,
+        wake_file: str | None = None,
     ) -> DataFrame:
         from streams.delta import read_delta_stream
 
@@ -180,6 +189,7 @@ class TableInput:
             max_versions_per_trigger=self.source.max_versions_per_trigger,
             engine=engines.delta.name,
             commit_wait=commit_wait,
+            wake_file=wake_file,
         )
 
     def joined(self, spark: SparkSession, engines: ResolvedEngines) -> dict[str, DataFrame]:

@@ -12,7 +12,10 @@ No Spark import at module import time: pyspark is imported inside functions.
 
 from __future__ import annotations
 
+import getpass
 import logging
+import os
+import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -85,7 +88,10 @@ class TableProgram:
     evaluates Spark's expressions outside whole-stage code without generating code
     (`dedupes_by_watermark`, docs/decisions/0047). `waits_for_input`: whether its
     source waits in a trigger for new input, the upstream table's next commit or the
-    topics' next record (`INPUT_WAIT`, `waits_for_input`)."""
+    topics' next record (`INPUT_WAIT`, `waits_for_input`); `wake_file`: the local file
+    whose appearance ends that wait at once, which the query's stop creates (None where
+    the source does not wait, or runs on a Connect server, where a client's file is not
+    seen)."""
 
     plan: TablePlan
     definition: TableDefinition
@@ -105,6 +111,7 @@ class TableProgram:
     no_data_batches: bool
     interpreted: bool
     waits_for_input: bool
+    wake_file: str | None
     once: bool
 
     @property
@@ -216,17 +223,20 @@ def build_program(
     if isinstance(src, TopicSource):
         source = kafka_input(project, defn, src.kafka, bootstrap)
         waits = waits_for_input(source, engines, defn, plan, once=once)
+        wake = wake_file(spark, table) if waits else None
         stream = source.stream(
             spark,
             engines,
             checkpoint=plan.checkpoint_path,
-            record_wait=INPUT_WAIT if waits else 0.0,
+            record_wait=input_wait(waits, wake),
+            wake_file=wake,
         )
         rows = _kafka_rows(source, stream, transform, defn)
         batch_transform = transform
     else:
         source = table_input(project, src)
         waits = waits_for_input(source, engines, defn, plan, once=once)
+        wake = wake_file(spark, table) if waits else None
         stream = _table_stream(
             source,
             spark,
@@ -235,7 +245,8 @@ def build_program(
             transform,
             views,
             registered,
-            commit_wait=INPUT_WAIT if waits else 0.0,
+            commit_wait=input_wait(waits, wake),
+            wake_file=wake,
         )
         rows = stream.schema
         batch_transform = None
@@ -266,14 +277,40 @@ def build_program(
         and emits_without_data(stream, defn, plan.output_mode),
         interpreted=isinstance(source, TableInput) and dedupes_by_watermark(stream, defn),
         waits_for_input=waits,
+        wake_file=wake,
         once=once,
     )
 
 
-INPUT_WAIT = 1.0
+INPUT_WAIT = 10.0
 """Seconds a continuous query's trigger that found nothing new waits for new input, where
-its source can (`waits_for_input`). A stop waits for the trigger, so at most this long
-more (docs/decisions/0072)."""
+its source can (`waits_for_input`), and the query's stop can end the wait (`wake_file`):
+an idle query's triggers come this far apart (docs/decisions/0072, 0079)."""
+
+UNWOKEN_INPUT_WAIT = 1.0
+"""The same wait where no stop can end it (a Connect server's source): a stop waits for
+the trigger, so at most this long more."""
+
+
+def input_wait(waits: bool, wake: str | None) -> float:
+    """Seconds the query's trigger waits for new input (0: it does not wait)."""
+    if not waits:
+        return 0.0
+    return INPUT_WAIT if wake is not None else UNWOKEN_INPUT_WAIT
+
+
+def wake_file(spark: SparkSession, table: str) -> str | None:
+    """A new path for the file that ends `table`'s waiting trigger when its query stops,
+    in a folder of this user's under the temporary directory (made here: the source
+    watches it); None on a Connect session, whose sources run on the server's host."""
+    from streams.sessions import is_connect
+
+    if is_connect(spark):
+        return None
+    user = os.getuid() if hasattr(os, "getuid") else getpass.getuser()
+    folder = os.path.join(tempfile.gettempdir(), f"warehouse-wake-{user}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return os.path.join(folder, f"{table}-{uuid.uuid4().hex}")
 
 
 def waits_for_input(
@@ -317,11 +354,12 @@ def _table_stream(
     registered: list[str],
     *,
     commit_wait: float,
+    wake_file: str | None,
 ) -> DataFrame:
     """The table input's stream through the watermark, the transform (with the joined
     streams registered as views) and the stateful operators."""
     spec = defn.spec
-    upstream = source.stream(spark, engines, commit_wait=commit_wait)
+    upstream = source.stream(spark, engines, commit_wait=commit_wait, wake_file=wake_file)
     wm_first = bool(spec.watermark and spec.watermark.column in upstream.columns)
     if wm_first:
         upstream = with_watermark(upstream, defn)

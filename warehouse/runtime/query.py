@@ -7,7 +7,9 @@ the program's stream with the writer as its foreachBatch function.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -118,6 +120,9 @@ class TableQuery:
         """Once the query has stopped: the writer's clients, the kept snapshots and the
         program's views."""
         self.writer.close()
+        if self.program.wake_file is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.program.wake_file)
         if self.snapshots is not None:
             self.snapshots.release()
         for view in self.program.views:

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -114,6 +114,18 @@ def stop_between_calls(query: StreamingQuery, refused: threading.Event, *, timeo
             break
         time.sleep(0.05)
     query.stop()
+
+
+def wake_source(program: TableProgram) -> None:
+    """End the wait of `program`'s source for new input, now and at every later trigger
+    (its `wake_file`, which the query's release removes): Spark's query thread waits in
+    the source's call and cannot be interrupted there, so a stop would otherwise wait
+    for the wait's end (docs/decisions/0079)."""
+    if program.wake_file is None:
+        return
+    with suppress(FileExistsError):
+        with open(program.wake_file, "x"):
+            pass
 
 
 def wait_for_stop(spark: SparkSession, error: StopRequested) -> StopRequested:
@@ -324,7 +336,8 @@ class BatchWriter:
         would be skipped by the app transaction, but a clean stop is cheaper):
         so take the batch lock (no batch is writing), wait until Spark's commit
         log has the last batch we wrote, then stop, once the query is between
-        triggers or its next batch has reached us (`stop_between_calls`). A batch
+        triggers or its next batch has reached us (`stop_between_calls`); a trigger
+        waiting in its source for new input is woken first (`wake_source`). A batch
         that starts after that fails without writing (`StopRequested`, once the stop
         has interrupted it: `wait_for_stop`) and is replayed next run.
         """
@@ -336,6 +349,7 @@ class BatchWriter:
                 deadline = time.monotonic() + timeout
                 while not storage.exists(marker) and query.isActive and time.monotonic() < deadline:
                     time.sleep(0.1)
+        wake_source(self.program)
         stop_between_calls(query, self.refused, timeout=_PLANNING_WAIT)
         logger.info("table %s: query stopped after batch %s", self.program.name, last)
 

@@ -1,6 +1,7 @@
 """A continuous query waits in its source for new input (its upstream table's next
 commit, its topics' next record) where its engine's source can (the python engine, a
-local table; docs/decisions/0072), and Spark polls it as before everywhere else.
+local table; docs/decisions/0072), and Spark polls it as before everywhere else. A stop
+ends the wait through the query's wake file (docs/decisions/0079).
 
 Real broker, real Spark and Delta. The compile decides which queries wait; a running
 query shows it in its status: an idle query whose source waits is inside a trigger
@@ -22,8 +23,10 @@ from streams.kafka.admin import produce
 from tests.integration.projects import new_layer
 from tests.integration.runtime.helpers import order, orders_project, rows
 from warehouse import Project
+from warehouse.compile import program as program_module
 from warehouse.compile.engines import ResolvedEngines
 from warehouse.compile.program import build_program
+from warehouse.runtime import writer as writer_module
 from warehouse.runtime.pipeline import Pipeline
 from warehouse.runtime.query import POLLING_DELAY, WAITING_POLLING_DELAY, query_settings
 
@@ -96,6 +99,10 @@ def test_the_compile_decides_which_queries_wait_for_their_upstream(
         )
         try:
             short = query_settings(program).get(POLLING_DELAY) == WAITING_POLLING_DELAY
+            wake = program.wake_file
+            # A waiting source has a wake file to be stopped by, in a folder it can watch.
+            assert (wake is not None) == program.waits_for_input
+            assert wake is None or (Path(wake).parent.is_dir() and not Path(wake).exists())
             return program.waits_for_input, short
         finally:
             for view in program.views:
@@ -122,8 +129,12 @@ def _trigger_share(query, *, samples: int = 40, every: float = 0.05) -> float:
 
 
 def test_idle_queries_wait_for_input_and_take_it_once(
-    spark, broker, unique, tmp_path: Path, engine: str
+    spark, broker, unique, tmp_path: Path, engine: str, monkeypatch
 ) -> None:
+    # Waits, and a stop's patience with a trigger before it interrupts it, longer than the
+    # stop is given below: the stop must end the waits (their wake files).
+    monkeypatch.setattr(program_module, "INPUT_WAIT", 600.0)
+    monkeypatch.setattr(writer_module, "_PLANNING_WAIT", 600.0)
     topic, proj = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine=engine)
     project = Project.load(proj, environ={})
     produce(broker.bootstrap, topic, [("o1", order("o1", "u1", 1.0, 0))])
@@ -141,7 +152,7 @@ def test_idle_queries_wait_for_input_and_take_it_once(
     finally:
         pipeline.request_stop()
         runner.join(timeout=180)
-    assert not runner.is_alive()
+    assert not runner.is_alive()  # the waits ended at the stop
     assert rows(dwd, ["order_id"]) == [("o1",), ("o2",)]
     assert rows(project.table_path("ods_orders"), ["order_id"]) == [("o1",), ("o2",)]
     for name, share in inside.items():
