@@ -12,7 +12,9 @@ versions for groups of that protocol.
 
 from __future__ import annotations
 
-from streams.broker.context import BrokerContext, Handler
+from typing import Any
+
+from streams.broker.context import BrokerContext, Handler, RequestContext
 from streams.broker.coordinator import (
     consumer_group_apis,
     group_apis,
@@ -26,6 +28,18 @@ from streams.broker.coordinator.coordinator import Coordinator
 
 __all__ = ["API_VERSIONS", "HANDLERS", "create_extension"]
 
+
+def _waking(handler: Handler) -> Handler:
+    """`handler`, first telling the coordinator a request came (`Coordinator.touched`):
+    an idle coordinator ticks once a second, a busy one every ``coordinator.tick.ms``."""
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        ctx.broker.extension.touched()  # type: ignore[attr-defined]
+        return await handler(ctx, request)
+
+    return handle
+
+
 HANDLERS: dict[int, Handler] = {}
 API_VERSIONS: dict[int, tuple[int, int]] = {}
 for _key, _versions, _handler in (
@@ -37,7 +51,7 @@ for _key, _versions, _handler in (
     *sasl.APIS,
     *scram_apis.APIS,
 ):
-    HANDLERS[_key] = _handler
+    HANDLERS[_key] = _waking(_handler)
     API_VERSIONS[_key] = _versions
 
 

@@ -84,3 +84,52 @@ def test_compaction_keeps_the_last_value_per_key(broker_factory, unique) -> None
     assert {k: v for k, (_, v) in last.items()} == {f"k{k}".encode(): b"19" for k in range(5)}
     offsets = [o for _, o, _, _ in records]
     assert offsets == sorted(offsets)  # original offsets kept, in order
+
+
+def _wakes(pid: int) -> int:
+    """How often the broker's event loop thread (its main thread) has gone to sleep."""
+    status = open(f"/proc/{pid}/task/{pid}/status").read()
+    return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+def test_an_idle_coordinator_ticks_once_a_second_and_a_group_still_works(
+    broker_factory, unique
+) -> None:
+    """With no group member and no open transaction the coordinator's clock ticks once a
+    second, not every `coordinator.tick.ms` (100): an idle broker's loop sleeps between
+    its ticks and the log flusher's, about two wakes a second (it woke eleven times a
+    second before). A group's first member, on the idle coordinator, still joins, gets its
+    partitions and reads (its requests wake the clock)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads the loop thread's wakes from /proc")
+    proc = broker_factory()
+    pid = proc.pid
+    assert pid is not None
+    time.sleep(1.5)  # its start's own work done
+    before = _wakes(pid)
+    time.sleep(3.0)
+    assert _wakes(pid) - before <= 15
+
+    topic = unique("idle-group")
+    create_topic(proc.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": proc.bootstrap})
+    producer.produce(topic, value=b"v")
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": proc.bootstrap, "group.id": unique("g"),
+         "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+    )  # fmt: skip
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        got = None
+        while got is None and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got = msg.value()
+        assert got == b"v"
+        assert consumer.assignment() == [TopicPartition(topic, 0)]
+    finally:
+        consumer.close()
