@@ -117,16 +117,19 @@ def test_a_wait_ends_when_the_parent_exits(tmp_path: Path) -> None:
 
     out = tmp_path / "out"
     child = (
-        "from streams.delta.log_watch import LogWatch; import sys; "
-        f"print(LogWatch({str(tmp_path)!r}).wait_for('x.json', 600), flush=True)"
+        "from streams.delta.log_watch import LogWatch; "
+        f"w = LogWatch({str(tmp_path)!r}); w._watch(); print('watching', flush=True); "
+        "print(w.wait_for('x.json', 600), flush=True)"
     )
-    # The shell starts the waiting child and exits a second later: the child's parent is gone.
+    # The shell starts the child and exits once it watches: the child's parent is gone.
+    script = f'"$0" -c "$1" > {out} 2>&1 & until grep -q watching {out}; do sleep 0.05; done'
     subprocess.run(
-        ["bash", "-c", f'"$0" -c "$1" > {out} 2>&1 & sleep 1', sys.executable, child],
+        ["bash", "-c", script, sys.executable, child],
         check=True,
         cwd=Path(__file__).resolve().parents[3],
+        timeout=120,
     )
     deadline = time.monotonic() + 60  # a wait the exit did not end would take 600 s
-    while time.monotonic() < deadline and not out.read_text().strip():
+    while time.monotonic() < deadline and len(out.read_text().split()) < 2:
         time.sleep(0.1)
-    assert out.read_text().strip() == "False"
+    assert out.read_text().split() == ["watching", "False"]
