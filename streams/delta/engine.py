@@ -13,7 +13,7 @@ are the entry points by engine name (`DeltaTarget.engine`, `engine=`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
@@ -63,10 +63,12 @@ class DeltaEngine(Protocol):
         max_versions_per_trigger: int | None,
         commit_wait: float = 0.0,
         wake_file: str | None = None,
+        watch_also: Sequence[str] = (),
     ) -> DataFrame:
         """The table's versions as a streaming DataFrame (`read_delta_stream`); a trigger
         that finds nothing new waits up to `commit_wait` seconds for the next commit
-        where `waits_for_commits(path)`, or until `wake_file` is there."""
+        where `waits_for_commits(path)`, or until `wake_file` is there, or one of the
+        tables `watch_also` names commits."""
         ...
 
     def waits_for_commits(self, path: str) -> bool:
@@ -120,6 +122,7 @@ class PythonDelta:
         max_versions_per_trigger: int | None,
         commit_wait: float = 0.0,
         wake_file: str | None = None,
+        watch_also: Sequence[str] = (),
     ) -> DataFrame:
         return source.read_python(
             spark,
@@ -128,6 +131,7 @@ class PythonDelta:
             max_versions_per_trigger=max_versions_per_trigger,
             commit_wait=commit_wait,
             wake_file=wake_file,
+            watch_also=watch_also,
         )
 
     def waits_for_commits(self, path: str) -> bool:
@@ -174,6 +178,7 @@ class NativeDelta:
         max_versions_per_trigger: int | None,
         commit_wait: float = 0.0,
         wake_file: str | None = None,
+        watch_also: Sequence[str] = (),
     ) -> DataFrame:
         # Delta's own source cannot wait for a commit (`waits_for_commits`): Spark polls it.
         return native.read_delta_stream_native(
@@ -240,12 +245,14 @@ def read_delta_stream(
     engine: Engine = "python",
     commit_wait: float = 0.0,
     wake_file: str | None = None,
+    watch_also: Sequence[str] = (),
 ) -> DataFrame:
     """A streaming DataFrame over the versions of the Delta table at `path`
     (`streams.delta.source` tells what a version yields). `commit_wait`: seconds a trigger
     that finds nothing new may wait for the next commit, on an engine whose source
     `waits_for_commits` (0: none waits); `wake_file`: a local file whose appearance ends
-    such a wait at once (a stop creates it)."""
+    such a wait at once (a stop creates it); `watch_also`: the other tables the query
+    reads as streams, whose new commits end such a wait too (each `waits_for_commits`)."""
     path = str(path)
     if read not in ("append", "changes"):
         raise DeltaConfigError(
@@ -275,4 +282,5 @@ def read_delta_stream(
         max_versions_per_trigger=max_versions_per_trigger,
         commit_wait=commit_wait,
         wake_file=wake_file,
+        watch_also=watch_also,
     )

@@ -16,6 +16,13 @@ same way): the query's stop creates it, so that the stop does not wait for the t
 And it ends when the process's parent (Spark's JVM, which started the source's runner)
 exits: no one is left to answer, and the runner should not outlive a killed driver by a
 whole wait.
+
+The reader of a query that joins other tables' streams waits for any of their logs
+(`others`): Spark asks the query's sources one after the other in a trigger, so a wait
+in one source must end once another has new input. A wait ends at once, with nothing,
+when an entry came into another folder since the previous wait began (the other source
+may have been asked before that entry came, and is asked again in the next trigger),
+and no wait happens where those folders cannot be watched.
 """
 
 from __future__ import annotations
@@ -24,8 +31,10 @@ import ctypes
 import logging
 import os
 import select
+import struct
 import sys
 import time
+from collections.abc import Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +61,8 @@ _REMOTE_MAGIC = frozenset(
 )
 """statfs(2) `f_type`s of file systems another host can write to."""
 
+_EVENT_HEAD = struct.Struct("iIII")
+"""`struct inotify_event` before its name: wd, mask, cookie, len."""
 _IN_CREATE = 0x100
 _IN_MOVED_TO = 0x80
 _IN_NONBLOCK = os.O_NONBLOCK
@@ -64,23 +75,34 @@ class LogWatch:
     One owner at a time (a stream reader's trigger); not to be pickled while watching
     (`__getstate__` leaves the watch behind, and a copy watches anew)."""
 
-    def __init__(self, folder: str, *, wake: str | None = None) -> None:
+    def __init__(self, folder: str, *, wake: str | None = None, others: Sequence[str] = ()) -> None:
         self.folder = folder
         self.wake = wake
+        self.others = tuple(others)
         self._fd: int | None = None
         self._parent: int | None = None
+        self._other_wds: frozenset[int] = frozenset()
+        self._others_moved = False
         self._tried = False
         self._remote = False
 
     def __getstate__(self) -> dict[str, object]:
-        return {"folder": self.folder, "wake": self.wake, "_fd": None, "_parent": None,
+        return {"folder": self.folder, "wake": self.wake, "others": self.others, "_fd": None,
+                "_parent": None, "_other_wds": frozenset(), "_others_moved": False,
                 "_tried": False, "_remote": False}  # fmt: skip
 
     def wait_for(self, name: str, timeout: float) -> bool:
         """Whether `name` is in the folder within `timeout` seconds (at most `UNSEEN_WAIT`
-        on a network file system); False at once when the wake file is there."""
+        on a network file system); False at once when the wake file is there, and when
+        another folder had an entry since the previous wait began (`others`)."""
         path = os.path.join(self.folder, name)
         fd = self._watch()
+        if self.others:
+            if fd is None or self._remote:  # the other inputs cannot be seen: no wait
+                return os.path.exists(path)
+            moved, self._others_moved = self._others_moved, _drain(fd, self._other_wds)
+            if moved or self._others_moved:
+                return os.path.exists(path)
         if self._remote:
             timeout = min(timeout, UNSEEN_WAIT)
         deadline = time.monotonic() + timeout
@@ -96,8 +118,9 @@ class LogWatch:
             )
             if self._parent is not None and self._parent in ready:
                 return False  # the parent exited
-            if ready:
-                _drain(fd)
+            if ready and _drain(fd, self._other_wds):
+                self._others_moved = True
+                return os.path.exists(path)
         return True
 
     def woken(self) -> bool:
@@ -122,14 +145,19 @@ class LogWatch:
             return None
         try:
             libc = ctypes.CDLL(None, use_errno=True)
-            self._remote = remote_folder(libc, self.folder)
+            folders = (self.folder, *self.others)
+            self._remote = any(remote_folder(libc, f) for f in folders)
             fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
             if fd < 0:
                 raise OSError(ctypes.get_errno(), "inotify_init1")
-            if libc.inotify_add_watch(fd, os.fsencode(self.folder), _IN_CREATE | _IN_MOVED_TO) < 0:
-                err = ctypes.get_errno()
-                os.close(fd)
-                raise OSError(err, f"inotify_add_watch {self.folder}")
+            wds = []
+            for folder in folders:
+                wd = libc.inotify_add_watch(fd, os.fsencode(folder), _IN_CREATE | _IN_MOVED_TO)
+                if wd < 0:
+                    err = ctypes.get_errno()
+                    os.close(fd)
+                    raise OSError(err, f"inotify_add_watch {folder}")
+                wds.append(wd)
         except (OSError, AttributeError) as e:
             logger.info("%s: not watched (%s); looking every %.2f s", self.folder, e, PROBE_EVERY)
             return None
@@ -143,6 +171,9 @@ class LogWatch:
             self._parent = os.pidfd_open(os.getppid())
         except (OSError, AttributeError):
             self._parent = None
+        # A folder watched twice (a table joined to itself) has one descriptor: its own
+        # entries then also count as another's, which only ends a wait sooner.
+        self._other_wds = frozenset(wds[1:])
         self._fd = fd
         return fd
 
@@ -156,12 +187,19 @@ def remote_folder(libc: ctypes.CDLL, folder: str) -> bool:
     return ctypes.c_ulong.from_buffer(buf).value & 0xFFFFFFFF in _REMOTE_MAGIC
 
 
-def _drain(fd: int) -> None:
-    """Read the events waiting on `fd` (which of them came does not matter: the caller
-    looks for its file)."""
+def _drain(fd: int, others: frozenset[int]) -> bool:
+    """Read the events waiting on `fd`; whether any was of a watch in `others` (of the
+    rest only the caller's file matters, which it looks for)."""
+    moved = False
     while True:
         try:
-            if not os.read(fd, 65536):
-                return
+            data = os.read(fd, 65536)
         except BlockingIOError:
-            return
+            return moved
+        if not data:
+            return moved
+        offset = 0
+        while offset + _EVENT_HEAD.size <= len(data):  # struct inotify_event, its name after
+            wd, _mask, _cookie, length = _EVENT_HEAD.unpack_from(data, offset)
+            moved = moved or wd in others
+            offset += _EVENT_HEAD.size + length

@@ -27,7 +27,10 @@ the wait is over. The query then starts its batch as the upstream commits, where
 polling alone starts it up to `spark.sql.streaming.pollingDelay` later, and an idle
 query's triggers come a wait apart. A stop of the query waits for the trigger: with
 `wake_file` (a local path) the wait ends as soon as that file is there, which the stop
-creates first (docs/decisions/0072, 0079).
+creates first (docs/decisions/0072, 0079). With `watch_also` (the other local tables a
+query joins as streams) the wait ends too when one of their logs has a new entry, so
+that the query's other sources, which Spark asks in the same trigger, are not held back
+(`LogWatch.others`, docs/decisions/0081).
 
 Work is split per file (append) or per version (changes) so executors read in
 parallel. The reader reads the JSON commits in `_delta_log/` and the data files through
@@ -148,6 +151,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         *,
         commit_wait: float = 0.0,
         wake_file: str | None = None,
+        watch_also: Sequence[str] = (),
     ) -> None:
         self.path = path
         self.mode = read
@@ -155,7 +159,11 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Only a local log is watched: on object storage each look would be a request.
         local = storage.local_path(path)
         self._log = (
-            LogWatch(os.path.join(local, "_delta_log"), wake=wake_file)
+            LogWatch(
+                os.path.join(local, "_delta_log"),
+                wake=wake_file,
+                others=[_log_folder(p) for p in watch_also],
+            )
             if local and commit_wait
             else None
         )
@@ -331,7 +339,8 @@ class DeltaSnapshotReader(DataSourceReader):
 class DeltaStreamDataSource(DataSource):
     """`spark.readStream.format("warehouse_delta").option("path", ...)`; options `read`
     (append|changes), `max_versions_per_trigger`, `commit_wait_ms` (default 0: a
-    trigger does not wait) and `wake_file` (a local file whose appearance ends a wait).
+    trigger does not wait), `wake_file` (a local file whose appearance ends a wait) and
+    `watch_also` (a JSON list of the other local tables whose new commits end a wait).
     `spark.read` of the same format
     gives the table's latest version at each execution (`DeltaSnapshotReader`)."""
 
@@ -376,6 +385,7 @@ class DeltaStreamDataSource(DataSource):
             schema,
             commit_wait=self._commit_wait(),
             wake_file=self.options.get("wake_file") or None,
+            watch_also=json.loads(self.options.get("watch_also") or "[]"),
         )
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -397,6 +407,7 @@ def read_python(
     max_versions_per_trigger: int | None = None,
     commit_wait: float = 0.0,
     wake_file: str | None = None,
+    watch_also: Sequence[str] = (),
 ) -> DataFrame:
     """`read_delta_stream` on the python engine: this module's data source over `path`."""
     path = _registered(spark, path, read)
@@ -407,7 +418,21 @@ def read_python(
         reader = reader.option("commit_wait_ms", str(round(commit_wait * 1000)))
         if wake_file:
             reader = reader.option("wake_file", wake_file)
+        if watch_also:
+            reader = reader.option("watch_also", json.dumps([str(p) for p in watch_also]))
     return reader.load()
+
+
+def _log_folder(path: str) -> str:
+    local = storage.local_path(path)
+    if local is None:
+        raise DeltaConfigError(
+            f"`watch_also` names `{path}`, which is not a local table: only a local log "
+            "can be watched",
+            path=path,
+            option="watch_also",
+        )
+    return os.path.join(local, "_delta_log")
 
 
 def waits_for_commits(path: str) -> bool:

@@ -180,6 +180,9 @@ class TableInput:
         commit_wait: float = 0.0,
         wake_file: str | None = None,
     ) -> DataFrame:
+        """The source table's versions as a stream; a trigger that finds nothing new waits
+        up to `commit_wait` for its next commit, the wake file, or a new commit of a table
+        joined as a stream (which Spark asks in the same trigger)."""
         from streams.delta import read_delta_stream
 
         return read_delta_stream(
@@ -190,6 +193,7 @@ class TableInput:
             engine=engines.delta.name,
             commit_wait=commit_wait,
             wake_file=wake_file,
+            watch_also=list(self.join_paths.values()) if commit_wait else [],
         )
 
     def joined(self, spark: SparkSession, engines: ResolvedEngines) -> dict[str, DataFrame]:

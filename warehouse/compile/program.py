@@ -233,10 +233,12 @@ def build_program(
         )
         rows = _kafka_rows(source, stream, transform, defn)
         batch_transform = transform
+        no_data = False  # a Kafka-sourced query runs no batch without new records
     else:
         source = table_input(project, src)
         waits = waits_for_input(source, engines, defn, plan, once=once)
         wake = wake_file(spark, table) if waits else None
+        static_views = len(registered)
         stream = _table_stream(
             source,
             spark,
@@ -248,6 +250,26 @@ def build_program(
             commit_wait=input_wait(waits, wake),
             wake_file=wake,
         )
+        no_data = emits_without_data(stream, defn, plan.output_mode)
+        if waits and no_data:
+            # A join of streams that emits the rows its watermark leaves unmatched does so
+            # in batches of no data, which come after a trigger that found nothing: a
+            # waiting source would hold them back. Built again without the wait.
+            for view in registered[static_views:]:
+                spark.catalog.dropTempView(view)
+            del registered[static_views:]
+            waits, wake = False, None
+            stream = _table_stream(
+                source,
+                spark,
+                engines,
+                defn,
+                transform,
+                views,
+                registered,
+                commit_wait=0.0,
+                wake_file=None,
+            )
         rows = stream.schema
         batch_transform = None
     dead_letters = dead_letter_target(project, defn, bootstrap)
@@ -273,8 +295,7 @@ def build_program(
         events_root=str(project.root),
         events_retention=project.config.quality.events_retention_seconds,
         views=tuple(registered),
-        no_data_batches=isinstance(source, TableInput)
-        and emits_without_data(stream, defn, plan.output_mode),
+        no_data_batches=no_data,
         interpreted=isinstance(source, TableInput) and dedupes_by_watermark(stream, defn),
         waits_for_input=waits,
         wake_file=wake,
@@ -323,11 +344,15 @@ def waits_for_input(
 ) -> bool:
     """Whether the table's query waits in its source for new input (the upstream table's
     next commit, the topics' next record): a continuous query on an engine whose source
-    can (`DeltaEngine.waits_for_commits`, `KafkaEngine.waits_for_records`), of one stream
-    (a joined stream's or another cluster's source would wait in turn with it, and hold
-    back the other's input), without a trigger interval of its own (the table asked for
-    that cadence), and that emits nothing without new input (an appended window aggregate
-    emits its windows in batches of no data, which a waiting source would hold back)."""
+    can (`DeltaEngine.waits_for_commits`, `KafkaEngine.waits_for_records`), without a
+    trigger interval of its own (the table asked for that cadence), and that emits nothing
+    without new input (an appended window aggregate emits its windows in batches of no
+    data, which a waiting source would hold back; so does an outer or anti join of
+    streams, which `build_program` finds in the plan). A query that joins tables as
+    streams waits in its own table's source for a commit of any of them (each must be
+    one its engine can wait for: `watch_also`); one that reads topics of several clusters
+    does not wait (each cluster's source would wait in turn and hold back the other's
+    records)."""
     spec = defn.spec
     if once or (spec.trigger is not None and spec.trigger.interval):
         return False
@@ -335,9 +360,8 @@ def waits_for_input(
         return False
     if isinstance(source, KafkaInput):
         return not source.federation and engines.kafka.waits_for_records
-    if source.source.join_streams:
-        return False
-    return engines.delta.waits_for_commits(source.path)
+    paths = [source.path, *source.join_paths.values()]
+    return all(engines.delta.waits_for_commits(p) for p in paths)
 
 
 def _has_transform(defn: TableDefinition) -> bool:

@@ -73,12 +73,36 @@ sink: {mode: append}
 """
 
 
+MATCHED = """\
+table: dwd_matched
+source:
+  table: ods_orders
+  join_streams:
+    - table: dwd_orders
+      watermark: {column: event_time, delay: 1 second}
+watermark: {column: event_time, delay: 1 second}
+transform:
+  sql: |
+    SELECT o.order_id, d.order_id AS cleaned
+    FROM source o JOIN dwd_orders d
+      ON d.order_id = o.order_id
+     AND d.event_time >= o.event_time
+     AND d.event_time <= o.event_time + INTERVAL 1 MINUTE
+sink: {mode: append}
+"""
+
+UNMATCHED = MATCHED.replace("dwd_matched", "dwd_unmatched").replace(
+    "FROM source o JOIN", "FROM source o LEFT OUTER JOIN"
+)
+
+
 def test_the_compile_decides_which_queries_wait_for_their_upstream(
     spark, broker, unique, tmp_path: Path, engine: str
 ) -> None:
     topic, proj = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine=engine)
     (proj / "layers" / "dwd" / "paced.yml").write_text(PACED)
     (proj / "layers" / "dwd" / "joined.yml").write_text(JOINED)
+    (proj / "layers" / "dwd" / "unmatched.yml").write_text(UNMATCHED)
     dws = new_layer(proj, "dws")
     (dws / "windows.yml").write_text(APPENDED_WINDOWS)
     (dws / "live.yml").write_text(UPSERTED_WINDOWS)
@@ -115,7 +139,10 @@ def test_the_compile_decides_which_queries_wait_for_their_upstream(
     assert waits("dwd_orders", once=True) == (False, False)
     assert waits("ods_orders", once=True) == (False, False)
     assert waits("dwd_paced") == (False, False)  # its own cadence
-    assert waits("dwd_joined") == (False, False)  # two sources would wait in turn
+    # A join of streams waits in its own table's source for a commit of either table;
+    # an outer join emits its unmatched rows in batches of no data, which a wait holds.
+    assert waits("dwd_joined") == (engine == "python",) * 2
+    assert waits("dwd_unmatched") == (False, False)
     assert waits("dws_windows") == (False, False)  # closes windows in batches of no data
 
 
@@ -182,3 +209,35 @@ def _wait_rows(path: Path, n: int, runner: threading.Thread) -> None:
             pass
         time.sleep(0.5)
     raise AssertionError(f"{path}: {n} rows did not arrive (runner alive: {runner.is_alive()})")
+
+
+def test_a_joined_query_waits_for_either_table(
+    spark, broker, unique, tmp_path: Path, engine: str, monkeypatch
+) -> None:
+    """`dwd_matched` reads `ods_orders` and joins `dwd_orders`, which commits each order
+    after `ods_orders` does: with waits of 600 s the order's match comes only if the
+    wait in `ods_orders`' source ends at `dwd_orders`' commit (its `watch_also`)."""
+    monkeypatch.setattr(program_module, "INPUT_WAIT", 600.0)
+    monkeypatch.setattr(writer_module, "_PLANNING_WAIT", 600.0)
+    topic, proj = orders_project(tmp_path / "proj", broker.bootstrap, unique, engine=engine)
+    (proj / "layers" / "dwd" / "matched.yml").write_text(MATCHED)
+    project = Project.load(proj, environ={})
+    produce(broker.bootstrap, topic, [("o1", order("o1", "u1", 1.0, 0))])
+    pipeline = Pipeline(project, spark, layer="all", bootstrap=broker.bootstrap)
+    runner = threading.Thread(target=pipeline.run, kwargs={"once": False}, daemon=True)
+    runner.start()
+    matched = project.table_path("dwd_matched")
+    try:
+        _wait_rows(matched, 1, runner)
+        share = _trigger_share(_query(spark, "dwd_matched"))  # idle: in its wait, or not
+        produce(broker.bootstrap, topic, [("o2", order("o2", "u1", 2.0, 1))])
+        _wait_rows(matched, 2, runner)
+    finally:
+        pipeline.request_stop()
+        runner.join(timeout=180)
+    assert not runner.is_alive()  # the waits ended at the stop
+    assert rows(matched, ["order_id", "cleaned"]) == [("o1", "o1"), ("o2", "o2")]
+    if engine == "python":
+        assert share > 0.5, share
+    else:
+        assert share < 0.5, share

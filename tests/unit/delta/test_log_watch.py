@@ -133,3 +133,45 @@ def test_a_wait_ends_when_the_parent_exits(tmp_path: Path) -> None:
     while time.monotonic() < deadline and len(out.read_text().split()) < 2:
         time.sleep(0.1)
     assert out.read_text().split() == ["watching", "False"]
+
+
+def test_a_wait_ends_when_another_folder_has_a_new_entry(tmp_path: Path) -> None:
+    """A query that joins other tables' streams waits for any of their logs: an entry in
+    another folder ends the wait with nothing, and so does the next wait (the other
+    source may have been asked before the entry came); then waits go on as before."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux's")
+    own, other = tmp_path / "own", tmp_path / "other"
+    own.mkdir()
+    other.mkdir()
+    watch = LogWatch(str(own), others=[str(other)])
+    assert not watch.wait_for("00000000000000000001.json", 0.1)  # nothing anywhere
+
+    _later(lambda: (other / "00000000000000000005.json").write_text("{}"))
+    ended: list[bool] = []
+    waiter = threading.Thread(
+        target=lambda: ended.append(watch.wait_for("00000000000000000001.json", 600))
+    )
+    waiter.start()
+    waiter.join(timeout=60)  # a wait the other folder did not end would take 600 s
+    assert ended == [False]
+    assert not watch.wait_for("00000000000000000001.json", 600)  # the next one: at once
+    assert not watch.wait_for("00000000000000000001.json", 0.1)  # then a wait again
+
+    (other / "00000000000000000006.json").write_text("{}")  # between two waits
+    assert not watch.wait_for("00000000000000000001.json", 600)  # pending: at once
+    assert not watch.wait_for("00000000000000000001.json", 600)
+    (own / "00000000000000000001.json").write_text("{}")
+    assert watch.wait_for("00000000000000000001.json", 600)  # its own commit is answered
+
+
+def test_no_wait_where_another_folder_cannot_be_watched(tmp_path: Path) -> None:
+    """Without inotify (or with another folder on a network file system) another
+    table's commits cannot end a wait, so a joined query's source does not wait."""
+    watch = LogWatch(str(tmp_path), others=[str(tmp_path / "other")])
+    watch._tried = True  # as where inotify cannot be had
+    done: list[bool] = []
+    waiter = threading.Thread(target=lambda: done.append(watch.wait_for("x.json", 600)))
+    waiter.start()
+    waiter.join(timeout=60)
+    assert done == [False]
