@@ -239,17 +239,21 @@ def build_program(
         waits = waits_for_input(source, engines, defn, plan, once=once)
         wake = wake_file(spark, table) if waits else None
         static_views = len(registered)
-        stream = _table_stream(
-            source,
-            spark,
-            engines,
-            defn,
-            transform,
-            views,
-            registered,
-            commit_wait=input_wait(waits, wake),
-            wake_file=wake,
-        )
+
+        def build(waits: bool, wake: str | None) -> DataFrame:
+            return _table_stream(
+                source,
+                spark,
+                engines,
+                defn,
+                transform,
+                views,
+                registered,
+                commit_wait=input_wait(waits, wake),
+                wake_file=wake,
+            )
+
+        stream = build(waits, wake)
         no_data = emits_without_data(stream, defn, plan.output_mode)
         if waits and no_data:
             # A join of streams that emits the rows its watermark leaves unmatched does so
@@ -259,17 +263,7 @@ def build_program(
                 spark.catalog.dropTempView(view)
             del registered[static_views:]
             waits, wake = False, None
-            stream = _table_stream(
-                source,
-                spark,
-                engines,
-                defn,
-                transform,
-                views,
-                registered,
-                commit_wait=0.0,
-                wake_file=None,
-            )
+            stream = build(waits, wake)
         rows = stream.schema
         batch_transform = None
     dead_letters = dead_letter_target(project, defn, bootstrap)
