@@ -588,9 +588,12 @@ def measure_idle(seconds: float, batches: list[str], threads=None, java_threads=
             quiet_since, seen = time.monotonic(), len(batches)
     java = java_threads() if threads else None
     reading = threads() if threads else None
-    cpu0, n0, t0 = cpu_by_kind(), len(batches), time.monotonic()
+    # This thread only sleeps and measures meanwhile: its walks of /proc (tens of ms
+    # each) are not the queries' CPU.
+    me = threading.get_native_id()
+    cpu0, n0, t0 = cpu_by_kind(without_thread=me), len(batches), time.monotonic()
     time.sleep(seconds)
-    cpu, wall = cpu_delta(cpu0, cpu_by_kind()), time.monotonic() - t0
+    cpu, wall = cpu_delta(cpu0, cpu_by_kind(without_thread=me)), time.monotonic() - t0
     if reading is not None:
         # /proc is read next to the window's ends; the Java threads' reading (calls into
         # the JVM) outside them.
@@ -828,7 +831,7 @@ def report_cpu(queries: int, idle: Cpu, busy: Cpu) -> None:
     idle_rate = sum(icpu.values()) / iwall
     print(
         f"\nidle, {queries} queries, {iwall:.0f}s, {ibatches} batches: {fmt(icpu, iwall)}; "
-        f"per idle query {idle_rate / queries * 1000:.1f} ms CPU per second"
+        f"per idle query {idle_rate / queries * 1000:.2f} ms CPU per second"
     )
     extra = sum(bcpu.values()) - idle_rate * bwall
     per_batch = f"{extra / bbatches * 1000:.0f} ms" if bbatches else "-"
