@@ -99,6 +99,14 @@ class _Once:
     """What the attempts before this one did."""
 
 
+LOOK_EVERY = 0.5
+"""Seconds between a continuous run's looks at its queries while a table waits to start."""
+
+STEADY_LOOK_EVERY = 1.0
+"""The same once every table has started: a look costs the run's process and the JVM
+CPU whether anything happened or not (docs/decisions/0082), and a failed batch, the one
+thing a look must act on soon, ends the run within this long."""
+
 REGISTER_EVERY = 5.0
 """Seconds between a continuous run's looks for tables to register in the catalog: a
 table's name appears within this long of its first commit, and a quarantine that never
@@ -627,7 +635,7 @@ class Pipeline:
                 if failure is None:
                     self._registrar.check(every=REGISTER_EVERY)
                     self._states.beat()
-                    self._stop.wait(0.5)
+                    self._stop.wait(LOOK_EVERY if waiting else STEADY_LOOK_EVERY)
         except KeyboardInterrupt:
             pass
         finally:

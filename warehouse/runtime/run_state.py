@@ -42,7 +42,7 @@ State = Literal["running", "idle", "stopped", "failed", "never run"]
 
 RECENT = 20
 """Batches kept in a record."""
-HEARTBEAT_SECONDS = 5.0
+HEARTBEAT_SECONDS = 10.0
 STALE_SECONDS = 30.0
 """A `running` record of a process on another host not renewed for this long is dead."""
 IDLE_SECONDS = 15.0
