@@ -1,7 +1,7 @@
 """The queries a run watches: whether each still runs, the progress of its batches.
 
 A continuous run (`Pipeline.run(once=False)`) keeps a `LiveQuery` per running table and
-looks at them about twice a second; a look must cost the queries little, since it calls
+looks at them once or twice a second; a look must cost the queries little, since it calls
 into the JVM (docs/decisions/0057). A `--once` run notes each query's progress when it
 ends (`note_progress`).
 """
@@ -67,7 +67,7 @@ class LiveQuery:
 
         A failed batch ends it at once (its writer's error); whether Spark ended it
         (`isActive`, a call into the JVM, which costs both processes CPU) is asked at
-        most every `every` seconds, not at each of the runner's two looks a second
+        most every `every` seconds, not at each of the runner's looks (one or two a second)
         (docs/decisions/0057)."""
         if self.cq.writer.stats.error is not None:
             return False
@@ -86,14 +86,14 @@ class LiveQuery:
 
         On a classic session the writer has counted every batch that ran (its
         `last_batch`) before Spark reports the batch's progress: while no batch ran
-        past the last one noted, there is nothing to read, and an idle query costs the
-        runner no call to the JVM. A Connect server's batches are known only from the
-        progress, which is read each time."""
+        since the start, or past the last one noted, there is nothing to read, and an
+        idle query costs the runner no call to the JVM (a query whose first trigger
+        waits for input has no progress for as long as it waits). A Connect server's
+        batches are known only from the progress, which is read each time."""
         stats = self.cq.writer.stats
-        if (
-            not self.cq.writer.remote
-            and self.noted_to is not None
-            and (stats.last_batch is None or stats.last_batch <= self.noted_to)
+        if not self.cq.writer.remote and (
+            stats.last_batch is None
+            or (self.noted_to is not None and stats.last_batch <= self.noted_to)
         ):
             return
         last = self.query.lastProgress

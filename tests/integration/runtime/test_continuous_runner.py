@@ -137,7 +137,7 @@ def _idle_query(spark, inbox: Path, checkpoint: Path) -> Any:
 def test_the_runner_asks_whether_a_query_runs_at_most_every_few_seconds(
     spark, tmp_path: Path
 ) -> None:
-    """The runner looks at its queries twice a second; whether Spark still runs one (a
+    """The runner looks at its queries once or twice a second; whether Spark still runs one (a
     call into the JVM) it asks at most every `ACTIVE_EVERY` seconds, and a batch that failed in the writer
     ends the query at once."""
     inbox = tmp_path / "inbox"
@@ -183,5 +183,30 @@ def test_the_runner_asks_nothing_of_a_settling_query_while_no_table_waits(
         assert may_start(live, {"u": (0.0, 1)}, settle_seconds=60)
         # whether it is active, and its progress (and its status while it has none)
         assert asks.count == 1 and asks.others >= 1
+    finally:
+        query.stop()
+
+
+def test_the_runner_reads_no_progress_of_a_query_that_ran_no_batch_since_its_start(
+    spark, tmp_path: Path
+) -> None:
+    """A query whose trigger waits for input has no progress for as long as it waits:
+    the runner asks Spark for it (a call into the JVM) only once the writer has counted
+    a batch of this start."""
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    stats = BatchStats()
+    cq = SimpleNamespace(writer=SimpleNamespace(stats=stats, remote=False))
+    query = _idle_query(spark, inbox, tmp_path / "checkpoint")
+    try:
+        query.processAllAvailable()
+        asks = _ActiveAsks(query)
+        live = LiveQuery(cq, asks, since=0.0, attempt=1)  # type: ignore[arg-type]
+        for _ in range(10):
+            live.note_progress()
+        assert asks.others == 0
+        stats.last_batch = 0  # the writer ran batch 0
+        live.note_progress()
+        assert asks.others >= 1
     finally:
         query.stop()
