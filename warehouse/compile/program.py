@@ -297,7 +297,7 @@ def build_program(
     )
 
 
-INPUT_WAIT = 10.0
+INPUT_WAIT = 60.0
 """Seconds a continuous query's trigger that found nothing new waits for new input, where
 its source can (`waits_for_input`), and the query's stop can end the wait (`wake_file`):
 an idle query's triggers come this far apart (docs/decisions/0072, 0079)."""
