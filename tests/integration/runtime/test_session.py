@@ -240,6 +240,24 @@ def test_a_sessions_jit_follows_what_it_serves_unless_java_options_choose() -> N
     assert _with_jit({}, "spark://head:7077", {}, "continuous") == {}
 
 
+def test_a_continuous_sessions_jvm_samples_its_counters_once_a_second() -> None:
+    """A local JVM that keeps running samples its performance counters once a second, not
+    every 50 ms, unless the driver's Java options or the variables every JVM reads say
+    something of performance data; a cluster's master gets nothing."""
+    from warehouse.runtime.session import _with_perf_sampling
+
+    options = "spark.driver.extraJavaOptions"
+    every_second = "-XX:PerfDataSamplingInterval=1000"
+    assert _with_perf_sampling({}, "local[2]", {}) == {options: every_second}
+    assert _with_perf_sampling({options: "-Xmx2g"}, "local[*]", {}) == {
+        options: f"-Xmx2g {every_second}"
+    }
+    for own in ("-XX:-UsePerfData", "-XX:PerfDataSamplingInterval=20"):
+        assert _with_perf_sampling({options: own}, "local[2]", {}) == {options: own}
+        assert _with_perf_sampling({}, "local[2]", {"JAVA_TOOL_OPTIONS": own}) == {}
+    assert _with_perf_sampling({}, "spark://head:7077", {}) == {}
+
+
 def _printing_its_flags(bootstrap: str, unique: str, tmp_path: Path) -> tuple[Path, dict]:
     """A python-engine orders project whose JVM prints its flags as it starts
     (`-XX:+PrintFlagsFinal`, Java options that choose no compilation), and the environment
@@ -296,7 +314,8 @@ def test_a_continuous_run_launches_its_jvm_saving_c2_for_its_hottest_code(
     broker, unique, tmp_path: Path
 ) -> None:
     """`warehouse run --layer ods`, which keeps running, starts a JVM whose C2 waits for ten
-    times the calls Java's defaults ask; the JVM prints its flags (`_printing_its_flags`).
+    times the calls Java's defaults ask and that samples its counters once a second; the
+    JVM prints its flags (`_printing_its_flags`).
     Stopped by SIGTERM, it exits 0."""
     import re
     import subprocess
@@ -314,7 +333,10 @@ def test_a_continuous_run_launches_its_jvm_saving_c2_for_its_hottest_code(
     try:
         assert proc.stdout is not None
         for line in proc.stdout:  # the JVM prints every flag as it starts
-            found = re.search(r"\b(Tier4\w+Threshold|TieredStopAtLevel)\s+=\s+(\d+)", line)
+            found = re.search(
+                r"\b(Tier4\w+Threshold|TieredStopAtLevel|PerfDataSamplingInterval)\s+=\s+(\d+)",
+                line,
+            )
             if found:
                 flags[found[1]] = found[2]
             if "started (continuous" in line:
@@ -331,6 +353,7 @@ def test_a_continuous_run_launches_its_jvm_saving_c2_for_its_hottest_code(
         "Tier4InvocationThreshold": "50000",
         "Tier4MinInvocationThreshold": "6000",
         "TieredStopAtLevel": "4",
+        "PerfDataSamplingInterval": "1000",
     }, flags
     assert proc.returncode == 0, rest[-3000:]
     assert "stopped: ods_orders [ods]" in rest
