@@ -300,7 +300,7 @@ def build_program(
 INPUT_WAIT = 60.0
 """Seconds a continuous query's trigger that found nothing new waits for new input, where
 its source can (`waits_for_input`), and the query's stop can end the wait (`wake_file`):
-an idle query's triggers come this far apart (docs/decisions/0072, 0079)."""
+an idle query's triggers come this far apart (docs/decisions/0072, 0079, 0082)."""
 
 UNWOKEN_INPUT_WAIT = 1.0
 """The same wait where no stop can end it (a Connect server's source): a stop waits for
